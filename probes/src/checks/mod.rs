@@ -1,0 +1,64 @@
+//! The built-in probe functions, grouped by what they exercise.
+
+mod audit_sql;
+mod replay_contract;
+
+use crate::registry::BuiltinProbe;
+
+pub(crate) static ALL: &[BuiltinProbe] = &[
+    BuiltinProbe {
+        name: "failure_leaves_offset_uncommitted",
+        summary: "a failing store surfaces its error and nothing is committed",
+        run: audit_sql::failure_leaves_offset_uncommitted,
+    },
+    BuiltinProbe {
+        name: "sql_audit_duplicate",
+        summary: "the same event at offsets 41 and 42: one row, commits 42 and 43",
+        run: audit_sql::sql_audit_duplicate,
+    },
+    BuiltinProbe {
+        name: "apply_once_twice",
+        summary: "apply_once of one event twice returns True then False, one row",
+        run: audit_sql::apply_once_twice,
+    },
+    BuiltinProbe {
+        name: "integrity_error_propagates",
+        summary: "a CHECK or NOT NULL violation is an error, not a duplicate, and commits nothing",
+        run: audit_sql::integrity_error_propagates,
+    },
+    BuiltinProbe {
+        name: "replay_plan_validation",
+        summary: "same group, empty and negative ranges are refused",
+        run: replay_contract::plan_validation,
+    },
+    BuiltinProbe {
+        name: "replay_stop_beyond_end",
+        summary: "stop beyond the captured end fails before any seek",
+        run: replay_contract::stop_beyond_end,
+    },
+    BuiltinProbe {
+        name: "replay_gap",
+        summary: "a missing offset fails at that offset",
+        run: replay_contract::gap,
+    },
+    BuiltinProbe {
+        name: "replay_foreign_partition",
+        summary: "a record of another partition fails",
+        run: replay_contract::foreign_partition,
+    },
+    BuiltinProbe {
+        name: "replay_idle_before_stop",
+        summary: "going idle before stop is an error carrying the committed offset",
+        run: replay_contract::idle_before_stop,
+    },
+    BuiltinProbe {
+        name: "replay_deadline",
+        summary: "the wall-clock deadline ends a slow replay as an error",
+        run: replay_contract::deadline,
+    },
+    BuiltinProbe {
+        name: "replay_commit_after_apply",
+        summary: "each commit follows its effect, and the last commit equals stop",
+        run: replay_contract::commit_after_apply,
+    },
+];

@@ -1,0 +1,94 @@
+//! The built-in probes by name, and what the runner hands each of them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::checks;
+use crate::store::{AuditStore, SqliteAuditStore, StoreError};
+
+/// Which SQL database a probe's store lives in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTarget {
+    SqliteMemory,
+    SqliteFile(PathBuf),
+}
+
+/// Which Kafka-protocol broker a probe talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KafkaTarget {
+    /// librdkafka's mock cluster, started inside the probe.
+    Embedded,
+    /// A broker given by bootstrap address, with extra client properties.
+    Bootstrap { servers: String, properties: Vec<(String, String)> },
+}
+
+/// Everything a probe may use; nothing else reaches it.
+#[derive(Debug, Clone)]
+pub struct ProbeContext {
+    pub db: DbTarget,
+    pub kafka: KafkaTarget,
+    /// The probe's deadline; a probe bounds its own waits by it.
+    pub deadline: Duration,
+    /// Unique per run, for names on shared services (topics, groups, schemas).
+    pub run_id: String,
+}
+
+impl ProbeContext {
+    pub fn open_store(&self) -> Result<Box<dyn AuditStore>, ProbeError> {
+        let store = match &self.db {
+            DbTarget::SqliteMemory => SqliteAuditStore::in_memory(),
+            DbTarget::SqliteFile(path) => SqliteAuditStore::open(path),
+        };
+        store
+            .map(|s| Box::new(s) as Box<dyn AuditStore>)
+            .map_err(|e: StoreError| ProbeError::Broken(format!("cannot open the audit store: {e}")))
+    }
+}
+
+/// A probe that did not pass.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// It ran, and the claim did not hold.
+    #[error("{0}")]
+    Failed(String),
+    /// It could not run or finish (a service missing, a connection refused).
+    #[error("{0}")]
+    Broken(String),
+}
+
+/// `Ok(())` when `holds`, else a failed claim with `what`.
+pub(crate) fn ensure(holds: bool, what: impl FnOnce() -> String) -> Result<(), ProbeError> {
+    if holds {
+        Ok(())
+    } else {
+        Err(ProbeError::Failed(what()))
+    }
+}
+
+/// A probe written in Rust. It returns what it prints; the manifest pins that text.
+pub struct BuiltinProbe {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub run: fn(&ProbeContext) -> Result<String, ProbeError>,
+}
+
+/// Every built-in probe.
+pub fn builtins() -> &'static [BuiltinProbe] {
+    checks::ALL
+}
+
+pub fn builtin(name: &str) -> Option<&'static BuiltinProbe> {
+    builtins().iter().find(|p| p.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<_> = super::builtins().iter().map(|p| p.name).collect();
+        let before = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), before);
+    }
+}

@@ -1,0 +1,290 @@
+//! Bounded replay: one partition's half-open range `[start, stop)` re-read by its own consumer
+//! group, each record applied to the audit store before its offset is committed.
+
+use std::time::{Duration, Instant};
+
+use crate::event::AuditEvent;
+use crate::store::{AuditStore, StoreError};
+
+/// A validated replay of one partition. Construct with [`ReplayPlan::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayPlan {
+    live_group: String,
+    replay_group: String,
+    topic: String,
+    partition: i32,
+    start: i64,
+    stop: i64,
+}
+
+/// A plan that must not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0} must not be empty")]
+    Missing(&'static str),
+    #[error("the replay group must differ from the live group ({0})")]
+    SameGroup(String),
+    #[error("partition and offsets must be non-negative (partition {partition}, start {start}, stop {stop})")]
+    Negative { partition: i32, start: i64, stop: i64 },
+    #[error("empty range [{start}, {stop}): stop must be greater than start")]
+    Empty { start: i64, stop: i64 },
+}
+
+impl ReplayPlan {
+    pub fn new(
+        live_group: &str,
+        replay_group: &str,
+        topic: &str,
+        partition: i32,
+        start: i64,
+        stop: i64,
+    ) -> Result<Self, PlanError> {
+        for (value, what) in [(live_group, "live group"), (replay_group, "replay group"), (topic, "topic")] {
+            if value.trim().is_empty() {
+                return Err(PlanError::Missing(what));
+            }
+        }
+        if live_group == replay_group {
+            return Err(PlanError::SameGroup(live_group.to_owned()));
+        }
+        if partition < 0 || start < 0 || stop < 0 {
+            return Err(PlanError::Negative { partition, start, stop });
+        }
+        if stop <= start {
+            return Err(PlanError::Empty { start, stop });
+        }
+        Ok(ReplayPlan {
+            live_group: live_group.to_owned(),
+            replay_group: replay_group.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            start,
+            stop,
+        })
+    }
+
+    pub fn live_group(&self) -> &str {
+        &self.live_group
+    }
+    pub fn replay_group(&self) -> &str {
+        &self.replay_group
+    }
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+    pub fn start(&self) -> i64 {
+        self.start
+    }
+    pub fn stop(&self) -> i64 {
+        self.stop
+    }
+    /// Records in the range.
+    pub fn len(&self) -> i64 {
+        self.stop - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Bounds on time: the consumer must deliver within `idle_timeout`, and the whole run must end
+/// within `deadline`. Both must be positive.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayLimits {
+    pub deadline: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// One record as the replay consumer delivers it.
+#[derive(Debug, Clone)]
+pub struct ReplayRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub payload: Vec<u8>,
+}
+
+/// The consumer side of a replay, over a real client or a scripted one.
+pub trait ReplayConsumer {
+    /// The consumer group this consumer commits for.
+    fn group_id(&self) -> &str;
+    /// The partition's end offset (high watermark) now.
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String>;
+    /// Assigns the partition alone and positions the consumer at `offset`.
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String>;
+    /// The next record, or `None` when none arrived within `timeout`.
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, String>;
+    /// Commits `next_offset` for this consumer's group, synchronously.
+    fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String>;
+}
+
+/// What a completed replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplaySummary {
+    pub records: u64,
+    pub inserted: u64,
+    pub duplicates: u64,
+    /// The replay group's committed offset at the end: the plan's `stop`.
+    pub final_offset: i64,
+}
+
+/// Why a replay did not complete. Every variant that can happen after seeking carries the
+/// replay group's last committed offset (`committed`), where a rerun continues.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("limits must be positive (deadline {deadline:?}, idle timeout {idle_timeout:?})")]
+    BadLimits { deadline: Duration, idle_timeout: Duration },
+    #[error("consumer belongs to group {actual:?}, the plan's replay group is {expected:?}")]
+    WrongGroup { expected: String, actual: String },
+    #[error("stop {stop} is beyond the captured end offset {end} of {topic}[{partition}]; nothing was read")]
+    StopBeyondEnd { topic: String, partition: i32, stop: i64, end: i64 },
+    #[error("consumer error on {topic}[{partition}] (committed {committed}): {reason}")]
+    Consumer { topic: String, partition: i32, committed: i64, reason: String },
+    #[error("record from {got_topic}[{got_partition}] while replaying {topic}[{partition}] (committed {committed})")]
+    ForeignRecord { topic: String, partition: i32, got_topic: String, got_partition: i32, committed: i64 },
+    #[error("discontinuous range on {topic}[{partition}]: expected offset {expected}, got {got} (committed {committed})")]
+    Gap { topic: String, partition: i32, expected: i64, got: i64, committed: i64 },
+    #[error("record {topic}[{partition}]@{offset} is not an audit event: {reason} (committed {committed})")]
+    Undecodable { topic: String, partition: i32, offset: i64, reason: String, committed: i64 },
+    #[error("effect failed at {topic}[{partition}]@{offset} (committed {committed}): {source}")]
+    Effect { topic: String, partition: i32, offset: i64, committed: i64, source: StoreError },
+    #[error("idle for {idle:?} before stop {stop} on {topic}[{partition}] (committed {committed})")]
+    Idle { topic: String, partition: i32, idle: Duration, stop: i64, committed: i64 },
+    #[error("deadline of {deadline:?} reached before stop {stop} on {topic}[{partition}] (committed {committed})")]
+    Deadline { topic: String, partition: i32, deadline: Duration, stop: i64, committed: i64 },
+}
+
+impl ReplayError {
+    /// The replay group's committed offset when the run stopped, where one was reached.
+    pub fn committed(&self) -> Option<i64> {
+        match self {
+            ReplayError::Consumer { committed, .. }
+            | ReplayError::ForeignRecord { committed, .. }
+            | ReplayError::Gap { committed, .. }
+            | ReplayError::Undecodable { committed, .. }
+            | ReplayError::Effect { committed, .. }
+            | ReplayError::Idle { committed, .. }
+            | ReplayError::Deadline { committed, .. } => Some(*committed),
+            _ => None,
+        }
+    }
+}
+
+/// Replays `plan` through `consumer` into `store`, the only effect a replay has.
+///
+/// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
+/// `start`, then for each record check it is the next expected offset of the plan's partition,
+/// apply it, and only then commit `offset + 1`. Idle or deadline before `stop` is an error.
+pub fn run_bounded_replay(
+    plan: &ReplayPlan,
+    limits: ReplayLimits,
+    consumer: &mut dyn ReplayConsumer,
+    store: &mut dyn AuditStore,
+) -> Result<ReplaySummary, ReplayError> {
+    let started = Instant::now();
+    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() {
+        return Err(ReplayError::BadLimits { deadline: limits.deadline, idle_timeout: limits.idle_timeout });
+    }
+    if consumer.group_id() != plan.replay_group {
+        return Err(ReplayError::WrongGroup {
+            expected: plan.replay_group.clone(),
+            actual: consumer.group_id().to_owned(),
+        });
+    }
+    let (topic, partition) = (plan.topic.as_str(), plan.partition);
+    let consumer_error = |committed: i64, reason: String| ReplayError::Consumer {
+        topic: topic.to_owned(),
+        partition,
+        committed,
+        reason,
+    };
+    let end = consumer.end_offset(topic, partition).map_err(|r| consumer_error(plan.start, r))?;
+    if plan.stop > end {
+        return Err(ReplayError::StopBeyondEnd { topic: topic.to_owned(), partition, stop: plan.stop, end });
+    }
+    consumer.seek(topic, partition, plan.start).map_err(|r| consumer_error(plan.start, r))?;
+
+    let mut summary = ReplaySummary { records: 0, inserted: 0, duplicates: 0, final_offset: plan.start };
+    let mut expected = plan.start;
+    while expected < plan.stop {
+        let remaining = limits.deadline.saturating_sub(started.elapsed());
+        if remaining.is_zero() {
+            return Err(ReplayError::Deadline {
+                topic: topic.to_owned(),
+                partition,
+                deadline: limits.deadline,
+                stop: plan.stop,
+                committed: expected,
+            });
+        }
+        let wait = remaining.min(limits.idle_timeout);
+        let record = match consumer.poll(wait).map_err(|r| consumer_error(expected, r))? {
+            Some(record) => record,
+            None if wait < limits.idle_timeout => continue, // the deadline check above ends it
+            None => {
+                return Err(ReplayError::Idle {
+                    topic: topic.to_owned(),
+                    partition,
+                    idle: limits.idle_timeout,
+                    stop: plan.stop,
+                    committed: expected,
+                })
+            }
+        };
+        if record.topic != topic || record.partition != partition {
+            return Err(ReplayError::ForeignRecord {
+                topic: topic.to_owned(),
+                partition,
+                got_topic: record.topic,
+                got_partition: record.partition,
+                committed: expected,
+            });
+        }
+        if record.offset != expected {
+            return Err(ReplayError::Gap { topic: topic.to_owned(), partition, expected, got: record.offset, committed: expected });
+        }
+        let event = AuditEvent::from_json(&record.payload).map_err(|e| ReplayError::Undecodable {
+            topic: topic.to_owned(),
+            partition,
+            offset: record.offset,
+            reason: e.to_string(),
+            committed: expected,
+        })?;
+        let inserted = store.apply_once(&event).map_err(|source| ReplayError::Effect {
+            topic: topic.to_owned(),
+            partition,
+            offset: record.offset,
+            committed: expected,
+            source,
+        })?;
+        consumer.commit(topic, partition, record.offset + 1).map_err(|r| consumer_error(expected, r))?;
+        expected = record.offset + 1;
+        summary.records += 1;
+        if inserted {
+            summary.inserted += 1;
+        } else {
+            summary.duplicates += 1;
+        }
+        summary.final_offset = expected;
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_validation_refuses_bad_plans() {
+        assert_eq!(ReplayPlan::new("g", "g", "t", 0, 0, 1), Err(PlanError::SameGroup("g".into())));
+        assert_eq!(ReplayPlan::new("", "r", "t", 0, 0, 1), Err(PlanError::Missing("live group")));
+        assert_eq!(ReplayPlan::new("g", "r", " ", 0, 0, 1), Err(PlanError::Missing("topic")));
+        assert!(matches!(ReplayPlan::new("g", "r", "t", 0, -1, 1), Err(PlanError::Negative { .. })));
+        assert_eq!(ReplayPlan::new("g", "r", "t", 0, 5, 5), Err(PlanError::Empty { start: 5, stop: 5 }));
+        let plan = ReplayPlan::new("ticketflow-audit-v1", "ticketflow-replay-20260922", "ticketflow.audit.v1", 2, 120, 160).unwrap();
+        assert_eq!(plan.len(), 40);
+    }
+}

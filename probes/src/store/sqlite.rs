@@ -1,0 +1,122 @@
+//! The audit store on SQLite (bundled), in memory or in a file.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection};
+
+use super::{schema::MIGRATIONS, AuditStore, StoreError};
+use crate::event::AuditEvent;
+
+pub struct SqliteAuditStore {
+    conn: Connection,
+}
+
+impl SqliteAuditStore {
+    pub fn in_memory() -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory()?)
+    }
+
+    /// Opens (or creates) a database file in WAL mode, as a replay into a file wants.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Self::init(conn)
+    }
+
+    fn init(conn: Connection) -> Result<Self, StoreError> {
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)",
+        )?;
+        for (version, sql) in MIGRATIONS {
+            let done: bool = conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
+                [version],
+                |row| row.get(0),
+            )?;
+            if !done {
+                let tx = conn.unchecked_transaction()?;
+                tx.execute_batch(sql)?;
+                tx.execute("INSERT INTO schema_migrations (version) VALUES (?1)", [version])?;
+                tx.commit()?;
+            }
+        }
+        Ok(SqliteAuditStore { conn })
+    }
+
+    /// The connection, for checks that read the database back.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl AuditStore for SqliteAuditStore {
+    fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        // ON CONFLICT(event_id), not INSERT OR IGNORE: the latter also swallows NOT NULL and
+        // CHECK failures, which must surface.
+        let inserted = tx.execute(
+            "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (event_id) DO NOTHING",
+            params![
+                event.event_id,
+                event.tenant_id,
+                event.ticket_id,
+                event.action,
+                event.occurred_at,
+                payload_column(event),
+            ],
+        )?;
+        tx.commit()?;
+        Ok(inserted == 1)
+    }
+
+    fn audit_rows(&mut self) -> Result<u64, StoreError> {
+        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+}
+
+/// A JSON `null` payload is stored as SQL NULL, which the schema refuses.
+pub(crate) fn payload_column(event: &AuditEvent) -> Option<String> {
+    (!event.payload.is_null()).then(|| event.payload.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_apply_of_the_same_event_id_is_a_duplicate() {
+        let mut store = SqliteAuditStore::in_memory().unwrap();
+        assert!(store.apply_once(&AuditEvent::sample()).unwrap());
+        assert!(!store.apply_once(&AuditEvent::sample()).unwrap());
+        assert_eq!(store.audit_rows().unwrap(), 1);
+    }
+
+    #[test]
+    fn check_and_not_null_failures_propagate_instead_of_reading_as_duplicates() {
+        let mut store = SqliteAuditStore::in_memory().unwrap();
+        let mut empty_tenant = AuditEvent::sample_with_id("evt-check");
+        empty_tenant.tenant_id.clear();
+        let err = store.apply_once(&empty_tenant).unwrap_err();
+        assert!(err.to_string().contains("CHECK constraint failed"), "{err}");
+
+        let mut null_payload = AuditEvent::sample_with_id("evt-null");
+        null_payload.payload = serde_json::Value::Null;
+        let err = store.apply_once(&null_payload).unwrap_err();
+        assert!(err.to_string().contains("NOT NULL constraint failed"), "{err}");
+        assert_eq!(store.audit_rows().unwrap(), 0);
+    }
+
+    #[test]
+    fn reopening_a_file_keeps_rows_and_does_not_rerun_migrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        SqliteAuditStore::open(&path).unwrap().apply_once(&AuditEvent::sample()).unwrap();
+        let mut again = SqliteAuditStore::open(&path).unwrap();
+        assert_eq!(again.audit_rows().unwrap(), 1);
+        assert!(!again.apply_once(&AuditEvent::sample()).unwrap());
+    }
+}

@@ -1,0 +1,52 @@
+//! The one place where outcomes and errors become exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit codes, distinct per cause so scripts can tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// Every selected probe passed or was skipped (PENDING too, unless `--strict`).
+    Ok = 0,
+    /// A probe failed or errored (or was PENDING under `--strict`).
+    ProbesFailed = 1,
+    /// The command line or a manifest is wrong; nothing ran.
+    Usage = 2,
+    /// A file could not be read or written (a report, a manifest folder).
+    Io = 3,
+    /// An operational command (`replay`, `broker`, `hosts check`) failed at run time.
+    Operation = 4,
+}
+
+impl From<Code> for ExitCode {
+    fn from(code: Code) -> ExitCode {
+        ExitCode::from(code as u8)
+    }
+}
+
+/// An error that stops the program before or outside the probes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}:{line}:{column}: {message}")]
+    Manifest { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("{0}")]
+    Operation(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> Code {
+        match self {
+            Error::Usage(_) | Error::Manifest { .. } => Code::Usage,
+            Error::Io { .. } => Code::Io,
+            Error::Operation(_) => Code::Operation,
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
+        Error::Io { path: path.into(), message: err.to_string() }
+    }
+}

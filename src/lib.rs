@@ -1,0 +1,32 @@
+//! lessonprobe turns a course's lesson claims into numbered checkpoint probes, runs them on
+//! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
+
+pub mod checkpoint;
+pub mod cli;
+pub mod exit;
+pub mod report;
+pub mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Parses the command line, runs the subcommand, prints any error on one line and maps the
+/// result to the process exit code.
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging();
+    match cli::dispatch(cli) {
+        Ok(code) => code.into(),
+        Err(err) => {
+            eprintln!("lessonprobe: {err}");
+            err.exit_code().into()
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

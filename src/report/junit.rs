@@ -1,0 +1,117 @@
+//! The JUnit XML reporter: one `<testsuites>`, one `<testsuite>` per checkpoint, one
+//! `<testcase>` per case, SKIP and PENDING included. Valid against the Jenkins xunit JUnit
+//! schema, which has no `skipped` on `<testsuites>` and no properties on test cases: case
+//! properties go on the suite, prefixed with the case name.
+
+use std::path::Path;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use crate::exit::Error;
+use crate::run::{Outcome, Verdict};
+
+/// Renders the outcomes, grouped by lesson in the order they come.
+pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, String> {
+    let now = chrono::Local::now().fixed_offset();
+    let hostname = hostname();
+    let mut report = Report::new("lessonprobe");
+    report.set_time(wall);
+    let mut lessons: Vec<u32> = outcomes.iter().map(|o| o.lesson).collect();
+    lessons.dedup();
+    for lesson in lessons {
+        let cases: Vec<&Outcome> = outcomes.iter().filter(|o| o.lesson == lesson).collect();
+        let title = cases.first().map_or("", |o| o.checkpoint.as_str());
+        let mut suite = TestSuite::new(format!("lesson {lesson}: {title}"));
+        suite.set_timestamp(now);
+        suite.set_time(cases.iter().map(|o| o.duration).sum());
+        suite.extra.insert("hostname".into(), hostname.as_str().into());
+        for o in &cases {
+            for (key, value) in &o.properties {
+                suite.add_property(Property::new(format!("{}.{key}", o.display_name()), value.as_str()));
+            }
+            suite.add_test_case(test_case(lesson, o));
+        }
+        report.add_test_suite(suite);
+    }
+    let xml = report.to_string().map_err(|e| e.to_string())?;
+    Ok(drop_root_skipped(xml))
+}
+
+pub fn write(path: &Path, xml: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, format!("cannot create report folder: {e}")))?;
+    }
+    std::fs::write(path, xml).map_err(|e| Error::io(path, format!("cannot write JUnit report: {e}")))
+}
+
+fn test_case(lesson: u32, o: &Outcome) -> TestCase {
+    let status = match o.verdict {
+        Verdict::Pass => TestCaseStatus::success(),
+        Verdict::Fail | Verdict::Error => {
+            let kind = if o.verdict == Verdict::Fail { NonSuccessKind::Failure } else { NonSuccessKind::Error };
+            let mut status = TestCaseStatus::non_success(kind);
+            status.set_message(o.message.clone().unwrap_or_else(|| o.verdict.label().to_owned()));
+            if let Some(diff) = &o.diff {
+                status.set_description(diff.as_str());
+            }
+            status
+        }
+        Verdict::Skip | Verdict::Pending => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(format!("{}: {}", o.verdict.label(), o.message.as_deref().unwrap_or("not run")));
+            status
+        }
+    };
+    let mut case = TestCase::new(o.display_name(), status);
+    let classname = match &o.host {
+        Some(host) => format!("lessonprobe.lesson{lesson}.remote.{host}"),
+        None => format!("lessonprobe.lesson{lesson}"),
+    };
+    case.set_classname(classname);
+    case.set_time(o.duration);
+    if !o.output.is_empty() {
+        case.set_system_out(o.output.as_str());
+    }
+    case
+}
+
+/// quick-junit writes `skipped` on the root element, which the schema does not allow there;
+/// the per-suite counts carry it.
+fn drop_root_skipped(xml: String) -> String {
+    let Some(start) = xml.find("<testsuites") else { return xml };
+    let end = xml[start..].find('>').map_or(xml.len(), |i| start + i);
+    let tag = &xml[start..end];
+    match tag.find(" skipped=\"") {
+        Some(i) => {
+            let value_end = tag[i + 10..].find('"').map_or(tag.len(), |j| i + 10 + j + 1);
+            format!("{}{}{}", &xml[..start + i], &tag[value_end..], &xml[end..])
+        }
+        None => xml,
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or fails.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_skipped_attribute_is_removed_and_nothing_else() {
+        let xml = "<?xml?>\n<testsuites name=\"x\" tests=\"3\" skipped=\"1\" failures=\"0\">\n<testsuite skipped=\"1\">".to_string();
+        assert_eq!(
+            drop_root_skipped(xml),
+            "<?xml?>\n<testsuites name=\"x\" tests=\"3\" failures=\"0\">\n<testsuite skipped=\"1\">"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Executes a plan: cases decided Run are run with a deadline each, at most `jobs` at once;
+//! every case, run or not, yields exactly one outcome, in plan order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
+use similar::TextDiff;
+
+use super::plan::{Decision, Plan, PlannedCase};
+use super::{command, Outcome, RunConfig, Verdict};
+use crate::checkpoint::ProbeKind;
+
+/// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
+/// all outcomes in plan order.
+pub fn execute(plan: &Plan<'_>, config: &RunConfig, run_id: &str, mut on_outcome: impl FnMut(&Outcome)) -> Vec<Outcome> {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
+    let mut slots: Vec<Option<Outcome>> = vec![None; plan.cases.len()];
+    std::thread::scope(|scope| {
+        for _ in 0..config.jobs.max(1).min(plan.cases.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(case) = plan.cases.get(i) else { break };
+                if tx.send((i, run_case(case, config, &format!("{run_id}-{i}")))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, outcome) in rx {
+            on_outcome(&outcome);
+            slots[i] = Some(outcome);
+        }
+    });
+    slots.into_iter().flatten().collect()
+}
+
+fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome {
+    let probe = case.probe;
+    let mut outcome = Outcome {
+        lesson: case.checkpoint.lesson,
+        checkpoint: case.checkpoint.title.clone(),
+        id: probe.id.clone(),
+        name: probe.name.clone(),
+        claim: probe.claim.clone(),
+        kind: probe.kind.label(),
+        backend: case.sql.as_ref().map(|s| s.backend.label()),
+        verdict: Verdict::Error,
+        message: None,
+        diff: None,
+        output: String::new(),
+        expected: probe.expect.clone(),
+        answer: match &probe.kind {
+            ProbeKind::Prose { answer, .. } => answer.clone(),
+            _ => None,
+        },
+        duration: Duration::ZERO,
+        host: None,
+        properties: Vec::new(),
+    };
+    match &case.decision {
+        Decision::Skip(reason) => {
+            outcome.verdict = Verdict::Skip;
+            outcome.message = Some(reason.clone());
+            return outcome;
+        }
+        Decision::Pending(reason) => {
+            outcome.verdict = Verdict::Pending;
+            outcome.message = Some(reason.clone());
+            return outcome;
+        }
+        Decision::Run => {}
+    }
+    let deadline = probe.timeout.unwrap_or(config.default_timeout);
+    let started = Instant::now();
+    let result = match &probe.kind {
+        ProbeKind::Builtin { name } => {
+            let ctx = ProbeContext {
+                db: case.sql.as_ref().map_or(DbTarget::SqliteMemory, |s| s.target.clone()),
+                kafka: config.kafka.clone(),
+                deadline,
+                run_id: run_id.to_owned(),
+            };
+            run_builtin(name, ctx, deadline)
+        }
+        ProbeKind::Command { argv, cwd, env, .. } => {
+            let dir = cwd.as_ref().map_or_else(|| config.course_root.clone(), |c| config.course_root.join(c));
+            run_command(argv, &dir, env, deadline)
+        }
+        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => {
+            Err(ProbeError::Broken("this kind has no local execution (plan error)".into()))
+        }
+    };
+    outcome.duration = started.elapsed();
+    match result {
+        Ok(output) => {
+            outcome.output = output;
+            judge(&mut outcome);
+        }
+        Err(ProbeError::Failed(message)) => {
+            outcome.verdict = Verdict::Fail;
+            outcome.message = Some(message);
+        }
+        Err(ProbeError::Broken(message)) => {
+            outcome.verdict = Verdict::Error;
+            outcome.message = Some(message);
+        }
+    }
+    outcome
+}
+
+/// PASS when the output equals the expected text (trailing line ends aside), else FAIL with a diff.
+fn judge(outcome: &mut Outcome) {
+    let Some(expected) = outcome.expected.as_deref() else {
+        outcome.verdict = Verdict::Pass;
+        return;
+    };
+    let actual = outcome.output.trim_end_matches(['\n', '\r']);
+    let expected = expected.trim_end_matches(['\n', '\r']);
+    if actual == expected {
+        outcome.verdict = Verdict::Pass;
+    } else {
+        outcome.verdict = Verdict::Fail;
+        outcome.message = Some("output differs from the expected output".into());
+        let diff = TextDiff::from_lines(&format!("{expected}\n"), &format!("{actual}\n"))
+            .unified_diff()
+            .header("expected", "actual")
+            .to_string();
+        outcome.diff = Some(diff);
+    }
+}
+
+fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<String, ProbeError> {
+    let probe = registry::builtin(name).ok_or_else(|| ProbeError::Broken(format!("no builtin probe named {name}")))?;
+    let (tx, rx) = mpsc::channel();
+    let run = probe.run;
+    // A probe bounds its own waits by the deadline; should one not, the run still moves on and
+    // the thread is left to finish on its own.
+    std::thread::Builder::new()
+        .name(format!("probe-{name}"))
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (run)(&ctx)));
+            let _ = tx.send(result);
+        })
+        .map_err(|e| ProbeError::Broken(format!("cannot start probe thread: {e}")))?;
+    match rx.recv_timeout(deadline) {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ProbeError::Broken(format!("probe panicked: {what}")))
+        }
+        Err(_) => Err(ProbeError::Broken(format!("deadline of {} exceeded", humantime::format_duration(deadline)))),
+    }
+}
+
+fn run_command(
+    argv: &[String],
+    dir: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
+    deadline: Duration,
+) -> Result<String, ProbeError> {
+    let done = command::run(argv, dir, env, deadline)
+        .map_err(|e| ProbeError::Broken(format!("cannot start {:?} in {}: {e}", argv[0], dir.display())))?;
+    if done.timed_out {
+        return Err(ProbeError::Broken(format!(
+            "deadline of {} exceeded; process group killed{}",
+            humantime::format_duration(deadline),
+            tail("stderr", &done.stderr)
+        )));
+    }
+    match done.status.and_then(|s| s.code()) {
+        Some(0) => Ok(done.stdout),
+        Some(code) => Err(ProbeError::Failed(format!("exited with status {code}{}", tail("stderr", &done.stderr)))),
+        None => Err(ProbeError::Broken(format!("killed by a signal{}", tail("stderr", &done.stderr)))),
+    }
+}
+
+fn tail(what: &str, text: &str) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let last: Vec<&str> = text.lines().rev().take(5).collect();
+    format!("; {what}: {}", last.into_iter().rev().collect::<Vec<_>>().join(" | "))
+}

@@ -1,0 +1,30 @@
+//! Running a selection: the plan (what runs, what is SKIP or PENDING and why), execution with
+//! deadlines and a concurrency limit, and the outcomes handed to the reporters.
+
+mod command;
+mod execute;
+mod outcome;
+mod plan;
+
+pub use execute::execute;
+pub use outcome::{Counts, Outcome, Verdict};
+pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lessonprobe_probes::KafkaTarget;
+
+/// Everything a run needs to know, decided once from the command line and the environment.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub jobs: usize,
+    pub default_timeout: Duration,
+    /// The course checkout that `command` probes run in.
+    pub course_root: PathBuf,
+    /// SQL backends selected with `--db`; SQL probes run once per entry they support.
+    pub sql: Vec<SqlTarget>,
+    pub kafka: KafkaTarget,
+    /// `TICKETFLOW_REMOTE_TESTS=1`: remote probes may connect.
+    pub remote_enabled: bool,
+}

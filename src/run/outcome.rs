@@ -1,0 +1,108 @@
+//! The verdict of one probe case and the counts a run closes with.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Error,
+    Skip,
+    Pending,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Error => "ERROR",
+            Verdict::Skip => "SKIP",
+            Verdict::Pending => "PENDING",
+        }
+    }
+}
+
+/// What happened to one case: a probe, on one backend where it has several.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub lesson: u32,
+    pub checkpoint: String,
+    pub id: String,
+    pub name: String,
+    pub claim: String,
+    pub kind: &'static str,
+    pub backend: Option<&'static str>,
+    pub verdict: Verdict,
+    /// Why it did not pass, or why it was not run.
+    pub message: Option<String>,
+    /// A unified diff of expected against actual output, for mismatches.
+    pub diff: Option<String>,
+    pub output: String,
+    pub expected: Option<String>,
+    /// The answer key of a prose exercise.
+    pub answer: Option<String>,
+    #[serde(serialize_with = "seconds")]
+    pub duration: Duration,
+    /// The remote host that ran the case, and what was verified about it.
+    pub host: Option<String>,
+    pub properties: Vec<(String, String)>,
+}
+
+impl Outcome {
+    /// The case's name in reports: id, name, and the backend where the probe has several.
+    pub fn display_name(&self) -> String {
+        match self.backend {
+            Some(b) => format!("{} {} [{b}]", self.id, self.name),
+            None => format!("{} {}", self.id, self.name),
+        }
+    }
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+/// Cases per verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub skipped: usize,
+    pub pending: usize,
+}
+
+impl Counts {
+    pub fn of(outcomes: &[Outcome]) -> Counts {
+        let mut c = Counts::default();
+        for o in outcomes {
+            match o.verdict {
+                Verdict::Pass => c.passed += 1,
+                Verdict::Fail => c.failed += 1,
+                Verdict::Error => c.errors += 1,
+                Verdict::Skip => c.skipped += 1,
+                Verdict::Pending => c.pending += 1,
+            }
+        }
+        c
+    }
+
+    /// The run succeeded: nothing failed or errored, and under `strict` nothing is pending.
+    pub fn succeeded(&self, strict: bool) -> bool {
+        self.failed == 0 && self.errors == 0 && !(strict && self.pending > 0)
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} errors, {} skipped, {} pending",
+            self.passed, self.failed, self.errors, self.skipped, self.pending
+        )
+    }
+}

@@ -1,0 +1,92 @@
+//! The run plan: every selected probe becomes one case per backend, each decided up front as
+//! Run, SKIP(reason) or PENDING(reason). Nothing selected ever disappears from the plan.
+
+use std::path::Path;
+
+use lessonprobe_probes::DbTarget;
+
+use super::RunConfig;
+use crate::checkpoint::{Backend, Checkpoint, Probe, ProbeKind, Selection};
+
+/// One SQL backend chosen with `--db`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlTarget {
+    pub backend: Backend,
+    pub target: DbTarget,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Run,
+    Skip(String),
+    Pending(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedCase<'a> {
+    pub checkpoint: &'a Checkpoint,
+    pub probe: &'a Probe,
+    /// The SQL backend of this case, for probes that run on SQL.
+    pub sql: Option<SqlTarget>,
+    pub decision: Decision,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan<'a> {
+    pub cases: Vec<PlannedCase<'a>>,
+}
+
+impl<'a> Plan<'a> {
+    pub fn new(selection: &Selection<'a>, config: &RunConfig) -> Plan<'a> {
+        let mut cases = Vec::new();
+        for (checkpoint, probes) in &selection.checkpoints {
+            for probe in probes {
+                for (sql, decision) in decide(probe, config) {
+                    cases.push(PlannedCase { checkpoint, probe, sql, decision });
+                }
+            }
+        }
+        Plan { cases }
+    }
+}
+
+fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision)> {
+    let static_decision = match &probe.kind {
+        ProbeKind::Prose { .. } => Some(Decision::Skip("prose exercise: answered in writing, no executable form".into())),
+        ProbeKind::Remote { .. } if !config.remote_enabled => {
+            Some(Decision::Pending("TICKETFLOW_REMOTE_TESTS is not set".into()))
+        }
+        ProbeKind::Command { requires, cwd, .. } => missing_requirement(requires, cwd.as_deref(), &config.course_root),
+        _ => None,
+    };
+    let supported: Vec<Backend> = probe.backends.iter().copied().filter(|b| b.is_sql()).collect();
+    if supported.is_empty() {
+        return vec![(None, static_decision.unwrap_or(Decision::Run))];
+    }
+    let mut cases: Vec<(Option<SqlTarget>, Decision)> = config
+        .sql
+        .iter()
+        .filter(|t| supported.contains(&t.backend))
+        .map(|t| (Some(t.clone()), static_decision.clone().unwrap_or(Decision::Run)))
+        .collect();
+    if cases.is_empty() {
+        let needs: Vec<&str> = supported.iter().map(|b| b.label()).collect();
+        let chosen: Vec<&str> = config.sql.iter().map(|t| t.backend.label()).collect();
+        cases.push((
+            None,
+            Decision::Skip(format!("needs SQL backend {}; --db selected {}", needs.join(" or "), chosen.join(", "))),
+        ));
+    }
+    cases
+}
+
+fn missing_requirement(requires: &[std::path::PathBuf], cwd: Option<&Path>, root: &Path) -> Option<Decision> {
+    let base = cwd.map_or_else(|| root.to_owned(), |c| root.join(c));
+    requires.iter().find(|r| !base.join(r).exists()).map(|r| {
+        Decision::Skip(format!(
+            "needs {} in the course checkout; not found under {} (point --course at the checkout)",
+            r.display(),
+            base.display()
+        ))
+    })
+}
