@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
+# PostgreSQL cluster and sshd on loopback, runs every test in release mode, stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# --- Debian packages -------------------------------------------------------------------------
+need=()
+command -v xmllint >/dev/null || need+=(libxml2-utils)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v python3 >/dev/null || need+=(python3)
+command -v cc >/dev/null || need+=(build-essential)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# --- build once ------------------------------------------------------------------------------
+log "building (release)"
+cargo build --release --workspace --all-targets --locked
+
+work=$(mktemp -d /tmp/lessonprobe-test.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  set +e
+  [ -n "${PGBIN:-}" ] && [ -d "$work/pg" ] && as_pg "$PGBIN/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+
+# --- PostgreSQL: a throwaway cluster on 127.0.0.1 -----------------------------------------------
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+if [ "$(id -u)" -eq 0 ]; then
+  as_pg() { runuser -u postgres -- "$@"; }
+  pguser=postgres
+else
+  as_pg() { "$@"; }
+  pguser=$(id -un)
+fi
+mkdir -p "$work/pg" "$work/pgsock"
+[ "$(id -u)" -eq 0 ] && chown postgres "$work/pg" "$work/pgsock"
+pgport=$(free_port)
+log "starting PostgreSQL on 127.0.0.1:$pgport"
+as_pg "$PGBIN/initdb" -D "$work/pg" -U "$pguser" --auth=trust -E UTF8 >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -t 60 \
+  -o "-k $work/pgsock -p $pgport -h 127.0.0.1 -c fsync=off" start >/dev/null
+export LESSONPROBE_TEST_POSTGRES="postgres://$pguser@127.0.0.1:$pgport/postgres"
+export LESSONPROBE_TEST_PG_CTL="$PGBIN/pg_ctl"
+export LESSONPROBE_TEST_PG_DATA="$work/pg"
+export LESSONPROBE_TEST_PG_RUNAS="$([ "$(id -u)" -eq 0 ] && echo postgres || true)"
+
+# --- sshd: loopback only, generated keys --------------------------------------------------------
+sshport=$(free_port)
+ssh_dir="$work/ssh"
+mkdir -p "$ssh_dir" && chmod 700 "$ssh_dir"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/client_key"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/other_key"
+cp "$ssh_dir/client_key.pub" "$ssh_dir/authorized_keys"
+printf '[127.0.0.1]:%s %s\n' "$sshport" "$(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" > "$ssh_dir/known_hosts"
+cat > "$ssh_dir/sshd_config" <<CONF
+Port $sshport
+ListenAddress 127.0.0.1
+HostKey $ssh_dir/host_key
+AuthorizedKeysFile $ssh_dir/authorized_keys
+PidFile $ssh_dir/sshd.pid
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+StrictModes no
+Subsystem sftp internal-sftp
+CONF
+as_root mkdir -p /run/sshd
+log "starting sshd on 127.0.0.1:$sshport"
+/usr/sbin/sshd -D -e -f "$ssh_dir/sshd_config" 2>"$ssh_dir/sshd.log" &
+pids+=($!)
+for _ in $(seq 50); do (echo >/dev/tcp/127.0.0.1/"$sshport") 2>/dev/null && break; sleep 0.1; done
+export LESSONPROBE_TEST_SSH_ADDR="127.0.0.1:$sshport"
+export LESSONPROBE_TEST_SSH_USER="$(id -un)"
+export LESSONPROBE_TEST_SSH_KEY="$ssh_dir/client_key"
+export LESSONPROBE_TEST_SSH_OTHER_KEY="$ssh_dir/other_key"
+export LESSONPROBE_TEST_SSH_KNOWN_HOSTS="$ssh_dir/known_hosts"
+
+# --- the tests --------------------------------------------------------------------------------
+log "running the test suite"
+cargo test --release --workspace --locked -- --test-threads 2
