@@ -1,15 +1,14 @@
-//! The command line: clap definitions, turned once into the configuration the library reads.
+//! The command line: clap definitions only. `dispatch` hands each subcommand's arguments to
+//! its module under `commands/`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use lessonprobe_probes::{registry, DbTarget, KafkaTarget};
 
-use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
+use crate::commands;
 use crate::exit::{Code, Error};
-use crate::report::{self, Format};
-use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
+use crate::report::Format;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,61 +31,102 @@ enum Command {
     Run(RunArgs),
     /// List checkpoints and their probes: id, name, kind, where each can run.
     List(ListArgs),
+    /// Host the embedded Kafka-protocol broker (librdkafka's mock cluster) until interrupted.
+    ///
+    /// The first line of standard output is the bootstrap address. The mock cluster keeps only
+    /// about the newest 5 MiB (or 100,000 message sets) of each partition and silently drops
+    /// older ones: spread large loads over many partitions.
+    Broker(BrokerArgs),
 }
 
 #[derive(Debug, Args)]
-struct CatalogArgs {
+pub struct CatalogArgs {
     /// Folder of checkpoint manifests [default: ./checkpoints, else the built-in copies].
     #[arg(long, env = "LESSONPROBE_CHECKPOINTS", value_name = "DIR")]
-    checkpoints: Option<PathBuf>,
+    pub checkpoints: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
-struct ListArgs {
+pub struct ListArgs {
     /// Only this lesson's checkpoint.
     #[arg(long, visible_alias = "checkpoint", value_name = "N")]
-    lesson: Option<u32>,
+    pub lesson: Option<u32>,
     #[command(flatten)]
-    catalog: CatalogArgs,
+    pub catalog: CatalogArgs,
+}
+
+/// How to reach Kafka: embedded by default, or a broker by address with client properties.
+#[derive(Debug, Args)]
+pub struct KafkaArgs {
+    /// Bootstrap servers of a real broker for every Kafka probe [default: the embedded mock cluster].
+    #[arg(long, env = "LESSONPROBE_KAFKA", value_name = "HOST:PORT[,...]")]
+    pub kafka: Option<String>,
+    /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property)]
+    pub property: Vec<(String, String)>,
 }
 
 #[derive(Debug, Args)]
-struct RunArgs {
+pub struct RunArgs {
     /// Run this lesson's checkpoint [default: every checkpoint].
     #[arg(long, visible_alias = "checkpoint", value_name = "N")]
-    lesson: Option<u32>,
+    pub lesson: Option<u32>,
     /// Run only probes whose id or name matches (substring, or `*` glob); repeatable.
     #[arg(long, value_name = "PATTERN")]
-    select: Vec<String>,
+    pub select: Vec<String>,
     /// Where to write JUnit XML [default: reports/lesson-NN.xml, or reports/lessonprobe.xml].
     #[arg(long, value_name = "PATH")]
-    junit: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
     /// Do not write a JUnit report.
     #[arg(long, conflicts_with = "junit")]
-    no_junit: bool,
+    pub no_junit: bool,
     /// What to print on standard output.
     #[arg(long, value_enum, default_value_t = Format::Human)]
-    format: Format,
+    pub format: Format,
     /// Probes run at once [default: the number of CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
-    jobs: Option<u16>,
+    pub jobs: Option<u16>,
     /// Deadline of a probe whose manifest sets none (e.g. 30s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
-    timeout: Duration,
+    pub timeout: Duration,
     /// PENDING probes fail the run (exit 1).
     #[arg(long)]
-    strict: bool,
-    /// Show each probe's claim, output and, for prose exercises, the answer key.
+    pub strict: bool,
+    /// Show each probe's claim, output and, for exercises, the answer key.
     #[arg(long, short)]
-    verbose: bool,
+    pub verbose: bool,
     /// The course checkout that `command` probes run in.
     #[arg(long, env = "LESSONPROBE_COURSE", value_name = "DIR", default_value = ".")]
-    course: PathBuf,
-    /// SQL backend of the SQL probes: sqlite (in memory), sqlite:PATH; repeatable.
+    pub course: PathBuf,
+    /// Names this run on shared services (topics, groups, schemas, database files)
+    /// [default: time and process id]. Lower-case letters, digits and '-'.
+    #[arg(long, env = "LESSONPROBE_RUN_ID", value_name = "ID", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
+    /// SQL backend of the SQL probes: sqlite (in memory), sqlite:DIR (a database file per
+    /// probe case in DIR, kept); comma-separated or repeated.
     #[arg(long, env = "LESSONPROBE_DB", value_name = "DB", value_delimiter = ',', default_value = "sqlite")]
-    db: Vec<String>,
+    pub db: Vec<String>,
     #[command(flatten)]
-    catalog: CatalogArgs,
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Brokers in the mock cluster.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=16))]
+    pub brokers: i32,
+    /// Partitions of the --sample-day topic.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=1000))]
+    pub partitions: i32,
+    /// Create this topic and load it with a generated day of audit events (three days of
+    /// timestamps, 2026-09-21 to 23, with redeliveries and a few undecodable records).
+    #[arg(long, value_name = "TOPIC")]
+    pub sample_day: Option<String>,
+    /// Distinct events in the sample day.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub events: u32,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -97,99 +137,27 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn parse_run_id(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty() && s.len() <= 40 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("use 1 to 40 lower-case letters, digits and '-'".into())
+    }
+}
+
+fn parse_property(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
 pub fn dispatch(cli: Cli) -> Result<Code, Error> {
     match cli.command {
-        None => run(cli.run),
-        Some(Command::Run(args)) => run(args),
-        Some(Command::List(args)) => list(args),
+        None => commands::run::run(cli.run),
+        Some(Command::Run(args)) => commands::run::run(args),
+        Some(Command::List(args)) => commands::list::list(args),
+        Some(Command::Broker(args)) => commands::broker::broker(args),
     }
-}
-
-fn builtin_names() -> Vec<&'static str> {
-    registry::builtins().iter().map(|p| p.name).collect()
-}
-
-fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
-    let mut targets: Vec<SqlTarget> = Vec::new();
-    for value in values {
-        let target = match value.trim() {
-            "sqlite" | "sqlite::memory:" => SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteMemory },
-            v if v.starts_with("sqlite:") => {
-                let path = &v["sqlite:".len()..];
-                if path.is_empty() {
-                    return Err(Error::Usage("--db sqlite:PATH needs a path".into()));
-                }
-                SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteFile(PathBuf::from(path)) }
-            }
-            other => {
-                return Err(Error::Usage(format!("--db {other:?}: expected sqlite or sqlite:PATH")));
-            }
-        };
-        if targets.iter().any(|t| t.backend == target.backend) {
-            return Err(Error::Usage(format!("--db names {} twice", target.backend.label())));
-        }
-        targets.push(target);
-    }
-    Ok(targets)
-}
-
-fn run(args: RunArgs) -> Result<Code, Error> {
-    let started = Instant::now();
-    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &builtin_names())?;
-    let selection = Selection::new(&catalog, args.lesson, &args.select)?;
-    let config = RunConfig {
-        jobs: args.jobs.map_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()), usize::from),
-        default_timeout: args.timeout,
-        course_root: args.course.clone(),
-        sql: sql_targets(&args.db)?,
-        kafka: KafkaTarget::Embedded,
-        remote_enabled: std::env::var("TICKETFLOW_REMOTE_TESTS").is_ok_and(|v| v == "1"),
-    };
-    let junit_path = (!args.no_junit).then(|| {
-        args.junit.clone().unwrap_or_else(|| match args.lesson {
-            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-            None => PathBuf::from("reports/lessonprobe.xml"),
-        })
-    });
-    let plan = Plan::new(&selection, &config);
-    let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().format("%Y%m%d%H%M%S%3f"));
-    let terminal = report::terminal::Terminal::new(args.verbose);
-    let outcomes = run::execute(&plan, &config, &run_id, |o| {
-        if args.format == Format::Human {
-            terminal.outcome(o);
-        }
-    });
-    debug_assert_eq!(outcomes.len(), plan.cases.len());
-    let counts = Counts::of(&outcomes);
-    if let Some(path) = &junit_path {
-        let xml = report::junit::render(&outcomes, started.elapsed())
-            .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
-        report::junit::write(path, &xml)?;
-    }
-    match args.format {
-        Format::Human => terminal.finish(&counts, junit_path.as_deref()),
-        Format::Json => println!("{}", report::json::render(&run_id, &outcomes)),
-    }
-    Ok(if counts.succeeded(args.strict) { Code::Ok } else { Code::ProbesFailed })
-}
-
-fn list(args: ListArgs) -> Result<Code, Error> {
-    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &builtin_names())?;
-    let selection = Selection::new(&catalog, args.lesson, &[])?;
-    for (checkpoint, probes) in &selection.checkpoints {
-        println!("lesson {}: {} ({})", checkpoint.lesson, checkpoint.title, checkpoint.source.display());
-        for probe in probes {
-            let runs_on = match &probe.kind {
-                ProbeKind::Prose { .. } => "-".to_owned(),
-                ProbeKind::Remote { .. } => "remote host".to_owned(),
-                ProbeKind::Command { .. } => "local command".to_owned(),
-                ProbeKind::Builtin { .. } if probe.backends.is_empty() => "in process".to_owned(),
-                ProbeKind::Builtin { .. } => {
-                    probe.backends.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")
-                }
-            };
-            println!("  {:<10} {:<48} {:<8} {}", probe.id, probe.name, probe.kind.label(), runs_on);
-        }
-    }
-    Ok(Code::Ok)
 }

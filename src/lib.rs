@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+mod commands;
 pub mod exit;
 pub mod report;
 pub mod run;

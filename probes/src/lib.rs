@@ -3,7 +3,10 @@
 //! that check the lessons' claims against it.
 
 pub mod consumer;
+pub mod day;
 pub mod event;
+pub mod kafka;
+pub mod live;
 pub mod registry;
 pub mod replay;
 pub mod store;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::checks;
+use crate::live::LiveStore;
 use crate::store::{AuditStore, SqliteAuditStore, StoreError};
 
 /// Which SQL database a probe's store lives in.
@@ -35,12 +36,17 @@ pub struct ProbeContext {
 
 impl ProbeContext {
     pub fn open_store(&self) -> Result<Box<dyn AuditStore>, ProbeError> {
+        Ok(self.open_live_store()?)
+    }
+
+    /// The store with the live service's business tables, for probes that play the live consumer.
+    pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
         let store = match &self.db {
             DbTarget::SqliteMemory => SqliteAuditStore::in_memory(),
             DbTarget::SqliteFile(path) => SqliteAuditStore::open(path),
         };
         store
-            .map(|s| Box::new(s) as Box<dyn AuditStore>)
+            .map(|s| Box::new(s) as Box<dyn LiveStore>)
             .map_err(|e: StoreError| ProbeError::Broken(format!("cannot open the audit store: {e}")))
     }
 }

@@ -34,8 +34,8 @@ pub struct Probe {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeKind {
-    /// A Rust probe of the probes crate, by registered name.
-    Builtin { name: String },
+    /// A Rust probe of the probes crate, by registered name, with the exercise's text if any.
+    Builtin { name: String, answer: Option<String> },
     /// An external program, run without a shell.
     Command { argv: Vec<String>, cwd: Option<PathBuf>, env: BTreeMap<String, String>, requires: Vec<PathBuf> },
     /// An exercise answered in writing: never executed, always SKIP.
@@ -185,7 +185,8 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             ("script", raw.script.is_some()),
         ];
         let allowed: &[&str] = match raw.kind.get_ref().as_str() {
-            "builtin" => &["builtin"],
+            // An exercise made executable keeps its question and answer key.
+            "builtin" => &["builtin", "question", "answer"],
             "command" => &["argv", "cwd", "env", "requires"],
             "prose" => &["question", "answer"],
             "remote" => &["selector", "script"],
@@ -209,7 +210,7 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
                         format!("unknown builtin {:?}; known: {}", b.get_ref(), known_builtins.join(", ")),
                     ));
                 }
-                ProbeKind::Builtin { name: b.into_inner() }
+                ProbeKind::Builtin { name: b.into_inner(), answer: raw.answer }
             }
             "command" => {
                 let argv = raw.argv.ok_or_else(|| missing("argv"))?;

@@ -25,7 +25,7 @@ pub fn execute(plan: &Plan<'_>, config: &RunConfig, run_id: &str, mut on_outcome
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(case) = plan.cases.get(i) else { break };
-                if tx.send((i, run_case(case, config, &format!("{run_id}-{i}")))).is_err() {
+                if tx.send((i, run_case(case, config, &format!("{run_id}-{}", case.slug())))).is_err() {
                     break;
                 }
             });
@@ -55,7 +55,7 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
         output: String::new(),
         expected: probe.expect.clone(),
         answer: match &probe.kind {
-            ProbeKind::Prose { answer, .. } => answer.clone(),
+            ProbeKind::Prose { answer, .. } | ProbeKind::Builtin { answer, .. } => answer.clone(),
             _ => None,
         },
         duration: Duration::ZERO,
@@ -78,9 +78,14 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
     let started = Instant::now();
     let result = match &probe.kind {
-        ProbeKind::Builtin { name } => {
+        ProbeKind::Builtin { name, .. } => {
             let ctx = ProbeContext {
-                db: case.sql.as_ref().map_or(DbTarget::SqliteMemory, |s| s.target.clone()),
+                db: match case.sql.as_ref().map(|s| &s.target) {
+                    None => DbTarget::SqliteMemory,
+                    // `sqlite:DIR`: each case its own database file, kept for inspection.
+                    Some(DbTarget::SqliteFile(dir)) => DbTarget::SqliteFile(dir.join(format!("{run_id}.db"))),
+                    Some(other) => other.clone(),
+                },
                 kafka: config.kafka.clone(),
                 deadline,
                 run_id: run_id.to_owned(),

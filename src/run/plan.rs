@@ -31,6 +31,17 @@ pub struct PlannedCase<'a> {
     pub decision: Decision,
 }
 
+impl PlannedCase<'_> {
+    /// A name for this case that is safe in topic, group, schema and file names.
+    pub fn slug(&self) -> String {
+        let raw = match &self.sql {
+            Some(sql) => format!("{}-{}", self.probe.id, sql.backend.label()),
+            None => self.probe.id.clone(),
+        };
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
     pub cases: Vec<PlannedCase<'a>>,

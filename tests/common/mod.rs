@@ -13,7 +13,7 @@ pub fn repo() -> PathBuf {
 pub fn lessonprobe(cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lessonprobe"));
     cmd.current_dir(cwd);
-    for var in ["LESSONPROBE_CHECKPOINTS", "LESSONPROBE_DB", "LESSONPROBE_KAFKA", "LESSONPROBE_HOSTS", "TICKETFLOW_REMOTE_TESTS", "NO_COLOR"] {
+    for var in ["LESSONPROBE_CHECKPOINTS", "LESSONPROBE_DB", "LESSONPROBE_KAFKA", "LESSONPROBE_HOSTS", "TICKETFLOW_REMOTE_TESTS", "LESSONPROBE_RUN_ID", "NO_COLOR"] {
         cmd.env_remove(var);
     }
     cmd

@@ -1,6 +1,8 @@
 //! The built-in probe functions, grouped by what they exercise.
 
 mod audit_sql;
+mod kafka_replay;
+mod ordering;
 mod replay_contract;
 
 use crate::registry::BuiltinProbe;
@@ -60,5 +62,30 @@ pub(crate) static ALL: &[BuiltinProbe] = &[
         name: "replay_commit_after_apply",
         summary: "each commit follows its effect, and the last commit equals stop",
         run: replay_contract::commit_after_apply,
+    },
+    BuiltinProbe {
+        name: "kafka_bounded_replay_preserves_live_offsets",
+        summary: "over Kafka: a replay group repairs yesterday's audit rows; live offsets and business effects stay",
+        run: kafka_replay::bounded_replay_preserves_live_offsets,
+    },
+    BuiltinProbe {
+        name: "kafka_earliest_does_not_rewind",
+        summary: "over Kafka: earliest does not rewind a committed group; a replay group reads [100, 200)",
+        run: kafka_replay::earliest_does_not_rewind,
+    },
+    BuiltinProbe {
+        name: "kafka_stop_beyond_end",
+        summary: "over Kafka: stop beyond the end offset is refused and the replay group commits nothing",
+        run: kafka_replay::stop_beyond_end,
+    },
+    BuiltinProbe {
+        name: "kafka_failure_leaves_offset_uncommitted",
+        summary: "over Kafka: a failed effect leaves the broker at the last success; a rerun completes",
+        run: kafka_replay::failure_mid_range,
+    },
+    BuiltinProbe {
+        name: "kafka_same_key_same_partition",
+        summary: "over Kafka: one key, one partition, offset order; a late old version is refused",
+        run: ordering::same_key_same_partition,
     },
 ];

@@ -26,4 +26,14 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
             changes   BIGINT NOT NULL
         )",
     ),
+    (
+        3,
+        "CREATE TABLE ticket_state (
+            tenant_id TEXT NOT NULL,
+            ticket_id TEXT NOT NULL,
+            version   BIGINT NOT NULL,
+            action    TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, ticket_id)
+        )",
+    ),
 ];

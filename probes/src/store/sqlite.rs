@@ -78,6 +78,65 @@ impl AuditStore for SqliteAuditStore {
     }
 }
 
+impl crate::live::LiveStore for SqliteAuditStore {
+    fn apply_live(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        let inserted = tx.execute(
+            "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (event_id) DO NOTHING",
+            params![event.event_id, event.tenant_id, event.ticket_id, event.action, event.occurred_at, payload_column(event)],
+        )? == 1;
+        if inserted {
+            tx.execute(
+                "INSERT INTO notifications (event_id, tenant_id, ticket_id) VALUES (?1, ?2, ?3)",
+                params![event.event_id, event.tenant_id, event.ticket_id],
+            )?;
+            tx.execute(
+                "INSERT INTO sla_counts (tenant_id, changes) VALUES (?1, 1)
+                 ON CONFLICT (tenant_id) DO UPDATE SET changes = sla_counts.changes + 1",
+                params![event.tenant_id],
+            )?;
+        }
+        tx.commit()?;
+        Ok(inserted)
+    }
+
+    fn business_counts(&mut self) -> Result<(u64, u64), StoreError> {
+        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM notifications", [], |r| r.get(0))?;
+        let sla: i64 = self.conn.query_row("SELECT COALESCE(SUM(changes), 0) FROM sla_counts", [], |r| r.get(0))?;
+        Ok((n as u64, sla as u64))
+    }
+
+    fn forget_audit_rows(&mut self, from: &str, to: &str) -> Result<u64, StoreError> {
+        let n = self.conn.execute("DELETE FROM audit_events WHERE occurred_at >= ?1 AND occurred_at < ?2", params![from, to])?;
+        Ok(n as u64)
+    }
+
+    fn project_ticket(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
+        let version = event.version().unwrap_or(0);
+        let n = self.conn.execute(
+            "INSERT INTO ticket_state (tenant_id, ticket_id, version, action) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (tenant_id, ticket_id) DO UPDATE SET version = excluded.version, action = excluded.action
+             WHERE excluded.version > ticket_state.version",
+            params![event.tenant_id, event.ticket_id, version, event.action],
+        )?;
+        Ok(n == 1)
+    }
+
+    fn ticket_version(&mut self, tenant_id: &str, ticket_id: &str) -> Result<Option<i64>, StoreError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT version FROM ticket_state WHERE tenant_id = ?1 AND ticket_id = ?2",
+                params![tenant_id, ticket_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}
+
 /// A JSON `null` payload is stored as SQL NULL, which the schema refuses.
 pub(crate) fn payload_column(event: &AuditEvent) -> Option<String> {
     (!event.payload.is_null()).then(|| event.payload.to_string())

@@ -1,0 +1,275 @@
+//! A Kafka-protocol broker for probes and tools: started in process (librdkafka's mock
+//! cluster) or reached by bootstrap address, with topic creation and clean-up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use crate::registry::KafkaTarget;
+
+/// A broker operation that failed, with the address it was talking to.
+#[derive(Debug, thiserror::Error)]
+#[error("kafka {servers}: {what}: {reason}")]
+pub struct KafkaError {
+    pub servers: String,
+    pub what: String,
+    pub reason: String,
+}
+
+/// Whether this process has seen a broker that does not answer CreateTopics (the mock cluster
+/// in another process): later topics are auto-created without waiting again.
+static NO_ADMIN_API: AtomicBool = AtomicBool::new(false);
+
+pub struct Broker {
+    servers: String,
+    properties: Vec<(String, String)>,
+    mock: Option<MockCluster<'static, rdkafka::producer::DefaultProducerContext>>,
+    /// Topics this run created on a real broker, deleted when it is dropped.
+    created: Vec<String>,
+    /// Bound on every single broker call.
+    pub op_timeout: Duration,
+}
+
+impl Broker {
+    /// The embedded mock cluster with `brokers` brokers.
+    pub fn embedded(brokers: i32) -> Result<Broker, KafkaError> {
+        let mock = MockCluster::new(brokers).map_err(|e| KafkaError {
+            servers: "embedded".into(),
+            what: "starting the mock cluster".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(Broker {
+            servers: mock.bootstrap_servers(),
+            properties: Vec::new(),
+            mock: Some(mock),
+            created: Vec::new(),
+            op_timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Starts or reaches the broker a probe was given; every call bounded by `timeout`.
+    pub fn for_target(target: &KafkaTarget, timeout: Duration) -> Result<Broker, KafkaError> {
+        let mut broker = match target {
+            KafkaTarget::Embedded => Broker::embedded(3)?,
+            KafkaTarget::Bootstrap { servers, properties } => Broker {
+                servers: servers.clone(),
+                properties: properties.clone(),
+                mock: None,
+                created: Vec::new(),
+                op_timeout: Duration::from_secs(10),
+            },
+        };
+        broker.op_timeout = timeout.min(Duration::from_secs(10));
+        if !broker.is_embedded() {
+            broker.check_reachable()?;
+        }
+        Ok(broker)
+    }
+
+    /// Fails, naming the address, when no broker answers a metadata request in time.
+    fn check_reachable(&self) -> Result<(), KafkaError> {
+        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
+        consumer
+            .fetch_metadata(None, self.op_timeout)
+            .map(drop)
+            .map_err(|e| self.error("connecting", format!("{e} (is a broker listening there?)")))
+    }
+
+    pub fn servers(&self) -> &str {
+        &self.servers
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        self.mock.is_some()
+    }
+
+    pub fn error(&self, what: impl Into<String>, reason: impl std::fmt::Display) -> KafkaError {
+        KafkaError { servers: self.servers.clone(), what: what.into(), reason: reason.to_string() }
+    }
+
+    /// Client settings shared by every client of this broker: the address, the user's
+    /// properties, short timeouts so an unreachable broker fails instead of hanging.
+    pub fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.servers)
+            .set("socket.timeout.ms", self.op_timeout.as_millis().max(1000).to_string())
+            .set("socket.connection.setup.timeout.ms", self.op_timeout.as_millis().max(1000).to_string());
+        for (k, v) in &self.properties {
+            config.set(k, v);
+        }
+        config
+    }
+
+    /// A consumer of `group` that commits only when told to.
+    pub fn consumer(&self, group: &str, reset: &str) -> Result<BaseConsumer, KafkaError> {
+        let mut config = self.config();
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", reset)
+            .set("session.timeout.ms", "6000")
+            .set("enable.partition.eof", "false");
+        config.create().map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
+    }
+
+    pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
+        let mut config = self.config();
+        config.set("linger.ms", "5").set("message.timeout.ms", self.op_timeout.as_millis().max(1000).to_string());
+        config.create().map_err(|e| self.error("creating a producer", e))
+    }
+
+    /// Creates `topic` with at least `partitions` partitions and returns how many it has.
+    pub fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i32, KafkaError> {
+        if let Some(mock) = &self.mock {
+            mock.create_topic(topic, partitions, 1).map_err(|e| self.error(format!("creating topic {topic}"), e))?;
+            return Ok(partitions);
+        }
+        if !NO_ADMIN_API.load(Ordering::Relaxed) {
+            match self.create_with_admin(topic, partitions) {
+                Ok(()) => {
+                    self.created.push(topic.to_owned());
+                    return self.wait_for_topic(topic);
+                }
+                Err(AdminFailure::Unsupported) => NO_ADMIN_API.store(true, Ordering::Relaxed),
+                Err(AdminFailure::Other(e)) => return Err(e),
+            }
+        }
+        // A broker without the admin API (librdkafka's mock cluster in another process)
+        // creates topics on a producer's metadata request, with its default partition count.
+        let producer = self.producer()?;
+        producer
+            .client()
+            .fetch_metadata(Some(topic), self.op_timeout)
+            .map_err(|e| self.error(format!("auto-creating topic {topic}"), e))?;
+        drop(producer);
+        let have = self.wait_for_topic(topic)?;
+        if have < partitions {
+            return Err(self.error(
+                format!("creating topic {topic}"),
+                format!("it has {have} partitions; {partitions} are needed"),
+            ));
+        }
+        Ok(have)
+    }
+
+    fn create_with_admin(&self, topic: &str, partitions: i32) -> Result<(), AdminFailure> {
+        let admin: AdminClient<DefaultClientContext> =
+            self.config().create().map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
+        let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(Duration::from_secs(5))));
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let result = futures_executor::block_on(admin.create_topics([&new], &options));
+        match result {
+            Ok(results) => match results.into_iter().next() {
+                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Err(AdminFailure::Other(self.error(
+                    format!("creating topic {topic}"),
+                    "it already exists; this run only uses topics it creates",
+                ))),
+                Some(Err((_, code))) => Err(AdminFailure::Other(self.error(format!("creating topic {topic}"), code))),
+                _ => Ok(()),
+            },
+            Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut))
+            | Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::UnsupportedFeature)) => {
+                Err(AdminFailure::Unsupported)
+            }
+            Err(e) => Err(AdminFailure::Other(self.error(format!("creating topic {topic}"), e))),
+        }
+    }
+
+    /// Waits until the topic's metadata shows its partitions; returns their number.
+    fn wait_for_topic(&self, topic: &str) -> Result<i32, KafkaError> {
+        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
+        let started = Instant::now();
+        loop {
+            let n = partition_count(&consumer, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if started.elapsed() > self.op_timeout {
+                return Err(self.error(format!("waiting for topic {topic}"), "it has no partitions"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The number of partitions of `topic` (0 when it does not exist).
+    pub fn partitions(&self, topic: &str) -> Result<i32, KafkaError> {
+        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
+        partition_count(&consumer, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+    }
+
+    /// Produces `(partition, key, payload, timestamp)` records and waits until all are acked.
+    pub fn produce<'a>(
+        &self,
+        topic: &str,
+        records: impl IntoIterator<Item = (i32, &'a str, &'a [u8], i64)>,
+    ) -> Result<u64, KafkaError> {
+        let producer = self.producer()?;
+        let mut sent = 0u64;
+        for (partition, key, payload, ts) in records {
+            let mut record = BaseRecord::to(topic).partition(partition).key(key).payload(payload).timestamp(ts);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((rdkafka::error::KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        record = back;
+                        producer.poll(Duration::from_millis(10));
+                    }
+                    Err((e, _)) => return Err(self.error(format!("producing to {topic}[{partition}]"), e)),
+                }
+            }
+            sent += 1;
+        }
+        producer
+            .flush(self.op_timeout.max(Duration::from_secs(30)))
+            .map_err(|e| self.error(format!("flushing records to {topic}"), e))?;
+        Ok(sent)
+    }
+
+    /// `(low, high)` watermarks of one partition.
+    pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
+        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
+        consumer
+            .fetch_watermarks(topic, partition, self.op_timeout)
+            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
+    }
+}
+
+enum AdminFailure {
+    Unsupported,
+    Other(KafkaError),
+}
+
+pub(crate) fn partition_count(consumer: &BaseConsumer, topic: &str, timeout: Duration) -> Result<i32, rdkafka::error::KafkaError> {
+    let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map_or(0, |t| t.partitions().len() as i32))
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if self.created.is_empty() {
+            return;
+        }
+        // Delete only what this run created; failures are logged, not fatal.
+        let admin: Result<AdminClient<DefaultClientContext>, _> = self.config().create();
+        if let Ok(admin) = admin {
+            let names: Vec<&str> = self.created.iter().map(String::as_str).collect();
+            let options = AdminOptions::new().request_timeout(Some(self.op_timeout));
+            if let Err(e) = futures_executor::block_on(admin.delete_topics(&names, &options)) {
+                tracing::warn!("kafka {}: deleting topics {names:?}: {e}", self.servers);
+            }
+        }
+    }
+}

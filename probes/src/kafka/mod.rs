@@ -1,0 +1,10 @@
+//! Kafka through `rdkafka`: the embedded mock cluster or a broker given by address, topics
+//! named per run, producing keyed records, the replay consumer and offset lookups.
+
+mod broker;
+mod offsets;
+mod replay_consumer;
+
+pub use broker::{Broker, KafkaError};
+pub use offsets::{committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup};
+pub use replay_consumer::KafkaReplayConsumer;

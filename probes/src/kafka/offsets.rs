@@ -1,0 +1,169 @@
+//! Reading offsets back from the broker: a group's committed offsets, and the first offset at
+//! or after a timestamp, per partition.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::{Broker, KafkaError};
+
+/// The committed offset of `group` for each of `partitions` (`None`: nothing committed).
+/// Read through a consumer in that group that never subscribes, so the group is not disturbed.
+pub fn committed_offsets(broker: &Broker, group: &str, topic: &str, partitions: &[i32]) -> Result<Vec<Option<i64>>, KafkaError> {
+    let consumer = broker.consumer(group, "earliest")?;
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition(topic, p);
+    }
+    let what = || format!("reading committed offsets of group {group} on {topic}");
+    let answer = consumer.committed_offsets(tpl, broker.op_timeout).map_err(|e| broker.error(what(), e))?;
+    let offsets = partitions
+        .iter()
+        .map(|&p| match answer.find_partition(topic, p).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) => Some(o),
+            _ => None,
+        })
+        .collect();
+    // The list must go before the consumer: dropping a consumer while a list it returned is
+    // alive can hang inside librdkafka.
+    drop(answer);
+    drop(consumer);
+    Ok(offsets)
+}
+
+/// Timestamp → offset, per partition. `None` means no record at or after the timestamp — never
+/// "start at the end".
+pub trait OffsetLookup {
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError>;
+}
+
+/// The broker's own index (ListOffsets by timestamp), for real brokers.
+pub struct BrokerLookup<'a> {
+    pub broker: &'a Broker,
+}
+
+impl OffsetLookup for BrokerLookup<'_> {
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
+            .map_err(|e| self.broker.error("building a lookup", e))?;
+        let answer = consumer
+            .offsets_for_times(tpl, self.broker.op_timeout)
+            .map_err(|e| self.broker.error(format!("looking up {topic}[{partition}] at {timestamp_ms} ms"), e))?;
+        let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) if o >= 0 => Some(o),
+            _ => None, // -1 / END: nothing at or after that time
+        };
+        drop(answer);
+        Ok(offset)
+    }
+}
+
+/// Finds the offset by reading the partition from its start: for brokers that do not answer
+/// timestamp lookups (librdkafka's mock cluster answers END to every one).
+pub struct ScanLookup<'a> {
+    pub broker: &'a Broker,
+}
+
+impl OffsetLookup for ScanLookup<'_> {
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+        let (low, high) = self.broker.watermarks(topic, partition)?;
+        if low >= high {
+            return Ok(None);
+        }
+        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(low))
+            .map_err(|e| self.broker.error("building a scan", e))?;
+        consumer.assign(&tpl).map_err(|e| self.broker.error(format!("assigning {topic}[{partition}]"), e))?;
+        let mut idle_since = Instant::now();
+        loop {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    idle_since = Instant::now();
+                    let ts = message.timestamp().to_millis().unwrap_or(i64::MIN);
+                    if ts >= timestamp_ms {
+                        return Ok(Some(message.offset()));
+                    }
+                    if message.offset() + 1 >= high {
+                        return Ok(None);
+                    }
+                }
+                Some(Err(e)) => return Err(self.broker.error(format!("scanning {topic}[{partition}]"), e)),
+                None if idle_since.elapsed() > self.broker.op_timeout => {
+                    return Err(self.broker.error(format!("scanning {topic}[{partition}]"), "no records arrived"))
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// The broker's index when it answers, reading when it does not: an END answer is checked
+/// against the partition's last record, and a broker caught answering END wrongly (the mock
+/// cluster) is scanned from then on.
+pub struct AutoLookup<'a> {
+    broker: &'a Broker,
+    scan: bool,
+}
+
+impl<'a> AutoLookup<'a> {
+    pub fn new(broker: &'a Broker) -> Self {
+        AutoLookup { broker, scan: broker.is_embedded() }
+    }
+}
+
+impl OffsetLookup for AutoLookup<'_> {
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+        if !self.scan {
+            let answer = BrokerLookup { broker: self.broker }.offset_at_or_after(topic, partition, timestamp_ms)?;
+            if answer.is_some() || !self.last_record_is_at_or_after(topic, partition, timestamp_ms)? {
+                return Ok(answer);
+            }
+            tracing::info!("kafka {}: timestamp lookups answer END wrongly; finding offsets by reading", self.broker.servers());
+            self.scan = true;
+        }
+        ScanLookup { broker: self.broker }.offset_at_or_after(topic, partition, timestamp_ms)
+    }
+}
+
+impl AutoLookup<'_> {
+    fn last_record_is_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<bool, KafkaError> {
+        let (low, high) = self.broker.watermarks(topic, partition)?;
+        if low >= high {
+            return Ok(false);
+        }
+        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(high - 1))
+            .map_err(|e| self.broker.error("building a lookup", e))?;
+        consumer.assign(&tpl).map_err(|e| self.broker.error(format!("assigning {topic}[{partition}]"), e))?;
+        let started = Instant::now();
+        while started.elapsed() < self.broker.op_timeout {
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.map_err(|e| self.broker.error(format!("reading {topic}[{partition}]"), e))?;
+                return Ok(message.timestamp().to_millis().is_some_and(|ts| ts >= timestamp_ms));
+            }
+        }
+        Err(self.broker.error(format!("reading the last record of {topic}[{partition}]"), "nothing arrived"))
+    }
+}
+
+/// One partition's replay range for a time window `[since, until)`: `start` is the first offset
+/// at or after `since`, `stop` the first at or after `until` or, when there is none, the end
+/// offset captured now. `None` when the window holds no record of this partition.
+pub fn partition_window(
+    broker: &Broker,
+    lookup: &mut dyn OffsetLookup,
+    topic: &str,
+    partition: i32,
+    since_ms: i64,
+    until_ms: i64,
+) -> Result<Option<(i64, i64)>, KafkaError> {
+    let (_, end) = broker.watermarks(topic, partition)?;
+    let Some(start) = lookup.offset_at_or_after(topic, partition, since_ms)? else { return Ok(None) };
+    let stop = lookup.offset_at_or_after(topic, partition, until_ms)?.unwrap_or(end);
+    Ok((stop > start).then_some((start, stop)))
+}

@@ -1,0 +1,62 @@
+//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, synchronous commits of
+//! explicit offsets for its own group, end offsets from the high watermark.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::broker::partition_count;
+use super::{Broker, KafkaError};
+use crate::replay::{ReplayConsumer, ReplayRecord};
+
+pub struct KafkaReplayConsumer {
+    group: String,
+    consumer: BaseConsumer,
+    timeout: Duration,
+}
+
+impl KafkaReplayConsumer {
+    pub fn new(broker: &Broker, group: &str) -> Result<Self, KafkaError> {
+        Ok(KafkaReplayConsumer { group: group.to_owned(), consumer: broker.consumer(group, "error")?, timeout: broker.op_timeout })
+    }
+}
+
+impl ReplayConsumer for KafkaReplayConsumer {
+    fn group_id(&self) -> &str {
+        &self.group
+    }
+
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String> {
+        let partitions = partition_count(&self.consumer, topic, self.timeout).map_err(|e| e.to_string())?;
+        if partition >= partitions {
+            return Err(format!("topic {topic} has {partitions} partitions; the plan needs partition {partition}"));
+        }
+        self.consumer.fetch_watermarks(topic, partition, self.timeout).map(|(_, high)| high).map_err(|e| e.to_string())
+    }
+
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).map_err(|e| e.to_string())?;
+        self.consumer.assign(&tpl).map_err(|e| e.to_string())
+    }
+
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, String> {
+        match self.consumer.poll(timeout) {
+            None => Ok(None),
+            Some(Err(e)) => Err(e.to_string()),
+            Some(Ok(m)) => Ok(Some(ReplayRecord {
+                topic: m.topic().to_owned(),
+                partition: m.partition(),
+                offset: m.offset(),
+                payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+            })),
+        }
+    }
+
+    fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset)).map_err(|e| e.to_string())?;
+        self.consumer.commit(&tpl, CommitMode::Sync).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,49 @@
+//! `lessonprobe broker`: the embedded mock cluster as a standalone broker process, optionally
+//! preloaded with a generated day, until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lessonprobe_probes::day::{self, DaySpec};
+use lessonprobe_probes::kafka::Broker;
+
+use crate::cli::BrokerArgs;
+use crate::exit::{Code, Error};
+
+pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Error::Operation(format!("cannot handle signal {signal}: {e}")))?;
+    }
+    let mut broker = Broker::embedded(args.brokers).map_err(|e| Error::Operation(e.to_string()))?;
+    if let Some(topic) = &args.sample_day {
+        load_sample_day(&mut broker, topic, args.partitions, args.events)?;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", broker.servers()).and_then(|()| out.flush()).map_err(|e| Error::Operation(format!("stdout: {e}")))?;
+    drop(out);
+    eprintln!("lessonprobe broker: {} brokers at {}; Ctrl-C or SIGTERM stops it", args.brokers, broker.servers());
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(broker);
+    Ok(Code::Ok)
+}
+
+fn load_sample_day(broker: &mut Broker, topic: &str, partitions: i32, events: u32) -> Result<(), Error> {
+    let op = |e: lessonprobe_probes::kafka::KafkaError| Error::Operation(e.to_string());
+    broker.create_topic(topic, partitions).map_err(op)?;
+    let records = day::generate(&DaySpec { events: events as usize, garbage_per_mille: 2, ..DaySpec::default() });
+    let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
+    let sent = broker
+        .produce(
+            topic,
+            records.iter().zip(&payloads).map(|(r, p)| (day::partition_for(&r.key, partitions), r.key.as_str(), p.as_slice(), r.timestamp_ms)),
+        )
+        .map_err(op)?;
+    eprintln!("lessonprobe broker: loaded {sent} records into {topic} ({partitions} partitions, 2026-09-21 to 2026-09-23)");
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use lessonprobe_probes::DbTarget;
+
+use crate::checkpoint::{Backend, Catalog, Selection};
+use crate::cli::RunArgs;
+use crate::exit::{Code, Error};
+use crate::report::{self, Format};
+use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
+
+fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
+    let mut targets: Vec<SqlTarget> = Vec::new();
+    for value in values {
+        let target = match value.trim() {
+            "sqlite" | "sqlite::memory:" => SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteMemory },
+            v if v.starts_with("sqlite:") => {
+                let dir = PathBuf::from(&v["sqlite:".len()..]);
+                if dir.as_os_str().is_empty() {
+                    return Err(Error::Usage("--db sqlite:DIR needs a folder".into()));
+                }
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, format!("cannot create the database folder: {e}")))?;
+                SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteFile(dir) }
+            }
+            other => {
+                return Err(Error::Usage(format!("--db {other:?}: expected sqlite or sqlite:DIR")));
+            }
+        };
+        if targets.iter().any(|t| t.backend == target.backend) {
+            return Err(Error::Usage(format!("--db names {} twice", target.backend.label())));
+        }
+        targets.push(target);
+    }
+    Ok(targets)
+}
+
+pub fn run(args: RunArgs) -> Result<Code, Error> {
+    let started = Instant::now();
+    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let selection = Selection::new(&catalog, args.lesson, &args.select)?;
+    let config = RunConfig {
+        jobs: args.jobs.map_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()), usize::from),
+        default_timeout: args.timeout,
+        course_root: args.course.clone(),
+        sql: sql_targets(&args.db)?,
+        kafka: super::kafka_target(&args.kafka)?,
+        remote_enabled: std::env::var("TICKETFLOW_REMOTE_TESTS").is_ok_and(|v| v == "1"),
+    };
+    let junit_path = (!args.no_junit).then(|| {
+        args.junit.clone().unwrap_or_else(|| match args.lesson {
+            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
+            None => PathBuf::from("reports/lessonprobe.xml"),
+        })
+    });
+    let plan = Plan::new(&selection, &config);
+    let run_id = match &args.run_id {
+        Some(id) => id.clone(),
+        None => format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id()),
+    };
+    let terminal = report::terminal::Terminal::new(args.verbose);
+    let outcomes = run::execute(&plan, &config, &run_id, |o| {
+        if args.format == Format::Human {
+            terminal.outcome(o);
+        }
+    });
+    debug_assert_eq!(outcomes.len(), plan.cases.len());
+    let counts = Counts::of(&outcomes);
+    if let Some(path) = &junit_path {
+        let xml = report::junit::render(&outcomes, started.elapsed())
+            .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
+        report::junit::write(path, &xml)?;
+    }
+    match args.format {
+        Format::Human => terminal.finish(&counts, junit_path.as_deref()),
+        Format::Json => println!("{}", report::json::render(&run_id, &outcomes)),
+    }
+    Ok(if counts.succeeded(args.strict) { Code::Ok } else { Code::ProbesFailed })
+}
+
