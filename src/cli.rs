@@ -96,15 +96,26 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub verbose: bool,
     /// The course checkout that `command` probes run in.
-    #[arg(long, env = "LESSONPROBE_COURSE", value_name = "DIR", default_value = ".")]
+    #[arg(
+        long,
+        env = "LESSONPROBE_COURSE",
+        value_name = "DIR",
+        default_value = "."
+    )]
     pub course: PathBuf,
     /// Names this run on shared services (topics, groups, schemas, database files)
     /// [default: time and process id]. Lower-case letters, digits and '-'.
     #[arg(long, env = "LESSONPROBE_RUN_ID", value_name = "ID", value_parser = parse_run_id)]
     pub run_id: Option<String>,
-    /// SQL backend of the SQL probes: sqlite (in memory), sqlite:DIR (a database file per
-    /// probe case in DIR, kept); comma-separated or repeated.
-    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB", value_delimiter = ',', default_value = "sqlite")]
+    /// SQL backend of the SQL probes: sqlite (in memory), sqlite:DIR (a database file per probe
+    /// case in DIR, kept), postgres://URL (a schema per probe case, dropped after), postgres
+    /// (the URL in LESSONPROBE_POSTGRES), or all (sqlite and postgres); repeatable.
+    #[arg(
+        long,
+        env = "LESSONPROBE_DB",
+        value_name = "DB",
+        default_value = "sqlite"
+    )]
     pub db: Vec<String>,
     #[command(flatten)]
     pub kafka: KafkaArgs,
@@ -138,7 +149,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_run_id(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty() && s.len() <= 40 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    let ok = !s.is_empty()
+        && s.len() <= 40
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if ok {
         Ok(s.to_owned())
     } else {

@@ -30,7 +30,12 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
     #[error("{path}:{line}:{column}: {message}")]
-    Manifest { path: PathBuf, line: usize, column: usize, message: String },
+    Manifest {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
     #[error("{0}")]
@@ -47,6 +52,9 @@ impl Error {
     }
 
     pub fn io(path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
-        Error::Io { path: path.into(), message: err.to_string() }
+        Error::Io {
+            path: path.into(),
+            message: err.to_string(),
+        }
     }
 }

@@ -21,11 +21,23 @@ fn schema_copy_matches_the_shared_contract() {
 #[test]
 fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
-    let out = lessonprobe(&repo()).args(["--lesson", "30", "--junit"]).arg(dir.path().join("r/l30.xml")).output().unwrap();
+    let out = lessonprobe(&repo())
+        .args(["--lesson", "30", "--junit"])
+        .arg(dir.path().join("r/l30.xml"))
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let closing = stdout.lines().last().unwrap();
-    assert!(closing.ends_with("0 failed, 0 errors, 1 skipped, 1 pending"), "{closing}");
+    assert!(
+        closing.ends_with("0 failed, 0 errors, 1 skipped, 1 pending"),
+        "{closing}"
+    );
 
     let xml = dir.path().join("r/l30.xml");
     validate_junit(&xml);
@@ -37,43 +49,90 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
     let count = |v: &str| cases.iter().filter(|(_, x)| x == v).count();
     assert_eq!(count("SKIP") + count("PENDING"), suite.skipped);
     assert_eq!(count("FAIL") + count("ERROR"), 0, "{cases:?}");
-    assert!(cases.contains(&("L30-10 remote-bounded-replay-preserves-live-offsets".into(), "PENDING".into())));
-    assert!(cases.contains(&("EX-30-02 earliest-does-not-rewind [sqlite]".into(), "PASS".into())));
-    assert!(cases.contains(&("L30-12 bounded-replay-preserves-live-offsets-and-business-effect-counts [sqlite]".into(), "PASS".into())));
-    assert!(cases.iter().any(|(n, v)| n.starts_with("L30-11") && v == "SKIP"), "{cases:?}");
-    assert!(cases.contains(&("EX-30-01 audit-sql-duplicate-probe [sqlite]".into(), "PASS".into())));
+    assert!(cases.contains(&(
+        "L30-10 remote-bounded-replay-preserves-live-offsets".into(),
+        "PENDING".into()
+    )));
+    assert!(cases.contains(&(
+        "EX-30-02 earliest-does-not-rewind [sqlite]".into(),
+        "PASS".into()
+    )));
+    assert!(cases.contains(&(
+        "L30-12 bounded-replay-preserves-live-offsets-and-business-effect-counts [sqlite]".into(),
+        "PASS".into()
+    )));
+    assert!(
+        cases
+            .iter()
+            .any(|(n, v)| n.starts_with("L30-11") && v == "SKIP"),
+        "{cases:?}"
+    );
+    assert!(cases.contains(&(
+        "EX-30-01 audit-sql-duplicate-probe [sqlite]".into(),
+        "PASS".into()
+    )));
     for case in &suite.test_cases {
         assert!(case.time.is_some() && case.classname.is_some(), "{case:?}");
     }
     assert!(suite.timestamp.is_some() && suite.extra.contains_key("hostname"));
-    let sql = suite.test_cases.iter().find(|c| c.name.starts_with("L30-01")).unwrap();
-    assert_eq!(sql.system_out.as_deref(), Some("audit rows=1; offsets=42,43"));
+    let sql = suite
+        .test_cases
+        .iter()
+        .find(|c| c.name.starts_with("L30-01"))
+        .unwrap();
+    assert_eq!(
+        sql.system_out.as_deref(),
+        Some("audit rows=1; offsets=42,43")
+    );
 }
 
 #[test]
 fn every_checkpoint_runs_when_no_lesson_is_given() {
     let dir = tempfile::tempdir().unwrap();
     let xml = dir.path().join("all.xml");
-    let out = lessonprobe(&repo()).arg("--junit").arg(&xml).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = lessonprobe(&repo())
+        .arg("--junit")
+        .arg(&xml)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     validate_junit(&xml);
     let report = parse_junit(&xml);
     let names: Vec<&str> = report.test_suites.iter().map(|s| s.name.as_str()).collect();
-    assert!(names[0].starts_with("lesson 29") && names[1].starts_with("lesson 30"), "{names:?}");
-    assert!(verdicts(&report).contains(&("EX-29-01 failure-leaves-offset-uncommitted".into(), "PASS".into())));
+    assert!(
+        names[0].starts_with("lesson 29") && names[1].starts_with("lesson 30"),
+        "{names:?}"
+    );
+    assert!(verdicts(&report).contains(&(
+        "EX-29-01 failure-leaves-offset-uncommitted".into(),
+        "PASS".into()
+    )));
 }
 
 #[test]
 fn strict_turns_pending_into_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--strict", "--select", "L30-10", "--junit"])
+        .args([
+            "--lesson", "30", "--strict", "--select", "L30-10", "--junit",
+        ])
         .arg(dir.path().join("s.xml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let cases = verdicts(&parse_junit(&dir.path().join("s.xml")));
-    assert_eq!(cases, vec![("L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(), "PENDING".to_owned())]);
+    assert_eq!(
+        cases,
+        vec![(
+            "L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(),
+            "PENDING".to_owned()
+        )]
+    );
 }
 
 #[test]
@@ -82,18 +141,42 @@ fn an_altered_expected_output_fails_with_a_diff() {
     let manifests = copy_manifests(dir.path());
     let path = manifests.join("30-replay-audit.toml");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("expect = \"True False 1\"", "expect = \"True True 1\"")).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("expect = \"True False 1\"", "expect = \"True True 1\""),
+    )
+    .unwrap();
     let xml = dir.path().join("f.xml");
-    let out = lessonprobe(dir.path()).args(["--lesson", "30", "--junit"]).arg(&xml).output().unwrap();
+    let out = lessonprobe(dir.path())
+        .args(["--lesson", "30", "--junit"])
+        .arg(&xml)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("FAIL    ") && stdout.contains("-True True 1") && stdout.contains("+True False 1"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL    ")
+            && stdout.contains("-True True 1")
+            && stdout.contains("+True False 1"),
+        "{stdout}"
+    );
     validate_junit(&xml);
     let report = parse_junit(&xml);
-    let failed = report.test_suites[0].test_cases.iter().find(|c| c.name.starts_with("EX-30-01")).unwrap();
+    let failed = report.test_suites[0]
+        .test_cases
+        .iter()
+        .find(|c| c.name.starts_with("EX-30-01"))
+        .unwrap();
     match &failed.status {
-        quick_junit::TestCaseStatus::NonSuccess { kind: quick_junit::NonSuccessKind::Failure, description, .. } => {
-            assert!(description.as_deref().unwrap_or("").contains("+True False 1"));
+        quick_junit::TestCaseStatus::NonSuccess {
+            kind: quick_junit::NonSuccessKind::Failure,
+            description,
+            ..
+        } => {
+            assert!(description
+                .as_deref()
+                .unwrap_or("")
+                .contains("+True False 1"));
         }
         other => panic!("expected a failure, got {other:?}"),
     }
@@ -109,10 +192,17 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
     std::fs::write(&path, text.replacen("timeout = \"10s\"", "timeout = 10", 1)).unwrap();
     let line = text.lines().position(|l| l == "timeout = \"10s\"").unwrap() + 1;
     let xml = dir.path().join("never.xml");
-    let out = lessonprobe(dir.path()).arg("--junit").arg(&xml).output().unwrap();
+    let out = lessonprobe(dir.path())
+        .arg("--junit")
+        .arg(&xml)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(&format!("30-replay-audit.toml:{line}:")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("30-replay-audit.toml:{line}:")),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(out.stdout.is_empty() && !xml.exists());
 }
@@ -132,21 +222,41 @@ fn usage_errors_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    let out = lessonprobe(dir.path()).args(["--lesson", "30", "--select", "nope"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--select \"nope\" matches no probe of lesson 30"));
+    let out = lessonprobe(dir.path())
+        .args(["--lesson", "30", "--select", "nope"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("--select \"nope\" matches no probe of lesson 30"));
 }
 
 #[test]
 fn select_and_json_format_report_the_chosen_probes() {
     let dir = tempfile::tempdir().unwrap();
     let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--select", "sql-audit", "--select", "EX-30-*", "--format", "json", "--junit"])
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "sql-audit",
+            "--select",
+            "EX-30-*",
+            "--format",
+            "json",
+            "--junit",
+        ])
         .arg(dir.path().join("j.xml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    let ids: Vec<&str> = doc["outcomes"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let ids: Vec<&str> = doc["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, vec!["EX-30-01", "L30-01", "EX-30-02"]);
     assert_eq!(doc["counts"]["passed"], 3);
     assert_eq!(doc["outcomes"][2]["verdict"], "PASS");
@@ -171,23 +281,56 @@ fn a_command_past_its_deadline_is_error_and_its_process_group_is_gone() {
     std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
     std::fs::write(dir.path().join("checkpoints/77-deadline.toml"), SLEEPER).unwrap();
     let started = Instant::now();
-    let out = lessonprobe(dir.path()).args(["--lesson", "77"]).output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    let out = lessonprobe(dir.path())
+        .args(["--lesson", "77"])
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("ERROR") && stdout.contains("deadline of 1s exceeded; process group killed"), "{stdout}");
+    assert!(
+        stdout.contains("ERROR")
+            && stdout.contains("deadline of 1s exceeded; process group killed"),
+        "{stdout}"
+    );
     let pid = std::fs::read_to_string(dir.path().join("grandchild.pid")).unwrap();
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
-    let state = status.lines().find(|l| l.starts_with("State:")).unwrap_or("State: gone");
-    assert!(state.contains("gone") || state.contains("Z"), "grandchild {} still alive: {state}", pid.trim());
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+    let state = status
+        .lines()
+        .find(|l| l.starts_with("State:"))
+        .unwrap_or("State: gone");
+    assert!(
+        state.contains("gone") || state.contains("Z"),
+        "grandchild {} still alive: {state}",
+        pid.trim()
+    );
     let report = parse_junit(&dir.path().join("reports/lesson-77.xml"));
-    assert_eq!(verdicts(&report), vec![("sleeper sleeps-past-deadline".to_owned(), "ERROR".to_owned())]);
+    assert_eq!(
+        verdicts(&report),
+        vec![(
+            "sleeper sleeps-past-deadline".to_owned(),
+            "ERROR".to_owned()
+        )]
+    );
 }
 
 #[test]
 fn list_shows_every_probe_with_kind() {
-    let out = lessonprobe(&repo()).args(["list", "--lesson", "29"]).output().unwrap();
+    let out = lessonprobe(&repo())
+        .args(["list", "--lesson", "29"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0));
-    assert!(stdout.contains("EX-29-01") && stdout.contains("EX-29-02") && stdout.contains("sqlite, postgres, kafka"), "{stdout}");
+    assert!(
+        stdout.contains("EX-29-01")
+            && stdout.contains("EX-29-02")
+            && stdout.contains("sqlite, postgres, kafka"),
+        "{stdout}"
+    );
 }

@@ -30,7 +30,9 @@ impl BrokerProcess {
             .spawn()
             .expect("start lessonprobe broker");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read the bootstrap line");
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the bootstrap line");
         let servers = line.trim().to_owned();
         assert!(servers.starts_with("127.0.0.1:"), "first line: {servers:?}");
         BrokerProcess { child, servers }
@@ -72,12 +74,16 @@ fn committed(servers: &str, group: &str, topic: &str, partitions: i32) -> Vec<Op
     for p in 0..partitions {
         tpl.add_partition(topic, p);
     }
-    let answer = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    let answer = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
     let out = (0..partitions)
-        .map(|p| match answer.find_partition(topic, p).unwrap().offset() {
-            Offset::Offset(o) => Some(o),
-            _ => None,
-        })
+        .map(
+            |p| match answer.find_partition(topic, p).unwrap().offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            },
+        )
         .collect();
     drop(answer);
     out
@@ -85,20 +91,28 @@ fn committed(servers: &str, group: &str, topic: &str, partitions: i32) -> Vec<Op
 
 fn partitions_of(servers: &str, topic: &str) -> i32 {
     let consumer = reader(servers, "test-metadata");
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
     md.topics()[0].partitions().len() as i32
 }
 
 /// First offset whose timestamp is at or after `ts`, found by reading the whole partition.
 fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> Option<i64> {
     let consumer = reader(servers, "test-scan");
-    let (low, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)).unwrap();
+    let (low, high) = consumer
+        .fetch_watermarks(topic, partition, Duration::from_secs(10))
+        .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(low)).unwrap();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(low))
+        .unwrap();
     consumer.assign(&tpl).unwrap();
     let mut next = low;
     while next < high {
-        let m = consumer.poll(Duration::from_secs(10)).expect("a record").unwrap();
+        let m = consumer
+            .poll(Duration::from_secs(10))
+            .expect("a record")
+            .unwrap();
         if m.timestamp().to_millis().unwrap() >= ts {
             return Some(m.offset());
         }
@@ -117,17 +131,36 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     let mut broker = BrokerProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--select", "L30-1*", "--select", "EX-30-02", "--run-id", "kt1", "--kafka", &broker.servers])
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "L30-1*",
+            "--select",
+            "EX-30-02",
+            "--run-id",
+            "kt1",
+            "--kafka",
+            &broker.servers,
+        ])
         .arg(format!("--db=sqlite:{}", dir.path().display()))
         .arg("--junit")
         .arg(dir.path().join("k.xml"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cases = verdicts(&parse_junit(&dir.path().join("k.xml")));
     for id in ["EX-30-02", "L30-12", "L30-13", "L30-14"] {
-        assert!(cases.iter().any(|(n, v)| n.starts_with(id) && v == "PASS"), "{id}: {cases:?}");
+        assert!(
+            cases.iter().any(|(n, v)| n.starts_with(id) && v == "PASS"),
+            "{id}: {cases:?}"
+        );
     }
     let s = &broker.servers;
 
@@ -136,57 +169,134 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     let topic = format!("ticketflow.audit.v1.{suffix}");
     let n = partitions_of(s, &topic);
     let live = committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, n);
-    let replay = committed(s, &format!("ticketflow-replay-20260922.{suffix}"), &topic, n);
+    let replay = committed(
+        s,
+        &format!("ticketflow-replay-20260922.{suffix}"),
+        &topic,
+        n,
+    );
     let consumer = reader(s, "test-watermarks");
     for p in 0..n {
-        let (_, high) = consumer.fetch_watermarks(&topic, p, Duration::from_secs(10)).unwrap();
+        let (_, high) = consumer
+            .fetch_watermarks(&topic, p, Duration::from_secs(10))
+            .unwrap();
         assert_eq!(live[p as usize], Some(high), "live group on partition {p}");
         let stop = first_offset_at(s, &topic, p, YESTERDAY.1).unwrap_or(high);
-        assert_eq!(replay[p as usize], Some(stop), "replay group on partition {p}");
+        assert_eq!(
+            replay[p as usize],
+            Some(stop),
+            "replay group on partition {p}"
+        );
         assert!(stop < high, "yesterday must end inside partition {p}");
     }
     let db = dir.path().join("kt1-l30-12-sqlite.db");
     let records = day::generate(&DaySpec::default());
     let distinct: HashSet<&str> = records.iter().map(|r| r.event.event_id.as_str()).collect();
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM audit_events"), distinct.len() as i64);
-    assert_eq!(count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"), distinct.len() as i64);
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM notifications"), distinct.len() as i64);
-    assert_eq!(count(&db, "SELECT SUM(changes) FROM sla_counts"), distinct.len() as i64);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM audit_events"),
+        distinct.len() as i64
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"),
+        distinct.len() as i64
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM notifications"),
+        distinct.len() as i64
+    );
+    assert_eq!(
+        count(&db, "SELECT SUM(changes) FROM sla_counts"),
+        distinct.len() as i64
+    );
 
     // EX-30-02: the original group stays at 500, the replay group at 200.
     let suffix = "earliest.kt1-ex-30-02-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
-    assert_eq!(committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, 1), vec![Some(500)]);
-    assert_eq!(committed(s, &format!("ticketflow-replay-20260922.{suffix}"), &topic, 1), vec![Some(200)]);
-    assert_eq!(count(&dir.path().join("kt1-ex-30-02-sqlite.db"), "SELECT COUNT(*) FROM audit_events"), 100);
+    assert_eq!(
+        committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, 1),
+        vec![Some(500)]
+    );
+    assert_eq!(
+        committed(
+            s,
+            &format!("ticketflow-replay-20260922.{suffix}"),
+            &topic,
+            1
+        ),
+        vec![Some(200)]
+    );
+    assert_eq!(
+        count(
+            &dir.path().join("kt1-ex-30-02-sqlite.db"),
+            "SELECT COUNT(*) FROM audit_events"
+        ),
+        100
+    );
 
     // L30-13: nothing committed by the refused replay.
     let suffix = "beyond.kt1-l30-13-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
-    assert_eq!(committed(s, &format!("ticketflow-replay-20260922.{suffix}"), &topic, 1), vec![None]);
+    assert_eq!(
+        committed(
+            s,
+            &format!("ticketflow-replay-20260922.{suffix}"),
+            &topic,
+            1
+        ),
+        vec![None]
+    );
 
     // L30-14: the rerun finished at 50 with 50 distinct rows.
     let suffix = "midfail.kt1-l30-14-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
-    assert_eq!(committed(s, &format!("ticketflow-replay-20260922.{suffix}"), &topic, 1), vec![Some(50)]);
+    assert_eq!(
+        committed(
+            s,
+            &format!("ticketflow-replay-20260922.{suffix}"),
+            &topic,
+            1
+        ),
+        vec![Some(50)]
+    );
     let db = dir.path().join("kt1-l30-14-sqlite.db");
-    assert_eq!(count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"), 50);
+    assert_eq!(
+        count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"),
+        50
+    );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM audit_events"), 50);
 
     drop(consumer);
-    assert_eq!(broker.terminate(), Some(0), "the broker exits cleanly on SIGTERM");
+    assert_eq!(
+        broker.terminate(),
+        Some(0),
+        "the broker exits cleanly on SIGTERM"
+    );
 }
 
 #[test]
 fn the_sample_day_is_loaded_and_readable_by_another_client() {
-    let broker = BrokerProcess::start(&["--sample-day", "ticketflow.audit.v1", "--partitions", "4", "--events", "400"]);
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "ticketflow.audit.v1",
+        "--partitions",
+        "4",
+        "--events",
+        "400",
+    ]);
     let consumer = reader(&broker.servers, "test-sample");
     let mut total = 0;
     for p in 0..4 {
-        let (low, high) = consumer.fetch_watermarks("ticketflow.audit.v1", p, Duration::from_secs(10)).unwrap();
+        let (low, high) = consumer
+            .fetch_watermarks("ticketflow.audit.v1", p, Duration::from_secs(10))
+            .unwrap();
         total += high - low;
     }
-    let expected = day::generate(&DaySpec { events: 400, garbage_per_mille: 2, ..DaySpec::default() }).len() as i64;
+    let expected = day::generate(&DaySpec {
+        events: 400,
+        garbage_per_mille: 2,
+        ..DaySpec::default()
+    })
+    .len() as i64;
     assert_eq!(total, expected);
 }
 
@@ -197,19 +307,48 @@ fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
     drop(listener); // nothing listens there now
     let started = Instant::now();
     let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--select", "L30-13", "--no-junit", "--kafka", &addr])
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "L30-13",
+            "--no-junit",
+            "--kafka",
+            &addr,
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("ERROR") && stdout.contains(&format!("kafka {addr}: connecting")), "{stdout}");
+    assert!(
+        stdout.contains("ERROR") && stdout.contains(&format!("kafka {addr}: connecting")),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn bad_kafka_arguments_are_usage_errors() {
-    for args in [vec!["--kafka", "no-port"], vec!["--kafka", ""], vec!["-X", "security.protocol=SSL"], vec!["--kafka", "h:1", "-X", "novalue"]] {
-        let out = lessonprobe(&repo()).args(["--lesson", "30", "--no-junit"]).args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    for args in [
+        vec!["--kafka", "no-port"],
+        vec!["--kafka", ""],
+        vec!["-X", "security.protocol=SSL"],
+        vec!["--kafka", "h:1", "-X", "novalue"],
+    ] {
+        let out = lessonprobe(&repo())
+            .args(["--lesson", "30", "--no-junit"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

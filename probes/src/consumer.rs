@@ -25,7 +25,12 @@ pub enum ConsumeError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("commit of {topic}[{partition}]@{next_offset} failed: {reason}")]
-    Commit { topic: String, partition: i32, next_offset: i64, reason: String },
+    Commit {
+        topic: String,
+        partition: i32,
+        next_offset: i64,
+        reason: String,
+    },
 }
 
 /// Applies each event through the store, then commits through `commit`.
@@ -72,7 +77,11 @@ mod tests {
     use crate::store::SqliteAuditStore;
 
     fn at(offset: i64) -> Position {
-        Position { topic: "ticketflow.audit".into(), partition: 1, offset }
+        Position {
+            topic: "ticketflow.audit".into(),
+            partition: 1,
+            offset,
+        }
     }
 
     #[test]
@@ -106,7 +115,9 @@ mod tests {
             commits += 1;
             Ok(())
         });
-        let err = consumer.consume(&at(10), &AuditEvent::sample()).unwrap_err();
+        let err = consumer
+            .consume(&at(10), &AuditEvent::sample())
+            .unwrap_err();
         assert_eq!(err.to_string(), "database unavailable");
         drop(consumer);
         assert_eq!(commits, 0);

@@ -48,7 +48,15 @@ pub struct DaySpec {
 
 impl Default for DaySpec {
     fn default() -> Self {
-        DaySpec { seed: 30, events: 900, tenants: 4, tickets: 300, redelivery_per_mille: 40, garbage_per_mille: 0, padding: 0 }
+        DaySpec {
+            seed: 30,
+            events: 900,
+            tenants: 4,
+            tickets: 300,
+            redelivery_per_mille: 40,
+            garbage_per_mille: 0,
+            padding: 0,
+        }
     }
 }
 
@@ -74,21 +82,44 @@ pub fn generate(spec: &DaySpec) -> Vec<DayRecord> {
             event_id: format!("evt-{:016x}-{i}", spec.seed),
             tenant_id: format!("tenant-{}", (b'a' + tenant as u8 % 26) as char),
             ticket_id: format!("ticket-{ticket}"),
-            action: if versions[ticket] == 1 { "ticket.created" } else { "ticket.updated" }.to_owned(),
+            action: if versions[ticket] == 1 {
+                "ticket.created"
+            } else {
+                "ticket.updated"
+            }
+            .to_owned(),
             occurred_at: rfc3339(ts),
             payload,
         };
         let key = event.key();
         let redeliver = rng.random_range(0..1000) < spec.redelivery_per_mille;
         let garbage = rng.random_range(0..1000) < spec.garbage_per_mille;
-        records.push(DayRecord { key: key.clone(), timestamp_ms: ts, event: event.clone(), redelivery: false, garbage: None });
+        records.push(DayRecord {
+            key: key.clone(),
+            timestamp_ms: ts,
+            event: event.clone(),
+            redelivery: false,
+            garbage: None,
+        });
         if redeliver {
-            records.push(DayRecord { key: key.clone(), timestamp_ms: ts + 1, event: event.clone(), redelivery: true, garbage: None });
+            records.push(DayRecord {
+                key: key.clone(),
+                timestamp_ms: ts + 1,
+                event: event.clone(),
+                redelivery: true,
+                garbage: None,
+            });
         }
         if garbage {
             let mut bad = event;
             bad.event_id = format!("bad-{:016x}-{i}", spec.seed);
-            records.push(DayRecord { key, timestamp_ms: ts + 2, event: bad, redelivery: false, garbage: Some(b"{\"event_id\": truncated".to_vec()) });
+            records.push(DayRecord {
+                key,
+                timestamp_ms: ts + 2,
+                event: bad,
+                redelivery: false,
+                garbage: Some(b"{\"event_id\": truncated".to_vec()),
+            });
         }
     }
     records
@@ -119,19 +150,33 @@ mod tests {
         let spec = DaySpec::default();
         let (a, b) = (generate(&spec), generate(&spec));
         assert_eq!(a.len(), b.len());
-        assert!(a.iter().zip(&b).all(|(x, y)| x.event == y.event && x.timestamp_ms == y.timestamp_ms));
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| x.event == y.event && x.timestamp_ms == y.timestamp_ms));
     }
 
     #[test]
     fn three_days_with_redeliveries_and_rising_versions() {
-        let records = generate(&DaySpec { garbage_per_mille: 20, ..DaySpec::default() });
-        let days: std::collections::BTreeSet<i64> = records.iter().map(|r| (r.timestamp_ms - FIRST_DAY_MS) / DAY_MS).collect();
+        let records = generate(&DaySpec {
+            garbage_per_mille: 20,
+            ..DaySpec::default()
+        });
+        let days: std::collections::BTreeSet<i64> = records
+            .iter()
+            .map(|r| (r.timestamp_ms - FIRST_DAY_MS) / DAY_MS)
+            .collect();
         assert_eq!(days.into_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
         assert!(records.iter().any(|r| r.redelivery));
         assert!(records.iter().any(|r| r.garbage.is_some()));
-        assert!(records.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms));
+        assert!(records
+            .windows(2)
+            .all(|w| w[0].timestamp_ms <= w[1].timestamp_ms));
         let mut last = std::collections::HashMap::new();
-        for r in records.iter().filter(|r| !r.redelivery && r.garbage.is_none()) {
+        for r in records
+            .iter()
+            .filter(|r| !r.redelivery && r.garbage.is_none())
+        {
             let v = r.event.version().unwrap();
             let prev = last.insert(r.key.clone(), v).unwrap_or(0);
             assert!(v > prev, "{} went from {prev} to {v}", r.key);
@@ -140,7 +185,10 @@ mod tests {
 
     #[test]
     fn partitioning_is_stable() {
-        assert_eq!(partition_for("tenant-a:ticket-7", 3), partition_for("tenant-a:ticket-7", 3));
+        assert_eq!(
+            partition_for("tenant-a:ticket-7", 3),
+            partition_for("tenant-a:ticket-7", 3)
+        );
         assert!((0..3).contains(&partition_for("x", 3)));
     }
 }

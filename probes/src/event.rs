@@ -44,7 +44,9 @@ impl AuditEvent {
 
     /// The business version carried in the payload, when there is one.
     pub fn version(&self) -> Option<i64> {
-        self.payload.get("version").and_then(serde_json::Value::as_i64)
+        self.payload
+            .get("version")
+            .and_then(serde_json::Value::as_i64)
     }
 
     pub fn to_json(&self) -> Vec<u8> {

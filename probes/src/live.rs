@@ -19,7 +19,11 @@ pub trait LiveStore: AuditStore {
     /// one. Returns whether it was applied.
     fn project_ticket(&mut self, event: &AuditEvent) -> Result<bool, StoreError>;
     /// The stored version of a ticket.
-    fn ticket_version(&mut self, tenant_id: &str, ticket_id: &str) -> Result<Option<i64>, StoreError>;
+    fn ticket_version(
+        &mut self,
+        tenant_id: &str,
+        ticket_id: &str,
+    ) -> Result<Option<i64>, StoreError>;
 }
 
 use std::time::{Duration, Instant};
@@ -57,24 +61,35 @@ pub fn run_live_consumer(
     let consumer = broker.consumer(group, "earliest").map_err(kafka)?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
-        tpl.add_partition_offset(topic, p, Offset::Stored).map_err(|e| e.to_string())?;
+        tpl.add_partition_offset(topic, p, Offset::Stored)
+            .map_err(|e| e.to_string())?;
     }
-    consumer.assign(&tpl).map_err(|e| broker.error("assigning the live consumer", e).to_string())?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| broker.error("assigning the live consumer", e).to_string())?;
     let mut run = LiveRun::default();
     let done = |remaining: &[(i32, i64)], positions: &std::collections::HashMap<i32, i64>| {
-        remaining.iter().all(|(p, high)| positions.get(p).copied().unwrap_or(-1) >= *high || *high == 0)
+        remaining
+            .iter()
+            .all(|(p, high)| positions.get(p).copied().unwrap_or(-1) >= *high || *high == 0)
     };
     // Positions reached so far; a partition with a committed offset at its end needs no record.
     let mut positions = std::collections::HashMap::new();
-    let committed = crate::kafka::committed_offsets(broker, group, topic, partitions).map_err(kafka)?;
+    let committed =
+        crate::kafka::committed_offsets(broker, group, topic, partitions).map_err(kafka)?;
     for (&p, c) in partitions.iter().zip(committed) {
         positions.insert(p, c.unwrap_or(0));
     }
     while !done(&remaining, &positions) {
         if started.elapsed() > deadline {
-            return Err(format!("live consumer of {group}: deadline of {deadline:?} reached after {} records", run.records));
+            return Err(format!(
+                "live consumer of {group}: deadline of {deadline:?} reached after {} records",
+                run.records
+            ));
         }
-        let Some(message) = consumer.poll(Duration::from_millis(200)) else { continue };
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
         let message = message.map_err(|e| broker.error("live consumer poll", e).to_string())?;
         let event = AuditEvent::from_json(message.payload().unwrap_or_default())
             .map_err(|e| format!("{topic}[{}]@{}: {e}", message.partition(), message.offset()))?;
@@ -83,9 +98,15 @@ pub fn run_live_consumer(
         }
         let mut commit = TopicPartitionList::new();
         commit
-            .add_partition_offset(topic, message.partition(), Offset::Offset(message.offset() + 1))
+            .add_partition_offset(
+                topic,
+                message.partition(),
+                Offset::Offset(message.offset() + 1),
+            )
             .map_err(|e| e.to_string())?;
-        consumer.commit(&commit, CommitMode::Sync).map_err(|e| broker.error("live consumer commit", e).to_string())?;
+        consumer
+            .commit(&commit, CommitMode::Sync)
+            .map_err(|e| broker.error("live consumer commit", e).to_string())?;
         positions.insert(message.partition(), message.offset() + 1);
         run.records += 1;
     }

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use crate::checks;
 use crate::live::LiveStore;
-use crate::store::{AuditStore, SqliteAuditStore, StoreError};
+use crate::store::postgres::schema_for_run;
+use crate::store::{AuditStore, PostgresAuditStore, SqliteAuditStore, StoreError};
 
 /// Which SQL database a probe's store lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbTarget {
     SqliteMemory,
     SqliteFile(PathBuf),
+    /// A PostgreSQL URL; each probe works in a schema of its own, dropped afterwards.
+    Postgres(String),
 }
 
 /// Which Kafka-protocol broker a probe talks to.
@@ -20,7 +23,10 @@ pub enum KafkaTarget {
     /// librdkafka's mock cluster, started inside the probe.
     Embedded,
     /// A broker given by bootstrap address, with extra client properties.
-    Bootstrap { servers: String, properties: Vec<(String, String)> },
+    Bootstrap {
+        servers: String,
+        properties: Vec<(String, String)>,
+    },
 }
 
 /// Everything a probe may use; nothing else reaches it.
@@ -41,13 +47,16 @@ impl ProbeContext {
 
     /// The store with the live service's business tables, for probes that play the live consumer.
     pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
-        let store = match &self.db {
-            DbTarget::SqliteMemory => SqliteAuditStore::in_memory(),
-            DbTarget::SqliteFile(path) => SqliteAuditStore::open(path),
+        let store: Result<Box<dyn LiveStore>, StoreError> = match &self.db {
+            DbTarget::SqliteMemory => SqliteAuditStore::in_memory().map(|s| Box::new(s) as _),
+            DbTarget::SqliteFile(path) => SqliteAuditStore::open(path).map(|s| Box::new(s) as _),
+            DbTarget::Postgres(url) => {
+                let timeout = self.deadline.min(std::time::Duration::from_secs(10));
+                PostgresAuditStore::connect(url, &schema_for_run(&self.run_id), timeout)
+                    .map(|s| Box::new(s) as _)
+            }
         };
-        store
-            .map(|s| Box::new(s) as Box<dyn LiveStore>)
-            .map_err(|e: StoreError| ProbeError::Broken(format!("cannot open the audit store: {e}")))
+        store.map_err(|e| ProbeError::Broken(format!("cannot open the audit store: {e}")))
     }
 }
 

@@ -25,7 +25,11 @@ pub enum PlanError {
     #[error("the replay group must differ from the live group ({0})")]
     SameGroup(String),
     #[error("partition and offsets must be non-negative (partition {partition}, start {start}, stop {stop})")]
-    Negative { partition: i32, start: i64, stop: i64 },
+    Negative {
+        partition: i32,
+        start: i64,
+        stop: i64,
+    },
     #[error("empty range [{start}, {stop}): stop must be greater than start")]
     Empty { start: i64, stop: i64 },
 }
@@ -39,7 +43,11 @@ impl ReplayPlan {
         start: i64,
         stop: i64,
     ) -> Result<Self, PlanError> {
-        for (value, what) in [(live_group, "live group"), (replay_group, "replay group"), (topic, "topic")] {
+        for (value, what) in [
+            (live_group, "live group"),
+            (replay_group, "replay group"),
+            (topic, "topic"),
+        ] {
             if value.trim().is_empty() {
                 return Err(PlanError::Missing(what));
             }
@@ -48,7 +56,11 @@ impl ReplayPlan {
             return Err(PlanError::SameGroup(live_group.to_owned()));
         }
         if partition < 0 || start < 0 || stop < 0 {
-            return Err(PlanError::Negative { partition, start, stop });
+            return Err(PlanError::Negative {
+                partition,
+                start,
+                stop,
+            });
         }
         if stop <= start {
             return Err(PlanError::Empty { start, stop });
@@ -136,25 +148,76 @@ pub struct ReplaySummary {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("limits must be positive (deadline {deadline:?}, idle timeout {idle_timeout:?})")]
-    BadLimits { deadline: Duration, idle_timeout: Duration },
+    BadLimits {
+        deadline: Duration,
+        idle_timeout: Duration,
+    },
     #[error("consumer belongs to group {actual:?}, the plan's replay group is {expected:?}")]
     WrongGroup { expected: String, actual: String },
     #[error("stop {stop} is beyond the captured end offset {end} of {topic}[{partition}]; nothing was read")]
-    StopBeyondEnd { topic: String, partition: i32, stop: i64, end: i64 },
+    StopBeyondEnd {
+        topic: String,
+        partition: i32,
+        stop: i64,
+        end: i64,
+    },
     #[error("consumer error on {topic}[{partition}] (committed {committed}): {reason}")]
-    Consumer { topic: String, partition: i32, committed: i64, reason: String },
+    Consumer {
+        topic: String,
+        partition: i32,
+        committed: i64,
+        reason: String,
+    },
     #[error("record from {got_topic}[{got_partition}] while replaying {topic}[{partition}] (committed {committed})")]
-    ForeignRecord { topic: String, partition: i32, got_topic: String, got_partition: i32, committed: i64 },
+    ForeignRecord {
+        topic: String,
+        partition: i32,
+        got_topic: String,
+        got_partition: i32,
+        committed: i64,
+    },
     #[error("discontinuous range on {topic}[{partition}]: expected offset {expected}, got {got} (committed {committed})")]
-    Gap { topic: String, partition: i32, expected: i64, got: i64, committed: i64 },
+    Gap {
+        topic: String,
+        partition: i32,
+        expected: i64,
+        got: i64,
+        committed: i64,
+    },
     #[error("record {topic}[{partition}]@{offset} is not an audit event: {reason} (committed {committed})")]
-    Undecodable { topic: String, partition: i32, offset: i64, reason: String, committed: i64 },
+    Undecodable {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        reason: String,
+        committed: i64,
+    },
     #[error("effect failed at {topic}[{partition}]@{offset} (committed {committed}): {source}")]
-    Effect { topic: String, partition: i32, offset: i64, committed: i64, source: StoreError },
-    #[error("idle for {idle:?} before stop {stop} on {topic}[{partition}] (committed {committed})")]
-    Idle { topic: String, partition: i32, idle: Duration, stop: i64, committed: i64 },
+    Effect {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        committed: i64,
+        source: StoreError,
+    },
+    #[error(
+        "idle for {idle:?} before stop {stop} on {topic}[{partition}] (committed {committed})"
+    )]
+    Idle {
+        topic: String,
+        partition: i32,
+        idle: Duration,
+        stop: i64,
+        committed: i64,
+    },
     #[error("deadline of {deadline:?} reached before stop {stop} on {topic}[{partition}] (committed {committed})")]
-    Deadline { topic: String, partition: i32, deadline: Duration, stop: i64, committed: i64 },
+    Deadline {
+        topic: String,
+        partition: i32,
+        deadline: Duration,
+        stop: i64,
+        committed: i64,
+    },
 }
 
 impl ReplayError {
@@ -186,7 +249,10 @@ pub fn run_bounded_replay(
 ) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
     if limits.deadline.is_zero() || limits.idle_timeout.is_zero() {
-        return Err(ReplayError::BadLimits { deadline: limits.deadline, idle_timeout: limits.idle_timeout });
+        return Err(ReplayError::BadLimits {
+            deadline: limits.deadline,
+            idle_timeout: limits.idle_timeout,
+        });
     }
     if consumer.group_id() != plan.replay_group {
         return Err(ReplayError::WrongGroup {
@@ -201,13 +267,27 @@ pub fn run_bounded_replay(
         committed,
         reason,
     };
-    let end = consumer.end_offset(topic, partition).map_err(|r| consumer_error(plan.start, r))?;
+    let end = consumer
+        .end_offset(topic, partition)
+        .map_err(|r| consumer_error(plan.start, r))?;
     if plan.stop > end {
-        return Err(ReplayError::StopBeyondEnd { topic: topic.to_owned(), partition, stop: plan.stop, end });
+        return Err(ReplayError::StopBeyondEnd {
+            topic: topic.to_owned(),
+            partition,
+            stop: plan.stop,
+            end,
+        });
     }
-    consumer.seek(topic, partition, plan.start).map_err(|r| consumer_error(plan.start, r))?;
+    consumer
+        .seek(topic, partition, plan.start)
+        .map_err(|r| consumer_error(plan.start, r))?;
 
-    let mut summary = ReplaySummary { records: 0, inserted: 0, duplicates: 0, final_offset: plan.start };
+    let mut summary = ReplaySummary {
+        records: 0,
+        inserted: 0,
+        duplicates: 0,
+        final_offset: plan.start,
+    };
     let mut expected = plan.start;
     while expected < plan.stop {
         let remaining = limits.deadline.saturating_sub(started.elapsed());
@@ -221,7 +301,10 @@ pub fn run_bounded_replay(
             });
         }
         let wait = remaining.min(limits.idle_timeout);
-        let record = match consumer.poll(wait).map_err(|r| consumer_error(expected, r))? {
+        let record = match consumer
+            .poll(wait)
+            .map_err(|r| consumer_error(expected, r))?
+        {
             Some(record) => record,
             None if wait < limits.idle_timeout => continue, // the deadline check above ends it
             None => {
@@ -244,23 +327,34 @@ pub fn run_bounded_replay(
             });
         }
         if record.offset != expected {
-            return Err(ReplayError::Gap { topic: topic.to_owned(), partition, expected, got: record.offset, committed: expected });
+            return Err(ReplayError::Gap {
+                topic: topic.to_owned(),
+                partition,
+                expected,
+                got: record.offset,
+                committed: expected,
+            });
         }
-        let event = AuditEvent::from_json(&record.payload).map_err(|e| ReplayError::Undecodable {
-            topic: topic.to_owned(),
-            partition,
-            offset: record.offset,
-            reason: e.to_string(),
-            committed: expected,
-        })?;
-        let inserted = store.apply_once(&event).map_err(|source| ReplayError::Effect {
-            topic: topic.to_owned(),
-            partition,
-            offset: record.offset,
-            committed: expected,
-            source,
-        })?;
-        consumer.commit(topic, partition, record.offset + 1).map_err(|r| consumer_error(expected, r))?;
+        let event =
+            AuditEvent::from_json(&record.payload).map_err(|e| ReplayError::Undecodable {
+                topic: topic.to_owned(),
+                partition,
+                offset: record.offset,
+                reason: e.to_string(),
+                committed: expected,
+            })?;
+        let inserted = store
+            .apply_once(&event)
+            .map_err(|source| ReplayError::Effect {
+                topic: topic.to_owned(),
+                partition,
+                offset: record.offset,
+                committed: expected,
+                source,
+            })?;
+        consumer
+            .commit(topic, partition, record.offset + 1)
+            .map_err(|r| consumer_error(expected, r))?;
         expected = record.offset + 1;
         summary.records += 1;
         if inserted {
@@ -279,12 +373,35 @@ mod tests {
 
     #[test]
     fn plan_validation_refuses_bad_plans() {
-        assert_eq!(ReplayPlan::new("g", "g", "t", 0, 0, 1), Err(PlanError::SameGroup("g".into())));
-        assert_eq!(ReplayPlan::new("", "r", "t", 0, 0, 1), Err(PlanError::Missing("live group")));
-        assert_eq!(ReplayPlan::new("g", "r", " ", 0, 0, 1), Err(PlanError::Missing("topic")));
-        assert!(matches!(ReplayPlan::new("g", "r", "t", 0, -1, 1), Err(PlanError::Negative { .. })));
-        assert_eq!(ReplayPlan::new("g", "r", "t", 0, 5, 5), Err(PlanError::Empty { start: 5, stop: 5 }));
-        let plan = ReplayPlan::new("ticketflow-audit-v1", "ticketflow-replay-20260922", "ticketflow.audit.v1", 2, 120, 160).unwrap();
+        assert_eq!(
+            ReplayPlan::new("g", "g", "t", 0, 0, 1),
+            Err(PlanError::SameGroup("g".into()))
+        );
+        assert_eq!(
+            ReplayPlan::new("", "r", "t", 0, 0, 1),
+            Err(PlanError::Missing("live group"))
+        );
+        assert_eq!(
+            ReplayPlan::new("g", "r", " ", 0, 0, 1),
+            Err(PlanError::Missing("topic"))
+        );
+        assert!(matches!(
+            ReplayPlan::new("g", "r", "t", 0, -1, 1),
+            Err(PlanError::Negative { .. })
+        ));
+        assert_eq!(
+            ReplayPlan::new("g", "r", "t", 0, 5, 5),
+            Err(PlanError::Empty { start: 5, stop: 5 })
+        );
+        let plan = ReplayPlan::new(
+            "ticketflow-audit-v1",
+            "ticketflow-replay-20260922",
+            "ticketflow.audit.v1",
+            2,
+            120,
+            160,
+        )
+        .unwrap();
         assert_eq!(plan.len(), 40);
     }
 }

@@ -4,22 +4,41 @@
 use std::time::Duration;
 
 use lessonprobe_probes::day::{self, DaySpec, YESTERDAY};
-use lessonprobe_probes::kafka::{committed_offsets, partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer, OffsetLookup, ScanLookup};
+use lessonprobe_probes::kafka::{
+    committed_offsets, partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer,
+    OffsetLookup, ScanLookup,
+};
 use lessonprobe_probes::live::run_live_consumer;
 use lessonprobe_probes::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
 use lessonprobe_probes::store::{AuditStore, SqliteAuditStore};
 
 fn load_day(broker: &mut Broker, topic: &str, partitions: i32) -> Vec<day::DayRecord> {
     broker.create_topic(topic, partitions).unwrap();
-    let records = day::generate(&DaySpec { events: 300, ..DaySpec::default() });
+    let records = day::generate(&DaySpec {
+        events: 300,
+        ..DaySpec::default()
+    });
     let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
     broker
-        .produce(topic, records.iter().zip(&payloads).map(|(r, p)| (day::partition_for(&r.key, partitions), r.key.as_str(), p.as_slice(), r.timestamp_ms)))
+        .produce(
+            topic,
+            records.iter().zip(&payloads).map(|(r, p)| {
+                (
+                    day::partition_for(&r.key, partitions),
+                    r.key.as_str(),
+                    p.as_slice(),
+                    r.timestamp_ms,
+                )
+            }),
+        )
         .unwrap();
     records
 }
 
-const LIMITS: ReplayLimits = ReplayLimits { deadline: Duration::from_secs(20), idle_timeout: Duration::from_secs(3) };
+const LIMITS: ReplayLimits = ReplayLimits {
+    deadline: Duration::from_secs(20),
+    idle_timeout: Duration::from_secs(3),
+};
 
 #[test]
 fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
@@ -30,7 +49,11 @@ fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let err = run_bounded_replay(&plan, LIMITS, &mut consumer, &mut store).unwrap_err();
     assert!(matches!(err, ReplayError::Consumer { .. }));
-    assert!(err.to_string().contains("topic one-partition has 1 partitions; the plan needs partition 2"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("topic one-partition has 1 partitions; the plan needs partition 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -38,16 +61,51 @@ fn the_mock_answers_end_to_timestamp_lookups_and_the_fallback_reads_the_right_of
     let mut broker = Broker::embedded(1).unwrap();
     let records = load_day(&mut broker, "lookup", 2);
     for p in 0..2 {
-        let mine: Vec<&day::DayRecord> = records.iter().filter(|r| day::partition_for(&r.key, 2) == p).collect();
-        let expected_start = mine.iter().position(|r| r.timestamp_ms >= YESTERDAY.0).map(|i| i as i64);
-        let expected_stop = mine.iter().position(|r| r.timestamp_ms >= YESTERDAY.1).map(|i| i as i64);
+        let mine: Vec<&day::DayRecord> = records
+            .iter()
+            .filter(|r| day::partition_for(&r.key, 2) == p)
+            .collect();
+        let expected_start = mine
+            .iter()
+            .position(|r| r.timestamp_ms >= YESTERDAY.0)
+            .map(|i| i as i64);
+        let expected_stop = mine
+            .iter()
+            .position(|r| r.timestamp_ms >= YESTERDAY.1)
+            .map(|i| i as i64);
         // The mock's own index says END for a time that has records after it.
-        assert_eq!(BrokerLookup { broker: &broker }.offset_at_or_after("lookup", p, YESTERDAY.0).unwrap(), None);
-        assert_eq!(ScanLookup { broker: &broker }.offset_at_or_after("lookup", p, YESTERDAY.0).unwrap(), expected_start);
-        let window = partition_window(&broker, &mut AutoLookup::new(&broker), "lookup", p, YESTERDAY.0, YESTERDAY.1).unwrap();
-        assert_eq!(window, Some((expected_start.unwrap(), expected_stop.unwrap())));
+        assert_eq!(
+            BrokerLookup { broker: &broker }
+                .offset_at_or_after("lookup", p, YESTERDAY.0)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            ScanLookup { broker: &broker }
+                .offset_at_or_after("lookup", p, YESTERDAY.0)
+                .unwrap(),
+            expected_start
+        );
+        let window = partition_window(
+            &broker,
+            &mut AutoLookup::new(&broker),
+            "lookup",
+            p,
+            YESTERDAY.0,
+            YESTERDAY.1,
+        )
+        .unwrap();
+        assert_eq!(
+            window,
+            Some((expected_start.unwrap(), expected_stop.unwrap()))
+        );
         // After the last record there is no offset: None, not "the end".
-        assert_eq!(ScanLookup { broker: &broker }.offset_at_or_after("lookup", p, day::FIRST_DAY_MS + 10 * day::DAY_MS).unwrap(), None);
+        assert_eq!(
+            ScanLookup { broker: &broker }
+                .offset_at_or_after("lookup", p, day::FIRST_DAY_MS + 10 * day::DAY_MS)
+                .unwrap(),
+            None
+        );
     }
 }
 
@@ -57,13 +115,36 @@ fn the_live_consumer_commits_after_effects_and_resumes_from_its_committed_offset
     let records = load_day(&mut broker, "live", 3);
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let parts = [0, 1, 2];
-    let first = run_live_consumer(&broker, "live-group", "live", &parts, &mut store, Duration::from_secs(20)).unwrap();
+    let first = run_live_consumer(
+        &broker,
+        "live-group",
+        "live",
+        &parts,
+        &mut store,
+        Duration::from_secs(20),
+    )
+    .unwrap();
     assert_eq!(first.records as usize, records.len());
-    let highs: Vec<Option<i64>> = parts.iter().map(|&p| Some(broker.watermarks("live", p).unwrap().1)).collect();
-    assert_eq!(committed_offsets(&broker, "live-group", "live", &parts).unwrap(), highs);
+    let highs: Vec<Option<i64>> = parts
+        .iter()
+        .map(|&p| Some(broker.watermarks("live", p).unwrap().1))
+        .collect();
+    assert_eq!(
+        committed_offsets(&broker, "live-group", "live", &parts).unwrap(),
+        highs
+    );
     // A second run has nothing left to read: the group's offsets, not "earliest", decide.
-    let again = run_live_consumer(&broker, "live-group", "live", &parts, &mut store, Duration::from_secs(20)).unwrap();
+    let again = run_live_consumer(
+        &broker,
+        "live-group",
+        "live",
+        &parts,
+        &mut store,
+        Duration::from_secs(20),
+    )
+    .unwrap();
     assert_eq!(again.records, 0);
-    let distinct: std::collections::HashSet<_> = records.iter().map(|r| &r.event.event_id).collect();
+    let distinct: std::collections::HashSet<_> =
+        records.iter().map(|r| &r.event.event_id).collect();
     assert_eq!(store.audit_rows().unwrap(), distinct.len() as u64);
 }

@@ -8,8 +8,14 @@ use crate::exit::Error;
 
 /// The manifests shipped with this build, used when no folder is found.
 const EMBEDDED: &[(&str, &str)] = &[
-    ("checkpoints/29-audit-consumer.toml", include_str!("../../checkpoints/29-audit-consumer.toml")),
-    ("checkpoints/30-replay-audit.toml", include_str!("../../checkpoints/30-replay-audit.toml")),
+    (
+        "checkpoints/29-audit-consumer.toml",
+        include_str!("../../checkpoints/29-audit-consumer.toml"),
+    ),
+    (
+        "checkpoints/30-replay-audit.toml",
+        include_str!("../../checkpoints/30-replay-audit.toml"),
+    ),
 ];
 
 /// Where the manifests came from, for `list` and the reports.
@@ -38,12 +44,16 @@ impl Catalog {
     }
 
     pub fn embedded(known_builtins: &[&str]) -> Result<Catalog, Error> {
-        let files = EMBEDDED.iter().map(|(p, t)| (PathBuf::from(p), (*t).to_owned())).collect();
+        let files = EMBEDDED
+            .iter()
+            .map(|(p, t)| (PathBuf::from(p), (*t).to_owned()))
+            .collect();
         Self::from_texts(CatalogSource::Embedded, files, known_builtins)
     }
 
     fn from_folder(dir: &Path, known_builtins: &[&str]) -> Result<Catalog, Error> {
-        let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, format!("cannot read checkpoint folder: {e}")))?;
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, format!("cannot read checkpoint folder: {e}")))?;
         let mut paths = Vec::new();
         for entry in entries {
             let path = entry.map_err(|e| Error::io(dir, e))?.path();
@@ -53,7 +63,10 @@ impl Catalog {
         }
         paths.sort();
         if paths.is_empty() {
-            return Err(Error::Usage(format!("{}: no checkpoint manifests (*.toml) found", dir.display())));
+            return Err(Error::Usage(format!(
+                "{}: no checkpoint manifests (*.toml) found",
+                dir.display()
+            )));
         }
         let mut files = Vec::with_capacity(paths.len());
         for path in paths {
@@ -63,7 +76,11 @@ impl Catalog {
         Self::from_texts(CatalogSource::Folder(dir.to_owned()), files, known_builtins)
     }
 
-    fn from_texts(source: CatalogSource, files: Vec<(PathBuf, String)>, known: &[&str]) -> Result<Catalog, Error> {
+    fn from_texts(
+        source: CatalogSource,
+        files: Vec<(PathBuf, String)>,
+        known: &[&str],
+    ) -> Result<Catalog, Error> {
         let mut checkpoints: Vec<Checkpoint> = Vec::with_capacity(files.len());
         for (path, text) in files {
             let cp = manifest::parse(&path, &text, known)?;
@@ -78,7 +95,10 @@ impl Catalog {
             checkpoints.push(cp);
         }
         checkpoints.sort_by_key(|c| c.lesson);
-        Ok(Catalog { source, checkpoints })
+        Ok(Catalog {
+            source,
+            checkpoints,
+        })
     }
 }
 
@@ -88,7 +108,10 @@ mod tests {
 
     #[test]
     fn embedded_manifests_are_valid_against_the_registry() {
-        let names: Vec<&str> = lessonprobe_probes::registry::builtins().iter().map(|p| p.name).collect();
+        let names: Vec<&str> = lessonprobe_probes::registry::builtins()
+            .iter()
+            .map(|p| p.name)
+            .collect();
         let catalog = Catalog::embedded(&names).unwrap();
         let lessons: Vec<u32> = catalog.checkpoints.iter().map(|c| c.lesson).collect();
         assert_eq!(lessons, vec![29, 30]);

@@ -35,13 +35,27 @@ pub struct Probe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeKind {
     /// A Rust probe of the probes crate, by registered name, with the exercise's text if any.
-    Builtin { name: String, answer: Option<String> },
+    Builtin {
+        name: String,
+        answer: Option<String>,
+    },
     /// An external program, run without a shell.
-    Command { argv: Vec<String>, cwd: Option<PathBuf>, env: BTreeMap<String, String>, requires: Vec<PathBuf> },
+    Command {
+        argv: Vec<String>,
+        cwd: Option<PathBuf>,
+        env: BTreeMap<String, String>,
+        requires: Vec<PathBuf>,
+    },
     /// An exercise answered in writing: never executed, always SKIP.
-    Prose { question: String, answer: Option<String> },
+    Prose {
+        question: String,
+        answer: Option<String>,
+    },
     /// A test selector run on an authorized remote host.
-    Remote { selector: String, script: Option<String> },
+    Remote {
+        selector: String,
+        script: Option<String>,
+    },
 }
 
 impl ProbeKind {
@@ -123,20 +137,33 @@ struct RawProbe {
 pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpoint, Error> {
     let at = |span: std::ops::Range<usize>, message: String| {
         let (line, column) = line_column(text, span.start);
-        Error::Manifest { path: path.to_owned(), line, column, message }
+        Error::Manifest {
+            path: path.to_owned(),
+            line,
+            column,
+            message,
+        }
     };
     let raw: RawManifest = toml::from_str(text).map_err(|e| {
         let message = e.message().to_owned();
         match e.span() {
             Some(span) => at(span, message),
-            None => Error::Manifest { path: path.to_owned(), line: 1, column: 1, message },
+            None => Error::Manifest {
+                path: path.to_owned(),
+                line: 1,
+                column: 1,
+                message,
+            },
         }
     })?;
 
     let lesson_span = raw.checkpoint.lesson.span();
     let lesson = raw.checkpoint.lesson.into_inner();
     if lesson == 0 {
-        return Err(at(lesson_span, "checkpoint.lesson must be a positive lesson number".into()));
+        return Err(at(
+            lesson_span,
+            "checkpoint.lesson must be a positive lesson number".into(),
+        ));
     }
     if raw.probe.is_empty() {
         return Err(at(0..0, "a checkpoint needs at least one [[probe]]".into()));
@@ -149,22 +176,38 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
         let id_span = raw.id.span();
         let id = raw.id.into_inner();
         if !valid_name(&id) {
-            return Err(at(id_span, format!("probe id {id:?} may hold only letters, digits, '-', '_' and '.'")));
+            return Err(at(
+                id_span,
+                format!("probe id {id:?} may hold only letters, digits, '-', '_' and '.'"),
+            ));
         }
         if let Some(first) = seen.insert(id.clone(), line_column(text, id_span.start).0) {
-            return Err(at(id_span, format!("duplicate probe id {id:?} (first defined on line {first})")));
+            return Err(at(
+                id_span,
+                format!("duplicate probe id {id:?} (first defined on line {first})"),
+            ));
         }
         let name_span = raw.name.span();
         let name = raw.name.into_inner();
         if !valid_name(&name) {
-            return Err(at(name_span, format!("probe name {name:?} may hold only letters, digits, '-', '_' and '.'")));
+            return Err(at(
+                name_span,
+                format!("probe name {name:?} may hold only letters, digits, '-', '_' and '.'"),
+            ));
         }
         let timeout = match raw.timeout {
             None => None,
             Some(t) => {
                 let span = t.span();
-                let d = humantime::parse_duration(t.get_ref())
-                    .map_err(|e| at(span.clone(), format!("timeout {:?}: {e} (write e.g. \"10s\" or \"2m\")", t.get_ref())))?;
+                let d = humantime::parse_duration(t.get_ref()).map_err(|e| {
+                    at(
+                        span.clone(),
+                        format!(
+                            "timeout {:?}: {e} (write e.g. \"10s\" or \"2m\")",
+                            t.get_ref()
+                        ),
+                    )
+                })?;
                 if d.is_zero() {
                     return Err(at(span, "timeout must be positive".into()));
                 }
@@ -184,67 +227,129 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             ("selector", raw.selector.is_some()),
             ("script", raw.script.is_some()),
         ];
-        let allowed: &[&str] = match raw.kind.get_ref().as_str() {
-            // An exercise made executable keeps its question and answer key.
-            "builtin" => &["builtin", "question", "answer"],
-            "command" => &["argv", "cwd", "env", "requires"],
-            "prose" => &["question", "answer"],
-            "remote" => &["selector", "script"],
-            other => {
-                return Err(at(
+        let allowed: &[&str] =
+            match raw.kind.get_ref().as_str() {
+                // An exercise made executable keeps its question and answer key.
+                "builtin" => &["builtin", "question", "answer"],
+                "command" => &["argv", "cwd", "env", "requires"],
+                "prose" => &["question", "answer"],
+                "remote" => &["selector", "script"],
+                other => return Err(at(
                     kind_span,
-                    format!("unknown probe kind {other:?} (expected builtin, command, prose or remote)"),
-                ))
-            }
-        };
-        if let Some((field, _)) = present.iter().find(|(f, there)| *there && !allowed.contains(f)) {
-            return Err(at(id_span, format!("probe {id}: field `{field}` does not apply to kind {}", raw.kind.get_ref())));
+                    format!(
+                        "unknown probe kind {other:?} (expected builtin, command, prose or remote)"
+                    ),
+                )),
+            };
+        if let Some((field, _)) = present
+            .iter()
+            .find(|(f, there)| *there && !allowed.contains(f))
+        {
+            return Err(at(
+                id_span,
+                format!(
+                    "probe {id}: field `{field}` does not apply to kind {}",
+                    raw.kind.get_ref()
+                ),
+            ));
         }
-        let missing = |field: &str| at(id_span.clone(), format!("probe {id}: kind {} needs `{field}`", raw.kind.get_ref()));
+        let missing = |field: &str| {
+            at(
+                id_span.clone(),
+                format!("probe {id}: kind {} needs `{field}`", raw.kind.get_ref()),
+            )
+        };
         let kind = match raw.kind.get_ref().as_str() {
             "builtin" => {
                 let b = raw.builtin.ok_or_else(|| missing("builtin"))?;
                 if !known_builtins.contains(&b.get_ref().as_str()) {
                     return Err(at(
                         b.span(),
-                        format!("unknown builtin {:?}; known: {}", b.get_ref(), known_builtins.join(", ")),
+                        format!(
+                            "unknown builtin {:?}; known: {}",
+                            b.get_ref(),
+                            known_builtins.join(", ")
+                        ),
                     ));
                 }
-                ProbeKind::Builtin { name: b.into_inner(), answer: raw.answer }
+                ProbeKind::Builtin {
+                    name: b.into_inner(),
+                    answer: raw.answer,
+                }
             }
             "command" => {
                 let argv = raw.argv.ok_or_else(|| missing("argv"))?;
                 if argv.get_ref().is_empty() || argv.get_ref()[0].is_empty() {
                     return Err(at(argv.span(), format!("probe {id}: argv needs a program")));
                 }
-                ProbeKind::Command { argv: argv.into_inner(), cwd: raw.cwd, env: raw.env, requires: raw.requires }
+                ProbeKind::Command {
+                    argv: argv.into_inner(),
+                    cwd: raw.cwd,
+                    env: raw.env,
+                    requires: raw.requires,
+                }
             }
-            "prose" => ProbeKind::Prose { question: raw.question.ok_or_else(|| missing("question"))?, answer: raw.answer },
+            "prose" => ProbeKind::Prose {
+                question: raw.question.ok_or_else(|| missing("question"))?,
+                answer: raw.answer,
+            },
             _ => {
                 let s = raw.selector.ok_or_else(|| missing("selector"))?;
                 if s.get_ref().trim().is_empty() {
-                    return Err(at(s.span(), format!("probe {id}: selector must not be empty")));
+                    return Err(at(
+                        s.span(),
+                        format!("probe {id}: selector must not be empty"),
+                    ));
                 }
-                ProbeKind::Remote { selector: s.into_inner(), script: raw.script }
+                ProbeKind::Remote {
+                    selector: s.into_inner(),
+                    script: raw.script,
+                }
             }
         };
         // A builtin's claim is its printed line; a command may pin its exit status alone.
         if matches!(kind, ProbeKind::Builtin { .. }) && raw.expect.is_none() {
-            return Err(at(id_span, format!("probe {id}: kind builtin needs `expect`, the exact output")));
+            return Err(at(
+                id_span,
+                format!("probe {id}: kind builtin needs `expect`, the exact output"),
+            ));
         }
-        if !matches!(kind, ProbeKind::Builtin { .. } | ProbeKind::Command { .. }) && raw.expect.is_some() {
-            return Err(at(id_span, format!("probe {id}: field `expect` does not apply to kind {}", kind.label())));
+        if !matches!(kind, ProbeKind::Builtin { .. } | ProbeKind::Command { .. })
+            && raw.expect.is_some()
+        {
+            return Err(at(
+                id_span,
+                format!(
+                    "probe {id}: field `expect` does not apply to kind {}",
+                    kind.label()
+                ),
+            ));
         }
         let mut backends = raw.backends;
         backends.sort_unstable();
         backends.dedup();
-        probes.push(Probe { id, name, claim: raw.claim, kind, backends, timeout, expect: raw.expect });
+        probes.push(Probe {
+            id,
+            name,
+            claim: raw.claim,
+            kind,
+            backends,
+            timeout,
+            expect: raw.expect,
+        });
     }
-    Ok(Checkpoint { lesson, title: raw.checkpoint.title, source: path.to_owned(), probes })
+    Ok(Checkpoint {
+        lesson,
+        title: raw.checkpoint.title,
+        source: path.to_owned(),
+        probes,
+    })
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// 1-based line and column of a byte offset.
@@ -312,7 +417,10 @@ selector = \"tests/a.py::b\"
         let cp = parse_str(&text).unwrap();
         assert_eq!(cp.lesson, 30);
         assert_eq!(cp.probes.len(), 4);
-        assert_eq!(cp.probes[0].backends, vec![Backend::Sqlite, Backend::Postgres]);
+        assert_eq!(
+            cp.probes[0].backends,
+            vec![Backend::Sqlite, Backend::Postgres]
+        );
         assert_eq!(cp.probes[0].timeout, Some(Duration::from_secs(5)));
         assert!(matches!(cp.probes[1].kind, ProbeKind::Command { ref env, .. } if env["A"] == "1"));
     }
@@ -327,7 +435,10 @@ selector = \"tests/a.py::b\"
     fn duplicate_ids_point_at_the_second() {
         let p = "[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\nkind = \"prose\"\nquestion = \"q\"\n";
         let e = err(&format!("{HEAD}{p}{p}"));
-        assert!(e.starts_with("30.toml:11:6: duplicate probe id \"a\" (first defined on line 5)"), "{e}");
+        assert!(
+            e.starts_with("30.toml:11:6: duplicate probe id \"a\" (first defined on line 5)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -335,21 +446,42 @@ selector = \"tests/a.py::b\"
         let e = err(&format!(
             "{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\nkind = \"builtin\"\nbuiltin = \"nope\"\nexpect = \"x\"\n"
         ));
-        assert!(e.starts_with("30.toml:9:11: unknown builtin \"nope\"; known: apply_once_twice"), "{e}");
+        assert!(
+            e.starts_with("30.toml:9:11: unknown builtin \"nope\"; known: apply_once_twice"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_types_kinds_timeouts_and_misplaced_fields_are_refused() {
-        let probe = |extra: &str| format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n");
+        let probe = |extra: &str| {
+            format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n")
+        };
         assert!(err(&probe("kind = \"prose\"\nquestion = 3")).contains(":9:"));
         assert!(err(&probe("kind = \"magic\"")).contains("unknown probe kind \"magic\""));
-        assert!(err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\"")).contains("timeout \"soon\""));
-        assert!(err(&probe("kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]")).contains("field `argv` does not apply to kind prose"));
-        assert!(err(&probe("kind = \"command\"\nargv = []\nexpect = \"\"")).contains("argv needs a program"));
-        assert!(err(&probe("kind = \"builtin\"\nbuiltin = \"apply_once_twice\"")).contains("needs `expect`"));
-        assert!(err(&probe("kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\"")).contains("`expect` does not apply"));
+        assert!(err(&probe(
+            "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\""
+        ))
+        .contains("timeout \"soon\""));
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]"))
+                .contains("field `argv` does not apply to kind prose")
+        );
+        assert!(err(&probe("kind = \"command\"\nargv = []\nexpect = \"\""))
+            .contains("argv needs a program"));
+        assert!(
+            err(&probe("kind = \"builtin\"\nbuiltin = \"apply_once_twice\""))
+                .contains("needs `expect`")
+        );
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\""))
+                .contains("`expect` does not apply")
+        );
         assert!(err(&probe("kind = \"remote\"")).contains("needs `selector`"));
-        assert!(err(&probe("kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]")).contains("unknown variant `oracle`"));
+        assert!(err(&probe(
+            "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]"
+        ))
+        .contains("unknown variant `oracle`"));
         assert!(err("[checkpoint]\nlesson = 0\ntitle = \"t\"\n").contains("positive lesson number"));
         assert!(err("[checkpoint\n").starts_with("30.toml:1:"));
     }

@@ -6,5 +6,5 @@ mod manifest;
 mod select;
 
 pub use catalog::{Catalog, CatalogSource};
-pub use manifest::{Checkpoint, Probe, ProbeKind, Backend};
+pub use manifest::{Backend, Checkpoint, Probe, ProbeKind};
 pub use select::Selection;

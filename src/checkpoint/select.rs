@@ -13,13 +13,28 @@ pub struct Selection<'a> {
 impl<'a> Selection<'a> {
     /// `lesson`: one checkpoint, or all. `patterns`: each must match a probe's id or name
     /// (case-insensitive; `*` matches any run of characters, otherwise a substring matches).
-    pub fn new(catalog: &'a Catalog, lesson: Option<u32>, patterns: &[String]) -> Result<Self, Error> {
+    pub fn new(
+        catalog: &'a Catalog,
+        lesson: Option<u32>,
+        patterns: &[String],
+    ) -> Result<Self, Error> {
         let chosen: Vec<&Checkpoint> = match lesson {
             Some(n) => {
-                let cp = catalog.checkpoints.iter().find(|c| c.lesson == n).ok_or_else(|| {
-                    let known: Vec<String> = catalog.checkpoints.iter().map(|c| c.lesson.to_string()).collect();
-                    Error::Usage(format!("no checkpoint for lesson {n} (known: {})", known.join(", ")))
-                })?;
+                let cp = catalog
+                    .checkpoints
+                    .iter()
+                    .find(|c| c.lesson == n)
+                    .ok_or_else(|| {
+                        let known: Vec<String> = catalog
+                            .checkpoints
+                            .iter()
+                            .map(|c| c.lesson.to_string())
+                            .collect();
+                        Error::Usage(format!(
+                            "no checkpoint for lesson {n} (known: {})",
+                            known.join(", ")
+                        ))
+                    })?;
                 vec![cp]
             }
             None => catalog.checkpoints.iter().collect(),
@@ -28,18 +43,25 @@ impl<'a> Selection<'a> {
             if pattern.trim().is_empty() {
                 return Err(Error::Usage("--select needs a non-empty pattern".into()));
             }
-            let hit = chosen.iter().any(|c| c.probes.iter().any(|p| matches(pattern, p)));
+            let hit = chosen
+                .iter()
+                .any(|c| c.probes.iter().any(|p| matches(pattern, p)));
             if !hit {
                 return Err(Error::Usage(format!(
                     "--select {pattern:?} matches no probe{}",
-                    lesson.map(|n| format!(" of lesson {n}")).unwrap_or_default()
+                    lesson
+                        .map(|n| format!(" of lesson {n}"))
+                        .unwrap_or_default()
                 )));
             }
         }
         let checkpoints = chosen
             .into_iter()
             .map(|c| {
-                let probes = c.probes.iter().filter(|p| patterns.is_empty() || patterns.iter().any(|pat| matches(pat, p)));
+                let probes = c
+                    .probes
+                    .iter()
+                    .filter(|p| patterns.is_empty() || patterns.iter().any(|pat| matches(pat, p)));
                 (c, probes.collect::<Vec<_>>())
             })
             .filter(|(_, probes)| !probes.is_empty())

@@ -23,9 +23,15 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
         load_sample_day(&mut broker, topic, args.partitions, args.events)?;
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", broker.servers()).and_then(|()| out.flush()).map_err(|e| Error::Operation(format!("stdout: {e}")))?;
+    writeln!(out, "{}", broker.servers())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::Operation(format!("stdout: {e}")))?;
     drop(out);
-    eprintln!("lessonprobe broker: {} brokers at {}; Ctrl-C or SIGTERM stops it", args.brokers, broker.servers());
+    eprintln!(
+        "lessonprobe broker: {} brokers at {}; Ctrl-C or SIGTERM stops it",
+        args.brokers,
+        broker.servers()
+    );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -33,15 +39,31 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
     Ok(Code::Ok)
 }
 
-fn load_sample_day(broker: &mut Broker, topic: &str, partitions: i32, events: u32) -> Result<(), Error> {
+fn load_sample_day(
+    broker: &mut Broker,
+    topic: &str,
+    partitions: i32,
+    events: u32,
+) -> Result<(), Error> {
     let op = |e: lessonprobe_probes::kafka::KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
-    let records = day::generate(&DaySpec { events: events as usize, garbage_per_mille: 2, ..DaySpec::default() });
+    let records = day::generate(&DaySpec {
+        events: events as usize,
+        garbage_per_mille: 2,
+        ..DaySpec::default()
+    });
     let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
     let sent = broker
         .produce(
             topic,
-            records.iter().zip(&payloads).map(|(r, p)| (day::partition_for(&r.key, partitions), r.key.as_str(), p.as_slice(), r.timestamp_ms)),
+            records.iter().zip(&payloads).map(|(r, p)| {
+                (
+                    day::partition_for(&r.key, partitions),
+                    r.key.as_str(),
+                    p.as_slice(),
+                    r.timestamp_ms,
+                )
+            }),
         )
         .map_err(op)?;
     eprintln!("lessonprobe broker: loaded {sent} records into {topic} ({partitions} partitions, 2026-09-21 to 2026-09-23)");

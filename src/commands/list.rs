@@ -8,16 +8,32 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let selection = Selection::new(&catalog, args.lesson, &[])?;
     for (checkpoint, probes) in &selection.checkpoints {
-        println!("lesson {}: {} ({})", checkpoint.lesson, checkpoint.title, checkpoint.source.display());
+        println!(
+            "lesson {}: {} ({})",
+            checkpoint.lesson,
+            checkpoint.title,
+            checkpoint.source.display()
+        );
         for probe in probes {
             let runs_on = match &probe.kind {
                 ProbeKind::Prose { .. } => "-".to_owned(),
                 ProbeKind::Remote { .. } => "remote host".to_owned(),
                 ProbeKind::Command { .. } => "local command".to_owned(),
                 ProbeKind::Builtin { .. } if probe.backends.is_empty() => "in process".to_owned(),
-                ProbeKind::Builtin { .. } => probe.backends.iter().map(|b| b.label()).collect::<Vec<_>>().join(", "),
+                ProbeKind::Builtin { .. } => probe
+                    .backends
+                    .iter()
+                    .map(|b| b.label())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             };
-            println!("  {:<10} {:<66} {:<8} {}", probe.id, probe.name, probe.kind.label(), runs_on);
+            println!(
+                "  {:<10} {:<66} {:<8} {}",
+                probe.id,
+                probe.name,
+                probe.kind.label(),
+                runs_on
+            );
         }
     }
     Ok(Code::Ok)

@@ -17,20 +17,31 @@ fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
     match args.kafka.as_deref().map(str::trim) {
         None => {
             if !args.property.is_empty() {
-                return Err(Error::Usage("-X properties need --kafka: the embedded broker takes none".into()));
+                return Err(Error::Usage(
+                    "-X properties need --kafka: the embedded broker takes none".into(),
+                ));
             }
             Ok(KafkaTarget::Embedded)
         }
-        Some("") => Err(Error::Usage("--kafka needs a bootstrap address (HOST:PORT)".into())),
+        Some("") => Err(Error::Usage(
+            "--kafka needs a bootstrap address (HOST:PORT)".into(),
+        )),
         Some("embedded") => Ok(KafkaTarget::Embedded),
         Some(servers) => {
             for server in servers.split(',') {
-                let ok = server.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+                let ok = server
+                    .rsplit_once(':')
+                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
                 if !ok {
-                    return Err(Error::Usage(format!("--kafka {servers:?}: {server:?} is not HOST:PORT")));
+                    return Err(Error::Usage(format!(
+                        "--kafka {servers:?}: {server:?} is not HOST:PORT"
+                    )));
                 }
             }
-            Ok(KafkaTarget::Bootstrap { servers: servers.to_owned(), properties: args.property.clone() })
+            Ok(KafkaTarget::Bootstrap {
+                servers: servers.to_owned(),
+                properties: args.property.clone(),
+            })
         }
     }
 }

@@ -12,28 +12,71 @@ use crate::report::{self, Format};
 use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
 
 fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
-    let mut targets: Vec<SqlTarget> = Vec::new();
+    let postgres_from_env = || match std::env::var("LESSONPROBE_POSTGRES") {
+        Ok(url) if !url.trim().is_empty() => Ok(SqlTarget {
+            backend: Backend::Postgres,
+            target: DbTarget::Postgres(url),
+        }),
+        _ => Err(Error::Usage(
+            "--db postgres/all: set LESSONPROBE_POSTGRES to a postgres:// URL, or give the URL"
+                .into(),
+        )),
+    };
+    let mut expanded = Vec::new();
     for value in values {
-        let target = match value.trim() {
-            "sqlite" | "sqlite::memory:" => SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteMemory },
-            v if v.starts_with("sqlite:") => {
-                let dir = PathBuf::from(&v["sqlite:".len()..]);
-                if dir.as_os_str().is_empty() {
-                    return Err(Error::Usage("--db sqlite:DIR needs a folder".into()));
-                }
-                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, format!("cannot create the database folder: {e}")))?;
-                SqlTarget { backend: Backend::Sqlite, target: DbTarget::SqliteFile(dir) }
+        match value.trim() {
+            "all" => {
+                expanded.push(SqlTarget {
+                    backend: Backend::Sqlite,
+                    target: DbTarget::SqliteMemory,
+                });
+                expanded.push(postgres_from_env()?);
             }
-            other => {
-                return Err(Error::Usage(format!("--db {other:?}: expected sqlite or sqlite:DIR")));
+            "postgres" | "postgresql" => expanded.push(postgres_from_env()?),
+            v if v.starts_with("postgres://") || v.starts_with("postgresql://") => {
+                expanded.push(SqlTarget {
+                    backend: Backend::Postgres,
+                    target: DbTarget::Postgres(v.to_owned()),
+                })
             }
-        };
+            v => expanded.push(sqlite_target(v)?),
+        }
+    }
+    let mut targets: Vec<SqlTarget> = Vec::new();
+    for target in expanded {
         if targets.iter().any(|t| t.backend == target.backend) {
-            return Err(Error::Usage(format!("--db names {} twice", target.backend.label())));
+            return Err(Error::Usage(format!(
+                "--db names {} twice",
+                target.backend.label()
+            )));
         }
         targets.push(target);
     }
     Ok(targets)
+}
+
+fn sqlite_target(value: &str) -> Result<SqlTarget, Error> {
+    match value {
+        "sqlite" | "sqlite::memory:" => Ok(SqlTarget {
+            backend: Backend::Sqlite,
+            target: DbTarget::SqliteMemory,
+        }),
+        v if v.starts_with("sqlite:") => {
+            let dir = PathBuf::from(&v["sqlite:".len()..]);
+            if dir.as_os_str().is_empty() {
+                return Err(Error::Usage("--db sqlite:DIR needs a folder".into()));
+            }
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(&dir, format!("cannot create the database folder: {e}")))?;
+            Ok(SqlTarget {
+                backend: Backend::Sqlite,
+                target: DbTarget::SqliteFile(dir),
+            })
+        }
+        other => Err(Error::Usage(format!(
+            "--db {other:?}: expected sqlite, sqlite:DIR, postgres://URL, postgres or all"
+        ))),
+    }
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
@@ -41,7 +84,10 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
     let config = RunConfig {
-        jobs: args.jobs.map_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()), usize::from),
+        jobs: args.jobs.map_or_else(
+            || std::thread::available_parallelism().map_or(2, |n| n.get()),
+            usize::from,
+        ),
         default_timeout: args.timeout,
         course_root: args.course.clone(),
         sql: sql_targets(&args.db)?,
@@ -57,7 +103,11 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
     let plan = Plan::new(&selection, &config);
     let run_id = match &args.run_id {
         Some(id) => id.clone(),
-        None => format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id()),
+        None => format!(
+            "{}-{}",
+            chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
+            std::process::id()
+        ),
     };
     let terminal = report::terminal::Terminal::new(args.verbose);
     let outcomes = run::execute(&plan, &config, &run_id, |o| {
@@ -76,6 +126,9 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         Format::Human => terminal.finish(&counts, junit_path.as_deref()),
         Format::Json => println!("{}", report::json::render(&run_id, &outcomes)),
     }
-    Ok(if counts.succeeded(args.strict) { Code::Ok } else { Code::ProbesFailed })
+    Ok(if counts.succeeded(args.strict) {
+        Code::Ok
+    } else {
+        Code::ProbesFailed
+    })
 }
-

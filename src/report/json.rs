@@ -12,6 +12,10 @@ struct Document<'a> {
 }
 
 pub fn render(run_id: &str, outcomes: &[Outcome]) -> String {
-    let doc = Document { run_id, counts: Counts::of(outcomes), outcomes };
+    let doc = Document {
+        run_id,
+        counts: Counts::of(outcomes),
+        outcomes,
+    };
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }

@@ -25,10 +25,15 @@ pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, String> {
         let mut suite = TestSuite::new(format!("lesson {lesson}: {title}"));
         suite.set_timestamp(now);
         suite.set_time(cases.iter().map(|o| o.duration).sum());
-        suite.extra.insert("hostname".into(), hostname.as_str().into());
+        suite
+            .extra
+            .insert("hostname".into(), hostname.as_str().into());
         for o in &cases {
             for (key, value) in &o.properties {
-                suite.add_property(Property::new(format!("{}.{key}", o.display_name()), value.as_str()));
+                suite.add_property(Property::new(
+                    format!("{}.{key}", o.display_name()),
+                    value.as_str(),
+                ));
             }
             suite.add_test_case(test_case(lesson, o));
         }
@@ -40,18 +45,28 @@ pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, String> {
 
 pub fn write(path: &Path, xml: &str) -> Result<(), Error> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, format!("cannot create report folder: {e}")))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, format!("cannot create report folder: {e}")))?;
     }
-    std::fs::write(path, xml).map_err(|e| Error::io(path, format!("cannot write JUnit report: {e}")))
+    std::fs::write(path, xml)
+        .map_err(|e| Error::io(path, format!("cannot write JUnit report: {e}")))
 }
 
 fn test_case(lesson: u32, o: &Outcome) -> TestCase {
     let status = match o.verdict {
         Verdict::Pass => TestCaseStatus::success(),
         Verdict::Fail | Verdict::Error => {
-            let kind = if o.verdict == Verdict::Fail { NonSuccessKind::Failure } else { NonSuccessKind::Error };
+            let kind = if o.verdict == Verdict::Fail {
+                NonSuccessKind::Failure
+            } else {
+                NonSuccessKind::Error
+            };
             let mut status = TestCaseStatus::non_success(kind);
-            status.set_message(o.message.clone().unwrap_or_else(|| o.verdict.label().to_owned()));
+            status.set_message(
+                o.message
+                    .clone()
+                    .unwrap_or_else(|| o.verdict.label().to_owned()),
+            );
             if let Some(diff) = &o.diff {
                 status.set_description(diff.as_str());
             }
@@ -59,7 +74,11 @@ fn test_case(lesson: u32, o: &Outcome) -> TestCase {
         }
         Verdict::Skip | Verdict::Pending => {
             let mut status = TestCaseStatus::skipped();
-            status.set_message(format!("{}: {}", o.verdict.label(), o.message.as_deref().unwrap_or("not run")));
+            status.set_message(format!(
+                "{}: {}",
+                o.verdict.label(),
+                o.message.as_deref().unwrap_or("not run")
+            ));
             status
         }
     };
@@ -79,12 +98,16 @@ fn test_case(lesson: u32, o: &Outcome) -> TestCase {
 /// quick-junit writes `skipped` on the root element, which the schema does not allow there;
 /// the per-suite counts carry it.
 fn drop_root_skipped(xml: String) -> String {
-    let Some(start) = xml.find("<testsuites") else { return xml };
+    let Some(start) = xml.find("<testsuites") else {
+        return xml;
+    };
     let end = xml[start..].find('>').map_or(xml.len(), |i| start + i);
     let tag = &xml[start..end];
     match tag.find(" skipped=\"") {
         Some(i) => {
-            let value_end = tag[i + 10..].find('"').map_or(tag.len(), |j| i + 10 + j + 1);
+            let value_end = tag[i + 10..]
+                .find('"')
+                .map_or(tag.len(), |j| i + 10 + j + 1);
             format!("{}{}{}", &xml[..start + i], &tag[value_end..], &xml[end..])
         }
         None => xml,

@@ -12,7 +12,8 @@ pub struct Terminal {
 
 impl Terminal {
     pub fn new(verbose: bool) -> Self {
-        let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let colour = std::io::stdout().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         Terminal { colour, verbose }
     }
 
@@ -34,8 +35,17 @@ impl Terminal {
 
     fn line(&self, o: &Outcome) -> String {
         let label = format!("{:<7}", o.verdict.label());
-        let label = if self.colour { paint(o.verdict, &label) } else { label };
-        let mut line = format!("{label} [{:>7.3}s] lesson {} {}", o.duration.as_secs_f64(), o.lesson, o.display_name());
+        let label = if self.colour {
+            paint(o.verdict, &label)
+        } else {
+            label
+        };
+        let mut line = format!(
+            "{label} [{:>7.3}s] lesson {} {}",
+            o.duration.as_secs_f64(),
+            o.lesson,
+            o.display_name()
+        );
         if let Some(host) = &o.host {
             line.push_str(&format!(" @{host}"));
         }

@@ -16,8 +16,15 @@ pub struct Finished {
     pub timed_out: bool,
 }
 
-pub fn run(argv: &[String], cwd: &Path, env: &BTreeMap<String, String>, deadline: Duration) -> std::io::Result<Finished> {
-    let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty argv"))?;
+pub fn run(
+    argv: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    deadline: Duration,
+) -> std::io::Result<Finished> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("empty argv"))?;
     let mut child = Command::new(program)
         .args(args)
         .current_dir(cwd)
@@ -76,7 +83,11 @@ mod tests {
 
     #[test]
     fn captures_output_and_status() {
-        let argv = ["sh".to_string(), "-c".into(), "echo out; echo err >&2; exit 3".into()];
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            "echo out; echo err >&2; exit 3".into(),
+        ];
         let env = BTreeMap::new();
         let done = run(&argv, Path::new("."), &env, Duration::from_secs(5)).unwrap();
         assert_eq!(done.stdout, "out\n");
@@ -88,6 +99,12 @@ mod tests {
     #[test]
     fn a_missing_program_is_an_io_error() {
         let argv = ["/nonexistent/program".to_string()];
-        assert!(run(&argv, Path::new("."), &BTreeMap::new(), Duration::from_secs(1)).is_err());
+        assert!(run(
+            &argv,
+            Path::new("."),
+            &BTreeMap::new(),
+            Duration::from_secs(1)
+        )
+        .is_err());
     }
 }

@@ -14,7 +14,12 @@ use crate::checkpoint::ProbeKind;
 
 /// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
 /// all outcomes in plan order.
-pub fn execute(plan: &Plan<'_>, config: &RunConfig, run_id: &str, mut on_outcome: impl FnMut(&Outcome)) -> Vec<Outcome> {
+pub fn execute(
+    plan: &Plan<'_>,
+    config: &RunConfig,
+    run_id: &str,
+    mut on_outcome: impl FnMut(&Outcome),
+) -> Vec<Outcome> {
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
     let mut slots: Vec<Option<Outcome>> = vec![None; plan.cases.len()];
@@ -25,7 +30,13 @@ pub fn execute(plan: &Plan<'_>, config: &RunConfig, run_id: &str, mut on_outcome
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(case) = plan.cases.get(i) else { break };
-                if tx.send((i, run_case(case, config, &format!("{run_id}-{}", case.slug())))).is_err() {
+                if tx
+                    .send((
+                        i,
+                        run_case(case, config, &format!("{run_id}-{}", case.slug())),
+                    ))
+                    .is_err()
+                {
                     break;
                 }
             });
@@ -83,7 +94,9 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
                 db: match case.sql.as_ref().map(|s| &s.target) {
                     None => DbTarget::SqliteMemory,
                     // `sqlite:DIR`: each case its own database file, kept for inspection.
-                    Some(DbTarget::SqliteFile(dir)) => DbTarget::SqliteFile(dir.join(format!("{run_id}.db"))),
+                    Some(DbTarget::SqliteFile(dir)) => {
+                        DbTarget::SqliteFile(dir.join(format!("{run_id}.db")))
+                    }
                     Some(other) => other.clone(),
                 },
                 kafka: config.kafka.clone(),
@@ -93,12 +106,15 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
             run_builtin(name, ctx, deadline)
         }
         ProbeKind::Command { argv, cwd, env, .. } => {
-            let dir = cwd.as_ref().map_or_else(|| config.course_root.clone(), |c| config.course_root.join(c));
+            let dir = cwd.as_ref().map_or_else(
+                || config.course_root.clone(),
+                |c| config.course_root.join(c),
+            );
             run_command(argv, &dir, env, deadline)
         }
-        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => {
-            Err(ProbeError::Broken("this kind has no local execution (plan error)".into()))
-        }
+        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => Err(ProbeError::Broken(
+            "this kind has no local execution (plan error)".into(),
+        )),
     };
     outcome.duration = started.elapsed();
     match result {
@@ -140,7 +156,8 @@ fn judge(outcome: &mut Outcome) {
 }
 
 fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<String, ProbeError> {
-    let probe = registry::builtin(name).ok_or_else(|| ProbeError::Broken(format!("no builtin probe named {name}")))?;
+    let probe = registry::builtin(name)
+        .ok_or_else(|| ProbeError::Broken(format!("no builtin probe named {name}")))?;
     let (tx, rx) = mpsc::channel();
     let run = probe.run;
     // A probe bounds its own waits by the deadline; should one not, the run still moves on and
@@ -162,7 +179,10 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
                 .unwrap_or_else(|| "unknown panic".into());
             Err(ProbeError::Broken(format!("probe panicked: {what}")))
         }
-        Err(_) => Err(ProbeError::Broken(format!("deadline of {} exceeded", humantime::format_duration(deadline)))),
+        Err(_) => Err(ProbeError::Broken(format!(
+            "deadline of {} exceeded",
+            humantime::format_duration(deadline)
+        ))),
     }
 }
 
@@ -172,8 +192,13 @@ fn run_command(
     env: &std::collections::BTreeMap<String, String>,
     deadline: Duration,
 ) -> Result<String, ProbeError> {
-    let done = command::run(argv, dir, env, deadline)
-        .map_err(|e| ProbeError::Broken(format!("cannot start {:?} in {}: {e}", argv[0], dir.display())))?;
+    let done = command::run(argv, dir, env, deadline).map_err(|e| {
+        ProbeError::Broken(format!(
+            "cannot start {:?} in {}: {e}",
+            argv[0],
+            dir.display()
+        ))
+    })?;
     if done.timed_out {
         return Err(ProbeError::Broken(format!(
             "deadline of {} exceeded; process group killed{}",
@@ -183,8 +208,14 @@ fn run_command(
     }
     match done.status.and_then(|s| s.code()) {
         Some(0) => Ok(done.stdout),
-        Some(code) => Err(ProbeError::Failed(format!("exited with status {code}{}", tail("stderr", &done.stderr)))),
-        None => Err(ProbeError::Broken(format!("killed by a signal{}", tail("stderr", &done.stderr)))),
+        Some(code) => Err(ProbeError::Failed(format!(
+            "exited with status {code}{}",
+            tail("stderr", &done.stderr)
+        ))),
+        None => Err(ProbeError::Broken(format!(
+            "killed by a signal{}",
+            tail("stderr", &done.stderr)
+        ))),
     }
 }
 
@@ -194,5 +225,8 @@ fn tail(what: &str, text: &str) -> String {
         return String::new();
     }
     let last: Vec<&str> = text.lines().rev().take(5).collect();
-    format!("; {what}: {}", last.into_iter().rev().collect::<Vec<_>>().join(" | "))
+    format!(
+        "; {what}: {}",
+        last.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    )
 }

@@ -38,7 +38,15 @@ impl PlannedCase<'_> {
             Some(sql) => format!("{}-{}", self.probe.id, sql.backend.label()),
             None => self.probe.id.clone(),
         };
-        raw.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
+        raw.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect()
     }
 }
 
@@ -53,7 +61,12 @@ impl<'a> Plan<'a> {
         for (checkpoint, probes) in &selection.checkpoints {
             for probe in probes {
                 for (sql, decision) in decide(probe, config) {
-                    cases.push(PlannedCase { checkpoint, probe, sql, decision });
+                    cases.push(PlannedCase {
+                        checkpoint,
+                        probe,
+                        sql,
+                        decision,
+                    });
                 }
             }
         }
@@ -63,14 +76,23 @@ impl<'a> Plan<'a> {
 
 fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision)> {
     let static_decision = match &probe.kind {
-        ProbeKind::Prose { .. } => Some(Decision::Skip("prose exercise: answered in writing, no executable form".into())),
-        ProbeKind::Remote { .. } if !config.remote_enabled => {
-            Some(Decision::Pending("TICKETFLOW_REMOTE_TESTS is not set".into()))
+        ProbeKind::Prose { .. } => Some(Decision::Skip(
+            "prose exercise: answered in writing, no executable form".into(),
+        )),
+        ProbeKind::Remote { .. } if !config.remote_enabled => Some(Decision::Pending(
+            "TICKETFLOW_REMOTE_TESTS is not set".into(),
+        )),
+        ProbeKind::Command { requires, cwd, .. } => {
+            missing_requirement(requires, cwd.as_deref(), &config.course_root)
         }
-        ProbeKind::Command { requires, cwd, .. } => missing_requirement(requires, cwd.as_deref(), &config.course_root),
         _ => None,
     };
-    let supported: Vec<Backend> = probe.backends.iter().copied().filter(|b| b.is_sql()).collect();
+    let supported: Vec<Backend> = probe
+        .backends
+        .iter()
+        .copied()
+        .filter(|b| b.is_sql())
+        .collect();
     if supported.is_empty() {
         return vec![(None, static_decision.unwrap_or(Decision::Run))];
     }
@@ -78,20 +100,33 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         .sql
         .iter()
         .filter(|t| supported.contains(&t.backend))
-        .map(|t| (Some(t.clone()), static_decision.clone().unwrap_or(Decision::Run)))
+        .map(|t| {
+            (
+                Some(t.clone()),
+                static_decision.clone().unwrap_or(Decision::Run),
+            )
+        })
         .collect();
     if cases.is_empty() {
         let needs: Vec<&str> = supported.iter().map(|b| b.label()).collect();
         let chosen: Vec<&str> = config.sql.iter().map(|t| t.backend.label()).collect();
         cases.push((
             None,
-            Decision::Skip(format!("needs SQL backend {}; --db selected {}", needs.join(" or "), chosen.join(", "))),
+            Decision::Skip(format!(
+                "needs SQL backend {}; --db selected {}",
+                needs.join(" or "),
+                chosen.join(", ")
+            )),
         ));
     }
     cases
 }
 
-fn missing_requirement(requires: &[std::path::PathBuf], cwd: Option<&Path>, root: &Path) -> Option<Decision> {
+fn missing_requirement(
+    requires: &[std::path::PathBuf],
+    cwd: Option<&Path>,
+    root: &Path,
+) -> Option<Decision> {
     let base = cwd.map_or_else(|| root.to_owned(), |c| root.join(c));
     requires.iter().find(|r| !base.join(r).exists()).map(|r| {
         Decision::Skip(format!(

@@ -13,7 +13,15 @@ pub fn repo() -> PathBuf {
 pub fn lessonprobe(cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lessonprobe"));
     cmd.current_dir(cwd);
-    for var in ["LESSONPROBE_CHECKPOINTS", "LESSONPROBE_DB", "LESSONPROBE_KAFKA", "LESSONPROBE_HOSTS", "TICKETFLOW_REMOTE_TESTS", "LESSONPROBE_RUN_ID", "NO_COLOR"] {
+    for var in [
+        "LESSONPROBE_CHECKPOINTS",
+        "LESSONPROBE_DB",
+        "LESSONPROBE_KAFKA",
+        "LESSONPROBE_HOSTS",
+        "TICKETFLOW_REMOTE_TESTS",
+        "LESSONPROBE_RUN_ID",
+        "NO_COLOR",
+    ] {
         cmd.env_remove(var);
     }
     cmd
@@ -38,7 +46,10 @@ pub fn service(var: &str, what: &str) -> Option<String> {
 
 /// Whether a program is on PATH; in CI a missing one fails loudly.
 pub fn tool(name: &str) -> bool {
-    let found = Command::new("sh").args(["-c", &format!("command -v {name}")]).output().is_ok_and(|o| o.status.success());
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         assert!(!in_ci(), "{name} is not installed: .ci/run must install it");
         eprintln!("skipped: {name} is not installed");
@@ -57,12 +68,19 @@ pub fn validate_junit(path: &Path) {
         .arg(path)
         .output()
         .expect("run xmllint");
-    assert!(out.status.success(), "{} is not valid JUnit: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} is not valid JUnit: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 pub fn parse_junit(path: &Path) -> quick_junit::Report {
-    let xml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+    let xml =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    quick_junit::Report::deserialize_from_str(&xml)
+        .unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
 /// `(name, verdict)` of every test case, the verdict read from the XML element.
@@ -73,11 +91,21 @@ pub fn verdicts(report: &quick_junit::Report) -> Vec<(String, String)> {
         for case in &suite.test_cases {
             let verdict = match &case.status {
                 TestCaseStatus::Success { .. } => "PASS".to_owned(),
-                TestCaseStatus::NonSuccess { kind: NonSuccessKind::Failure, .. } => "FAIL".to_owned(),
-                TestCaseStatus::NonSuccess { kind: NonSuccessKind::Error, .. } => "ERROR".to_owned(),
-                TestCaseStatus::Skipped { message, .. } => {
-                    message.as_deref().unwrap_or("").split(':').next().unwrap_or("").to_owned()
-                }
+                TestCaseStatus::NonSuccess {
+                    kind: NonSuccessKind::Failure,
+                    ..
+                } => "FAIL".to_owned(),
+                TestCaseStatus::NonSuccess {
+                    kind: NonSuccessKind::Error,
+                    ..
+                } => "ERROR".to_owned(),
+                TestCaseStatus::Skipped { message, .. } => message
+                    .as_deref()
+                    .unwrap_or("")
+                    .split(':')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned(),
             };
             out.push((case.name.to_string(), verdict));
         }

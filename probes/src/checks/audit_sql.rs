@@ -11,7 +11,11 @@ fn broken(what: &str) -> impl FnOnce(StoreError) -> ProbeError + '_ {
 }
 
 fn at(topic: &str, partition: i32, offset: i64) -> Position {
-    Position { topic: topic.to_owned(), partition, offset }
+    Position {
+        topic: topic.to_owned(),
+        partition,
+        offset,
+    }
 }
 
 /// EX-29-01.
@@ -32,12 +36,18 @@ pub fn failure_leaves_offset_uncommitted(_: &ProbeContext) -> Result<String, Pro
     })
     .consume(&at("ticketflow.audit", 0, 10), &AuditEvent::sample());
     match result {
-        Err(ConsumeError::Store(e)) => {
-            ensure(e.to_string() == "database unavailable", || format!("error changed on its way out: {e:?}"))?
+        Err(ConsumeError::Store(e)) => ensure(e.to_string() == "database unavailable", || {
+            format!("error changed on its way out: {e:?}")
+        })?,
+        other => {
+            return Err(ProbeError::Failed(format!(
+                "expected the store error, got {other:?}"
+            )))
         }
-        other => return Err(ProbeError::Failed(format!("expected the store error, got {other:?}"))),
     }
-    ensure(commits.is_empty(), || format!("offsets were committed after a failure: {commits:?}"))?;
+    ensure(commits.is_empty(), || {
+        format!("offsets were committed after a failure: {commits:?}")
+    })?;
     Ok("failure leaves offset uncommitted".to_owned())
 }
 
@@ -57,8 +67,13 @@ pub fn sql_audit_duplicate(ctx: &ProbeContext) -> Result<String, ProbeError> {
     };
     let first = consume(&mut consumer, 41)?;
     let second = consume(&mut consumer, 42)?;
-    ensure(first && !second, || format!("applied {first}, then {second}; expected true, then false"))?;
-    let rows = consumer.store_mut().audit_rows().map_err(broken("counting audit rows"))?;
+    ensure(first && !second, || {
+        format!("applied {first}, then {second}; expected true, then false")
+    })?;
+    let rows = consumer
+        .store_mut()
+        .audit_rows()
+        .map_err(broken("counting audit rows"))?;
     drop(consumer);
     let offsets: Vec<String> = commits.iter().map(i64::to_string).collect();
     Ok(format!("audit rows={rows}; offsets={}", offsets.join(",")))
@@ -68,8 +83,12 @@ pub fn sql_audit_duplicate(ctx: &ProbeContext) -> Result<String, ProbeError> {
 pub fn apply_once_twice(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let mut store = ctx.open_store()?;
     let event = AuditEvent::sample();
-    let first = store.apply_once(&event).map_err(broken("first apply_once"))?;
-    let second = store.apply_once(&event).map_err(broken("second apply_once"))?;
+    let first = store
+        .apply_once(&event)
+        .map_err(broken("first apply_once"))?;
+    let second = store
+        .apply_once(&event)
+        .map_err(broken("second apply_once"))?;
     let rows = store.audit_rows().map_err(broken("counting audit rows"))?;
     let py = |b: bool| if b { "True" } else { "False" };
     Ok(format!("{} {} {rows}", py(first), py(second)))
@@ -93,7 +112,11 @@ pub fn integrity_error_propagates(ctx: &ProbeContext) -> Result<String, ProbeErr
         match consumer.consume(&at("ticketflow.audit", 0, offset), event) {
             Err(ConsumeError::Store(e)) => match e.integrity_violation() {
                 Some(kind) => kinds.push(kind),
-                None => return Err(ProbeError::Broken(format!("offset {offset}: not an integrity error: {e}"))),
+                None => {
+                    return Err(ProbeError::Broken(format!(
+                        "offset {offset}: not an integrity error: {e}"
+                    )))
+                }
             },
             Ok(applied) => {
                 return Err(ProbeError::Failed(format!(
@@ -103,8 +126,16 @@ pub fn integrity_error_propagates(ctx: &ProbeContext) -> Result<String, ProbeErr
             Err(e) => return Err(ProbeError::Broken(format!("offset {offset}: {e}"))),
         }
     }
-    let rows = consumer.store_mut().audit_rows().map_err(broken("counting audit rows"))?;
+    let rows = consumer
+        .store_mut()
+        .audit_rows()
+        .map_err(broken("counting audit rows"))?;
     drop(consumer);
-    ensure(commits.is_empty(), || format!("offsets were committed after integrity errors: {commits:?}"))?;
-    Ok(format!("integrity errors propagated: {}; rows={rows}; offsets=none", kinds.join(", ")))
+    ensure(commits.is_empty(), || {
+        format!("offsets were committed after integrity errors: {commits:?}")
+    })?;
+    Ok(format!(
+        "integrity errors propagated: {}; rows={rows}; offsets=none",
+        kinds.join(", ")
+    ))
 }

@@ -41,7 +41,10 @@ fn connect(ctx: &ProbeContext) -> Result<Broker, ProbeError> {
 
 fn limits(started: Instant, ctx: &ProbeContext) -> ReplayLimits {
     ReplayLimits {
-        deadline: ctx.deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1)),
+        deadline: ctx
+            .deadline
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1)),
         idle_timeout: Duration::from_secs(5).min(ctx.deadline),
     }
 }
@@ -55,12 +58,23 @@ fn load_simple(broker: &Broker, topic: &str, n: usize) -> Result<(), ProbeError>
         })
         .collect();
     broker
-        .produce(topic, events.iter().enumerate().map(|(i, (k, v))| (0, k.as_str(), v.as_slice(), day::FIRST_DAY_MS + i as i64)))
+        .produce(
+            topic,
+            events
+                .iter()
+                .enumerate()
+                .map(|(i, (k, v))| (0, k.as_str(), v.as_slice(), day::FIRST_DAY_MS + i as i64)),
+        )
         .map_err(broken)?;
     Ok(())
 }
 
-fn committed(broker: &Broker, group: &str, topic: &str, partitions: &[i32]) -> Result<Vec<Option<i64>>, ProbeError> {
+fn committed(
+    broker: &Broker,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<Option<i64>>, ProbeError> {
     committed_offsets(broker, group, topic, partitions).map_err(broken)
 }
 
@@ -76,13 +90,28 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
     broker
         .produce(
             &n.topic,
-            records.iter().zip(&payloads).map(|(r, p)| (day::partition_for(&r.key, partitions), r.key.as_str(), p.as_slice(), r.timestamp_ms)),
+            records.iter().zip(&payloads).map(|(r, p)| {
+                (
+                    day::partition_for(&r.key, partitions),
+                    r.key.as_str(),
+                    p.as_slice(),
+                    r.timestamp_ms,
+                )
+            }),
         )
         .map_err(broken)?;
 
     // The live service consumes everything, with its business effects, and commits.
     let mut store = ctx.open_live_store()?;
-    run_live_consumer(&broker, &n.live, &n.topic, &parts, store.as_mut(), ctx.deadline).map_err(ProbeError::Broken)?;
+    run_live_consumer(
+        &broker,
+        &n.live,
+        &n.topic,
+        &parts,
+        store.as_mut(),
+        ctx.deadline,
+    )
+    .map_err(ProbeError::Broken)?;
     let live_before = committed(&broker, &n.live, &n.topic, &parts)?;
     let business_before = store.business_counts().map_err(broken)?;
 
@@ -96,33 +125,60 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
     let mut inserted = 0u64;
     let mut stops = Vec::new();
     for &p in &parts {
-        let window = partition_window(&broker, &mut lookup, &n.topic, p, YESTERDAY.0, YESTERDAY.1).map_err(broken)?;
-        let Some((start, stop)) = window else { continue };
+        let window = partition_window(&broker, &mut lookup, &n.topic, p, YESTERDAY.0, YESTERDAY.1)
+            .map_err(broken)?;
+        let Some((start, stop)) = window else {
+            continue;
+        };
         let (low, high) = broker.watermarks(&n.topic, p).map_err(broken)?;
-        ensure(low < start && stop < high, || format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})"))?;
+        ensure(low < start && stop < high, || {
+            format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
+        })?;
         let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
         let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-        let summary = run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
-            .map_err(|e| ProbeError::Failed(format!("replay of partition {p}: {e}")))?;
+        let summary =
+            run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
+                .map_err(|e| ProbeError::Failed(format!("replay of partition {p}: {e}")))?;
         replayed += summary.records;
         inserted += summary.inserted;
         stops.push((p, stop));
     }
-    ensure(stops.len() == parts.len(), || format!("yesterday found on {} of {} partitions", stops.len(), parts.len()))?;
+    ensure(stops.len() == parts.len(), || {
+        format!(
+            "yesterday found on {} of {} partitions",
+            stops.len(),
+            parts.len()
+        )
+    })?;
 
     let live_after = committed(&broker, &n.live, &n.topic, &parts)?;
-    ensure(live_after == live_before, || format!("live group offsets moved: {live_before:?} -> {live_after:?}"))?;
+    ensure(live_after == live_before, || {
+        format!("live group offsets moved: {live_before:?} -> {live_after:?}")
+    })?;
     let replay_offsets = committed(&broker, &n.replay, &n.topic, &parts)?;
     for ((p, stop), got) in stops.iter().zip(&replay_offsets) {
-        ensure(*got == Some(*stop), || format!("replay group on partition {p}: committed {got:?}, stop {stop}"))?;
+        ensure(*got == Some(*stop), || {
+            format!("replay group on partition {p}: committed {got:?}, stop {stop}")
+        })?;
     }
     let distinct: HashSet<&str> = records.iter().map(|r| r.event.event_id.as_str()).collect();
     let rows = store.audit_rows().map_err(broken)?;
-    ensure(rows == distinct.len() as u64, || format!("{rows} audit rows for {} distinct event ids", distinct.len()))?;
-    ensure(inserted == lost, || format!("replay inserted {inserted} rows; {lost} were lost"))?;
-    ensure(replayed > inserted, || format!("replayed {replayed} records, inserted {inserted}: the day's redeliveries should be duplicates"))?;
+    ensure(rows == distinct.len() as u64, || {
+        format!(
+            "{rows} audit rows for {} distinct event ids",
+            distinct.len()
+        )
+    })?;
+    ensure(inserted == lost, || {
+        format!("replay inserted {inserted} rows; {lost} were lost")
+    })?;
+    ensure(replayed > inserted, || {
+        format!("replayed {replayed} records, inserted {inserted}: the day's redeliveries should be duplicates")
+    })?;
     let business_after = store.business_counts().map_err(broken)?;
-    ensure(business_after == business_before, || format!("notification/SLA counts changed: {business_before:?} -> {business_after:?}"))?;
+    ensure(business_after == business_before, || {
+        format!("notification/SLA counts changed: {business_before:?} -> {business_after:?}")
+    })?;
     Ok("replay group committed stop on every partition; live group offsets unchanged; audit rows = distinct event_ids; notification and SLA counts unchanged".to_owned())
 }
 
@@ -138,14 +194,19 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     {
         let consumer = broker.consumer(&n.live, "earliest").map_err(broken)?;
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&n.topic, 0, Offset::Offset(500)).map_err(broken)?;
-        consumer.commit(&tpl, rdkafka::consumer::CommitMode::Sync).map_err(|e| broker.error("committing 500", e)).map_err(broken)?;
+        tpl.add_partition_offset(&n.topic, 0, Offset::Offset(500))
+            .map_err(broken)?;
+        consumer
+            .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+            .map_err(|e| broker.error("committing 500", e))
+            .map_err(broken)?;
     }
     // It restarts with auto.offset.reset=earliest.
     let first = {
         let consumer = broker.consumer(&n.live, "earliest").map_err(broken)?;
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&n.topic, 0, Offset::Stored).map_err(broken)?;
+        tpl.add_partition_offset(&n.topic, 0, Offset::Stored)
+            .map_err(broken)?;
         consumer.assign(&tpl).map_err(broken)?;
         let mut first = None;
         while first.is_none() && started.elapsed() < ctx.deadline {
@@ -155,7 +216,9 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
         }
         first.ok_or_else(|| ProbeError::Broken("the restarted group received nothing".into()))?
     };
-    ensure(first == 500, || format!("the restarted group began at {first}, not at its committed 500"))?;
+    ensure(first == 500, || {
+        format!("the restarted group began at {first}, not at its committed 500")
+    })?;
 
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
     let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
@@ -165,8 +228,12 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     drop(consumer);
     let original = committed(&broker, &n.live, &n.topic, &[0])?;
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
-    ensure(original == [Some(500)], || format!("original group now at {original:?}"))?;
-    ensure(replay == [Some(200)], || format!("replay group at {replay:?}"))?;
+    ensure(original == [Some(500)], || {
+        format!("original group now at {original:?}")
+    })?;
+    ensure(replay == [Some(200)], || {
+        format!("replay group at {replay:?}")
+    })?;
     Ok(format!(
         "restart with auto.offset.reset=earliest resumed at {first}; replay group read [100, 200): {} records, committed 200; original group still at 500",
         summary.records
@@ -185,13 +252,21 @@ pub fn stop_beyond_end(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let started = Instant::now();
     match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut()) {
         Err(ReplayError::StopBeyondEnd { end: 50, .. }) => {}
-        other => return Err(ProbeError::Failed(format!("expected stop beyond end 50, got {other:?}"))),
+        other => {
+            return Err(ProbeError::Failed(format!(
+                "expected stop beyond end 50, got {other:?}"
+            )))
+        }
     }
     drop(consumer);
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
-    ensure(replay == [None], || format!("the replay group committed {replay:?}"))?;
+    ensure(replay == [None], || {
+        format!("the replay group committed {replay:?}")
+    })?;
     let rows = store.audit_rows().map_err(broken)?;
-    Ok(format!("stop 60 > captured end 50: refused before seek; replay group committed=none; rows={rows}"))
+    Ok(format!(
+        "stop 60 > captured end 50: refused before seek; replay group committed=none; rows={rows}"
+    ))
 }
 
 /// Fails with "database unavailable" on the `fail_at`-th apply (0-based).
@@ -223,18 +298,31 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     broker.create_topic(&n.topic, 1).map_err(broken)?;
     load_simple(&broker, &n.topic, 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 0, 50).map_err(broken)?;
-    let mut failing = FailsAt { inner: ctx.open_store()?, applied: 0, fail_at: 25 };
-    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-    let committed_at = match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, &mut failing) {
-        Err(e @ ReplayError::Effect { offset: 25, .. }) => {
-            ensure(e.to_string().ends_with("database unavailable"), || format!("error changed: {e}"))?;
-            e.committed()
-        }
-        other => return Err(ProbeError::Failed(format!("expected the effect to fail at offset 25, got {other:?}"))),
+    let mut failing = FailsAt {
+        inner: ctx.open_store()?,
+        applied: 0,
+        fail_at: 25,
     };
+    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
+    let committed_at =
+        match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, &mut failing) {
+            Err(e @ ReplayError::Effect { offset: 25, .. }) => {
+                ensure(e.to_string().ends_with("database unavailable"), || {
+                    format!("error changed: {e}")
+                })?;
+                e.committed()
+            }
+            other => {
+                return Err(ProbeError::Failed(format!(
+                    "expected the effect to fail at offset 25, got {other:?}"
+                )))
+            }
+        };
     drop(consumer);
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;
-    ensure(on_broker == [Some(25)] && committed_at == Some(25), || format!("after the failure the broker holds {on_broker:?}, the replay reported {committed_at:?}"))?;
+    ensure(on_broker == [Some(25)] && committed_at == Some(25), || {
+        format!("after the failure the broker holds {on_broker:?}, the replay reported {committed_at:?}")
+    })?;
     let mut store = failing.inner;
     let rows_after_failure = store.audit_rows().map_err(broken)?;
 
@@ -246,10 +334,11 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     drop(consumer);
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;
-    ensure(rows == 50 && on_broker == [Some(50)], || format!("after the rerun: rows {rows}, committed {on_broker:?}"))?;
+    ensure(rows == 50 && on_broker == [Some(50)], || {
+        format!("after the rerun: rows {rows}, committed {on_broker:?}")
+    })?;
     Ok(format!(
         "effect failed at offset 25: broker committed=25, rows={rows_after_failure}; rerun from 25 completed: rows={rows}, duplicates={}, committed=50",
         summary.duplicates
     ))
 }
-

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use crate::event::AuditEvent;
 use crate::registry::{ensure, ProbeContext, ProbeError};
-use crate::replay::{run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan, ReplayRecord};
+use crate::replay::{
+    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
+    ReplayRecord,
+};
 use crate::store::{AuditStore, SqliteAuditStore, StoreError};
 
 const TOPIC: &str = "ticketflow.audit.v1";
@@ -91,7 +94,10 @@ fn record(partition: i32, offset: i64, event_id: &str) -> ReplayRecord {
 }
 
 fn records(offsets: impl IntoIterator<Item = i64>) -> VecDeque<Option<ReplayRecord>> {
-    offsets.into_iter().map(|o| Some(record(2, o, &format!("evt-{o}")))).collect()
+    offsets
+        .into_iter()
+        .map(|o| Some(record(2, o, &format!("evt-{o}"))))
+        .collect()
 }
 
 struct Rig {
@@ -102,23 +108,39 @@ struct Rig {
 
 fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeError> {
     let log: Log = Arc::default();
-    let inner = SqliteAuditStore::in_memory().map_err(|e| ProbeError::Broken(format!("SQLite: {e}")))?;
+    let inner =
+        SqliteAuditStore::in_memory().map_err(|e| ProbeError::Broken(format!("SQLite: {e}")))?;
     Ok(Rig {
-        consumer: Scripted { end, script, delay: Duration::ZERO, log: log.clone() },
-        store: Logged { inner, log: log.clone() },
+        consumer: Scripted {
+            end,
+            script,
+            delay: Duration::ZERO,
+            log: log.clone(),
+        },
+        store: Logged {
+            inner,
+            log: log.clone(),
+        },
         log,
     })
 }
 
 fn example_plan() -> Result<ReplayPlan, ProbeError> {
-    ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 120, 160).map_err(|e| ProbeError::Failed(format!("example plan refused: {e}")))
+    ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 120, 160)
+        .map_err(|e| ProbeError::Failed(format!("example plan refused: {e}")))
 }
 
 fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
-    ReplayLimits { deadline: Duration::from_millis(deadline_ms), idle_timeout: Duration::from_millis(idle_ms) }
+    ReplayLimits {
+        deadline: Duration::from_millis(deadline_ms),
+        idle_timeout: Duration::from_millis(idle_ms),
+    }
 }
 
-fn replay(rig: &mut Rig, limits: ReplayLimits) -> Result<crate::replay::ReplaySummary, ReplayError> {
+fn replay(
+    rig: &mut Rig,
+    limits: ReplayLimits,
+) -> Result<crate::replay::ReplaySummary, ReplayError> {
     let plan = example_plan().map_err(|e| ReplayError::Consumer {
         topic: TOPIC.into(),
         partition: 2,
@@ -129,7 +151,10 @@ fn replay(rig: &mut Rig, limits: ReplayLimits) -> Result<crate::replay::ReplaySu
 }
 
 fn commits(log: &Log) -> Vec<String> {
-    entries(log).into_iter().filter(|e| e.starts_with("commit")).collect()
+    entries(log)
+        .into_iter()
+        .filter(|e| e.starts_with("commit"))
+        .collect()
 }
 
 fn unexpected(what: &str, got: impl std::fmt::Debug) -> ProbeError {
@@ -138,13 +163,21 @@ fn unexpected(what: &str, got: impl std::fmt::Debug) -> ProbeError {
 
 pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
     let same = ReplayPlan::new(LIVE, LIVE, TOPIC, 2, 120, 160);
-    ensure(same == Err(PlanError::SameGroup(LIVE.into())), || format!("same group: {same:?}"))?;
+    ensure(same == Err(PlanError::SameGroup(LIVE.into())), || {
+        format!("same group: {same:?}")
+    })?;
     let empty = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 160, 160);
-    ensure(matches!(empty, Err(PlanError::Empty { .. })), || format!("empty range: {empty:?}"))?;
+    ensure(matches!(empty, Err(PlanError::Empty { .. })), || {
+        format!("empty range: {empty:?}")
+    })?;
     let backwards = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 160, 120);
-    ensure(matches!(backwards, Err(PlanError::Empty { .. })), || format!("stop before start: {backwards:?}"))?;
+    ensure(matches!(backwards, Err(PlanError::Empty { .. })), || {
+        format!("stop before start: {backwards:?}")
+    })?;
     let negative = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, -1, 160);
-    ensure(matches!(negative, Err(PlanError::Negative { .. })), || format!("negative start: {negative:?}"))?;
+    ensure(matches!(negative, Err(PlanError::Negative { .. })), || {
+        format!("negative start: {negative:?}")
+    })?;
     let plan = example_plan()?;
     Ok(format!(
         "refused: same group, empty range, stop before start, negative offset; accepted [{}, {}) on {}[{}]",
@@ -158,22 +191,35 @@ pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
 pub fn stop_beyond_end(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(150, records(120..150))?;
     match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::StopBeyondEnd { stop: 160, end: 150, .. }) => {}
+        Err(ReplayError::StopBeyondEnd {
+            stop: 160,
+            end: 150,
+            ..
+        }) => {}
         other => return Err(unexpected("StopBeyondEnd", other)),
     }
     let log = entries(&rig.log);
-    ensure(log == ["end"], || format!("the consumer did more than read the end offset: {log:?}"))?;
+    ensure(log == ["end"], || {
+        format!("the consumer did more than read the end offset: {log:?}")
+    })?;
     Ok("stop 160 > captured end 150: refused before seek; commits=none".to_owned())
 }
 
 pub fn gap(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records([120, 121, 123, 124]))?;
     let committed = match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::Gap { expected: 122, got: 123, committed, .. }) => committed,
+        Err(ReplayError::Gap {
+            expected: 122,
+            got: 123,
+            committed,
+            ..
+        }) => committed,
         other => return Err(unexpected("a gap at 122", other)),
     };
     let commits = commits(&rig.log);
-    ensure(commits == ["commit 121", "commit 122"], || format!("commits {commits:?}"))?;
+    ensure(commits == ["commit 121", "commit 122"], || {
+        format!("commits {commits:?}")
+    })?;
     Ok(format!("gap: expected 122, got 123; committed={committed}"))
 }
 
@@ -182,12 +228,23 @@ pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
     script.push_back(Some(record(3, 121, "evt-other")));
     let mut rig = rig(200, script)?;
     let committed = match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::ForeignRecord { got_partition: 3, committed, .. }) => committed,
+        Err(ReplayError::ForeignRecord {
+            got_partition: 3,
+            committed,
+            ..
+        }) => committed,
         other => return Err(unexpected("a foreign record", other)),
     };
-    let rows = rig.store.audit_rows().map_err(|e| ProbeError::Broken(e.to_string()))?;
-    ensure(rows == 1, || format!("{rows} rows; the foreign record must not be applied"))?;
-    Ok(format!("record from partition 3 refused; committed={committed}; rows={rows}"))
+    let rows = rig
+        .store
+        .audit_rows()
+        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+    ensure(rows == 1, || {
+        format!("{rows} rows; the foreign record must not be applied")
+    })?;
+    Ok(format!(
+        "record from partition 3 refused; committed={committed}; rows={rows}"
+    ))
 }
 
 pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
@@ -196,9 +253,16 @@ pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
         Err(err @ ReplayError::Idle { .. }) => err.committed(),
         other => return Err(unexpected("idle before stop", other)),
     };
-    ensure(committed == Some(130), || format!("committed {committed:?}, expected 130"))?;
-    let rows = rig.store.audit_rows().map_err(|e| ProbeError::Broken(e.to_string()))?;
-    Ok(format!("idle before stop 160: error, not success; committed=130; rows={rows}"))
+    ensure(committed == Some(130), || {
+        format!("committed {committed:?}, expected 130")
+    })?;
+    let rows = rig
+        .store
+        .audit_rows()
+        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+    Ok(format!(
+        "idle before stop 160: error, not success; committed=130; rows={rows}"
+    ))
 }
 
 pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
@@ -208,10 +272,20 @@ pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
         Err(err @ ReplayError::Deadline { .. }) => err.committed().unwrap_or(-1),
         other => return Err(unexpected("the deadline", other)),
     };
-    let rows = rig.store.audit_rows().map_err(|e| ProbeError::Broken(e.to_string()))?;
-    ensure(committed > 120 && committed < 160, || format!("committed {committed}, expected within (120, 160)"))?;
-    ensure(committed - 120 == rows as i64, || format!("committed {committed} but {rows} rows were applied"))?;
-    Ok("deadline before stop 160: error, not success; committed offset = start + rows applied".to_owned())
+    let rows = rig
+        .store
+        .audit_rows()
+        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+    ensure(committed > 120 && committed < 160, || {
+        format!("committed {committed}, expected within (120, 160)")
+    })?;
+    ensure(committed - 120 == rows as i64, || {
+        format!("committed {committed} but {rows} rows were applied")
+    })?;
+    Ok(
+        "deadline before stop 160: error, not success; committed offset = start + rows applied"
+            .to_owned(),
+    )
 }
 
 pub fn commit_after_apply(_: &ProbeContext) -> Result<String, ProbeError> {
@@ -221,20 +295,30 @@ pub fn commit_after_apply(_: &ProbeContext) -> Result<String, ProbeError> {
     script.push_back(Some(record(2, 159, "evt-121")));
     script.extend(records(160..170)); // past stop: must not be read
     let mut rig = rig(200, script)?;
-    let summary = replay(&mut rig, limits(5_000, 500)).map_err(|e| unexpected("a complete replay", e))?;
+    let summary =
+        replay(&mut rig, limits(5_000, 500)).map_err(|e| unexpected("a complete replay", e))?;
     let log = entries(&rig.log);
     let mut pending_apply = false;
     for entry in &log[2..] {
         if entry.starts_with("apply") {
-            ensure(!pending_apply, || format!("two effects without a commit between: {log:?}"))?;
+            ensure(!pending_apply, || {
+                format!("two effects without a commit between: {log:?}")
+            })?;
             pending_apply = true;
         } else {
-            ensure(pending_apply, || format!("{entry} before its effect: {log:?}"))?;
+            ensure(pending_apply, || {
+                format!("{entry} before its effect: {log:?}")
+            })?;
             pending_apply = false;
         }
     }
-    ensure(log.last().map(String::as_str) == Some("commit 160"), || format!("last entry {:?}", log.last()))?;
-    let rows = rig.store.audit_rows().map_err(|e| ProbeError::Broken(e.to_string()))?;
+    ensure(log.last().map(String::as_str) == Some("commit 160"), || {
+        format!("last entry {:?}", log.last())
+    })?;
+    let rows = rig
+        .store
+        .audit_rows()
+        .map_err(|e| ProbeError::Broken(e.to_string()))?;
     Ok(format!(
         "records={} inserted={} duplicates={} rows={rows}; every commit after its effect; final={}",
         summary.records, summary.inserted, summary.duplicates, summary.final_offset

@@ -58,7 +58,10 @@ impl Broker {
     pub fn for_target(target: &KafkaTarget, timeout: Duration) -> Result<Broker, KafkaError> {
         let mut broker = match target {
             KafkaTarget::Embedded => Broker::embedded(3)?,
-            KafkaTarget::Bootstrap { servers, properties } => Broker {
+            KafkaTarget::Bootstrap {
+                servers,
+                properties,
+            } => Broker {
                 servers: servers.clone(),
                 properties: properties.clone(),
                 mock: None,
@@ -91,7 +94,11 @@ impl Broker {
     }
 
     pub fn error(&self, what: impl Into<String>, reason: impl std::fmt::Display) -> KafkaError {
-        KafkaError { servers: self.servers.clone(), what: what.into(), reason: reason.to_string() }
+        KafkaError {
+            servers: self.servers.clone(),
+            what: what.into(),
+            reason: reason.to_string(),
+        }
     }
 
     /// Client settings shared by every client of this broker: the address, the user's
@@ -100,8 +107,14 @@ impl Broker {
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", &self.servers)
-            .set("socket.timeout.ms", self.op_timeout.as_millis().max(1000).to_string())
-            .set("socket.connection.setup.timeout.ms", self.op_timeout.as_millis().max(1000).to_string());
+            .set(
+                "socket.timeout.ms",
+                self.op_timeout.as_millis().max(1000).to_string(),
+            )
+            .set(
+                "socket.connection.setup.timeout.ms",
+                self.op_timeout.as_millis().max(1000).to_string(),
+            );
         for (k, v) in &self.properties {
             config.set(k, v);
         }
@@ -118,19 +131,27 @@ impl Broker {
             .set("auto.offset.reset", reset)
             .set("session.timeout.ms", "6000")
             .set("enable.partition.eof", "false");
-        config.create().map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
+        config
+            .create()
+            .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
         let mut config = self.config();
-        config.set("linger.ms", "5").set("message.timeout.ms", self.op_timeout.as_millis().max(1000).to_string());
-        config.create().map_err(|e| self.error("creating a producer", e))
+        config.set("linger.ms", "5").set(
+            "message.timeout.ms",
+            self.op_timeout.as_millis().max(1000).to_string(),
+        );
+        config
+            .create()
+            .map_err(|e| self.error("creating a producer", e))
     }
 
     /// Creates `topic` with at least `partitions` partitions and returns how many it has.
     pub fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i32, KafkaError> {
         if let Some(mock) = &self.mock {
-            mock.create_topic(topic, partitions, 1).map_err(|e| self.error(format!("creating topic {topic}"), e))?;
+            mock.create_topic(topic, partitions, 1)
+                .map_err(|e| self.error(format!("creating topic {topic}"), e))?;
             return Ok(partitions);
         }
         if !NO_ADMIN_API.load(Ordering::Relaxed) {
@@ -162,25 +183,34 @@ impl Broker {
     }
 
     fn create_with_admin(&self, topic: &str, partitions: i32) -> Result<(), AdminFailure> {
-        let admin: AdminClient<DefaultClientContext> =
-            self.config().create().map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
-        let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(Duration::from_secs(5))));
+        let admin: AdminClient<DefaultClientContext> = self
+            .config()
+            .create()
+            .map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
+        let options =
+            AdminOptions::new().request_timeout(Some(self.op_timeout.min(Duration::from_secs(5))));
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
         let result = futures_executor::block_on(admin.create_topics([&new], &options));
         match result {
             Ok(results) => match results.into_iter().next() {
-                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Err(AdminFailure::Other(self.error(
-                    format!("creating topic {topic}"),
-                    "it already exists; this run only uses topics it creates",
-                ))),
-                Some(Err((_, code))) => Err(AdminFailure::Other(self.error(format!("creating topic {topic}"), code))),
+                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => {
+                    Err(AdminFailure::Other(self.error(
+                        format!("creating topic {topic}"),
+                        "it already exists; this run only uses topics it creates",
+                    )))
+                }
+                Some(Err((_, code))) => Err(AdminFailure::Other(
+                    self.error(format!("creating topic {topic}"), code),
+                )),
                 _ => Ok(()),
             },
             Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut))
             | Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::UnsupportedFeature)) => {
                 Err(AdminFailure::Unsupported)
             }
-            Err(e) => Err(AdminFailure::Other(self.error(format!("creating topic {topic}"), e))),
+            Err(e) => Err(AdminFailure::Other(
+                self.error(format!("creating topic {topic}"), e),
+            )),
         }
     }
 
@@ -189,12 +219,15 @@ impl Broker {
         let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
         let started = Instant::now();
         loop {
-            let n = partition_count(&consumer, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+            let n = partition_count(&consumer, topic, self.op_timeout)
+                .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
             if n > 0 {
                 return Ok(n);
             }
             if started.elapsed() > self.op_timeout {
-                return Err(self.error(format!("waiting for topic {topic}"), "it has no partitions"));
+                return Err(
+                    self.error(format!("waiting for topic {topic}"), "it has no partitions")
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -203,7 +236,8 @@ impl Broker {
     /// The number of partitions of `topic` (0 when it does not exist).
     pub fn partitions(&self, topic: &str) -> Result<i32, KafkaError> {
         let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
-        partition_count(&consumer, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+        partition_count(&consumer, topic, self.op_timeout)
+            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))
     }
 
     /// Produces `(partition, key, payload, timestamp)` records and waits until all are acked.
@@ -215,15 +249,24 @@ impl Broker {
         let producer = self.producer()?;
         let mut sent = 0u64;
         for (partition, key, payload, ts) in records {
-            let mut record = BaseRecord::to(topic).partition(partition).key(key).payload(payload).timestamp(ts);
+            let mut record = BaseRecord::to(topic)
+                .partition(partition)
+                .key(key)
+                .payload(payload)
+                .timestamp(ts);
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
-                    Err((rdkafka::error::KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    Err((
+                        rdkafka::error::KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                        back,
+                    )) => {
                         record = back;
                         producer.poll(Duration::from_millis(10));
                     }
-                    Err((e, _)) => return Err(self.error(format!("producing to {topic}[{partition}]"), e)),
+                    Err((e, _)) => {
+                        return Err(self.error(format!("producing to {topic}[{partition}]"), e))
+                    }
                 }
             }
             sent += 1;
@@ -248,7 +291,11 @@ enum AdminFailure {
     Other(KafkaError),
 }
 
-pub(crate) fn partition_count(consumer: &BaseConsumer, topic: &str, timeout: Duration) -> Result<i32, rdkafka::error::KafkaError> {
+pub(crate) fn partition_count(
+    consumer: &BaseConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Result<i32, rdkafka::error::KafkaError> {
     let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
     Ok(metadata
         .topics()

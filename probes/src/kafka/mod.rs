@@ -6,5 +6,7 @@ mod offsets;
 mod replay_consumer;
 
 pub use broker::{Broker, KafkaError};
-pub use offsets::{committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup};
+pub use offsets::{
+    committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
+};
 pub use replay_consumer::KafkaReplayConsumer;

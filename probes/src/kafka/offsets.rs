@@ -10,20 +10,29 @@ use super::{Broker, KafkaError};
 
 /// The committed offset of `group` for each of `partitions` (`None`: nothing committed).
 /// Read through a consumer in that group that never subscribes, so the group is not disturbed.
-pub fn committed_offsets(broker: &Broker, group: &str, topic: &str, partitions: &[i32]) -> Result<Vec<Option<i64>>, KafkaError> {
+pub fn committed_offsets(
+    broker: &Broker,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<Option<i64>>, KafkaError> {
     let consumer = broker.consumer(group, "earliest")?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition(topic, p);
     }
     let what = || format!("reading committed offsets of group {group} on {topic}");
-    let answer = consumer.committed_offsets(tpl, broker.op_timeout).map_err(|e| broker.error(what(), e))?;
+    let answer = consumer
+        .committed_offsets(tpl, broker.op_timeout)
+        .map_err(|e| broker.error(what(), e))?;
     let offsets = partitions
         .iter()
-        .map(|&p| match answer.find_partition(topic, p).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => Some(o),
-            _ => None,
-        })
+        .map(
+            |&p| match answer.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o),
+                _ => None,
+            },
+        )
         .collect();
     // The list must go before the consumer: dropping a consumer while a list it returned is
     // alive can hang inside librdkafka.
@@ -35,7 +44,12 @@ pub fn committed_offsets(broker: &Broker, group: &str, topic: &str, partitions: 
 /// Timestamp → offset, per partition. `None` means no record at or after the timestamp — never
 /// "start at the end".
 pub trait OffsetLookup {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError>;
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError>;
 }
 
 /// The broker's own index (ListOffsets by timestamp), for real brokers.
@@ -44,14 +58,24 @@ pub struct BrokerLookup<'a> {
 }
 
 impl OffsetLookup for BrokerLookup<'_> {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError> {
         let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
             .map_err(|e| self.broker.error("building a lookup", e))?;
         let answer = consumer
             .offsets_for_times(tpl, self.broker.op_timeout)
-            .map_err(|e| self.broker.error(format!("looking up {topic}[{partition}] at {timestamp_ms} ms"), e))?;
+            .map_err(|e| {
+                self.broker.error(
+                    format!("looking up {topic}[{partition}] at {timestamp_ms} ms"),
+                    e,
+                )
+            })?;
         let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
             Some(Offset::Offset(o)) if o >= 0 => Some(o),
             _ => None, // -1 / END: nothing at or after that time
@@ -68,7 +92,12 @@ pub struct ScanLookup<'a> {
 }
 
 impl OffsetLookup for ScanLookup<'_> {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError> {
         let (low, high) = self.broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(None);
@@ -77,7 +106,10 @@ impl OffsetLookup for ScanLookup<'_> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(low))
             .map_err(|e| self.broker.error("building a scan", e))?;
-        consumer.assign(&tpl).map_err(|e| self.broker.error(format!("assigning {topic}[{partition}]"), e))?;
+        consumer.assign(&tpl).map_err(|e| {
+            self.broker
+                .error(format!("assigning {topic}[{partition}]"), e)
+        })?;
         let mut idle_since = Instant::now();
         loop {
             match consumer.poll(Duration::from_millis(100)) {
@@ -91,9 +123,16 @@ impl OffsetLookup for ScanLookup<'_> {
                         return Ok(None);
                     }
                 }
-                Some(Err(e)) => return Err(self.broker.error(format!("scanning {topic}[{partition}]"), e)),
+                Some(Err(e)) => {
+                    return Err(self
+                        .broker
+                        .error(format!("scanning {topic}[{partition}]"), e))
+                }
                 None if idle_since.elapsed() > self.broker.op_timeout => {
-                    return Err(self.broker.error(format!("scanning {topic}[{partition}]"), "no records arrived"))
+                    return Err(self.broker.error(
+                        format!("scanning {topic}[{partition}]"),
+                        "no records arrived",
+                    ))
                 }
                 None => {}
             }
@@ -111,26 +150,50 @@ pub struct AutoLookup<'a> {
 
 impl<'a> AutoLookup<'a> {
     pub fn new(broker: &'a Broker) -> Self {
-        AutoLookup { broker, scan: broker.is_embedded() }
+        AutoLookup {
+            broker,
+            scan: broker.is_embedded(),
+        }
     }
 }
 
 impl OffsetLookup for AutoLookup<'_> {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError> {
         if !self.scan {
-            let answer = BrokerLookup { broker: self.broker }.offset_at_or_after(topic, partition, timestamp_ms)?;
-            if answer.is_some() || !self.last_record_is_at_or_after(topic, partition, timestamp_ms)? {
+            let answer = BrokerLookup {
+                broker: self.broker,
+            }
+            .offset_at_or_after(topic, partition, timestamp_ms)?;
+            if answer.is_some()
+                || !self.last_record_is_at_or_after(topic, partition, timestamp_ms)?
+            {
                 return Ok(answer);
             }
-            tracing::info!("kafka {}: timestamp lookups answer END wrongly; finding offsets by reading", self.broker.servers());
+            tracing::info!(
+                "kafka {}: timestamp lookups answer END wrongly; finding offsets by reading",
+                self.broker.servers()
+            );
             self.scan = true;
         }
-        ScanLookup { broker: self.broker }.offset_at_or_after(topic, partition, timestamp_ms)
+        ScanLookup {
+            broker: self.broker,
+        }
+        .offset_at_or_after(topic, partition, timestamp_ms)
     }
 }
 
 impl AutoLookup<'_> {
-    fn last_record_is_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<bool, KafkaError> {
+    fn last_record_is_at_or_after(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<bool, KafkaError> {
         let (low, high) = self.broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(false);
@@ -139,15 +202,27 @@ impl AutoLookup<'_> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(high - 1))
             .map_err(|e| self.broker.error("building a lookup", e))?;
-        consumer.assign(&tpl).map_err(|e| self.broker.error(format!("assigning {topic}[{partition}]"), e))?;
+        consumer.assign(&tpl).map_err(|e| {
+            self.broker
+                .error(format!("assigning {topic}[{partition}]"), e)
+        })?;
         let started = Instant::now();
         while started.elapsed() < self.broker.op_timeout {
             if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-                let message = message.map_err(|e| self.broker.error(format!("reading {topic}[{partition}]"), e))?;
-                return Ok(message.timestamp().to_millis().is_some_and(|ts| ts >= timestamp_ms));
+                let message = message.map_err(|e| {
+                    self.broker
+                        .error(format!("reading {topic}[{partition}]"), e)
+                })?;
+                return Ok(message
+                    .timestamp()
+                    .to_millis()
+                    .is_some_and(|ts| ts >= timestamp_ms));
             }
         }
-        Err(self.broker.error(format!("reading the last record of {topic}[{partition}]"), "nothing arrived"))
+        Err(self.broker.error(
+            format!("reading the last record of {topic}[{partition}]"),
+            "nothing arrived",
+        ))
     }
 }
 
@@ -163,7 +238,11 @@ pub fn partition_window(
     until_ms: i64,
 ) -> Result<Option<(i64, i64)>, KafkaError> {
     let (_, end) = broker.watermarks(topic, partition)?;
-    let Some(start) = lookup.offset_at_or_after(topic, partition, since_ms)? else { return Ok(None) };
-    let stop = lookup.offset_at_or_after(topic, partition, until_ms)?.unwrap_or(end);
+    let Some(start) = lookup.offset_at_or_after(topic, partition, since_ms)? else {
+        return Ok(None);
+    };
+    let stop = lookup
+        .offset_at_or_after(topic, partition, until_ms)?
+        .unwrap_or(end);
     Ok((stop > start).then_some((start, stop)))
 }

@@ -18,7 +18,11 @@ pub struct KafkaReplayConsumer {
 
 impl KafkaReplayConsumer {
     pub fn new(broker: &Broker, group: &str) -> Result<Self, KafkaError> {
-        Ok(KafkaReplayConsumer { group: group.to_owned(), consumer: broker.consumer(group, "error")?, timeout: broker.op_timeout })
+        Ok(KafkaReplayConsumer {
+            group: group.to_owned(),
+            consumer: broker.consumer(group, "error")?,
+            timeout: broker.op_timeout,
+        })
     }
 }
 
@@ -28,16 +32,23 @@ impl ReplayConsumer for KafkaReplayConsumer {
     }
 
     fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String> {
-        let partitions = partition_count(&self.consumer, topic, self.timeout).map_err(|e| e.to_string())?;
+        let partitions =
+            partition_count(&self.consumer, topic, self.timeout).map_err(|e| e.to_string())?;
         if partition >= partitions {
-            return Err(format!("topic {topic} has {partitions} partitions; the plan needs partition {partition}"));
+            return Err(format!(
+                "topic {topic} has {partitions} partitions; the plan needs partition {partition}"
+            ));
         }
-        self.consumer.fetch_watermarks(topic, partition, self.timeout).map(|(_, high)| high).map_err(|e| e.to_string())
+        self.consumer
+            .fetch_watermarks(topic, partition, self.timeout)
+            .map(|(_, high)| high)
+            .map_err(|e| e.to_string())
     }
 
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String> {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).map_err(|e| e.to_string())?;
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+            .map_err(|e| e.to_string())?;
         self.consumer.assign(&tpl).map_err(|e| e.to_string())
     }
 
@@ -56,7 +67,10 @@ impl ReplayConsumer for KafkaReplayConsumer {
 
     fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String> {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset)).map_err(|e| e.to_string())?;
-        self.consumer.commit(&tpl, CommitMode::Sync).map_err(|e| e.to_string())
+        tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
+            .map_err(|e| e.to_string())?;
+        self.consumer
+            .commit(&tpl, CommitMode::Sync)
+            .map_err(|e| e.to_string())
     }
 }

@@ -1,8 +1,10 @@
 //! The audit store: the consumer's one durable effect, idempotent on `event_id`.
 
+pub mod postgres;
 mod schema;
 pub mod sqlite;
 
+pub use self::postgres::PostgresAuditStore;
 pub use sqlite::SqliteAuditStore;
 
 use crate::event::AuditEvent;
@@ -25,6 +27,9 @@ pub enum StoreError {
     Unavailable(String),
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    /// The server refused the statement: SQLSTATE and its message.
+    #[error("SQLSTATE {code}: {message}")]
+    Postgres { code: String, message: String },
 }
 
 impl<T: AuditStore + ?Sized> AuditStore for Box<T> {
@@ -50,6 +55,11 @@ impl StoreError {
                     _ => None,
                 }
             }
+            StoreError::Postgres { code, .. } => match code.as_str() {
+                "23514" => Some("check"),
+                "23502" => Some("not-null"),
+                _ => None,
+            },
             _ => None,
         }
     }

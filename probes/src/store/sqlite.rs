@@ -37,7 +37,10 @@ impl SqliteAuditStore {
             if !done {
                 let tx = conn.unchecked_transaction()?;
                 tx.execute_batch(sql)?;
-                tx.execute("INSERT INTO schema_migrations (version) VALUES (?1)", [version])?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version) VALUES (?1)",
+                    [version],
+                )?;
                 tx.commit()?;
             }
         }
@@ -73,7 +76,9 @@ impl AuditStore for SqliteAuditStore {
     }
 
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
-        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0))?;
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0))?;
         Ok(n as u64)
     }
 }
@@ -103,13 +108,22 @@ impl crate::live::LiveStore for SqliteAuditStore {
     }
 
     fn business_counts(&mut self) -> Result<(u64, u64), StoreError> {
-        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM notifications", [], |r| r.get(0))?;
-        let sla: i64 = self.conn.query_row("SELECT COALESCE(SUM(changes), 0) FROM sla_counts", [], |r| r.get(0))?;
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM notifications", [], |r| r.get(0))?;
+        let sla: i64 = self.conn.query_row(
+            "SELECT COALESCE(SUM(changes), 0) FROM sla_counts",
+            [],
+            |r| r.get(0),
+        )?;
         Ok((n as u64, sla as u64))
     }
 
     fn forget_audit_rows(&mut self, from: &str, to: &str) -> Result<u64, StoreError> {
-        let n = self.conn.execute("DELETE FROM audit_events WHERE occurred_at >= ?1 AND occurred_at < ?2", params![from, to])?;
+        let n = self.conn.execute(
+            "DELETE FROM audit_events WHERE occurred_at >= ?1 AND occurred_at < ?2",
+            params![from, to],
+        )?;
         Ok(n as u64)
     }
 
@@ -124,7 +138,11 @@ impl crate::live::LiveStore for SqliteAuditStore {
         Ok(n == 1)
     }
 
-    fn ticket_version(&mut self, tenant_id: &str, ticket_id: &str) -> Result<Option<i64>, StoreError> {
+    fn ticket_version(
+        &mut self,
+        tenant_id: &str,
+        ticket_id: &str,
+    ) -> Result<Option<i64>, StoreError> {
         use rusqlite::OptionalExtension;
         Ok(self
             .conn
@@ -165,7 +183,10 @@ mod tests {
         let mut null_payload = AuditEvent::sample_with_id("evt-null");
         null_payload.payload = serde_json::Value::Null;
         let err = store.apply_once(&null_payload).unwrap_err();
-        assert!(err.to_string().contains("NOT NULL constraint failed"), "{err}");
+        assert!(
+            err.to_string().contains("NOT NULL constraint failed"),
+            "{err}"
+        );
         assert_eq!(store.audit_rows().unwrap(), 0);
     }
 
@@ -173,7 +194,10 @@ mod tests {
     fn reopening_a_file_keeps_rows_and_does_not_rerun_migrations() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        SqliteAuditStore::open(&path).unwrap().apply_once(&AuditEvent::sample()).unwrap();
+        SqliteAuditStore::open(&path)
+            .unwrap()
+            .apply_once(&AuditEvent::sample())
+            .unwrap();
         let mut again = SqliteAuditStore::open(&path).unwrap();
         assert_eq!(again.audit_rows().unwrap(), 1);
         assert!(!again.apply_once(&AuditEvent::sample()).unwrap());
