@@ -95,6 +95,7 @@ export LESSONPROBE_TEST_SSH_USER="$(id -un)"
 export LESSONPROBE_TEST_SSH_KEY="$ssh_dir/client_key"
 export LESSONPROBE_TEST_SSH_OTHER_KEY="$ssh_dir/other_key"
 export LESSONPROBE_TEST_SSH_KNOWN_HOSTS="$ssh_dir/known_hosts"
+export LESSONPROBE_TEST_SSH_LOG="$ssh_dir/sshd.log"
 
 # --- the tests --------------------------------------------------------------------------------
 log "running the test suite"

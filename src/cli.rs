@@ -31,6 +31,10 @@ enum Command {
     Run(RunArgs),
     /// List checkpoints and their probes: id, name, kind, where each can run.
     List(ListArgs),
+    /// Run one test selector of a checkpoint on the authorized host (needs TICKETFLOW_REMOTE_TESTS=1).
+    Remote(RemoteArgs),
+    /// Authorized hosts: list them, or check one (connect, verify key and OS, show the commands).
+    Hosts(HostsArgs),
     /// Host the embedded Kafka-protocol broker (librdkafka's mock cluster) until interrupted.
     ///
     /// The first line of standard output is the bootstrap address. The mock cluster keeps only
@@ -64,6 +68,18 @@ pub struct KafkaArgs {
     /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
     #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property)]
     pub property: Vec<(String, String)>,
+}
+
+/// Where remote selectors run.
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    /// Authorized hosts file [default: ./lessonprobe-hosts.toml, then
+    /// $XDG_CONFIG_HOME/lessonprobe/hosts.toml].
+    #[arg(long, env = "LESSONPROBE_HOSTS", value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// The host to use [default: the first in the file].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -120,7 +136,60 @@ pub struct RunArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     #[command(flatten)]
+    pub hosts: HostArgs,
+    #[command(flatten)]
     pub catalog: CatalogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    /// The checkpoint the selector belongs to.
+    #[arg(long, visible_alias = "lesson", value_name = "N")]
+    pub checkpoint: u32,
+    /// The test selector, e.g. a pytest node id.
+    #[arg(long, value_name = "SELECTOR")]
+    pub selector: String,
+    /// Where to write JUnit XML [default: reports/remote-NN.xml].
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// What to print on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Deadline of the remote run (connect, prepare, run, fetch).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// A PENDING selector (remote tests not enabled) fails the run.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub hosts: HostArgs,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub action: HostsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostsAction {
+    /// The configured hosts and where the file was found; connects nowhere.
+    List {
+        #[command(flatten)]
+        hosts: HostArgs,
+    },
+    /// Connect, verify the host key and OS, and print the exact commands each remote probe
+    /// would run; runs nothing else (needs TICKETFLOW_REMOTE_TESTS=1).
+    Check {
+        /// The host [default: the first in the file].
+        name: Option<String>,
+        #[command(flatten)]
+        hosts: HostArgs,
+        #[command(flatten)]
+        catalog: CatalogArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -173,5 +242,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Run(args)) => commands::run::run(args),
         Some(Command::List(args)) => commands::list::list(args),
         Some(Command::Broker(args)) => commands::broker::broker(args),
+        Some(Command::Remote(args)) => commands::remote::remote(args),
+        Some(Command::Hosts(args)) => commands::hosts::hosts(args),
     }
 }

@@ -5,8 +5,10 @@ pub mod checkpoint;
 pub mod cli;
 mod commands;
 pub mod exit;
+pub mod remote;
 pub mod report;
 pub mod run;
+pub mod selector;
 
 use std::process::ExitCode;
 

@@ -1,12 +1,15 @@
 //! One module per subcommand: each turns its parsed arguments into work and an exit code.
 
 pub mod broker;
+pub mod hosts;
 pub mod list;
+pub mod remote;
 pub mod run;
 
 use lessonprobe_probes::{registry, KafkaTarget};
 
-use crate::cli::KafkaArgs;
+use crate::cli::{HostArgs, KafkaArgs};
+use crate::remote::{AuthorizedHost, HostsFile};
 use crate::exit::Error;
 
 fn builtin_names() -> Vec<&'static str> {
@@ -42,6 +45,26 @@ fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
                 servers: servers.to_owned(),
                 properties: args.property.clone(),
             })
+        }
+    }
+}
+
+/// `TICKETFLOW_REMOTE_TESTS=1`: remote probes may connect.
+fn remote_enabled() -> bool {
+    std::env::var("TICKETFLOW_REMOTE_TESTS").is_ok_and(|v| v == "1")
+}
+
+/// The host remote probes run on: `Ok(Err(why))` when none is configured, which makes each
+/// remote probe an ERROR naming why; a malformed hosts file is an error before anything runs.
+fn authorized_host(args: &HostArgs) -> Result<Result<AuthorizedHost, String>, Error> {
+    match HostsFile::find(args.hosts.as_deref())? {
+        Ok(file) => Ok(Ok(file.pick(args.host.as_deref())?.clone())),
+        Err(looked) => {
+            let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+            Ok(Err(format!(
+                "TICKETFLOW_REMOTE_TESTS=1 but no authorized host is configured (give --hosts FILE or LESSONPROBE_HOSTS; looked in {})",
+                places.join(", ")
+            )))
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use lessonprobe_probes::DbTarget;
 
-use crate::checkpoint::{Backend, Catalog, Selection};
+use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
 use crate::cli::RunArgs;
 use crate::exit::{Code, Error};
 use crate::report::{self, Format};
@@ -83,6 +83,11 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
     let started = Instant::now();
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
+    let wants_remote = selection
+        .checkpoints
+        .iter()
+        .flat_map(|(_, probes)| probes)
+        .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
     let config = RunConfig {
         jobs: args.jobs.map_or_else(
             || std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -92,43 +97,61 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         course_root: args.course.clone(),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
-        remote_enabled: std::env::var("TICKETFLOW_REMOTE_TESTS").is_ok_and(|v| v == "1"),
+        remote: match wants_remote && super::remote_enabled() {
+            true => Some(super::authorized_host(&args.hosts)?),
+            false => None,
+        },
     };
-    let junit_path = (!args.no_junit).then(|| {
-        args.junit.clone().unwrap_or_else(|| match args.lesson {
-            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-            None => PathBuf::from("reports/lessonprobe.xml"),
-        })
+    let report = Reporting {
+        junit: (!args.no_junit).then(|| {
+            args.junit.clone().unwrap_or_else(|| match args.lesson {
+                Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
+                None => PathBuf::from("reports/lessonprobe.xml"),
+            })
+        }),
+        format: args.format,
+        verbose: args.verbose,
+        strict: args.strict,
+    };
+    let run_id = args.run_id.clone().unwrap_or_else(|| {
+        format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id())
     });
-    let plan = Plan::new(&selection, &config);
-    let run_id = match &args.run_id {
-        Some(id) => id.clone(),
-        None => format!(
-            "{}-{}",
-            chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
-            std::process::id()
-        ),
-    };
-    let terminal = report::terminal::Terminal::new(args.verbose);
-    let outcomes = run::execute(&plan, &config, &run_id, |o| {
-        if args.format == Format::Human {
+    execute_and_report(&selection, &config, &run_id, &report, started)
+}
+
+/// How a run reports: where JUnit goes, what stdout shows, whether PENDING fails.
+pub(super) struct Reporting {
+    pub junit: Option<PathBuf>,
+    pub format: Format,
+    pub verbose: bool,
+    pub strict: bool,
+}
+
+/// Plans and executes the selection, feeds every outcome to the reporters, and maps the
+/// counts to the exit code.
+pub(super) fn execute_and_report(
+    selection: &Selection<'_>,
+    config: &RunConfig,
+    run_id: &str,
+    reporting: &Reporting,
+    started: Instant,
+) -> Result<Code, Error> {
+    let plan = Plan::new(selection, config);
+    let terminal = report::terminal::Terminal::new(reporting.verbose);
+    let outcomes = run::execute(&plan, config, run_id, |o| {
+        if reporting.format == Format::Human {
             terminal.outcome(o);
         }
     });
-    debug_assert_eq!(outcomes.len(), plan.cases.len());
     let counts = Counts::of(&outcomes);
-    if let Some(path) = &junit_path {
+    if let Some(path) = &reporting.junit {
         let xml = report::junit::render(&outcomes, started.elapsed())
             .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
         report::junit::write(path, &xml)?;
     }
-    match args.format {
-        Format::Human => terminal.finish(&counts, junit_path.as_deref()),
-        Format::Json => println!("{}", report::json::render(&run_id, &outcomes)),
+    match reporting.format {
+        Format::Human => terminal.finish(&counts, reporting.junit.as_deref()),
+        Format::Json => println!("{}", report::json::render(run_id, &outcomes)),
     }
-    Ok(if counts.succeeded(args.strict) {
-        Code::Ok
-    } else {
-        Code::ProbesFailed
-    })
+    Ok(if counts.succeeded(reporting.strict) { Code::Ok } else { Code::ProbesFailed })
 }

@@ -9,7 +9,7 @@ use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, Plan, PlannedCase};
-use super::{command, Outcome, RunConfig, Verdict};
+use super::{command, remote, Outcome, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
 
 /// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
@@ -21,8 +21,8 @@ pub fn execute(
     mut on_outcome: impl FnMut(&Outcome),
 ) -> Vec<Outcome> {
     let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
-    let mut slots: Vec<Option<Outcome>> = vec![None; plan.cases.len()];
+    let (tx, rx) = mpsc::channel::<(usize, Vec<Outcome>)>();
+    let mut slots: Vec<Vec<Outcome>> = vec![Vec::new(); plan.cases.len()];
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(plan.cases.len().max(1)) {
             let tx = tx.clone();
@@ -42,15 +42,17 @@ pub fn execute(
             });
         }
         drop(tx);
-        for (i, outcome) in rx {
-            on_outcome(&outcome);
-            slots[i] = Some(outcome);
+        for (i, outcomes) in rx {
+            outcomes.iter().for_each(&mut on_outcome);
+            slots[i] = outcomes;
         }
     });
     slots.into_iter().flatten().collect()
 }
 
-fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome {
+/// One planned case's outcomes: exactly one, except a remote selector whose report holds
+/// several test cases.
+fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
     let probe = case.probe;
     let mut outcome = Outcome {
         lesson: case.checkpoint.lesson,
@@ -71,22 +73,26 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
         },
         duration: Duration::ZERO,
         host: None,
+        remote_case: None,
         properties: Vec::new(),
     };
     match &case.decision {
         Decision::Skip(reason) => {
             outcome.verdict = Verdict::Skip;
             outcome.message = Some(reason.clone());
-            return outcome;
+            return vec![outcome];
         }
         Decision::Pending(reason) => {
             outcome.verdict = Verdict::Pending;
             outcome.message = Some(reason.clone());
-            return outcome;
+            return vec![outcome];
         }
         Decision::Run => {}
     }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
+    if let ProbeKind::Remote { selector, .. } = &probe.kind {
+        return remote::run(outcome, config.remote.as_ref(), case.checkpoint.lesson, selector, deadline);
+    }
     let started = Instant::now();
     let result = match &probe.kind {
         ProbeKind::Builtin { name, .. } => {
@@ -131,7 +137,7 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Outcome
             outcome.message = Some(message);
         }
     }
-    outcome
+    vec![outcome]
 }
 
 /// PASS when the output equals the expected text (trailing line ends aside), else FAIL with a diff.

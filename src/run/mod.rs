@@ -5,6 +5,7 @@ mod command;
 mod execute;
 mod outcome;
 mod plan;
+mod remote;
 
 pub use execute::execute;
 pub use outcome::{Counts, Outcome, Verdict};
@@ -14,6 +15,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use lessonprobe_probes::KafkaTarget;
+
+use crate::remote::AuthorizedHost;
 
 /// Everything a run needs to know, decided once from the command line and the environment.
 #[derive(Debug, Clone)]
@@ -25,6 +28,7 @@ pub struct RunConfig {
     /// SQL backends selected with `--db`; SQL probes run once per entry they support.
     pub sql: Vec<SqlTarget>,
     pub kafka: KafkaTarget,
-    /// `TICKETFLOW_REMOTE_TESTS=1`: remote probes may connect.
-    pub remote_enabled: bool,
+    /// `None` unless `TICKETFLOW_REMOTE_TESTS=1`: remote probes are PENDING and nothing
+    /// connects. Otherwise the authorized host remote probes run on, or why there is none.
+    pub remote: Option<Result<AuthorizedHost, String>>,
 }

@@ -47,18 +47,25 @@ pub struct Outcome {
     pub answer: Option<String>,
     #[serde(serialize_with = "seconds")]
     pub duration: Duration,
-    /// The remote host that ran the case, and what was verified about it.
+    /// The remote host that ran the case (its name); what was verified about it is in
+    /// `properties`.
     pub host: Option<String>,
+    /// The remote test case this outcome reports, when a selector yielded several.
+    pub remote_case: Option<String>,
     pub properties: Vec<(String, String)>,
 }
 
 impl Outcome {
     /// The case's name in reports: id, name, and the backend where the probe has several.
     pub fn display_name(&self) -> String {
-        match self.backend {
-            Some(b) => format!("{} {} [{b}]", self.id, self.name),
-            None => format!("{} {}", self.id, self.name),
+        let mut name = format!("{} {}", self.id, self.name);
+        if let Some(b) = self.backend {
+            name.push_str(&format!(" [{b}]"));
         }
+        if let Some(case) = &self.remote_case {
+            name.push_str(&format!(" :: {case}"));
+        }
+        name
     }
 }
 

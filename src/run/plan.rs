@@ -79,7 +79,7 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         ProbeKind::Prose { .. } => Some(Decision::Skip(
             "prose exercise: answered in writing, no executable form".into(),
         )),
-        ProbeKind::Remote { .. } if !config.remote_enabled => Some(Decision::Pending(
+        ProbeKind::Remote { .. } if config.remote.is_none() => Some(Decision::Pending(
             "TICKETFLOW_REMOTE_TESTS is not set".into(),
         )),
         ProbeKind::Command { requires, cwd, .. } => {

@@ -1,0 +1,62 @@
+//! `lessonprobe hosts list|check`: what is configured, and what a host is and would run.
+
+use crate::checkpoint::{Catalog, ProbeKind};
+use crate::cli::{HostsAction, HostsArgs};
+use crate::exit::{Code, Error};
+use crate::remote::{check_host, HostsFile};
+
+pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
+    match args.action {
+        HostsAction::List { hosts } => {
+            let file = match HostsFile::find(hosts.hosts.as_deref())? {
+                Ok(file) => file,
+                Err(looked) => {
+                    let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                    println!("no hosts file (looked in {})", places.join(", "));
+                    return Ok(Code::Ok);
+                }
+            };
+            println!("{}", file.path.display());
+            for h in &file.hosts {
+                let auth = h.identity.as_ref().map_or("ssh agent".to_owned(), |p| format!("key {}", p.display()));
+                println!("  {:<16} {}@{} os={} known_hosts={} {auth}", h.name, h.user, h.place(), h.os, h.known_hosts.display());
+            }
+            Ok(Code::Ok)
+        }
+        HostsAction::Check { name, hosts, catalog } => {
+            if !super::remote_enabled() {
+                return Err(Error::Usage("hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into()));
+            }
+            let file = HostsFile::find(hosts.hosts.as_deref())?.map_err(|looked| {
+                let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                Error::Usage(format!("no hosts file (give --hosts FILE; looked in {})", places.join(", ")))
+            })?;
+            let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;
+            let catalog = Catalog::load(catalog.checkpoints.as_deref(), &super::builtin_names())?;
+            let facts = check_host(host).map_err(|e| Error::Operation(e.to_string()))?;
+            println!("host {} ({}@{})", host.name, host.user, host.place());
+            println!("  host key  {} (matches {})", facts.fingerprint, host.known_hosts.display());
+            println!("  os        {}", facts.os);
+            println!("  workdir   {}", host.workdir);
+            for cp in &catalog.checkpoints {
+                for probe in &cp.probes {
+                    if let ProbeKind::Remote { selector, script } = &probe.kind {
+                        let cmds = host.commands(cp.lesson, selector, "<temp>/report.xml");
+                        println!("lesson {} {} {}:", cp.lesson, probe.id, probe.name);
+                        if let Some(p) = &cmds.prepare {
+                            println!("  prepare   {p}");
+                        }
+                        println!("  run       {}", cmds.run);
+                        if let Some(t) = &cmds.teardown {
+                            println!("  teardown  {t}");
+                        }
+                        if let Some(s) = script {
+                            println!("  (the course runs it with: {})", s.replace("{selector}", selector));
+                        }
+                    }
+                }
+            }
+            Ok(Code::Ok)
+        }
+    }
+}

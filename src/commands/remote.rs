@@ -1,0 +1,61 @@
+//! `lessonprobe remote`: one selector of a checkpoint on the authorized host, reported like
+//! any probe. Without TICKETFLOW_REMOTE_TESTS=1 it is PENDING and nothing connects.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::run::{execute_and_report, Reporting};
+use crate::checkpoint::{Catalog, Checkpoint, Probe, ProbeKind, Selection};
+use crate::cli::RemoteArgs;
+use crate::exit::{Code, Error};
+use crate::run::RunConfig;
+use crate::selector::validate_selector;
+
+pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
+    let started = Instant::now();
+    validate_selector(&args.selector).map_err(|e| Error::Usage(format!("--selector: {e}")))?;
+    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let title = catalog
+        .checkpoints
+        .iter()
+        .find(|c| c.lesson == args.checkpoint)
+        .map(|c| c.title.clone())
+        .ok_or_else(|| {
+            let known: Vec<String> = catalog.checkpoints.iter().map(|c| c.lesson.to_string()).collect();
+            Error::Usage(format!("no checkpoint {} (known: {})", args.checkpoint, known.join(", ")))
+        })?;
+    let checkpoint = Checkpoint {
+        lesson: args.checkpoint,
+        title,
+        source: PathBuf::from("--selector"),
+        probes: vec![Probe {
+            id: "remote".into(),
+            name: "selector".into(),
+            claim: format!("remote selector {} passes", args.selector),
+            kind: ProbeKind::Remote { selector: args.selector.clone(), script: None },
+            backends: Vec::new(),
+            timeout: Some(args.timeout),
+            expect: None,
+        }],
+    };
+    let selection = Selection { checkpoints: vec![(&checkpoint, checkpoint.probes.iter().collect())] };
+    let config = RunConfig {
+        jobs: 1,
+        default_timeout: args.timeout,
+        course_root: PathBuf::from("."),
+        sql: Vec::new(),
+        kafka: lessonprobe_probes::KafkaTarget::Embedded,
+        remote: match super::remote_enabled() {
+            true => Some(super::authorized_host(&args.hosts)?),
+            false => None,
+        },
+    };
+    let reporting = Reporting {
+        junit: Some(args.junit.clone().unwrap_or_else(|| PathBuf::from(format!("reports/remote-{:02}.xml", args.checkpoint)))),
+        format: args.format,
+        verbose: false,
+        strict: args.strict,
+    };
+    let run_id = format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id());
+    execute_and_report(&selection, &config, &run_id, &reporting, started)
+}

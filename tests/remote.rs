@@ -1,0 +1,383 @@
+//! Remote selectors over SSH against the throwaway sshd that scripts/test.sh starts on
+//! loopback; the "remote" side runs the freshly built lessonprobe.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct Ssh {
+    host: String,
+    port: u16,
+    user: String,
+    key: String,
+    other_key: String,
+    known_hosts: String,
+    log: Option<String>,
+}
+
+fn ssh() -> Option<Ssh> {
+    let addr = service("LESSONPROBE_TEST_SSH_ADDR", "a throwaway sshd")?;
+    let (host, port) = addr.rsplit_once(':').expect("HOST:PORT");
+    let var = |v: &str| std::env::var(v).unwrap_or_else(|_| panic!("{v} must be set with LESSONPROBE_TEST_SSH_ADDR"));
+    Some(Ssh {
+        host: host.to_owned(),
+        port: port.parse().unwrap(),
+        user: var("LESSONPROBE_TEST_SSH_USER"),
+        key: var("LESSONPROBE_TEST_SSH_KEY"),
+        other_key: var("LESSONPROBE_TEST_SSH_OTHER_KEY"),
+        known_hosts: var("LESSONPROBE_TEST_SSH_KNOWN_HOSTS"),
+        log: std::env::var("LESSONPROBE_TEST_SSH_LOG").ok(),
+    })
+}
+
+fn os_id() -> String {
+    let text = std::fs::read_to_string("/etc/os-release").unwrap();
+    text.lines().find_map(|l| l.strip_prefix("ID=")).unwrap().trim_matches('"').to_owned()
+}
+
+/// The freshly built binary, as the remote host's `run` command, reading `checkpoints`.
+fn remote_run(checkpoints: &Path) -> String {
+    format!(
+        "{} --checkpoint {{checkpoint}} --select {{selector}} --junit {{report}} --checkpoints {}",
+        env!("CARGO_BIN_EXE_lessonprobe"),
+        checkpoints.display()
+    )
+}
+
+/// A hosts file for the test sshd; `edit` adjusts the fields (as TOML lines) before writing.
+fn hosts_file(dir: &Path, s: &Ssh, edit: impl FnOnce(&mut Vec<(String, String)>)) -> PathBuf {
+    let mut fields: Vec<(String, String)> = vec![
+        ("name".into(), "\"loopback\"".into()),
+        ("address".into(), format!("\"{}\"", s.host)),
+        ("port".into(), s.port.to_string()),
+        ("user".into(), format!("\"{}\"", s.user)),
+        ("identity".into(), format!("\"{}\"", s.key)),
+        ("known_hosts".into(), format!("\"{}\"", s.known_hosts)),
+        ("os".into(), format!("\"{}\"", os_id())),
+        ("workdir".into(), format!("\"{}\"", dir.display())),
+        ("run".into(), format!("\"{}\"", remote_run(&repo().join("checkpoints")))),
+        ("teardown".into(), format!("\"touch {}\"", dir.join("teardown-ran").display())),
+        ("connect_timeout".into(), "\"5s\"".into()),
+    ];
+    edit(&mut fields);
+    let mut text = String::from("[[host]]\n");
+    for (k, v) in fields {
+        text.push_str(&format!("{k} = {v}\n"));
+    }
+    let path = dir.join("hosts.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn set(fields: &mut [(String, String)], key: &str, value: String) {
+    fields.iter_mut().find(|(k, _)| k == key).unwrap().1 = value;
+}
+
+fn remote_cmd(dir: &Path, hosts: &Path, selector: &str) -> std::process::Command {
+    let mut cmd = lessonprobe(dir);
+    cmd.env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args(["remote", "--checkpoint", "30", "--selector", selector, "--hosts"])
+        .arg(hosts)
+        .arg("--junit")
+        .arg(dir.join("remote.xml"));
+    cmd
+}
+
+/// Counts connections, holding each open and silent.
+struct Listener {
+    addr: String,
+    port: u16,
+    count: Arc<AtomicUsize>,
+}
+
+fn listener() -> Listener {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in l.incoming().flatten() {
+            c.fetch_add(1, Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    Listener { addr: "127.0.0.1".into(), port, count }
+}
+
+fn case(dir: &Path) -> (String, String, String) {
+    let xml = dir.join("remote.xml");
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
+    let suite = &report.test_suites[0];
+    assert_eq!(suite.test_cases.len(), 1, "{:?}", suite.test_cases);
+    let c = &suite.test_cases[0];
+    let (_, verdict) = verdicts(&report).remove(0);
+    let message = match &c.status {
+        quick_junit::TestCaseStatus::NonSuccess { message, .. } | quick_junit::TestCaseStatus::Skipped { message, .. } => {
+            message.as_deref().unwrap_or("").to_owned()
+        }
+        _ => String::new(),
+    };
+    (verdict, c.classname.as_deref().unwrap_or("").to_owned(), message)
+}
+
+/// Whether sshd logged an authentication attempt for `user`.
+fn auth_attempted(s: &Ssh, user: &str) -> bool {
+    std::thread::sleep(Duration::from_millis(300));
+    let Some(log) = &s.log else { return false };
+    std::fs::read_to_string(log).unwrap_or_default().contains(&format!("Invalid user {user}"))
+}
+
+#[test]
+fn a_passing_selector_round_trips_as_pass_with_the_host_in_classname() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |_| {});
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let (verdict, classname, _) = case(dir.path());
+    assert_eq!((verdict.as_str(), classname.as_str()), ("PASS", "lessonprobe.lesson30.remote.loopback"));
+    let report = parse_junit(&dir.path().join("remote.xml"));
+    let props: Vec<(String, String)> =
+        report.test_suites[0].properties.iter().map(|p| (p.name.to_string(), p.value.to_string())).collect();
+    assert!(props.iter().any(|(k, v)| k.ends_with(".host_key") && v.starts_with("SHA256:")), "{props:?}");
+    assert!(props.iter().any(|(k, v)| k.ends_with(".os") && *v == os_id()), "{props:?}");
+    assert!(dir.path().join("teardown-ran").exists());
+    let xml = std::fs::read_to_string(dir.path().join("remote.xml")).unwrap();
+    assert!(!xml.contains("PRIVATE KEY") && !stdout.contains("PRIVATE KEY"));
+}
+
+#[test]
+fn a_failing_remote_probe_is_fail() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = copy_manifests(dir.path());
+    let path = manifests.join("30-replay-audit.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("expect = \"True False 1\"", "expect = \"True True 1\"")).unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "run", format!("\"{}\"", remote_run(&manifests))));
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "FAIL", "{message}");
+    assert!(message.contains("output differs"), "{message}");
+}
+
+#[test]
+fn an_unknown_host_key_is_error_before_any_authentication() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let known = dir.path().join("known_hosts");
+    std::fs::write(&known, "[example.invalid]:22 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n").unwrap();
+    let user = format!("nokey-unknown-{}", std::process::id());
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "known_hosts", format!("\"{}\"", known.display()));
+        set(f, "user", format!("\"{user}\""));
+    });
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("is not in") && message.contains("refusing to authenticate"), "{message}");
+    assert!(message.contains(&format!("{}:{}", s.host, s.port)), "{message}");
+    assert!(!auth_attempted(&s, &user), "an authentication was attempted");
+    assert!(!dir.path().join("teardown-ran").exists(), "nothing may run");
+}
+
+#[test]
+fn a_changed_host_key_is_error_before_any_authentication() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let other_pub = std::fs::read_to_string(format!("{}.pub", s.other_key)).unwrap();
+    let key: Vec<&str> = other_pub.split_whitespace().take(2).collect();
+    let known = dir.path().join("known_hosts");
+    std::fs::write(&known, format!("[{}]:{} {} {}\n", s.host, s.port, key[0], key[1])).unwrap();
+    let user = format!("nokey-changed-{}", std::process::id());
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "known_hosts", format!("\"{}\"", known.display()));
+        set(f, "user", format!("\"{user}\""));
+    });
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("HOST KEY MISMATCH"), "{message}");
+    assert!(!auth_attempted(&s, &user), "an authentication was attempted");
+}
+
+#[test]
+fn a_wrong_client_key_is_error() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "identity", format!("\"{}\"", s.other_key)));
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains(&format!("authentication as {} with key {} refused", s.user, s.other_key)), "{message}");
+}
+
+#[test]
+fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "run", "\"sleep 37.25\"".into()));
+    let started = Instant::now();
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").args(["--timeout", "2s"]).output().unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(7), "took {took:?}, more than the deadline + 5 s");
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("deadline of 2s exceeded"), "{message}");
+    assert!(dir.path().join("teardown-ran").exists(), "teardown did not run");
+    let left = std::process::Command::new("pgrep").args(["-f", "sleep 37.25"]).output().unwrap();
+    assert!(left.stdout.is_empty(), "the remote command is still running: {}", String::from_utf8_lossy(&left.stdout));
+}
+
+#[test]
+fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
+    let Some(s) = ssh() else { return };
+    let silent = listener();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "port", silent.port.to_string());
+        set(f, "connect_timeout", "\"2s\"".into());
+    });
+    let started = Instant::now();
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("SSH handshake") && message.contains(&format!(":{}", silent.port)), "{message}");
+    assert_eq!(silent.count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_injection_attempt_in_the_selector_exits_2_and_nothing_runs() {
+    let Some(s) = ssh() else { return };
+    let watch = listener();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
+    let marker = dir.path().join("pwned");
+    for selector in [format!("EX-30-01; touch {}", marker.display()), format!("$(touch {})", marker.display()), "-k x".into()] {
+        let out = remote_cmd(dir.path(), &hosts, &selector).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
+        assert!(stderr.contains("--selector"), "{stderr}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists());
+    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected");
+}
+
+#[test]
+fn without_the_flag_nothing_connects_and_remote_probes_are_pending() {
+    let Some(s) = ssh() else { return };
+    let watch = listener();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
+    let out = lessonprobe(&repo())
+        .env("LESSONPROBE_HOSTS", &hosts)
+        .args(["--lesson", "30", "--select", "L30-10", "--junit"])
+        .arg(dir.path().join("p.xml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let cases = verdicts(&parse_junit(&dir.path().join("p.xml")));
+    assert_eq!(cases, vec![("L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(), "PENDING".to_owned())]);
+    let mut cmd = remote_cmd(dir.path(), &hosts, "EX-30-01");
+    cmd.env_remove("TICKETFLOW_REMOTE_TESTS");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(case(dir.path()).0, "PENDING");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected without TICKETFLOW_REMOTE_TESTS=1");
+    let mut held = std::net::TcpStream::connect(("127.0.0.1", watch.port)).unwrap();
+    let _ = held.set_read_timeout(Some(Duration::from_millis(10)));
+    let _ = held.read(&mut [0u8; 1]);
+    assert_eq!(watch.count.load(Ordering::SeqCst), 1, "the listener records connections");
+}
+
+#[test]
+fn with_the_flag_but_no_host_configured_the_remote_probe_is_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lessonprobe(dir.path())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .args(["--lesson", "30", "--select", "L30-10"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ERROR") && stdout.contains("no authorized host is configured"), "{stdout}");
+}
+
+#[test]
+fn the_manifest_selector_runs_on_the_host_and_a_selector_that_matches_nothing_is_error() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |_| {});
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .env("LESSONPROBE_HOSTS", &hosts)
+        .args(["--lesson", "30", "--select", "L30-10", "--junit"])
+        .arg(dir.path().join("m.xml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("selector matched nothing on loopback"), "{stdout}");
+    let report = parse_junit(&dir.path().join("m.xml"));
+    assert_eq!(report.test_suites[0].test_cases[0].classname.as_deref(), Some("lessonprobe.lesson30.remote.loopback"));
+    assert!(dir.path().join("teardown-ran").exists());
+}
+
+#[test]
+fn a_host_with_another_os_is_error() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "os", "\"plan9\"".into()));
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains(&format!("expected OS \"plan9\", the host reports \"{}\"", os_id())), "{message}");
+}
+
+#[test]
+fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |_| {});
+    let out = lessonprobe(&repo()).env("TICKETFLOW_REMOTE_TESTS", "1").args(["hosts", "check", "--hosts"]).arg(&hosts).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let expected = std::process::Command::new("ssh-keygen")
+        .args(["-l", "-E", "sha256", "-F", &format!("[{}]:{}", s.host, s.port), "-f", &s.known_hosts])
+        .output()
+        .unwrap();
+    let fingerprint = String::from_utf8_lossy(&expected.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("SHA256:"))
+        .unwrap()
+        .to_owned();
+    assert!(stdout.contains(&format!("host key  {fingerprint}")), "{stdout}\nexpected {fingerprint}");
+    assert!(stdout.contains(&format!("os        {}", os_id())), "{stdout}");
+    assert!(stdout.contains("run       ") && stdout.contains("'tests/integration/test_kafka_remote.py::"), "{stdout}");
+    assert!(!dir.path().join("teardown-ran").exists(), "check must run nothing");
+
+    let out = lessonprobe(&repo()).args(["hosts", "check", "--hosts"]).arg(&hosts).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "without the flag, check refuses");
+}
