@@ -57,6 +57,27 @@ impl AuditEvent {
     pub fn from_json(bytes: &[u8]) -> Result<Self, DecodeError> {
         Ok(serde_json::from_slice(bytes)?)
     }
+
+    /// Decodes a record into an event that the audit schema accepts: JSON of the right shape,
+    /// non-empty ids and action, a payload object. Anything else is a bad record, with why.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let event = Self::from_json(bytes).map_err(|e| e.to_string())?;
+        for (field, value) in [
+            ("event_id", &event.event_id),
+            ("tenant_id", &event.tenant_id),
+            ("ticket_id", &event.ticket_id),
+            ("action", &event.action),
+            ("occurred_at", &event.occurred_at),
+        ] {
+            if value.trim().is_empty() {
+                return Err(format!("not an audit event: {field} is empty"));
+            }
+        }
+        if !event.payload.is_object() {
+            return Err("not an audit event: payload is not an object".into());
+        }
+        Ok(event)
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +96,12 @@ mod tests {
     fn garbage_and_missing_fields_are_decode_errors() {
         assert!(AuditEvent::from_json(b"{not json").is_err());
         assert!(AuditEvent::from_json(br#"{"event_id":"e"}"#).is_err());
+        let mut empty = AuditEvent::sample();
+        empty.tenant_id.clear();
+        assert_eq!(AuditEvent::decode(&empty.to_json()).unwrap_err(), "not an audit event: tenant_id is empty");
+        let mut null = AuditEvent::sample();
+        null.payload = serde_json::Value::Null;
+        assert!(AuditEvent::decode(&null.to_json()).is_err());
+        assert_eq!(AuditEvent::decode(&AuditEvent::sample().to_json()).unwrap(), AuditEvent::sample());
     }
 }

@@ -52,7 +52,7 @@ impl ProbeContext {
             DbTarget::SqliteFile(path) => SqliteAuditStore::open(path).map(|s| Box::new(s) as _),
             DbTarget::Postgres(url) => {
                 let timeout = self.deadline.min(std::time::Duration::from_secs(10));
-                PostgresAuditStore::connect(url, &schema_for_run(&self.run_id), timeout)
+                PostgresAuditStore::scratch(url, &schema_for_run(&self.run_id), timeout)
                     .map(|s| Box::new(s) as _)
             }
         };

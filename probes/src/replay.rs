@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::event::AuditEvent;
-use crate::store::{AuditStore, StoreError};
+use crate::store::{AuditStore, Quarantined, StoreError};
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,12 +133,14 @@ pub trait ReplayConsumer {
     fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String>;
 }
 
-/// What a completed replay did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a completed replay did (or, passed to progress, has done so far).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
     pub records: u64,
     pub inserted: u64,
     pub duplicates: u64,
+    /// Records that were not audit events, kept in `quarantined_records`.
+    pub quarantined: u64,
     /// The replay group's committed offset at the end: the plan's `stop`.
     pub final_offset: i64,
 }
@@ -236,135 +238,166 @@ impl ReplayError {
     }
 }
 
-/// Replays `plan` through `consumer` into `store`, the only effect a replay has.
-///
-/// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
-/// `start`, then for each record check it is the next expected offset of the plan's partition,
-/// apply it, and only then commit `offset + 1`. Idle or deadline before `stop` is an error.
+/// What to do with a record that is not an audit event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRecords {
+    /// Stop the replay with an error at that record (its offset is not committed).
+    Fail,
+    /// Record it in `quarantined_records` in the same transaction as its batch, then move on.
+    Quarantine,
+}
+
+/// How a replay applies effects: up to `batch` records per SQL transaction, then one commit
+/// of the next offset. `batch: 1` is one transaction and one commit per event.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayOptions {
+    pub batch: usize,
+    pub bad_records: BadRecords,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions { batch: 1, bad_records: BadRecords::Fail }
+    }
+}
+
+/// Replays `plan` through `consumer` into `store`, the only effect a replay has, one record
+/// per transaction and refusing undecodable records. See [`run_bounded_replay_with`].
 pub fn run_bounded_replay(
     plan: &ReplayPlan,
     limits: ReplayLimits,
     consumer: &mut dyn ReplayConsumer,
     store: &mut dyn AuditStore,
 ) -> Result<ReplaySummary, ReplayError> {
+    run_bounded_replay_with(plan, limits, ReplayOptions::default(), consumer, store, &mut |_| {})
+}
+
+/// Replays `plan` through `consumer` into `store`, calling `progress` after each durable batch.
+///
+/// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
+/// `start`; then gather records, each of the plan's partition and at exactly the next expected
+/// offset, up to a batch; apply the batch in one transaction, and only once it is durable
+/// commit the offset after it. Idle or deadline before `stop` is an error carrying the last
+/// committed offset, never a partial success.
+pub fn run_bounded_replay_with(
+    plan: &ReplayPlan,
+    limits: ReplayLimits,
+    options: ReplayOptions,
+    consumer: &mut dyn ReplayConsumer,
+    store: &mut dyn AuditStore,
+    progress: &mut dyn FnMut(&ReplaySummary),
+) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
-    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() {
-        return Err(ReplayError::BadLimits {
-            deadline: limits.deadline,
-            idle_timeout: limits.idle_timeout,
-        });
+    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() || options.batch == 0 {
+        return Err(ReplayError::BadLimits { deadline: limits.deadline, idle_timeout: limits.idle_timeout });
     }
     if consumer.group_id() != plan.replay_group {
-        return Err(ReplayError::WrongGroup {
-            expected: plan.replay_group.clone(),
-            actual: consumer.group_id().to_owned(),
-        });
+        return Err(ReplayError::WrongGroup { expected: plan.replay_group.clone(), actual: consumer.group_id().to_owned() });
     }
     let (topic, partition) = (plan.topic.as_str(), plan.partition);
-    let consumer_error = |committed: i64, reason: String| ReplayError::Consumer {
-        topic: topic.to_owned(),
-        partition,
-        committed,
-        reason,
-    };
-    let end = consumer
-        .end_offset(topic, partition)
-        .map_err(|r| consumer_error(plan.start, r))?;
+    let consumer_error =
+        |committed: i64, reason: String| ReplayError::Consumer { topic: topic.to_owned(), partition, committed, reason };
+    let end = consumer.end_offset(topic, partition).map_err(|r| consumer_error(plan.start, r))?;
     if plan.stop > end {
-        return Err(ReplayError::StopBeyondEnd {
-            topic: topic.to_owned(),
-            partition,
-            stop: plan.stop,
-            end,
-        });
+        return Err(ReplayError::StopBeyondEnd { topic: topic.to_owned(), partition, stop: plan.stop, end });
     }
-    consumer
-        .seek(topic, partition, plan.start)
-        .map_err(|r| consumer_error(plan.start, r))?;
+    consumer.seek(topic, partition, plan.start).map_err(|r| consumer_error(plan.start, r))?;
 
-    let mut summary = ReplaySummary {
-        records: 0,
-        inserted: 0,
-        duplicates: 0,
-        final_offset: plan.start,
-    };
-    let mut expected = plan.start;
-    while expected < plan.stop {
-        let remaining = limits.deadline.saturating_sub(started.elapsed());
-        if remaining.is_zero() {
-            return Err(ReplayError::Deadline {
-                topic: topic.to_owned(),
-                partition,
-                deadline: limits.deadline,
-                stop: plan.stop,
-                committed: expected,
-            });
-        }
-        let wait = remaining.min(limits.idle_timeout);
-        let record = match consumer
-            .poll(wait)
-            .map_err(|r| consumer_error(expected, r))?
-        {
-            Some(record) => record,
-            None if wait < limits.idle_timeout => continue, // the deadline check above ends it
-            None => {
-                return Err(ReplayError::Idle {
+    let mut summary = ReplaySummary { final_offset: plan.start, ..ReplaySummary::default() };
+    let mut events: Vec<AuditEvent> = Vec::with_capacity(options.batch);
+    let mut bad: Vec<Quarantined> = Vec::new();
+    let mut next = plan.start; // the offset the next record must carry
+    while summary.final_offset < plan.stop {
+        let committed = summary.final_offset;
+        // Gather a batch: wait for its first record, then take what has already arrived.
+        let mut stopped_on: Option<ReplayError> = None;
+        while next < plan.stop && events.len() + bad.len() < options.batch {
+            let gathering = events.len() + bad.len() > 0;
+            let remaining = limits.deadline.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                if gathering {
+                    break;
+                }
+                return Err(ReplayError::Deadline { topic: topic.to_owned(), partition, deadline: limits.deadline, stop: plan.stop, committed });
+            }
+            let wait = if gathering { Duration::ZERO } else { remaining.min(limits.idle_timeout) };
+            let record = match consumer.poll(wait).map_err(|r| consumer_error(committed, r))? {
+                Some(record) => record,
+                None if gathering => break,
+                None if wait < limits.idle_timeout => continue, // the deadline check ends it
+                None => {
+                    return Err(ReplayError::Idle { topic: topic.to_owned(), partition, idle: limits.idle_timeout, stop: plan.stop, committed })
+                }
+            };
+            if record.topic != topic || record.partition != partition {
+                stopped_on = Some(ReplayError::ForeignRecord {
                     topic: topic.to_owned(),
                     partition,
-                    idle: limits.idle_timeout,
-                    stop: plan.stop,
-                    committed: expected,
-                })
+                    got_topic: record.topic,
+                    got_partition: record.partition,
+                    committed,
+                });
+                break;
             }
-        };
-        if record.topic != topic || record.partition != partition {
-            return Err(ReplayError::ForeignRecord {
-                topic: topic.to_owned(),
-                partition,
-                got_topic: record.topic,
-                got_partition: record.partition,
-                committed: expected,
-            });
+            if record.offset != next {
+                stopped_on = Some(ReplayError::Gap { topic: topic.to_owned(), partition, expected: next, got: record.offset, committed });
+                break;
+            }
+            match AuditEvent::decode(&record.payload) {
+                Ok(event) => events.push(event),
+                Err(reason) if options.bad_records == BadRecords::Quarantine => bad.push(Quarantined {
+                    topic: record.topic,
+                    partition: record.partition,
+                    offset: record.offset,
+                    raw: record.payload,
+                    reason,
+                }),
+                Err(reason) => {
+                    stopped_on = Some(ReplayError::Undecodable { topic: topic.to_owned(), partition, offset: record.offset, reason, committed });
+                    break;
+                }
+            }
+            next += 1;
         }
-        if record.offset != expected {
-            return Err(ReplayError::Gap {
+        // Make what was gathered durable, then move the offset past it.
+        if !events.is_empty() || !bad.is_empty() {
+            let first = summary.final_offset;
+            let applied = store.apply_batch(&events, &bad).map_err(|source| ReplayError::Effect {
                 topic: topic.to_owned(),
                 partition,
-                expected,
-                got: record.offset,
-                committed: expected,
-            });
-        }
-        let event =
-            AuditEvent::from_json(&record.payload).map_err(|e| ReplayError::Undecodable {
-                topic: topic.to_owned(),
-                partition,
-                offset: record.offset,
-                reason: e.to_string(),
-                committed: expected,
-            })?;
-        let inserted = store
-            .apply_once(&event)
-            .map_err(|source| ReplayError::Effect {
-                topic: topic.to_owned(),
-                partition,
-                offset: record.offset,
-                committed: expected,
+                offset: first,
+                committed,
                 source,
             })?;
-        consumer
-            .commit(topic, partition, record.offset + 1)
-            .map_err(|r| consumer_error(expected, r))?;
-        expected = record.offset + 1;
-        summary.records += 1;
-        if inserted {
-            summary.inserted += 1;
-        } else {
-            summary.duplicates += 1;
+            consumer.commit(topic, partition, next).map_err(|r| consumer_error(committed, r))?;
+            summary.records += (events.len() + bad.len()) as u64;
+            summary.inserted += applied.inserted;
+            summary.duplicates += applied.duplicates;
+            summary.quarantined += applied.quarantined;
+            summary.final_offset = next;
+            events.clear();
+            bad.clear();
+            progress(&summary);
         }
-        summary.final_offset = expected;
+        if let Some(err) = stopped_on {
+            return Err(with_committed(err, summary.final_offset));
+        }
     }
     Ok(summary)
+}
+
+/// The error, reporting `committed` as the last durable offset.
+fn with_committed(err: ReplayError, now: i64) -> ReplayError {
+    match err {
+        ReplayError::ForeignRecord { topic, partition, got_topic, got_partition, .. } => {
+            ReplayError::ForeignRecord { topic, partition, got_topic, got_partition, committed: now }
+        }
+        ReplayError::Gap { topic, partition, expected, got, .. } => ReplayError::Gap { topic, partition, expected, got, committed: now },
+        ReplayError::Undecodable { topic, partition, offset, reason, .. } => {
+            ReplayError::Undecodable { topic, partition, offset, reason, committed: now }
+        }
+        other => other,
+    }
 }
 
 #[cfg(test)]

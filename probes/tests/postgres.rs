@@ -39,7 +39,7 @@ const T: Duration = Duration::from_secs(10);
 fn a_duplicate_leaves_one_row_seen_through_another_connection_and_the_schema_is_dropped() {
     let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else { return };
     let name = schema("dup");
-    let mut store = PostgresAuditStore::connect(&url, &name, T).unwrap();
+    let mut store = PostgresAuditStore::scratch(&url, &name, T).unwrap();
     assert!(store.apply_once(&AuditEvent::sample()).unwrap());
     assert!(!store.apply_once(&AuditEvent::sample()).unwrap());
 
@@ -64,7 +64,7 @@ fn a_duplicate_leaves_one_row_seen_through_another_connection_and_the_schema_is_
 #[test]
 fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothing() {
     let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else { return };
-    let store = PostgresAuditStore::connect(&url, &schema("integrity"), T).unwrap();
+    let store = PostgresAuditStore::scratch(&url, &schema("integrity"), T).unwrap();
     let mut commits = Vec::new();
     let mut consumer = AuditConsumer::new(store, |c: &Commit| {
         commits.push(c.next_offset);
@@ -145,7 +145,7 @@ impl OwnCluster {
 fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
     let Some(pg_ctl) = env_or_skip("LESSONPROBE_TEST_PG_CTL") else { return };
     let cluster = OwnCluster::start(&pg_ctl);
-    let store = PostgresAuditStore::connect(&cluster.url(), "stopped", T).unwrap();
+    let store = PostgresAuditStore::scratch(&cluster.url(), "stopped", T).unwrap();
     let mut commits = Vec::new();
     let mut consumer = AuditConsumer::new(store, |c: &Commit| {
         commits.push(c.next_offset);
@@ -163,14 +163,14 @@ fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
 fn an_unreachable_server_or_refused_login_names_the_place_never_the_password() {
     let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else { return };
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let err = PostgresAuditStore::connect(&format!("postgres://u:hunter2@127.0.0.1:{port}/audit"), "x", T).err().unwrap();
+    let err = PostgresAuditStore::scratch(&format!("postgres://u:hunter2@127.0.0.1:{port}/audit"), "x", T).err().unwrap();
     let text = err.to_string();
     assert!(text.contains(&format!("cannot connect to postgres 127.0.0.1:{port}/audit")), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 
     let place = url.rsplit_once('@').map_or(url.as_str(), |(_, place)| place);
     let refused = format!("postgres://nobody_here:hunter2@{place}");
-    let err = PostgresAuditStore::connect(&refused, "x", T).err().unwrap().to_string();
+    let err = PostgresAuditStore::scratch(&refused, "x", T).err().unwrap().to_string();
     assert!(err.contains("28000") && err.contains("127.0.0.1"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }

@@ -9,11 +9,47 @@ pub use sqlite::SqliteAuditStore;
 
 use crate::event::AuditEvent;
 
+/// A record that is not an audit event, kept with the reason instead of being applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub raw: Vec<u8>,
+    pub reason: String,
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub inserted: u64,
+    pub duplicates: u64,
+    pub quarantined: u64,
+}
+
 /// A store that records each audit event at most once.
 pub trait AuditStore: Send {
     /// Inserts the event in its own transaction. `Ok(true)`: inserted; `Ok(false)`: a row with
     /// this `event_id` already exists. Every other failure is an error, never `false`.
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError>;
+
+    /// Applies `events` and records `bad` in `quarantined_records`, all in one transaction:
+    /// when it returns `Ok`, every row is durable; on error, none is. The default applies
+    /// events one by one (each idempotent) and has no quarantine.
+    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+        if !bad.is_empty() {
+            return Err(StoreError::Unavailable("this store has no quarantine for undecodable records".into()));
+        }
+        let mut outcome = BatchOutcome::default();
+        for event in events {
+            if self.apply_once(event)? {
+                outcome.inserted += 1;
+            } else {
+                outcome.duplicates += 1;
+            }
+        }
+        Ok(outcome)
+    }
 
     /// Rows in `audit_events`.
     fn audit_rows(&mut self) -> Result<u64, StoreError>;
@@ -35,6 +71,9 @@ pub enum StoreError {
 impl<T: AuditStore + ?Sized> AuditStore for Box<T> {
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         (**self).apply_once(event)
+    }
+    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+        (**self).apply_batch(events, bad)
     }
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
         (**self).audit_rows()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use postgres::{Client, Config, NoTls};
 
-use super::{schema::MIGRATIONS, sqlite::payload_column, AuditStore, StoreError};
+use super::{schema::MIGRATIONS, sqlite::payload_column, AuditStore, BatchOutcome, Quarantined, StoreError};
 use crate::event::AuditEvent;
 
 /// Where a PostgreSQL target lives, without its password: for messages.
@@ -28,85 +28,136 @@ pub fn describe(config: &Config) -> String {
 
 pub struct PostgresAuditStore {
     client: Client,
-    schema: String,
-    keep: bool,
+    /// The scratch schema this store created and drops, if any.
+    schema: Option<String>,
     place: String,
 }
 
+fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreError> {
+    let mut config: Config = url.parse().map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+    let place = describe(&config);
+    config.connect_timeout(timeout).tcp_user_timeout(timeout).application_name("lessonprobe");
+    let client = config
+        .connect(NoTls)
+        .map_err(|e| StoreError::Unavailable(format!("cannot connect to {place}: {}", pg_reason(&e))))?;
+    Ok((client, place))
+}
+
 impl PostgresAuditStore {
-    /// Connects to `url` (deadline `timeout`) and creates `schema` for this store alone.
-    pub fn connect(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
-        let place = describe(&config);
-        config
-            .connect_timeout(timeout)
-            .tcp_user_timeout(timeout)
-            .application_name("lessonprobe");
-        let client = config.connect(NoTls).map_err(|e| {
-            StoreError::Unavailable(format!("cannot connect to {place}: {}", pg_reason(&e)))
-        })?;
-        let mut store = PostgresAuditStore {
-            client,
-            schema: schema.to_owned(),
-            keep: false,
-            place,
-        };
-        store.init()?;
+    /// Connects to `url` (deadline `timeout`) and creates `schema` for this store alone; the
+    /// schema is dropped with the store. For probes.
+    pub fn scratch(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let (client, place) = connect(url, timeout)?;
+        let mut store = PostgresAuditStore { client, schema: Some(schema.to_owned()), place };
+        let quoted = quote_ident(schema);
+        store
+            .client
+            .batch_execute(&format!("CREATE SCHEMA {quoted}; SET search_path TO {quoted}"))
+            .map_err(|e| StoreError::postgres(&store.place, e))?;
+        store.migrate()?;
         Ok(store)
     }
 
-    fn init(&mut self) -> Result<(), StoreError> {
-        let schema = quote_ident(&self.schema);
-        let at = self.place.clone();
-        let wrap = |e: postgres::Error| StoreError::postgres(&at, e);
+    /// Connects to an existing database (its default search_path) and brings its schema up to
+    /// date; nothing is dropped. For replays into real data.
+    pub fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let (client, place) = connect(url, timeout)?;
+        let mut store = PostgresAuditStore { client, schema: None, place };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Applies the missing migrations, each in a transaction under an advisory lock, so
+    /// several connections may start at once.
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let place = self.place.clone();
+        let wrap = |e: postgres::Error| StoreError::postgres(&place, e);
         self.client
-            .batch_execute(&format!(
-                "CREATE SCHEMA {schema}; SET search_path TO {schema}"
-            ))
-            .map_err(wrap)?;
-        self.client
-            .batch_execute("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY)")
+            .batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
             .map_err(wrap)?;
         for (version, sql) in MIGRATIONS {
             let mut tx = self.client.transaction().map_err(wrap)?;
-            tx.batch_execute(sql).map_err(wrap)?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version) VALUES ($1)",
-                &[version],
-            )
-            .map_err(wrap)?;
+            tx.execute("SELECT pg_advisory_xact_lock(7_302_029)", &[]).map_err(wrap)?;
+            let done = tx
+                .query_opt("SELECT 1 FROM schema_migrations WHERE version = $1", &[version])
+                .map_err(wrap)?
+                .is_some();
+            if !done {
+                tx.batch_execute(sql).map_err(wrap)?;
+                tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[version]).map_err(wrap)?;
+            }
             tx.commit().map_err(wrap)?;
         }
         Ok(())
     }
 
-    /// Keeps the schema after the store is dropped (for inspection).
-    pub fn keep_schema(&mut self) {
-        self.keep = true;
-    }
-
-    pub fn schema(&self) -> &str {
-        &self.schema
+    /// Records in `quarantined_records`.
+    pub fn quarantined_rows(&mut self) -> Result<u64, StoreError> {
+        let place = self.place.clone();
+        let row = self
+            .client
+            .query_one("SELECT COUNT(*) FROM quarantined_records", &[])
+            .map_err(|e| StoreError::postgres(&place, e))?;
+        Ok(row.get::<_, i64>(0) as u64)
     }
 }
 
 impl Drop for PostgresAuditStore {
     fn drop(&mut self) {
-        if !self.keep && !self.client.is_closed() {
-            let sql = format!(
-                "DROP SCHEMA IF EXISTS {} CASCADE",
-                quote_ident(&self.schema)
-            );
+        if let Some(schema) = self.schema.as_deref().filter(|_| !self.client.is_closed()) {
+            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema));
             if let Err(e) = self.client.batch_execute(&sql) {
-                tracing::warn!("{}: dropping schema {}: {e}", self.place, self.schema);
+                tracing::warn!("{}: dropping schema {schema}: {e}", self.place);
             }
         }
     }
 }
 
 impl AuditStore for PostgresAuditStore {
+    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let column = |f: fn(&AuditEvent) -> &str| events.iter().map(|e| f(e).to_owned()).collect::<Vec<String>>();
+        let payloads: Vec<Option<String>> = events.iter().map(payload_column).collect();
+        let mut tx = self.client.transaction().map_err(wrap)?;
+        // One statement per batch; ON CONFLICT (event_id) also settles duplicates inside it.
+        let inserted = tx
+            .execute(
+                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+                 ON CONFLICT (event_id) DO NOTHING",
+                &[
+                    &column(|e| &e.event_id),
+                    &column(|e| &e.tenant_id),
+                    &column(|e| &e.ticket_id),
+                    &column(|e| &e.action),
+                    &column(|e| &e.occurred_at),
+                    &payloads,
+                ],
+            )
+            .map_err(wrap)?;
+        if !bad.is_empty() {
+            let topics: Vec<&str> = bad.iter().map(|q| q.topic.as_str()).collect();
+            let partitions: Vec<i32> = bad.iter().map(|q| q.partition).collect();
+            let offsets: Vec<i64> = bad.iter().map(|q| q.offset).collect();
+            let raws: Vec<&[u8]> = bad.iter().map(|q| q.raw.as_slice()).collect();
+            let reasons: Vec<&str> = bad.iter().map(|q| q.reason.as_str()).collect();
+            tx.execute(
+                "INSERT INTO quarantined_records (topic, partition, record_offset, raw, reason)
+                 SELECT * FROM unnest($1::text[], $2::int4[], $3::int8[], $4::bytea[], $5::text[])
+                 ON CONFLICT (topic, partition, record_offset) DO NOTHING",
+                &[&topics, &partitions, &offsets, &raws, &reasons],
+            )
+            .map_err(wrap)?;
+        }
+        tx.commit().map_err(wrap)?;
+        Ok(BatchOutcome {
+            inserted,
+            duplicates: events.len() as u64 - inserted,
+            quarantined: bad.len() as u64,
+        })
+    }
+
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let place = self.place.clone();
         let payload = payload_column(event);

@@ -36,4 +36,15 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
             PRIMARY KEY (tenant_id, ticket_id)
         )",
     ),
+    (
+        4,
+        "CREATE TABLE quarantined_records (
+            topic     TEXT NOT NULL,
+            partition INTEGER NOT NULL,
+            record_offset BIGINT NOT NULL,
+            raw       BYTEA NOT NULL,
+            reason    TEXT NOT NULL,
+            PRIMARY KEY (topic, partition, record_offset)
+        )",
+    ),
 ];

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use rusqlite::{params, Connection};
 
-use super::{schema::MIGRATIONS, AuditStore, StoreError};
+use super::{schema::MIGRATIONS, AuditStore, BatchOutcome, Quarantined, StoreError};
 use crate::event::AuditEvent;
 
 pub struct SqliteAuditStore {
@@ -73,6 +73,44 @@ impl AuditStore for SqliteAuditStore {
         )?;
         tx.commit()?;
         Ok(inserted == 1)
+    }
+
+    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut outcome = BatchOutcome::default();
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (event_id) DO NOTHING",
+            )?;
+            for event in events {
+                let n = insert.execute(params![
+                    event.event_id,
+                    event.tenant_id,
+                    event.ticket_id,
+                    event.action,
+                    event.occurred_at,
+                    payload_column(event),
+                ])?;
+                if n == 1 {
+                    outcome.inserted += 1;
+                } else {
+                    outcome.duplicates += 1;
+                }
+            }
+            let mut quarantine = tx.prepare_cached(
+                "INSERT INTO quarantined_records (topic, partition, record_offset, raw, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (topic, partition, record_offset) DO NOTHING",
+            )?;
+            for q in bad {
+                quarantine.execute(params![q.topic, q.partition, q.offset, q.raw, q.reason])?;
+                outcome.quarantined += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(outcome)
     }
 
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
