@@ -35,6 +35,9 @@ enum Command {
     Remote(RemoteArgs),
     /// Authorized hosts: list them, or check one (connect, verify key and OS, show the commands).
     Hosts(HostsArgs),
+    /// Replay a time window (or offsets) of a real topic into SQL: audit rows only, with its own
+    /// consumer group, leaving the live group alone. Prints the plan; --execute runs it.
+    Replay(ReplayArgs),
     /// Host the embedded Kafka-protocol broker (librdkafka's mock cluster) until interrupted.
     ///
     /// The first line of standard output is the bootstrap address. The mock cluster keeps only
@@ -192,6 +195,78 @@ pub enum HostsAction {
     },
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnBadRecord {
+    /// Keep it in quarantined_records with the reason, then move on.
+    Quarantine,
+    /// Stop at it.
+    Fail,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// The topic to replay.
+    #[arg(long)]
+    pub topic: String,
+    /// The running service's consumer group; only read, never moved.
+    #[arg(long, value_name = "GROUP")]
+    pub live_group: String,
+    /// The replay's own consumer group (must differ from the live group).
+    #[arg(long, value_name = "GROUP")]
+    pub replay_group: String,
+    /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
+    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
+    pub since: Option<i64>,
+    /// End of the window, exclusive (RFC 3339).
+    #[arg(long, value_name = "TIME", requires = "since", value_parser = parse_time)]
+    pub until: Option<i64>,
+    /// First offset of one partition's explicit range (with --stop and one --partitions).
+    #[arg(long, requires = "stop")]
+    pub start: Option<i64>,
+    /// Exclusive end offset of that range.
+    #[arg(long, requires = "start")]
+    pub stop: Option<i64>,
+    /// Partitions to replay [default: all], e.g. 0,2.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub partitions: Option<Vec<i32>>,
+    /// The target database: sqlite:PATH (a file) or postgres://URL.
+    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB")]
+    pub db: String,
+    /// Wall-clock bound of the whole replay.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub deadline: Duration,
+    /// A partition that delivers nothing for this long before its stop fails.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Plan and result format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Table)]
+    pub format: TableFormat,
+    /// Run the plan (without it, only the plan is printed).
+    #[arg(long)]
+    pub execute: bool,
+    /// Continue from the replay group's committed offsets inside the plan.
+    #[arg(long)]
+    pub resume: bool,
+    /// Records per SQL transaction (1: one transaction and one offset commit per event).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub batch: u32,
+    /// What to do with a record that is not an audit event.
+    #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]
+    pub on_bad_record: OnBadRecord,
+    /// Partitions replayed at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+}
+
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
     /// Brokers in the mock cluster.
@@ -229,6 +304,12 @@ fn parse_run_id(s: &str) -> Result<String, String> {
     }
 }
 
+fn parse_time(s: &str) -> Result<i64, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| format!("{e} (write RFC 3339, e.g. 2026-09-22T00:00:00Z)"))
+}
+
 fn parse_property(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
@@ -242,6 +323,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Run(args)) => commands::run::run(args),
         Some(Command::List(args)) => commands::list::list(args),
         Some(Command::Broker(args)) => commands::broker::broker(args),
+        Some(Command::Replay(args)) => commands::replay::replay(args),
         Some(Command::Remote(args)) => commands::remote::remote(args),
         Some(Command::Hosts(args)) => commands::hosts::hosts(args),
     }

@@ -9,15 +9,21 @@ const MAX_LEN: usize = 512;
 /// A selector made only of characters that pytest node ids and probe names use. Shell
 /// metacharacters, spaces, quotes and a leading '-' are refused.
 pub fn validate_selector(selector: &str) -> Result<(), Error> {
-    let bad = selector.chars().find(|c| !(c.is_ascii_alphanumeric() || "_./:-[],=+@*".contains(*c)));
+    let bad = selector
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_./:-[],=+@*".contains(*c)));
     if selector.is_empty() || selector.len() > MAX_LEN {
-        return Err(Error::Usage(format!("selector must be 1 to {MAX_LEN} characters")));
+        return Err(Error::Usage(format!(
+            "selector must be 1 to {MAX_LEN} characters"
+        )));
     }
     if let Some(c) = bad {
         return Err(Error::Usage(format!("selector {selector:?}: character {c:?} is not allowed (letters, digits and _./:-[],=+@* only)")));
     }
     if selector.starts_with('-') {
-        return Err(Error::Usage(format!("selector {selector:?} must not start with '-'")));
+        return Err(Error::Usage(format!(
+            "selector {selector:?} must not start with '-'"
+        )));
     }
     Ok(())
 }
@@ -40,9 +46,21 @@ mod tests {
 
     #[test]
     fn shell_metacharacters_are_refused() {
-        for bad in ["x; rm -rf /", "a b", "$(id)", "`id`", "a|b", "a&b", "a>b", "'a'", "\"a\"", "-k", "a\nb", ""] {
+        for bad in [
+            "x; rm -rf /",
+            "a b",
+            "$(id)",
+            "`id`",
+            "a|b",
+            "a&b",
+            "a>b",
+            "'a'",
+            "\"a\"",
+            "-k",
+            "a\nb",
+            "",
+        ] {
             assert!(validate_selector(bad).is_err(), "{bad:?} passed");
         }
     }
-
 }

@@ -4,122 +4,12 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::consumer::Consumer;
 
 use lessonprobe_probes::day::{self, DaySpec, YESTERDAY};
-
-/// `lessonprobe broker`, stopped with SIGTERM when dropped.
-struct BrokerProcess {
-    child: Child,
-    servers: String,
-}
-
-impl BrokerProcess {
-    fn start(args: &[&str]) -> BrokerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
-            .arg("broker")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start lessonprobe broker");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the bootstrap line");
-        let servers = line.trim().to_owned();
-        assert!(servers.starts_with("127.0.0.1:"), "first line: {servers:?}");
-        BrokerProcess { child, servers }
-    }
-
-    fn terminate(&mut self) -> Option<i32> {
-        // SAFETY: kill only sends a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-}
-
-impl Drop for BrokerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn reader(servers: &str, group: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap()
-}
-
-fn committed(servers: &str, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
-    let consumer = reader(servers, group);
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let answer = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
-    let out = (0..partitions)
-        .map(
-            |p| match answer.find_partition(topic, p).unwrap().offset() {
-                Offset::Offset(o) => Some(o),
-                _ => None,
-            },
-        )
-        .collect();
-    drop(answer);
-    out
-}
-
-fn partitions_of(servers: &str, topic: &str) -> i32 {
-    let consumer = reader(servers, "test-metadata");
-    let md = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .unwrap();
-    md.topics()[0].partitions().len() as i32
-}
-
-/// First offset whose timestamp is at or after `ts`, found by reading the whole partition.
-fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> Option<i64> {
-    let consumer = reader(servers, "test-scan");
-    let (low, high) = consumer
-        .fetch_watermarks(topic, partition, Duration::from_secs(10))
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(low))
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
-    let mut next = low;
-    while next < high {
-        let m = consumer
-            .poll(Duration::from_secs(10))
-            .expect("a record")
-            .unwrap();
-        if m.timestamp().to_millis().unwrap() >= ts {
-            return Some(m.offset());
-        }
-        next = m.offset() + 1;
-    }
-    None
-}
 
 fn count(db: &std::path::Path, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -291,12 +181,7 @@ fn the_sample_day_is_loaded_and_readable_by_another_client() {
             .unwrap();
         total += high - low;
     }
-    let expected = day::generate(&DaySpec {
-        events: 400,
-        garbage_per_mille: 2,
-        ..DaySpec::default()
-    })
-    .len() as i64;
+    let expected = day::generate(&day::sample_day(400)).len() as i64;
     assert_eq!(total, expected);
 }
 

@@ -25,7 +25,10 @@ struct Ssh {
 fn ssh() -> Option<Ssh> {
     let addr = service("LESSONPROBE_TEST_SSH_ADDR", "a throwaway sshd")?;
     let (host, port) = addr.rsplit_once(':').expect("HOST:PORT");
-    let var = |v: &str| std::env::var(v).unwrap_or_else(|_| panic!("{v} must be set with LESSONPROBE_TEST_SSH_ADDR"));
+    let var = |v: &str| {
+        std::env::var(v)
+            .unwrap_or_else(|_| panic!("{v} must be set with LESSONPROBE_TEST_SSH_ADDR"))
+    };
     Some(Ssh {
         host: host.to_owned(),
         port: port.parse().unwrap(),
@@ -39,7 +42,11 @@ fn ssh() -> Option<Ssh> {
 
 fn os_id() -> String {
     let text = std::fs::read_to_string("/etc/os-release").unwrap();
-    text.lines().find_map(|l| l.strip_prefix("ID=")).unwrap().trim_matches('"').to_owned()
+    text.lines()
+        .find_map(|l| l.strip_prefix("ID="))
+        .unwrap()
+        .trim_matches('"')
+        .to_owned()
 }
 
 /// The freshly built binary, as the remote host's `run` command, reading `checkpoints`.
@@ -62,8 +69,14 @@ fn hosts_file(dir: &Path, s: &Ssh, edit: impl FnOnce(&mut Vec<(String, String)>)
         ("known_hosts".into(), format!("\"{}\"", s.known_hosts)),
         ("os".into(), format!("\"{}\"", os_id())),
         ("workdir".into(), format!("\"{}\"", dir.display())),
-        ("run".into(), format!("\"{}\"", remote_run(&repo().join("checkpoints")))),
-        ("teardown".into(), format!("\"touch {}\"", dir.join("teardown-ran").display())),
+        (
+            "run".into(),
+            format!("\"{}\"", remote_run(&repo().join("checkpoints"))),
+        ),
+        (
+            "teardown".into(),
+            format!("\"touch {}\"", dir.join("teardown-ran").display()),
+        ),
         ("connect_timeout".into(), "\"5s\"".into()),
     ];
     edit(&mut fields);
@@ -83,7 +96,14 @@ fn set(fields: &mut [(String, String)], key: &str, value: String) {
 fn remote_cmd(dir: &Path, hosts: &Path, selector: &str) -> std::process::Command {
     let mut cmd = lessonprobe(dir);
     cmd.env("TICKETFLOW_REMOTE_TESTS", "1")
-        .args(["remote", "--checkpoint", "30", "--selector", selector, "--hosts"])
+        .args([
+            "remote",
+            "--checkpoint",
+            "30",
+            "--selector",
+            selector,
+            "--hosts",
+        ])
         .arg(hosts)
         .arg("--junit")
         .arg(dir.join("remote.xml"));
@@ -92,7 +112,6 @@ fn remote_cmd(dir: &Path, hosts: &Path, selector: &str) -> std::process::Command
 
 /// Counts connections, holding each open and silent.
 struct Listener {
-    addr: String,
     port: u16,
     count: Arc<AtomicUsize>,
 }
@@ -109,7 +128,10 @@ fn listener() -> Listener {
             held.push(stream);
         }
     });
-    Listener { addr: "127.0.0.1".into(), port, count }
+    Listener {
+        port,
+        count,
+    }
 }
 
 fn case(dir: &Path) -> (String, String, String) {
@@ -121,19 +143,26 @@ fn case(dir: &Path) -> (String, String, String) {
     let c = &suite.test_cases[0];
     let (_, verdict) = verdicts(&report).remove(0);
     let message = match &c.status {
-        quick_junit::TestCaseStatus::NonSuccess { message, .. } | quick_junit::TestCaseStatus::Skipped { message, .. } => {
+        quick_junit::TestCaseStatus::NonSuccess { message, .. }
+        | quick_junit::TestCaseStatus::Skipped { message, .. } => {
             message.as_deref().unwrap_or("").to_owned()
         }
         _ => String::new(),
     };
-    (verdict, c.classname.as_deref().unwrap_or("").to_owned(), message)
+    (
+        verdict,
+        c.classname.as_deref().unwrap_or("").to_owned(),
+        message,
+    )
 }
 
 /// Whether sshd logged an authentication attempt for `user`.
 fn auth_attempted(s: &Ssh, user: &str) -> bool {
     std::thread::sleep(Duration::from_millis(300));
     let Some(log) = &s.log else { return false };
-    std::fs::read_to_string(log).unwrap_or_default().contains(&format!("Invalid user {user}"))
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(&format!("Invalid user {user}"))
 }
 
 #[test]
@@ -143,14 +172,35 @@ fn a_passing_selector_round_trips_as_pass_with_the_host_in_classname() {
     let hosts = hosts_file(dir.path(), &s, |_| {});
     let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (verdict, classname, _) = case(dir.path());
-    assert_eq!((verdict.as_str(), classname.as_str()), ("PASS", "lessonprobe.lesson30.remote.loopback"));
+    assert_eq!(
+        (verdict.as_str(), classname.as_str()),
+        ("PASS", "lessonprobe.lesson30.remote.loopback")
+    );
     let report = parse_junit(&dir.path().join("remote.xml"));
-    let props: Vec<(String, String)> =
-        report.test_suites[0].properties.iter().map(|p| (p.name.to_string(), p.value.to_string())).collect();
-    assert!(props.iter().any(|(k, v)| k.ends_with(".host_key") && v.starts_with("SHA256:")), "{props:?}");
-    assert!(props.iter().any(|(k, v)| k.ends_with(".os") && *v == os_id()), "{props:?}");
+    let props: Vec<(String, String)> = report.test_suites[0]
+        .properties
+        .iter()
+        .map(|p| (p.name.to_string(), p.value.to_string()))
+        .collect();
+    assert!(
+        props
+            .iter()
+            .any(|(k, v)| k.ends_with(".host_key") && v.starts_with("SHA256:")),
+        "{props:?}"
+    );
+    assert!(
+        props
+            .iter()
+            .any(|(k, v)| k.ends_with(".os") && *v == os_id()),
+        "{props:?}"
+    );
     assert!(dir.path().join("teardown-ran").exists());
     let xml = std::fs::read_to_string(dir.path().join("remote.xml")).unwrap();
     assert!(!xml.contains("PRIVATE KEY") && !stdout.contains("PRIVATE KEY"));
@@ -163,10 +213,21 @@ fn a_failing_remote_probe_is_fail() {
     let manifests = copy_manifests(dir.path());
     let path = manifests.join("30-replay-audit.toml");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("expect = \"True False 1\"", "expect = \"True True 1\"")).unwrap();
-    let hosts = hosts_file(dir.path(), &s, |f| set(f, "run", format!("\"{}\"", remote_run(&manifests))));
+    std::fs::write(
+        &path,
+        text.replace("expect = \"True False 1\"", "expect = \"True True 1\""),
+    )
+    .unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "run", format!("\"{}\"", remote_run(&manifests)))
+    });
     let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "FAIL", "{message}");
     assert!(message.contains("output differs"), "{message}");
@@ -187,9 +248,18 @@ fn an_unknown_host_key_is_error_before_any_authentication() {
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains("is not in") && message.contains("refusing to authenticate"), "{message}");
-    assert!(message.contains(&format!("{}:{}", s.host, s.port)), "{message}");
-    assert!(!auth_attempted(&s, &user), "an authentication was attempted");
+    assert!(
+        message.contains("is not in") && message.contains("refusing to authenticate"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("{}:{}", s.host, s.port)),
+        "{message}"
+    );
+    assert!(
+        !auth_attempted(&s, &user),
+        "an authentication was attempted"
+    );
     assert!(!dir.path().join("teardown-ran").exists(), "nothing may run");
 }
 
@@ -200,7 +270,11 @@ fn a_changed_host_key_is_error_before_any_authentication() {
     let other_pub = std::fs::read_to_string(format!("{}.pub", s.other_key)).unwrap();
     let key: Vec<&str> = other_pub.split_whitespace().take(2).collect();
     let known = dir.path().join("known_hosts");
-    std::fs::write(&known, format!("[{}]:{} {} {}\n", s.host, s.port, key[0], key[1])).unwrap();
+    std::fs::write(
+        &known,
+        format!("[{}]:{} {} {}\n", s.host, s.port, key[0], key[1]),
+    )
+    .unwrap();
     let user = format!("nokey-changed-{}", std::process::id());
     let hosts = hosts_file(dir.path(), &s, |f| {
         set(f, "known_hosts", format!("\"{}\"", known.display()));
@@ -211,19 +285,30 @@ fn a_changed_host_key_is_error_before_any_authentication() {
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
     assert!(message.contains("HOST KEY MISMATCH"), "{message}");
-    assert!(!auth_attempted(&s, &user), "an authentication was attempted");
+    assert!(
+        !auth_attempted(&s, &user),
+        "an authentication was attempted"
+    );
 }
 
 #[test]
 fn a_wrong_client_key_is_error() {
     let Some(s) = ssh() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let hosts = hosts_file(dir.path(), &s, |f| set(f, "identity", format!("\"{}\"", s.other_key)));
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "identity", format!("\"{}\"", s.other_key))
+    });
     let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains(&format!("authentication as {} with key {} refused", s.user, s.other_key)), "{message}");
+    assert!(
+        message.contains(&format!(
+            "authentication as {} with key {} refused",
+            s.user, s.other_key
+        )),
+        "{message}"
+    );
 }
 
 #[test]
@@ -232,16 +317,32 @@ fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| set(f, "run", "\"sleep 37.25\"".into()));
     let started = Instant::now();
-    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").args(["--timeout", "2s"]).output().unwrap();
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01")
+        .args(["--timeout", "2s"])
+        .output()
+        .unwrap();
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(7), "took {took:?}, more than the deadline + 5 s");
+    assert!(
+        took < Duration::from_secs(7),
+        "took {took:?}, more than the deadline + 5 s"
+    );
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
     assert!(message.contains("deadline of 2s exceeded"), "{message}");
-    assert!(dir.path().join("teardown-ran").exists(), "teardown did not run");
-    let left = std::process::Command::new("pgrep").args(["-f", "sleep 37.25"]).output().unwrap();
-    assert!(left.stdout.is_empty(), "the remote command is still running: {}", String::from_utf8_lossy(&left.stdout));
+    assert!(
+        dir.path().join("teardown-ran").exists(),
+        "teardown did not run"
+    );
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 37.25"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "the remote command is still running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
 }
 
 #[test]
@@ -255,11 +356,18 @@ fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
     });
     let started = Instant::now();
     let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains("SSH handshake") && message.contains(&format!(":{}", silent.port)), "{message}");
+    assert!(
+        message.contains("SSH handshake") && message.contains(&format!(":{}", silent.port)),
+        "{message}"
+    );
     assert_eq!(silent.count.load(Ordering::SeqCst), 1);
 }
 
@@ -270,7 +378,11 @@ fn an_injection_attempt_in_the_selector_exits_2_and_nothing_runs() {
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
     let marker = dir.path().join("pwned");
-    for selector in [format!("EX-30-01; touch {}", marker.display()), format!("$(touch {})", marker.display()), "-k x".into()] {
+    for selector in [
+        format!("EX-30-01; touch {}", marker.display()),
+        format!("$(touch {})", marker.display()),
+        "-k x".into(),
+    ] {
         let out = remote_cmd(dir.path(), &hosts, &selector).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
@@ -295,18 +407,32 @@ fn without_the_flag_nothing_connects_and_remote_probes_are_pending() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let cases = verdicts(&parse_junit(&dir.path().join("p.xml")));
-    assert_eq!(cases, vec![("L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(), "PENDING".to_owned())]);
+    assert_eq!(
+        cases,
+        vec![(
+            "L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(),
+            "PENDING".to_owned()
+        )]
+    );
     let mut cmd = remote_cmd(dir.path(), &hosts, "EX-30-01");
     cmd.env_remove("TICKETFLOW_REMOTE_TESTS");
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(case(dir.path()).0, "PENDING");
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected without TICKETFLOW_REMOTE_TESTS=1");
+    assert_eq!(
+        watch.count.load(Ordering::SeqCst),
+        0,
+        "something connected without TICKETFLOW_REMOTE_TESTS=1"
+    );
     let mut held = std::net::TcpStream::connect(("127.0.0.1", watch.port)).unwrap();
     let _ = held.set_read_timeout(Some(Duration::from_millis(10)));
     let _ = held.read(&mut [0u8; 1]);
-    assert_eq!(watch.count.load(Ordering::SeqCst), 1, "the listener records connections");
+    assert_eq!(
+        watch.count.load(Ordering::SeqCst),
+        1,
+        "the listener records connections"
+    );
 }
 
 #[test]
@@ -321,7 +447,10 @@ fn with_the_flag_but_no_host_configured_the_remote_probe_is_error() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("ERROR") && stdout.contains("no authorized host is configured"), "{stdout}");
+    assert!(
+        stdout.contains("ERROR") && stdout.contains("no authorized host is configured"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -338,9 +467,15 @@ fn the_manifest_selector_runs_on_the_host_and_a_selector_that_matches_nothing_is
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("selector matched nothing on loopback"), "{stdout}");
+    assert!(
+        stdout.contains("selector matched nothing on loopback"),
+        "{stdout}"
+    );
     let report = parse_junit(&dir.path().join("m.xml"));
-    assert_eq!(report.test_suites[0].test_cases[0].classname.as_deref(), Some("lessonprobe.lesson30.remote.loopback"));
+    assert_eq!(
+        report.test_suites[0].test_cases[0].classname.as_deref(),
+        Some("lessonprobe.lesson30.remote.loopback")
+    );
     assert!(dir.path().join("teardown-ran").exists());
 }
 
@@ -353,7 +488,13 @@ fn a_host_with_another_os_is_error() {
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains(&format!("expected OS \"plan9\", the host reports \"{}\"", os_id())), "{message}");
+    assert!(
+        message.contains(&format!(
+            "expected OS \"plan9\", the host reports \"{}\"",
+            os_id()
+        )),
+        "{message}"
+    );
 }
 
 #[test]
@@ -361,11 +502,29 @@ fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
     let Some(s) = ssh() else { return };
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |_| {});
-    let out = lessonprobe(&repo()).env("TICKETFLOW_REMOTE_TESTS", "1").args(["hosts", "check", "--hosts"]).arg(&hosts).output().unwrap();
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args(["hosts", "check", "--hosts"])
+        .arg(&hosts)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let expected = std::process::Command::new("ssh-keygen")
-        .args(["-l", "-E", "sha256", "-F", &format!("[{}]:{}", s.host, s.port), "-f", &s.known_hosts])
+        .args([
+            "-l",
+            "-E",
+            "sha256",
+            "-F",
+            &format!("[{}]:{}", s.host, s.port),
+            "-f",
+            &s.known_hosts,
+        ])
         .output()
         .unwrap();
     let fingerprint = String::from_utf8_lossy(&expected.stdout)
@@ -373,11 +532,32 @@ fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
         .find(|w| w.starts_with("SHA256:"))
         .unwrap()
         .to_owned();
-    assert!(stdout.contains(&format!("host key  {fingerprint}")), "{stdout}\nexpected {fingerprint}");
-    assert!(stdout.contains(&format!("os        {}", os_id())), "{stdout}");
-    assert!(stdout.contains("run       ") && stdout.contains("'tests/integration/test_kafka_remote.py::"), "{stdout}");
-    assert!(!dir.path().join("teardown-ran").exists(), "check must run nothing");
+    assert!(
+        stdout.contains(&format!("host key  {fingerprint}")),
+        "{stdout}\nexpected {fingerprint}"
+    );
+    assert!(
+        stdout.contains(&format!("os        {}", os_id())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("run       ")
+            && stdout.contains("'tests/integration/test_kafka_remote.py::"),
+        "{stdout}"
+    );
+    assert!(
+        !dir.path().join("teardown-ran").exists(),
+        "check must run nothing"
+    );
 
-    let out = lessonprobe(&repo()).args(["hosts", "check", "--hosts"]).arg(&hosts).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "without the flag, check refuses");
+    let out = lessonprobe(&repo())
+        .args(["hosts", "check", "--hosts"])
+        .arg(&hosts)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "without the flag, check refuses"
+    );
 }

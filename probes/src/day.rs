@@ -60,6 +60,16 @@ impl Default for DaySpec {
     }
 }
 
+/// The day `lessonprobe broker --sample-day` loads: `events` distinct events with the default
+/// redeliveries and two undecodable records per thousand.
+pub fn sample_day(events: usize) -> DaySpec {
+    DaySpec {
+        events,
+        garbage_per_mille: 2,
+        ..DaySpec::default()
+    }
+}
+
 /// The records in timestamp order.
 pub fn generate(spec: &DaySpec) -> Vec<DayRecord> {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);

@@ -98,10 +98,16 @@ mod tests {
         assert!(AuditEvent::from_json(br#"{"event_id":"e"}"#).is_err());
         let mut empty = AuditEvent::sample();
         empty.tenant_id.clear();
-        assert_eq!(AuditEvent::decode(&empty.to_json()).unwrap_err(), "not an audit event: tenant_id is empty");
+        assert_eq!(
+            AuditEvent::decode(&empty.to_json()).unwrap_err(),
+            "not an audit event: tenant_id is empty"
+        );
         let mut null = AuditEvent::sample();
         null.payload = serde_json::Value::Null;
         assert!(AuditEvent::decode(&null.to_json()).is_err());
-        assert_eq!(AuditEvent::decode(&AuditEvent::sample().to_json()).unwrap(), AuditEvent::sample());
+        assert_eq!(
+            AuditEvent::decode(&AuditEvent::sample().to_json()).unwrap(),
+            AuditEvent::sample()
+        );
     }
 }

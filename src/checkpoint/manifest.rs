@@ -227,20 +227,21 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             ("selector", raw.selector.is_some()),
             ("script", raw.script.is_some()),
         ];
-        let allowed: &[&str] =
-            match raw.kind.get_ref().as_str() {
-                // An exercise made executable keeps its question and answer key.
-                "builtin" => &["builtin", "question", "answer"],
-                "command" => &["argv", "cwd", "env", "requires"],
-                "prose" => &["question", "answer"],
-                "remote" => &["selector", "script"],
-                other => return Err(at(
+        let allowed: &[&str] = match raw.kind.get_ref().as_str() {
+            // An exercise made executable keeps its question and answer key.
+            "builtin" => &["builtin", "question", "answer"],
+            "command" => &["argv", "cwd", "env", "requires"],
+            "prose" => &["question", "answer"],
+            "remote" => &["selector", "script"],
+            other => {
+                return Err(at(
                     kind_span,
                     format!(
                         "unknown probe kind {other:?} (expected builtin, command, prose or remote)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         if let Some((field, _)) = present
             .iter()
             .find(|(f, there)| *there && !allowed.contains(f))

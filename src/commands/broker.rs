@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lessonprobe_probes::day::{self, DaySpec};
+use lessonprobe_probes::day;
 use lessonprobe_probes::kafka::Broker;
 
 use crate::cli::BrokerArgs;
@@ -47,11 +47,7 @@ fn load_sample_day(
 ) -> Result<(), Error> {
     let op = |e: lessonprobe_probes::kafka::KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
-    let records = day::generate(&DaySpec {
-        events: events as usize,
-        garbage_per_mille: 2,
-        ..DaySpec::default()
-    });
+    let records = day::generate(&day::sample_day(events as usize));
     let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
     let sent = broker
         .produce(

@@ -11,31 +11,55 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
             let file = match HostsFile::find(hosts.hosts.as_deref())? {
                 Ok(file) => file,
                 Err(looked) => {
-                    let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                    let places: Vec<String> =
+                        looked.iter().map(|p| p.display().to_string()).collect();
                     println!("no hosts file (looked in {})", places.join(", "));
                     return Ok(Code::Ok);
                 }
             };
             println!("{}", file.path.display());
             for h in &file.hosts {
-                let auth = h.identity.as_ref().map_or("ssh agent".to_owned(), |p| format!("key {}", p.display()));
-                println!("  {:<16} {}@{} os={} known_hosts={} {auth}", h.name, h.user, h.place(), h.os, h.known_hosts.display());
+                let auth = h
+                    .identity
+                    .as_ref()
+                    .map_or("ssh agent".to_owned(), |p| format!("key {}", p.display()));
+                println!(
+                    "  {:<16} {}@{} os={} known_hosts={} {auth}",
+                    h.name,
+                    h.user,
+                    h.place(),
+                    h.os,
+                    h.known_hosts.display()
+                );
             }
             Ok(Code::Ok)
         }
-        HostsAction::Check { name, hosts, catalog } => {
+        HostsAction::Check {
+            name,
+            hosts,
+            catalog,
+        } => {
             if !super::remote_enabled() {
-                return Err(Error::Usage("hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into()));
+                return Err(Error::Usage(
+                    "hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into(),
+                ));
             }
             let file = HostsFile::find(hosts.hosts.as_deref())?.map_err(|looked| {
                 let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
-                Error::Usage(format!("no hosts file (give --hosts FILE; looked in {})", places.join(", ")))
+                Error::Usage(format!(
+                    "no hosts file (give --hosts FILE; looked in {})",
+                    places.join(", ")
+                ))
             })?;
             let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;
             let catalog = Catalog::load(catalog.checkpoints.as_deref(), &super::builtin_names())?;
             let facts = check_host(host).map_err(|e| Error::Operation(e.to_string()))?;
             println!("host {} ({}@{})", host.name, host.user, host.place());
-            println!("  host key  {} (matches {})", facts.fingerprint, host.known_hosts.display());
+            println!(
+                "  host key  {} (matches {})",
+                facts.fingerprint,
+                host.known_hosts.display()
+            );
             println!("  os        {}", facts.os);
             println!("  workdir   {}", host.workdir);
             for cp in &catalog.checkpoints {
@@ -51,7 +75,10 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
                             println!("  teardown  {t}");
                         }
                         if let Some(s) = script {
-                            println!("  (the course runs it with: {})", s.replace("{selector}", selector));
+                            println!(
+                                "  (the course runs it with: {})",
+                                s.replace("{selector}", selector)
+                            );
                         }
                     }
                 }

@@ -4,13 +4,14 @@ pub mod broker;
 pub mod hosts;
 pub mod list;
 pub mod remote;
+pub mod replay;
 pub mod run;
 
 use lessonprobe_probes::{registry, KafkaTarget};
 
 use crate::cli::{HostArgs, KafkaArgs};
-use crate::remote::{AuthorizedHost, HostsFile};
 use crate::exit::Error;
+use crate::remote::{AuthorizedHost, HostsFile};
 
 fn builtin_names() -> Vec<&'static str> {
     registry::builtins().iter().map(|p| p.name).collect()

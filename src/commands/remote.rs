@@ -21,8 +21,16 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         .find(|c| c.lesson == args.checkpoint)
         .map(|c| c.title.clone())
         .ok_or_else(|| {
-            let known: Vec<String> = catalog.checkpoints.iter().map(|c| c.lesson.to_string()).collect();
-            Error::Usage(format!("no checkpoint {} (known: {})", args.checkpoint, known.join(", ")))
+            let known: Vec<String> = catalog
+                .checkpoints
+                .iter()
+                .map(|c| c.lesson.to_string())
+                .collect();
+            Error::Usage(format!(
+                "no checkpoint {} (known: {})",
+                args.checkpoint,
+                known.join(", ")
+            ))
         })?;
     let checkpoint = Checkpoint {
         lesson: args.checkpoint,
@@ -32,13 +40,18 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
             id: "remote".into(),
             name: "selector".into(),
             claim: format!("remote selector {} passes", args.selector),
-            kind: ProbeKind::Remote { selector: args.selector.clone(), script: None },
+            kind: ProbeKind::Remote {
+                selector: args.selector.clone(),
+                script: None,
+            },
             backends: Vec::new(),
             timeout: Some(args.timeout),
             expect: None,
         }],
     };
-    let selection = Selection { checkpoints: vec![(&checkpoint, checkpoint.probes.iter().collect())] };
+    let selection = Selection {
+        checkpoints: vec![(&checkpoint, checkpoint.probes.iter().collect())],
+    };
     let config = RunConfig {
         jobs: 1,
         default_timeout: args.timeout,
@@ -51,11 +64,17 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         },
     };
     let reporting = Reporting {
-        junit: Some(args.junit.clone().unwrap_or_else(|| PathBuf::from(format!("reports/remote-{:02}.xml", args.checkpoint)))),
+        junit: Some(args.junit.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("reports/remote-{:02}.xml", args.checkpoint))
+        })),
         format: args.format,
         verbose: false,
         strict: args.strict,
     };
-    let run_id = format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id());
+    let run_id = format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
+        std::process::id()
+    );
     execute_and_report(&selection, &config, &run_id, &reporting, started)
 }

@@ -114,7 +114,11 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         strict: args.strict,
     };
     let run_id = args.run_id.clone().unwrap_or_else(|| {
-        format!("{}-{}", chrono::Utc::now().format("%Y%m%d%H%M%S%3f"), std::process::id())
+        format!(
+            "{}-{}",
+            chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
+            std::process::id()
+        )
     });
     execute_and_report(&selection, &config, &run_id, &report, started)
 }
@@ -153,5 +157,9 @@ pub(super) fn execute_and_report(
         Format::Human => terminal.finish(&counts, reporting.junit.as_deref()),
         Format::Json => println!("{}", report::json::render(run_id, &outcomes)),
     }
-    Ok(if counts.succeeded(reporting.strict) { Code::Ok } else { Code::ProbesFailed })
+    Ok(if counts.succeeded(reporting.strict) {
+        Code::Ok
+    } else {
+        Code::ProbesFailed
+    })
 }

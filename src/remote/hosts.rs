@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::selector::{unknown_placeholder, CommandSet, render};
+use super::selector::{render, unknown_placeholder, CommandSet};
 use crate::exit::Error;
 
 /// The default `run` template: a pytest selector writing JUnit.
@@ -43,9 +43,15 @@ impl AuthorizedHost {
     /// The commands a run of `selector` for `checkpoint` would execute, writing `report`.
     pub fn commands(&self, checkpoint: u32, selector: &str, report: &str) -> CommandSet {
         CommandSet {
-            prepare: self.prepare.as_deref().map(|t| render(t, checkpoint, selector, report)),
+            prepare: self
+                .prepare
+                .as_deref()
+                .map(|t| render(t, checkpoint, selector, report)),
             run: render(&self.run, checkpoint, selector, report),
-            teardown: self.teardown.as_deref().map(|t| render(t, checkpoint, selector, report)),
+            teardown: self
+                .teardown
+                .as_deref()
+                .map(|t| render(t, checkpoint, selector, report)),
         }
     }
 }
@@ -122,7 +128,8 @@ impl HostsFile {
     }
 
     pub fn load(path: &Path) -> Result<HostsFile, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, format!("cannot read hosts file: {e}")))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(path, format!("cannot read hosts file: {e}")))?;
         Self::parse(path, &text)
     }
 
@@ -131,7 +138,12 @@ impl HostsFile {
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
             let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            Error::Manifest { path: path.to_owned(), line, column, message }
+            Error::Manifest {
+                path: path.to_owned(),
+                line,
+                column,
+                message,
+            }
         };
         let raw: RawFile = toml::from_str(text).map_err(|e| match e.span() {
             Some(span) => at(span, e.message().to_owned()),
@@ -145,23 +157,46 @@ impl HostsFile {
             let whole = spanned.span();
             let h = spanned.into_inner();
             let name = h.name.get_ref().clone();
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                return Err(at(h.name.span(), format!("host name {name:?} may hold only letters, digits, '-', '_' and '.'")));
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(at(
+                    h.name.span(),
+                    format!("host name {name:?} may hold only letters, digits, '-', '_' and '.'"),
+                ));
             }
             if hosts.iter().any(|o| o.name == name) {
                 return Err(at(h.name.span(), format!("duplicate host name {name:?}")));
             }
             if h.address.get_ref().trim().is_empty() {
-                return Err(at(h.address.span(), format!("host {name}: address must not be empty")));
+                return Err(at(
+                    h.address.span(),
+                    format!("host {name}: address must not be empty"),
+                ));
             }
             if h.user.get_ref().trim().is_empty() {
-                return Err(at(h.user.span(), format!("host {name}: user must not be empty")));
+                return Err(at(
+                    h.user.span(),
+                    format!("host {name}: user must not be empty"),
+                ));
             }
             let identity = match (&h.identity, h.agent) {
                 (Some(i), false) => Some(expand_home(i.get_ref())),
                 (None, true) => None,
-                (Some(i), true) => return Err(at(i.span(), format!("host {name}: give `identity` or `agent = true`, not both"))),
-                (None, false) => return Err(at(whole, format!("host {name}: needs `identity = \"PATH\"` or `agent = true`"))),
+                (Some(i), true) => {
+                    return Err(at(
+                        i.span(),
+                        format!("host {name}: give `identity` or `agent = true`, not both"),
+                    ))
+                }
+                (None, false) => {
+                    return Err(at(
+                        whole,
+                        format!("host {name}: needs `identity = \"PATH\"` or `agent = true`"),
+                    ))
+                }
             };
             let known_hosts = match &h.known_hosts {
                 Some(k) => expand_home(k.get_ref()),
@@ -177,12 +212,17 @@ impl HostsFile {
                     ));
                 }
             }
-            let duration = |field: &Option<Spanned<String>>, default: u64| -> Result<Duration, Error> {
+            let duration = |field: &Option<Spanned<String>>,
+                            default: u64|
+             -> Result<Duration, Error> {
                 match field {
                     None => Ok(Duration::from_secs(default)),
                     Some(v) => match humantime::parse_duration(v.get_ref()) {
                         Ok(d) if !d.is_zero() => Ok(d),
-                        Ok(_) => Err(at(v.span(), format!("host {name}: duration must be positive"))),
+                        Ok(_) => Err(at(
+                            v.span(),
+                            format!("host {name}: duration must be positive"),
+                        )),
                         Err(e) => Err(at(v.span(), format!("host {name}: {:?}: {e}", v.get_ref()))),
                     },
                 }
@@ -199,20 +239,32 @@ impl HostsFile {
                 os: h.os,
                 workdir: h.workdir,
                 prepare: h.prepare.map(Spanned::into_inner),
-                run: h.run.map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
+                run: h
+                    .run
+                    .map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
                 teardown: h.teardown.map(Spanned::into_inner),
             });
         }
-        Ok(HostsFile { path: path.to_owned(), hosts })
+        Ok(HostsFile {
+            path: path.to_owned(),
+            hosts,
+        })
     }
 
     /// The host named `name`, or the first one.
     pub fn pick(&self, name: Option<&str>) -> Result<&AuthorizedHost, Error> {
         match name {
-            None => self.hosts.first().ok_or_else(|| Error::Usage(format!("{}: no hosts", self.path.display()))),
+            None => self
+                .hosts
+                .first()
+                .ok_or_else(|| Error::Usage(format!("{}: no hosts", self.path.display()))),
             Some(n) => self.hosts.iter().find(|h| h.name == n).ok_or_else(|| {
                 let known: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
-                Error::Usage(format!("{}: no host named {n:?} (known: {})", self.path.display(), known.join(", ")))
+                Error::Usage(format!(
+                    "{}: no host named {n:?} (known: {})",
+                    self.path.display(),
+                    known.join(", ")
+                ))
             }),
         }
     }
@@ -241,16 +293,24 @@ teardown = "rm -f {report}"
 "#;
 
     fn err(text: &str) -> String {
-        HostsFile::parse(Path::new("hosts.toml"), text).unwrap_err().to_string()
+        HostsFile::parse(Path::new("hosts.toml"), text)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn a_host_gets_defaults_and_renders_quoted_commands() {
         let file = HostsFile::parse(Path::new("hosts.toml"), GOOD).unwrap();
         let host = file.pick(None).unwrap();
-        assert_eq!((host.os.as_str(), host.place()), ("ubuntu", "127.0.0.1:2222".to_owned()));
+        assert_eq!(
+            (host.os.as_str(), host.place()),
+            ("ubuntu", "127.0.0.1:2222".to_owned())
+        );
         let cmds = host.commands(30, "t.py::x", "/tmp/r.xml");
-        assert_eq!(cmds.run, "python -m pytest 't.py::x' --junitxml='/tmp/r.xml'");
+        assert_eq!(
+            cmds.run,
+            "python -m pytest 't.py::x' --junitxml='/tmp/r.xml'"
+        );
         assert_eq!(cmds.teardown.as_deref(), Some("rm -f '/tmp/r.xml'"));
         assert!(file.pick(Some("other")).is_err());
     }
@@ -258,11 +318,17 @@ teardown = "rm -f {report}"
     #[test]
     fn missing_known_hosts_credentials_and_bad_templates_are_refused_with_a_line() {
         let e = err(&GOOD.replace("known_hosts = \"/keys/known_hosts\"\n", ""));
-        assert!(e.starts_with("hosts.toml:2:1:") && e.contains("needs `known_hosts`"), "{e}");
+        assert!(
+            e.starts_with("hosts.toml:2:1:") && e.contains("needs `known_hosts`"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("identity = \"/keys/id\"\n", ""));
         assert!(e.contains("needs `identity"), "{e}");
         let e = err(&GOOD.replace("rm -f {report}", "rm -f {reprot}"));
-        assert!(e.starts_with("hosts.toml:9:") && e.contains("unknown placeholder {reprot}"), "{e}");
+        assert!(
+            e.starts_with("hosts.toml:9:") && e.contains("unknown placeholder {reprot}"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("port = 2222", "port = \"ssh\""));
         assert!(e.starts_with("hosts.toml:5:"), "{e}");
         let e = err(&format!("{GOOD}{GOOD}"));

@@ -7,25 +7,50 @@ use super::{RemoteCase, RemoteVerdict};
 /// Every test case of the report, in order. A report that does not parse is an error.
 pub fn cases(xml: &[u8]) -> Result<Vec<RemoteCase>, String> {
     let text = String::from_utf8_lossy(xml);
-    let report = Report::deserialize_from_str(&text).map_err(|e| format!("the remote JUnit report does not parse: {e}"))?;
+    let report = Report::deserialize_from_str(&text)
+        .map_err(|e| format!("the remote JUnit report does not parse: {e}"))?;
     let mut out = Vec::new();
     for suite in report.test_suites {
         for case in suite.test_cases {
             let (verdict, message) = match &case.status {
                 TestCaseStatus::Success { .. } => (RemoteVerdict::Pass, None),
-                TestCaseStatus::NonSuccess { kind, message, description, .. } => {
-                    let verdict = if *kind == NonSuccessKind::Failure { RemoteVerdict::Fail } else { RemoteVerdict::Error };
-                    let text = [message.as_deref(), description.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("\n");
+                TestCaseStatus::NonSuccess {
+                    kind,
+                    message,
+                    description,
+                    ..
+                } => {
+                    let verdict = if *kind == NonSuccessKind::Failure {
+                        RemoteVerdict::Fail
+                    } else {
+                        RemoteVerdict::Error
+                    };
+                    let text = [message.as_deref(), description.as_deref()]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join("\n");
                     (verdict, Some(text))
                 }
-                TestCaseStatus::Skipped { message, .. } => (RemoteVerdict::Skip, message.as_deref().map(str::to_owned)),
+                TestCaseStatus::Skipped { message, .. } => {
+                    (RemoteVerdict::Skip, message.as_deref().map(str::to_owned))
+                }
             };
             let name = match case.classname.as_deref() {
                 Some(class) if !class.is_empty() => format!("{class}::{}", case.name.as_str()),
                 _ => case.name.to_string(),
             };
-            let output = [case.system_out.as_deref(), case.system_err.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("\n");
-            out.push(RemoteCase { name, verdict, message, output });
+            let output = [case.system_out.as_deref(), case.system_err.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push(RemoteCase {
+                name,
+                verdict,
+                message,
+                output,
+            });
         }
     }
     Ok(out)
@@ -45,8 +70,19 @@ mod tests {
 </testsuite></testsuites>"#;
         let cases = cases(xml).unwrap();
         let verdicts: Vec<RemoteVerdict> = cases.iter().map(|c| c.verdict).collect();
-        assert_eq!(verdicts, [RemoteVerdict::Pass, RemoteVerdict::Fail, RemoteVerdict::Error, RemoteVerdict::Skip]);
-        assert_eq!(cases[0].name, "tests.integration.test_kafka_remote::test_ok");
+        assert_eq!(
+            verdicts,
+            [
+                RemoteVerdict::Pass,
+                RemoteVerdict::Fail,
+                RemoteVerdict::Error,
+                RemoteVerdict::Skip
+            ]
+        );
+        assert_eq!(
+            cases[0].name,
+            "tests.integration.test_kafka_remote::test_ok"
+        );
         assert_eq!(cases[1].message.as_deref(), Some("assert 1 == 2\ndiff"));
     }
 

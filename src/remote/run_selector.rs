@@ -21,24 +21,51 @@ pub fn check_host(host: &AuthorizedHost) -> Result<HostFacts, RemoteError> {
     let session = open(host)?;
     session.deadline(Instant::now() + host.connect_timeout);
     let os = check_os(host, &session)?;
-    Ok(HostFacts { fingerprint: session.fingerprint.clone(), os })
+    Ok(HostFacts {
+        fingerprint: session.fingerprint.clone(),
+        os,
+    })
 }
 
 /// Runs `selector` of `checkpoint` on `host` within `deadline` (teardown has its own bound).
-pub fn run_selector(host: &AuthorizedHost, checkpoint: u32, selector: &str, deadline: Duration) -> Result<RemoteReport, RemoteError> {
+pub fn run_selector(
+    host: &AuthorizedHost,
+    checkpoint: u32,
+    selector: &str,
+    deadline: Duration,
+) -> Result<RemoteReport, RemoteError> {
     let started = Instant::now();
     let session = open(host)?;
-    let step = |session: &SshSession, what: &str, bound: Instant, command: &str| -> Result<(String, i32), RemoteError> {
+    let step = |session: &SshSession,
+                what: &str,
+                bound: Instant,
+                command: &str|
+     -> Result<(String, i32), RemoteError> {
         session.deadline(bound);
-        session.exec(command).map_err(|e| error(host, format!("{what}: {}", e.reason), None, String::new()))
+        session
+            .exec(command)
+            .map_err(|e| error(host, format!("{what}: {}", e.reason), None, String::new()))
     };
     let short = Instant::now() + host.connect_timeout;
     let os = check_os(host, &session)?;
-    let facts = HostFacts { fingerprint: session.fingerprint.clone(), os };
-    let (tmp, status) = step(&session, "creating a temp folder", short, "mktemp -d /tmp/lessonprobe.XXXXXX")?;
+    let facts = HostFacts {
+        fingerprint: session.fingerprint.clone(),
+        os,
+    };
+    let (tmp, status) = step(
+        &session,
+        "creating a temp folder",
+        short,
+        "mktemp -d /tmp/lessonprobe.XXXXXX",
+    )?;
     let tmp = tmp.trim().to_owned();
     if status != 0 || !tmp.starts_with("/tmp/lessonprobe.") {
-        return Err(error(host, format!("mktemp failed ({status}): {tmp}"), Some(facts), String::new()));
+        return Err(error(
+            host,
+            format!("mktemp failed ({status}): {tmp}"),
+            Some(facts),
+            String::new(),
+        ));
     }
     let report = format!("{tmp}/report.xml");
     let pidfile = format!("{tmp}/run.pid");
@@ -50,7 +77,12 @@ pub fn run_selector(host: &AuthorizedHost, checkpoint: u32, selector: &str, dead
         if let Some(prepare) = &commands.prepare {
             let (out, status) = step(&session, "prepare", end, &format!("{cd}{prepare}"))?;
             if status != 0 {
-                return Err(error(host, format!("prepare exited with status {status}"), Some(facts.clone()), out));
+                return Err(error(
+                    host,
+                    format!("prepare exited with status {status}"),
+                    Some(facts.clone()),
+                    out,
+                ));
             }
         }
         // Its own session and process group, so teardown can kill whatever it leaves behind.
@@ -62,15 +94,37 @@ pub fn run_selector(host: &AuthorizedHost, checkpoint: u32, selector: &str, dead
         session.deadline(end);
         let (output, status) = match session.exec(&wrapped) {
             Ok(done) => done,
-            Err(StepError { timed_out: true, .. }) => {
-                return Err(error(host, format!("deadline of {} exceeded while running the selector", humantime::format_duration(deadline)), Some(facts.clone()), String::new()))
+            Err(StepError {
+                timed_out: true, ..
+            }) => {
+                return Err(error(
+                    host,
+                    format!(
+                        "deadline of {} exceeded while running the selector",
+                        humantime::format_duration(deadline)
+                    ),
+                    Some(facts.clone()),
+                    String::new(),
+                ))
             }
-            Err(e) => return Err(error(host, format!("run: {}", e.reason), Some(facts.clone()), String::new())),
+            Err(e) => {
+                return Err(error(
+                    host,
+                    format!("run: {}", e.reason),
+                    Some(facts.clone()),
+                    String::new(),
+                ))
+            }
         };
         session.deadline(Instant::now() + host.connect_timeout);
-        let xml = session
-            .read_file(&report)
-            .map_err(|e| error(host, format!("fetching {report}: {}", e.reason), Some(facts.clone()), output.clone()))?;
+        let xml = session.read_file(&report).map_err(|e| {
+            error(
+                host,
+                format!("fetching {report}: {}", e.reason),
+                Some(facts.clone()),
+                output.clone(),
+            )
+        })?;
         let Some(xml) = xml else {
             return Err(error(
                 host,
@@ -79,27 +133,55 @@ pub fn run_selector(host: &AuthorizedHost, checkpoint: u32, selector: &str, dead
                 output,
             ));
         };
-        let cases = junit_in::cases(&xml).map_err(|e| error(host, e, Some(facts.clone()), output.clone()))?;
+        let cases = junit_in::cases(&xml)
+            .map_err(|e| error(host, e, Some(facts.clone()), output.clone()))?;
         if cases.is_empty() {
-            return Err(error(host, format!("selector matched nothing on {}", host.name), Some(facts.clone()), output));
+            return Err(error(
+                host,
+                format!("selector matched nothing on {}", host.name),
+                Some(facts.clone()),
+                output,
+            ));
         }
-        Ok(RemoteReport { facts: facts.clone(), cases, output })
+        Ok(RemoteReport {
+            facts: facts.clone(),
+            cases,
+            output,
+        })
     })();
 
-    teardown(host, session, &cd, commands.teardown.as_deref(), &pidfile, &tmp);
+    teardown(
+        host,
+        session,
+        &cd,
+        commands.teardown.as_deref(),
+        &pidfile,
+        &tmp,
+    );
     outcome
 }
 
 /// Kills what the run left, runs the teardown command, removes the temp folder. Uses a fresh
 /// session when the first one was shut by the deadline. Failures are logged: the outcome of
 /// the run stands.
-fn teardown(host: &AuthorizedHost, session: SshSession, cd: &str, command: Option<&str>, pidfile: &str, tmp: &str) {
+fn teardown(
+    host: &AuthorizedHost,
+    session: SshSession,
+    cd: &str,
+    command: Option<&str>,
+    pidfile: &str,
+    tmp: &str,
+) {
     let session = if session.is_dead() {
         drop(session);
         match SshSession::open(host) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!("{}: teardown could not reconnect: {}", host.place(), e.reason);
+                tracing::warn!(
+                    "{}: teardown could not reconnect: {}",
+                    host.place(),
+                    e.reason
+                );
                 return;
             }
         }
@@ -107,7 +189,10 @@ fn teardown(host: &AuthorizedHost, session: SshSession, cd: &str, command: Optio
         session
     };
     session.deadline(Instant::now() + host.teardown_timeout);
-    let kill = format!("[ -f {p} ] && kill -KILL -- -$(cat {p}) 2>/dev/null; true", p = quote(pidfile));
+    let kill = format!(
+        "[ -f {p} ] && kill -KILL -- -$(cat {p}) 2>/dev/null; true",
+        p = quote(pidfile)
+    );
     let mut steps = vec![kill];
     if let Some(command) = command {
         steps.push(format!("{cd}{command}"));
@@ -116,7 +201,11 @@ fn teardown(host: &AuthorizedHost, session: SshSession, cd: &str, command: Optio
     for step in steps {
         match session.exec(&step) {
             Ok((_, 0)) => {}
-            Ok((out, status)) => tracing::warn!("{}: teardown step exited {status}: {}", host.place(), out.trim()),
+            Ok((out, status)) => tracing::warn!(
+                "{}: teardown step exited {status}: {}",
+                host.place(),
+                out.trim()
+            ),
             Err(e) => tracing::warn!("{}: teardown step failed: {}", host.place(), e.reason),
         }
     }
@@ -128,9 +217,14 @@ fn open(host: &AuthorizedHost) -> Result<SshSession, RemoteError> {
 
 fn check_os(host: &AuthorizedHost, session: &SshSession) -> Result<String, RemoteError> {
     session.deadline(Instant::now() + host.connect_timeout);
-    let (text, _) = session
-        .exec("cat /etc/os-release")
-        .map_err(|e| error(host, format!("reading /etc/os-release: {}", e.reason), None, String::new()))?;
+    let (text, _) = session.exec("cat /etc/os-release").map_err(|e| {
+        error(
+            host,
+            format!("reading /etc/os-release: {}", e.reason),
+            None,
+            String::new(),
+        )
+    })?;
     let id = text
         .lines()
         .find_map(|l| l.strip_prefix("ID="))
@@ -139,7 +233,10 @@ fn check_os(host: &AuthorizedHost, session: &SshSession) -> Result<String, Remot
     if id != host.os {
         return Err(error(
             host,
-            format!("expected OS {:?}, the host reports {:?} in /etc/os-release", host.os, id),
+            format!(
+                "expected OS {:?}, the host reports {:?} in /etc/os-release",
+                host.os, id
+            ),
             None,
             String::new(),
         ));
@@ -147,6 +244,16 @@ fn check_os(host: &AuthorizedHost, session: &SshSession) -> Result<String, Remot
     Ok(id)
 }
 
-fn error(host: &AuthorizedHost, reason: String, facts: Option<HostFacts>, output: String) -> RemoteError {
-    RemoteError { place: format!("{} ({})", host.place(), host.name), reason, facts, output }
+fn error(
+    host: &AuthorizedHost,
+    reason: String,
+    facts: Option<HostFacts>,
+    output: String,
+) -> RemoteError {
+    RemoteError {
+        place: format!("{} ({})", host.place(), host.name),
+        reason,
+        facts,
+        output,
+    }
 }

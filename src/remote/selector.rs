@@ -45,10 +45,21 @@ mod tests {
 
     #[test]
     fn rendering_quotes_values_and_unknown_placeholders_are_found() {
-        let cmd = render("python -m pytest {selector} --junitxml={report} # {checkpoint}", 30, "t.py::x", "/tmp/r r.xml");
-        assert_eq!(cmd, "python -m pytest 't.py::x' --junitxml='/tmp/r r.xml' # 30");
+        let cmd = render(
+            "python -m pytest {selector} --junitxml={report} # {checkpoint}",
+            30,
+            "t.py::x",
+            "/tmp/r r.xml",
+        );
+        assert_eq!(
+            cmd,
+            "python -m pytest 't.py::x' --junitxml='/tmp/r r.xml' # 30"
+        );
         assert_eq!(quote("it's"), "'it'\\''s'");
-        assert_eq!(unknown_placeholder("run {selector} {oops}"), Some("oops".into()));
+        assert_eq!(
+            unknown_placeholder("run {selector} {oops}"),
+            Some("oops".into())
+        );
         assert_eq!(unknown_placeholder("run {selector} {report}"), None);
     }
 }

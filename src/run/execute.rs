@@ -91,7 +91,13 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
     }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
     if let ProbeKind::Remote { selector, .. } = &probe.kind {
-        return remote::run(outcome, config.remote.as_ref(), case.checkpoint.lesson, selector, deadline);
+        return remote::run(
+            outcome,
+            config.remote.as_ref(),
+            case.checkpoint.lesson,
+            selector,
+            deadline,
+        );
     }
     let started = Instant::now();
     let result = match &probe.kind {

@@ -45,8 +45,14 @@ pub fn run(
                         RemoteVerdict::Error => Verdict::Error,
                         RemoteVerdict::Skip => Verdict::Skip,
                     };
-                    o.message = case.message.or_else(|| (o.verdict == Verdict::Skip).then(|| "skipped on the remote host".into()));
-                    o.output = if case.output.is_empty() { report.output.clone() } else { case.output };
+                    o.message = case.message.or_else(|| {
+                        (o.verdict == Verdict::Skip).then(|| "skipped on the remote host".into())
+                    });
+                    o.output = if case.output.is_empty() {
+                        report.output.clone()
+                    } else {
+                        case.output
+                    };
                     o.duration = each;
                     o
                 })
@@ -66,6 +72,7 @@ pub fn run(
 }
 
 fn add_facts(o: &mut Outcome, facts: &HostFacts) {
-    o.properties.push(("host_key".into(), facts.fingerprint.clone()));
+    o.properties
+        .push(("host_key".into(), facts.fingerprint.clone()));
     o.properties.push(("os".into(), facts.os.clone()));
 }

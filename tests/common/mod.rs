@@ -2,8 +2,13 @@
 //! services that must exist in CI.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -122,4 +127,257 @@ pub fn copy_manifests(dir: &Path) -> PathBuf {
         std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
     }
     to
+}
+
+/// A cluster of this test's own, so stopping it disturbs no other test.
+pub struct OwnCluster {
+    dir: tempfile::TempDir,
+    pg_ctl: PathBuf,
+    runas: Option<String>,
+    pub port: u16,
+}
+
+impl OwnCluster {
+    pub fn start(pg_ctl: &str) -> OwnCluster {
+        let pg_ctl = PathBuf::from(pg_ctl);
+        let initdb = pg_ctl.with_file_name("initdb");
+        let runas = std::env::var("LESSONPROBE_TEST_PG_RUNAS")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(user) = &runas {
+            assert!(Command::new("chown")
+                .arg(user)
+                .arg(dir.path())
+                .status()
+                .unwrap()
+                .success());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let data = dir.path().join("data");
+        let user = runas
+            .clone()
+            .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "postgres".into()));
+        let c = OwnCluster {
+            dir,
+            pg_ctl,
+            runas,
+            port,
+        };
+        c.run(
+            &initdb,
+            &["-D", data.to_str().unwrap(), "-U", &user, "--auth=trust"],
+        );
+        let opts = format!("-k {} -p {port} -h 127.0.0.1", c.dir.path().display());
+        c.run(
+            &c.pg_ctl,
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-l",
+                c.dir.path().join("log").to_str().unwrap(),
+                "-o",
+                &opts,
+                "start",
+            ],
+        );
+        c
+    }
+
+    fn run(&self, program: &Path, args: &[&str]) {
+        let mut cmd = match &self.runas {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        let out = cmd.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            program.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn url(&self) -> String {
+        let user = self
+            .runas
+            .clone()
+            .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "postgres".into()));
+        format!("postgres://{user}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    pub fn stop(&self) {
+        let data = self.dir.path().join("data");
+        self.run(
+            &self.pg_ctl,
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+}
+
+
+impl OwnCluster {
+    /// Starts the stopped cluster again on the same port.
+    pub fn restart(&self) {
+        let data = self.dir.path().join("data");
+        let opts = format!("-k {} -p {} -h 127.0.0.1", self.dir.path().display(), self.port);
+        self.run(&self.pg_ctl, &["-D", data.to_str().unwrap(), "-w", "-l", self.dir.path().join("log").to_str().unwrap(), "-o", &opts, "start"]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("data");
+        let mut cmd = match &self.runas {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&self.pg_ctl);
+                c
+            }
+            None => Command::new(&self.pg_ctl),
+        };
+        let _ = cmd.args(["-D", data.to_str().unwrap(), "-m", "immediate", "stop"]).output();
+    }
+}
+
+/// `lessonprobe broker`, stopped with SIGTERM when dropped.
+pub struct BrokerProcess {
+    pub child: Child,
+    pub servers: String,
+}
+
+impl BrokerProcess {
+    pub fn start(args: &[&str]) -> BrokerProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
+            .arg("broker")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start lessonprobe broker");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the bootstrap line");
+        let servers = line.trim().to_owned();
+        assert!(servers.starts_with("127.0.0.1:"), "first line: {servers:?}");
+        BrokerProcess { child, servers }
+    }
+
+    pub fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn reader(servers: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap()
+}
+
+pub fn committed(servers: &str, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+    let consumer = reader(servers, group);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let answer = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    let out = (0..partitions)
+        .map(
+            |p| match answer.find_partition(topic, p).unwrap().offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            },
+        )
+        .collect();
+    drop(answer);
+    out
+}
+
+pub fn partitions_of(servers: &str, topic: &str) -> i32 {
+    let consumer = reader(servers, "test-metadata");
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    md.topics()[0].partitions().len() as i32
+}
+
+/// First offset whose timestamp is at or after `ts`, found by reading the whole partition.
+pub fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> Option<i64> {
+    let consumer = reader(servers, "test-scan");
+    let (low, high) = consumer
+        .fetch_watermarks(topic, partition, Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(low))
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut next = low;
+    while next < high {
+        let m = consumer
+            .poll(Duration::from_secs(10))
+            .expect("a record")
+            .unwrap();
+        if m.timestamp().to_millis().unwrap() >= ts {
+            return Some(m.offset());
+        }
+        next = m.offset() + 1;
+    }
+    None
+}
+
+
+/// Commits `offsets[p]` for `group` on each partition `p`, as a running service would.
+pub fn commit(servers: &str, group: &str, topic: &str, offsets: &[i64]) {
+    let consumer = reader(servers, group);
+    let mut tpl = TopicPartitionList::new();
+    for (p, &o) in offsets.iter().enumerate() {
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(o)).unwrap();
+    }
+    consumer.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+}
+
+/// `(low, high)` of every partition.
+pub fn watermarks(servers: &str, topic: &str) -> Vec<(i64, i64)> {
+    let consumer = reader(servers, "test-watermarks");
+    (0..partitions_of(servers, topic))
+        .map(|p| consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap())
+        .collect()
 }

@@ -277,6 +277,35 @@ impl Broker {
         Ok(sent)
     }
 
+    /// The timestamp of the record at `offset`, read from the broker.
+    pub fn record_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<i64>, KafkaError> {
+        use rdkafka::{Message, Offset, TopicPartitionList};
+        let consumer = self.consumer("lessonprobe-lookup", "earliest")?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+            .map_err(|e| self.error("building a read", e))?;
+        consumer
+            .assign(&tpl)
+            .map_err(|e| self.error(format!("assigning {topic}[{partition}]"), e))?;
+        let started = Instant::now();
+        while started.elapsed() < self.op_timeout {
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message
+                    .map_err(|e| self.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
+                return Ok(message.timestamp().to_millis());
+            }
+        }
+        Err(self.error(
+            format!("reading {topic}[{partition}]@{offset}"),
+            "nothing arrived",
+        ))
+    }
+
     /// `(low, high)` watermarks of one partition.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
         let consumer = self.consumer("lessonprobe-metadata", "earliest")?;

@@ -102,6 +102,10 @@ impl OffsetLookup for ScanLookup<'_> {
         if low >= high {
             return Ok(None);
         }
+        // Nothing at or after the time when even the newest record is older: no scan needed.
+        if self.broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts < timestamp_ms) {
+            return Ok(None);
+        }
         let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(low))
@@ -188,41 +192,12 @@ impl OffsetLookup for AutoLookup<'_> {
 }
 
 impl AutoLookup<'_> {
-    fn last_record_is_at_or_after(
-        &self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<bool, KafkaError> {
+    fn last_record_is_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<bool, KafkaError> {
         let (low, high) = self.broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(false);
         }
-        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(high - 1))
-            .map_err(|e| self.broker.error("building a lookup", e))?;
-        consumer.assign(&tpl).map_err(|e| {
-            self.broker
-                .error(format!("assigning {topic}[{partition}]"), e)
-        })?;
-        let started = Instant::now();
-        while started.elapsed() < self.broker.op_timeout {
-            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-                let message = message.map_err(|e| {
-                    self.broker
-                        .error(format!("reading {topic}[{partition}]"), e)
-                })?;
-                return Ok(message
-                    .timestamp()
-                    .to_millis()
-                    .is_some_and(|ts| ts >= timestamp_ms));
-            }
-        }
-        Err(self.broker.error(
-            format!("reading the last record of {topic}[{partition}]"),
-            "nothing arrived",
-        ))
+        Ok(self.broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts >= timestamp_ms))
     }
 }
 

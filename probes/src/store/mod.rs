@@ -36,9 +36,15 @@ pub trait AuditStore: Send {
     /// Applies `events` and records `bad` in `quarantined_records`, all in one transaction:
     /// when it returns `Ok`, every row is durable; on error, none is. The default applies
     /// events one by one (each idempotent) and has no quarantine.
-    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+    fn apply_batch(
+        &mut self,
+        events: &[AuditEvent],
+        bad: &[Quarantined],
+    ) -> Result<BatchOutcome, StoreError> {
         if !bad.is_empty() {
-            return Err(StoreError::Unavailable("this store has no quarantine for undecodable records".into()));
+            return Err(StoreError::Unavailable(
+                "this store has no quarantine for undecodable records".into(),
+            ));
         }
         let mut outcome = BatchOutcome::default();
         for event in events {
@@ -72,7 +78,11 @@ impl<T: AuditStore + ?Sized> AuditStore for Box<T> {
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         (**self).apply_once(event)
     }
-    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+    fn apply_batch(
+        &mut self,
+        events: &[AuditEvent],
+        bad: &[Quarantined],
+    ) -> Result<BatchOutcome, StoreError> {
         (**self).apply_batch(events, bad)
     }
     fn audit_rows(&mut self) -> Result<u64, StoreError> {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use postgres::{Client, Config, NoTls};
 
-use super::{schema::MIGRATIONS, sqlite::payload_column, AuditStore, BatchOutcome, Quarantined, StoreError};
+use super::{
+    schema::MIGRATIONS, sqlite::payload_column, AuditStore, BatchOutcome, Quarantined, StoreError,
+};
 use crate::event::AuditEvent;
 
 /// Where a PostgreSQL target lives, without its password: for messages.
@@ -34,12 +36,17 @@ pub struct PostgresAuditStore {
 }
 
 fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreError> {
-    let mut config: Config = url.parse().map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+    let mut config: Config = url
+        .parse()
+        .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
     let place = describe(&config);
-    config.connect_timeout(timeout).tcp_user_timeout(timeout).application_name("lessonprobe");
-    let client = config
-        .connect(NoTls)
-        .map_err(|e| StoreError::Unavailable(format!("cannot connect to {place}: {}", pg_reason(&e))))?;
+    config
+        .connect_timeout(timeout)
+        .tcp_user_timeout(timeout)
+        .application_name("lessonprobe");
+    let client = config.connect(NoTls).map_err(|e| {
+        StoreError::Unavailable(format!("cannot connect to {place}: {}", pg_reason(&e)))
+    })?;
     Ok((client, place))
 }
 
@@ -48,11 +55,17 @@ impl PostgresAuditStore {
     /// schema is dropped with the store. For probes.
     pub fn scratch(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
         let (client, place) = connect(url, timeout)?;
-        let mut store = PostgresAuditStore { client, schema: Some(schema.to_owned()), place };
+        let mut store = PostgresAuditStore {
+            client,
+            schema: Some(schema.to_owned()),
+            place,
+        };
         let quoted = quote_ident(schema);
         store
             .client
-            .batch_execute(&format!("CREATE SCHEMA {quoted}; SET search_path TO {quoted}"))
+            .batch_execute(&format!(
+                "CREATE SCHEMA {quoted}; SET search_path TO {quoted}"
+            ))
             .map_err(|e| StoreError::postgres(&store.place, e))?;
         store.migrate()?;
         Ok(store)
@@ -62,7 +75,11 @@ impl PostgresAuditStore {
     /// date; nothing is dropped. For replays into real data.
     pub fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         let (client, place) = connect(url, timeout)?;
-        let mut store = PostgresAuditStore { client, schema: None, place };
+        let mut store = PostgresAuditStore {
+            client,
+            schema: None,
+            place,
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -73,18 +90,28 @@ impl PostgresAuditStore {
         let place = self.place.clone();
         let wrap = |e: postgres::Error| StoreError::postgres(&place, e);
         self.client
-            .batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)",
+            )
             .map_err(wrap)?;
         for (version, sql) in MIGRATIONS {
             let mut tx = self.client.transaction().map_err(wrap)?;
-            tx.execute("SELECT pg_advisory_xact_lock(7_302_029)", &[]).map_err(wrap)?;
+            tx.execute("SELECT pg_advisory_xact_lock(7302029)", &[])
+                .map_err(wrap)?;
             let done = tx
-                .query_opt("SELECT 1 FROM schema_migrations WHERE version = $1", &[version])
+                .query_opt(
+                    "SELECT 1 FROM schema_migrations WHERE version = $1",
+                    &[version],
+                )
                 .map_err(wrap)?
                 .is_some();
             if !done {
                 tx.batch_execute(sql).map_err(wrap)?;
-                tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[version]).map_err(wrap)?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version) VALUES ($1)",
+                    &[version],
+                )
+                .map_err(wrap)?;
             }
             tx.commit().map_err(wrap)?;
         }
@@ -114,10 +141,19 @@ impl Drop for PostgresAuditStore {
 }
 
 impl AuditStore for PostgresAuditStore {
-    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+    fn apply_batch(
+        &mut self,
+        events: &[AuditEvent],
+        bad: &[Quarantined],
+    ) -> Result<BatchOutcome, StoreError> {
         let place = self.place.clone();
         let wrap = |e| StoreError::postgres(&place, e);
-        let column = |f: fn(&AuditEvent) -> &str| events.iter().map(|e| f(e).to_owned()).collect::<Vec<String>>();
+        let column = |f: fn(&AuditEvent) -> &str| {
+            events
+                .iter()
+                .map(|e| f(e).to_owned())
+                .collect::<Vec<String>>()
+        };
         let payloads: Vec<Option<String>> = events.iter().map(payload_column).collect();
         let mut tx = self.client.transaction().map_err(wrap)?;
         // One statement per batch; ON CONFLICT (event_id) also settles duplicates inside it.

@@ -75,7 +75,11 @@ impl AuditStore for SqliteAuditStore {
         Ok(inserted == 1)
     }
 
-    fn apply_batch(&mut self, events: &[AuditEvent], bad: &[Quarantined]) -> Result<BatchOutcome, StoreError> {
+    fn apply_batch(
+        &mut self,
+        events: &[AuditEvent],
+        bad: &[Quarantined],
+    ) -> Result<BatchOutcome, StoreError> {
         let tx = self.conn.transaction()?;
         let mut outcome = BatchOutcome::default();
         {

@@ -1,5 +1,12 @@
 //! Bounded replay: one partition's half-open range `[start, stop)` re-read by its own consumer
-//! group, each record applied to the audit store before its offset is committed.
+//! group, each batch applied to the audit store before its offset is committed. The audit
+//! store is the only effect this module can reach: it imports no notification or SLA code.
+
+mod execute;
+mod window;
+
+pub use execute::{execute_day, ExecuteOptions, PartitionError, PartitionResult, StoreOpener};
+pub use window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Window};
 
 use std::time::{Duration, Instant};
 
@@ -257,7 +264,10 @@ pub struct ReplayOptions {
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { batch: 1, bad_records: BadRecords::Fail }
+        ReplayOptions {
+            batch: 1,
+            bad_records: BadRecords::Fail,
+        }
     }
 }
 
@@ -269,7 +279,14 @@ pub fn run_bounded_replay(
     consumer: &mut dyn ReplayConsumer,
     store: &mut dyn AuditStore,
 ) -> Result<ReplaySummary, ReplayError> {
-    run_bounded_replay_with(plan, limits, ReplayOptions::default(), consumer, store, &mut |_| {})
+    run_bounded_replay_with(
+        plan,
+        limits,
+        ReplayOptions::default(),
+        consumer,
+        store,
+        &mut |_| {},
+    )
 }
 
 /// Replays `plan` through `consumer` into `store`, calling `progress` after each durable batch.
@@ -289,21 +306,43 @@ pub fn run_bounded_replay_with(
 ) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
     if limits.deadline.is_zero() || limits.idle_timeout.is_zero() || options.batch == 0 {
-        return Err(ReplayError::BadLimits { deadline: limits.deadline, idle_timeout: limits.idle_timeout });
+        return Err(ReplayError::BadLimits {
+            deadline: limits.deadline,
+            idle_timeout: limits.idle_timeout,
+        });
     }
     if consumer.group_id() != plan.replay_group {
-        return Err(ReplayError::WrongGroup { expected: plan.replay_group.clone(), actual: consumer.group_id().to_owned() });
+        return Err(ReplayError::WrongGroup {
+            expected: plan.replay_group.clone(),
+            actual: consumer.group_id().to_owned(),
+        });
     }
     let (topic, partition) = (plan.topic.as_str(), plan.partition);
-    let consumer_error =
-        |committed: i64, reason: String| ReplayError::Consumer { topic: topic.to_owned(), partition, committed, reason };
-    let end = consumer.end_offset(topic, partition).map_err(|r| consumer_error(plan.start, r))?;
+    let consumer_error = |committed: i64, reason: String| ReplayError::Consumer {
+        topic: topic.to_owned(),
+        partition,
+        committed,
+        reason,
+    };
+    let end = consumer
+        .end_offset(topic, partition)
+        .map_err(|r| consumer_error(plan.start, r))?;
     if plan.stop > end {
-        return Err(ReplayError::StopBeyondEnd { topic: topic.to_owned(), partition, stop: plan.stop, end });
+        return Err(ReplayError::StopBeyondEnd {
+            topic: topic.to_owned(),
+            partition,
+            stop: plan.stop,
+            end,
+        });
     }
-    consumer.seek(topic, partition, plan.start).map_err(|r| consumer_error(plan.start, r))?;
+    consumer
+        .seek(topic, partition, plan.start)
+        .map_err(|r| consumer_error(plan.start, r))?;
 
-    let mut summary = ReplaySummary { final_offset: plan.start, ..ReplaySummary::default() };
+    let mut summary = ReplaySummary {
+        final_offset: plan.start,
+        ..ReplaySummary::default()
+    };
     let mut events: Vec<AuditEvent> = Vec::with_capacity(options.batch);
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut next = plan.start; // the offset the next record must carry
@@ -318,15 +357,34 @@ pub fn run_bounded_replay_with(
                 if gathering {
                     break;
                 }
-                return Err(ReplayError::Deadline { topic: topic.to_owned(), partition, deadline: limits.deadline, stop: plan.stop, committed });
+                return Err(ReplayError::Deadline {
+                    topic: topic.to_owned(),
+                    partition,
+                    deadline: limits.deadline,
+                    stop: plan.stop,
+                    committed,
+                });
             }
-            let wait = if gathering { Duration::ZERO } else { remaining.min(limits.idle_timeout) };
-            let record = match consumer.poll(wait).map_err(|r| consumer_error(committed, r))? {
+            let wait = if gathering {
+                Duration::ZERO
+            } else {
+                remaining.min(limits.idle_timeout)
+            };
+            let record = match consumer
+                .poll(wait)
+                .map_err(|r| consumer_error(committed, r))?
+            {
                 Some(record) => record,
                 None if gathering => break,
                 None if wait < limits.idle_timeout => continue, // the deadline check ends it
                 None => {
-                    return Err(ReplayError::Idle { topic: topic.to_owned(), partition, idle: limits.idle_timeout, stop: plan.stop, committed })
+                    return Err(ReplayError::Idle {
+                        topic: topic.to_owned(),
+                        partition,
+                        idle: limits.idle_timeout,
+                        stop: plan.stop,
+                        committed,
+                    })
                 }
             };
             if record.topic != topic || record.partition != partition {
@@ -340,20 +398,34 @@ pub fn run_bounded_replay_with(
                 break;
             }
             if record.offset != next {
-                stopped_on = Some(ReplayError::Gap { topic: topic.to_owned(), partition, expected: next, got: record.offset, committed });
+                stopped_on = Some(ReplayError::Gap {
+                    topic: topic.to_owned(),
+                    partition,
+                    expected: next,
+                    got: record.offset,
+                    committed,
+                });
                 break;
             }
             match AuditEvent::decode(&record.payload) {
                 Ok(event) => events.push(event),
-                Err(reason) if options.bad_records == BadRecords::Quarantine => bad.push(Quarantined {
-                    topic: record.topic,
-                    partition: record.partition,
-                    offset: record.offset,
-                    raw: record.payload,
-                    reason,
-                }),
+                Err(reason) if options.bad_records == BadRecords::Quarantine => {
+                    bad.push(Quarantined {
+                        topic: record.topic,
+                        partition: record.partition,
+                        offset: record.offset,
+                        raw: record.payload,
+                        reason,
+                    })
+                }
                 Err(reason) => {
-                    stopped_on = Some(ReplayError::Undecodable { topic: topic.to_owned(), partition, offset: record.offset, reason, committed });
+                    stopped_on = Some(ReplayError::Undecodable {
+                        topic: topic.to_owned(),
+                        partition,
+                        offset: record.offset,
+                        reason,
+                        committed,
+                    });
                     break;
                 }
             }
@@ -362,14 +434,19 @@ pub fn run_bounded_replay_with(
         // Make what was gathered durable, then move the offset past it.
         if !events.is_empty() || !bad.is_empty() {
             let first = summary.final_offset;
-            let applied = store.apply_batch(&events, &bad).map_err(|source| ReplayError::Effect {
-                topic: topic.to_owned(),
-                partition,
-                offset: first,
-                committed,
-                source,
-            })?;
-            consumer.commit(topic, partition, next).map_err(|r| consumer_error(committed, r))?;
+            let applied =
+                store
+                    .apply_batch(&events, &bad)
+                    .map_err(|source| ReplayError::Effect {
+                        topic: topic.to_owned(),
+                        partition,
+                        offset: first,
+                        committed,
+                        source,
+                    })?;
+            consumer
+                .commit(topic, partition, next)
+                .map_err(|r| consumer_error(committed, r))?;
             summary.records += (events.len() + bad.len()) as u64;
             summary.inserted += applied.inserted;
             summary.duplicates += applied.duplicates;
@@ -389,13 +466,45 @@ pub fn run_bounded_replay_with(
 /// The error, reporting `committed` as the last durable offset.
 fn with_committed(err: ReplayError, now: i64) -> ReplayError {
     match err {
-        ReplayError::ForeignRecord { topic, partition, got_topic, got_partition, .. } => {
-            ReplayError::ForeignRecord { topic, partition, got_topic, got_partition, committed: now }
-        }
-        ReplayError::Gap { topic, partition, expected, got, .. } => ReplayError::Gap { topic, partition, expected, got, committed: now },
-        ReplayError::Undecodable { topic, partition, offset, reason, .. } => {
-            ReplayError::Undecodable { topic, partition, offset, reason, committed: now }
-        }
+        ReplayError::ForeignRecord {
+            topic,
+            partition,
+            got_topic,
+            got_partition,
+            ..
+        } => ReplayError::ForeignRecord {
+            topic,
+            partition,
+            got_topic,
+            got_partition,
+            committed: now,
+        },
+        ReplayError::Gap {
+            topic,
+            partition,
+            expected,
+            got,
+            ..
+        } => ReplayError::Gap {
+            topic,
+            partition,
+            expected,
+            got,
+            committed: now,
+        },
+        ReplayError::Undecodable {
+            topic,
+            partition,
+            offset,
+            reason,
+            ..
+        } => ReplayError::Undecodable {
+            topic,
+            partition,
+            offset,
+            reason,
+            committed: now,
+        },
         other => other,
     }
 }
@@ -403,6 +512,17 @@ fn with_committed(err: ReplayError, now: i64) -> ReplayError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_replay_code_cannot_reach_business_effects() {
+        let files = [("replay/mod.rs", include_str!("mod.rs")), ("replay/window.rs", include_str!("window.rs")), ("replay/execute.rs", include_str!("execute.rs"))];
+        for (file, text) in files {
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            for forbidden in ["crate::live", "LiveStore", "apply_live", "notifications", "sla_counts"] {
+                assert!(!code.contains(forbidden), "{file} mentions {forbidden}: a replay must reach the audit store only");
+            }
+        }
+    }
 
     #[test]
     fn plan_validation_refuses_bad_plans() {
