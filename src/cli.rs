@@ -257,7 +257,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub resume: bool,
     /// Records per SQL transaction (1: one transaction and one offset commit per event).
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
     /// What to do with a record that is not an audit event.
     #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]

@@ -59,6 +59,7 @@ impl Target {
 }
 
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
+    let started = std::time::Instant::now();
     let kafka = super::kafka_target(&args.kafka)?;
     let KafkaTarget::Bootstrap { servers, .. } = &kafka else {
         return Err(Error::Usage(
@@ -107,6 +108,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         print_plan(&plan, args.format, servers);
     }
 
+    let planned = started.elapsed();
     let bars = Bars::new(&plan);
     let options = ExecuteOptions {
         replay: ReplayOptions {
@@ -120,10 +122,10 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         idle_timeout: args.idle_timeout,
         jobs: args.jobs as usize,
     };
-    let results = execute_day(&kafka, &plan, options, &|| target.open(), &|p, s| {
-        bars.update(p, s)
-    });
+    let executing = std::time::Instant::now();
+    let results = execute_day(&kafka, &plan, options, &|| target.open(), &|p, s| bars.update(p, s));
     bars.finish();
+    let executed = executing.elapsed();
 
     let partitions: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
     let live_after = committed_offsets(&broker, &request.live_group, &request.topic, &partitions)
@@ -176,6 +178,13 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         });
     }
     print_results(&plan, &rows, args.format);
+    let records: u64 = rows.iter().map(|r| r.records).sum();
+    eprintln!(
+        "lessonprobe replay: {records} records in {:.2} s ({:.0} records/s) after planning in {:.2} s",
+        executed.as_secs_f64(),
+        records as f64 / executed.as_secs_f64().max(1e-9),
+        planned.as_secs_f64()
+    );
     if failures.is_empty() {
         Ok(Code::Ok)
     } else {

@@ -35,6 +35,9 @@ pub struct Broker {
     created: Vec<String>,
     /// Bound on every single broker call.
     pub op_timeout: Duration,
+    /// One consumer, made on first use, for metadata, watermarks and short reads: creating a
+    /// client per call costs a connection each time.
+    utility: std::sync::Mutex<Option<BaseConsumer>>,
 }
 
 impl Broker {
@@ -51,6 +54,7 @@ impl Broker {
             mock: Some(mock),
             created: Vec::new(),
             op_timeout: Duration::from_secs(10),
+            utility: std::sync::Mutex::new(None),
         })
     }
 
@@ -67,6 +71,7 @@ impl Broker {
                 mock: None,
                 created: Vec::new(),
                 op_timeout: Duration::from_secs(10),
+                utility: std::sync::Mutex::new(None),
             },
         };
         broker.op_timeout = timeout.min(Duration::from_secs(10));
@@ -78,11 +83,11 @@ impl Broker {
 
     /// Fails, naming the address, when no broker answers a metadata request in time.
     fn check_reachable(&self) -> Result<(), KafkaError> {
-        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
-        consumer
-            .fetch_metadata(None, self.op_timeout)
-            .map(drop)
-            .map_err(|e| self.error("connecting", format!("{e} (is a broker listening there?)")))
+        self.with_utility(|c| {
+            c.fetch_metadata(None, self.op_timeout)
+                .map(drop)
+                .map_err(|e| self.error("connecting", format!("{e} (is a broker listening there?)")))
+        })
     }
 
     pub fn servers(&self) -> &str {
@@ -121,19 +126,42 @@ impl Broker {
         config
     }
 
-    /// A consumer of `group` that commits only when told to.
+    /// Runs `f` with the utility consumer (group `lessonprobe-utility`, never committing).
+    pub(crate) fn with_utility<T>(&self, f: impl FnOnce(&BaseConsumer) -> Result<T, KafkaError>) -> Result<T, KafkaError> {
+        let mut slot = self.utility.lock().map_err(|_| self.error("utility consumer", "a previous call panicked"))?;
+        if slot.is_none() {
+            // Its reads are single records: waiting long for more would only slow lookups.
+            *slot = Some(self.consumer_waiting("lessonprobe-utility", "earliest", 5)?);
+        }
+        match slot.as_ref() {
+            Some(consumer) => f(consumer),
+            None => Err(self.error("utility consumer", "not created")),
+        }
+    }
+
+    /// A consumer of `group` that commits only when told to (auto-commit off, whatever -X says).
     pub fn consumer(&self, group: &str, reset: &str) -> Result<BaseConsumer, KafkaError> {
+        self.consumer_waiting(group, reset, 50)
+    }
+
+    fn consumer_waiting(&self, group: &str, reset: &str, fetch_wait_ms: u32) -> Result<BaseConsumer, KafkaError> {
         let mut config = self.config();
+        // Tuning the user's -X may override: a short fetch wait keeps reads quick on brokers
+        // (the mock cluster among them) that hold every fetch for the whole wait.
+        config
+            .set("session.timeout.ms", "6000")
+            .set("fetch.wait.max.ms", fetch_wait_ms.to_string())
+            .set("enable.partition.eof", "false");
+        for (k, v) in &self.properties {
+            config.set(k, v);
+        }
+        // What the lesson's ordering rule depends on is not negotiable.
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", reset)
-            .set("session.timeout.ms", "6000")
-            .set("enable.partition.eof", "false");
-        config
-            .create()
-            .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
+            .set("auto.offset.reset", reset);
+        config.create().map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
@@ -216,11 +244,9 @@ impl Broker {
 
     /// Waits until the topic's metadata shows its partitions; returns their number.
     fn wait_for_topic(&self, topic: &str) -> Result<i32, KafkaError> {
-        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
         let started = Instant::now();
         loop {
-            let n = partition_count(&consumer, topic, self.op_timeout)
-                .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+            let n = self.partitions(topic)?;
             if n > 0 {
                 return Ok(n);
             }
@@ -235,9 +261,9 @@ impl Broker {
 
     /// The number of partitions of `topic` (0 when it does not exist).
     pub fn partitions(&self, topic: &str) -> Result<i32, KafkaError> {
-        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
-        partition_count(&consumer, topic, self.op_timeout)
-            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+        self.with_utility(|c| {
+            partition_count(c, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+        })
     }
 
     /// Produces `(partition, key, payload, timestamp)` records and waits until all are acked.
@@ -284,35 +310,42 @@ impl Broker {
         partition: i32,
         offset: i64,
     ) -> Result<Option<i64>, KafkaError> {
-        use rdkafka::{Message, Offset, TopicPartitionList};
-        let consumer = self.consumer("lessonprobe-lookup", "earliest")?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-            .map_err(|e| self.error("building a read", e))?;
-        consumer
-            .assign(&tpl)
-            .map_err(|e| self.error(format!("assigning {topic}[{partition}]"), e))?;
-        let started = Instant::now();
-        while started.elapsed() < self.op_timeout {
-            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-                let message = message
-                    .map_err(|e| self.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
-                return Ok(message.timestamp().to_millis());
-            }
-        }
-        Err(self.error(
-            format!("reading {topic}[{partition}]@{offset}"),
-            "nothing arrived",
-        ))
+        self.with_utility(|consumer| match read_one(self, consumer, topic, partition, offset)? {
+            Some((_, ts)) => Ok(ts),
+            None => Err(self.error(format!("reading {topic}[{partition}]@{offset}"), "nothing arrived")),
+        })
     }
 
     /// `(low, high)` watermarks of one partition.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
-        let consumer = self.consumer("lessonprobe-metadata", "earliest")?;
-        consumer
-            .fetch_watermarks(topic, partition, self.op_timeout)
-            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
+        self.with_utility(|c| {
+            c.fetch_watermarks(topic, partition, self.op_timeout)
+                .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
+        })
     }
+}
+
+/// Assigns `consumer` to `topic[partition]` at `offset` and returns the first record's
+/// `(offset, timestamp)` within the broker's call timeout (`None`: nothing arrived).
+pub(crate) fn read_one(
+    broker: &Broker,
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<(i64, Option<i64>)>, KafkaError> {
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).map_err(|e| broker.error("building a read", e))?;
+    consumer.assign(&tpl).map_err(|e| broker.error(format!("assigning {topic}[{partition}]"), e))?;
+    let started = Instant::now();
+    while started.elapsed() < broker.op_timeout {
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            let message = message.map_err(|e| broker.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
+            return Ok(Some((message.offset(), message.timestamp().to_millis())));
+        }
+    }
+    Ok(None)
 }
 
 enum AdminFailure {
@@ -335,6 +368,10 @@ pub(crate) fn partition_count(
 
 impl Drop for Broker {
     fn drop(&mut self) {
+        // Clients go before the mock cluster does, or they log failed reconnects.
+        if let Ok(mut utility) = self.utility.lock() {
+            utility.take();
+        }
         if self.created.is_empty() {
             return;
         }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use super::broker::read_one;
 use super::{Broker, KafkaError};
 
 /// The committed offset of `group` for each of `partitions` (`None`: nothing committed).
@@ -58,30 +59,22 @@ pub struct BrokerLookup<'a> {
 }
 
 impl OffsetLookup for BrokerLookup<'_> {
-    fn offset_at_or_after(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError> {
-        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+        let broker = self.broker;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
-            .map_err(|e| self.broker.error("building a lookup", e))?;
-        let answer = consumer
-            .offsets_for_times(tpl, self.broker.op_timeout)
-            .map_err(|e| {
-                self.broker.error(
-                    format!("looking up {topic}[{partition}] at {timestamp_ms} ms"),
-                    e,
-                )
-            })?;
-        let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) if o >= 0 => Some(o),
-            _ => None, // -1 / END: nothing at or after that time
-        };
-        drop(answer);
-        Ok(offset)
+            .map_err(|e| broker.error("building a lookup", e))?;
+        broker.with_utility(|consumer| {
+            let answer = consumer
+                .offsets_for_times(tpl, broker.op_timeout)
+                .map_err(|e| broker.error(format!("looking up {topic}[{partition}] at {timestamp_ms} ms"), e))?;
+            let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) if o >= 0 => Some(o),
+                _ => None, // -1 / END: nothing at or after that time
+            };
+            drop(answer);
+            Ok(offset)
+        })
     }
 }
 
@@ -92,55 +85,42 @@ pub struct ScanLookup<'a> {
 }
 
 impl OffsetLookup for ScanLookup<'_> {
-    fn offset_at_or_after(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError> {
-        let (low, high) = self.broker.watermarks(topic, partition)?;
+    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+        let broker = self.broker;
+        let (low, high) = broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(None);
         }
         // Nothing at or after the time when even the newest record is older: no scan needed.
-        if self.broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts < timestamp_ms) {
+        if broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts < timestamp_ms) {
             return Ok(None);
         }
-        let consumer = self.broker.consumer("lessonprobe-lookup", "earliest")?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(low))
-            .map_err(|e| self.broker.error("building a scan", e))?;
-        consumer.assign(&tpl).map_err(|e| {
-            self.broker
-                .error(format!("assigning {topic}[{partition}]"), e)
-        })?;
-        let mut idle_since = Instant::now();
-        loop {
-            match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(message)) => {
-                    idle_since = Instant::now();
-                    let ts = message.timestamp().to_millis().unwrap_or(i64::MIN);
-                    if ts >= timestamp_ms {
-                        return Ok(Some(message.offset()));
-                    }
-                    if message.offset() + 1 >= high {
-                        return Ok(None);
-                    }
-                }
-                Some(Err(e)) => {
-                    return Err(self
-                        .broker
-                        .error(format!("scanning {topic}[{partition}]"), e))
-                }
-                None if idle_since.elapsed() > self.broker.op_timeout => {
-                    return Err(self.broker.error(
-                        format!("scanning {topic}[{partition}]"),
-                        "no records arrived",
-                    ))
-                }
-                None => {}
+        broker.with_utility(|consumer| {
+            let scanning = || format!("scanning {topic}[{partition}]");
+            let Some((first, ts)) = read_one(broker, consumer, topic, partition, low)? else {
+                return Err(broker.error(scanning(), "no records arrived"));
+            };
+            if ts.is_some_and(|ts| ts >= timestamp_ms) {
+                return Ok(Some(first));
             }
-        }
+            let mut idle_since = Instant::now();
+            loop {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(message)) => {
+                        idle_since = Instant::now();
+                        if message.timestamp().to_millis().is_some_and(|ts| ts >= timestamp_ms) {
+                            return Ok(Some(message.offset()));
+                        }
+                        if message.offset() + 1 >= high {
+                            return Ok(None);
+                        }
+                    }
+                    Some(Err(e)) => return Err(broker.error(scanning(), e)),
+                    None if idle_since.elapsed() > broker.op_timeout => return Err(broker.error(scanning(), "no records arrived")),
+                    None => {}
+                }
+            }
+        })
     }
 }
 

@@ -13,6 +13,8 @@ use crate::replay::{ReplayConsumer, ReplayRecord};
 pub struct KafkaReplayConsumer {
     group: String,
     consumer: BaseConsumer,
+    /// For metadata and watermarks only.
+    meta: BaseConsumer,
     timeout: Duration,
 }
 
@@ -21,6 +23,7 @@ impl KafkaReplayConsumer {
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
             consumer: broker.consumer(group, "error")?,
+            meta: broker.consumer("lessonprobe-utility", "error")?,
             timeout: broker.op_timeout,
         })
     }
@@ -32,17 +35,13 @@ impl ReplayConsumer for KafkaReplayConsumer {
     }
 
     fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String> {
-        let partitions =
-            partition_count(&self.consumer, topic, self.timeout).map_err(|e| e.to_string())?;
+        // Asked on a client of its own: behind this consumer's outstanding fetch the broker's
+        // answer could wait for the whole fetch wait.
+        let partitions = partition_count(&self.meta, topic, self.timeout).map_err(|e| e.to_string())?;
         if partition >= partitions {
-            return Err(format!(
-                "topic {topic} has {partitions} partitions; the plan needs partition {partition}"
-            ));
+            return Err(format!("topic {topic} has {partitions} partitions; the plan needs partition {partition}"));
         }
-        self.consumer
-            .fetch_watermarks(topic, partition, self.timeout)
-            .map(|(_, high)| high)
-            .map_err(|e| e.to_string())
+        self.meta.fetch_watermarks(topic, partition, self.timeout).map(|(_, high)| high).map_err(|e| e.to_string())
     }
 
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String> {

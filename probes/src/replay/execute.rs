@@ -67,46 +67,39 @@ pub fn execute_day(
     let results = Mutex::new(Vec::with_capacity(work.len()));
     std::thread::scope(|scope| {
         for _ in 0..options.jobs.clamp(1, work.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(p) = work.get(i) else { break };
-                let setup = |reason: String| PartitionError::Setup {
-                    reason,
-                    committed: p.resume_from,
-                };
-                let result = (|| {
-                    let bounded = plan
-                        .bounded(p)
-                        .ok_or_else(|| setup("invalid range".into()))?;
-                    let remaining = options.deadline.saturating_sub(started.elapsed());
-                    let broker = Broker::for_target(kafka, remaining.max(Duration::from_millis(1)))
-                        .map_err(|e| setup(e.to_string()))?;
-                    let mut consumer =
-                        KafkaReplayConsumer::new(&broker, &plan.request.replay_group)
-                            .map_err(|e| setup(e.to_string()))?;
-                    let mut store = open_store().map_err(|e| setup(e.to_string()))?;
-                    let limits = ReplayLimits {
-                        deadline: options
-                            .deadline
-                            .saturating_sub(started.elapsed())
-                            .max(Duration::from_millis(1)),
-                        idle_timeout: options.idle_timeout,
-                    };
-                    let summary = run_bounded_replay_with(
-                        &bounded,
-                        limits,
-                        options.replay,
-                        &mut consumer,
-                        store.as_mut(),
-                        &mut |s| progress(p.partition, s),
-                    )?;
-                    Ok(summary)
-                })();
-                if let Ok(mut results) = results.lock() {
-                    results.push(PartitionResult {
-                        partition: p.partition,
-                        result,
-                    });
+            scope.spawn(|| {
+                // One broker connection, consumer and store per worker, reused across partitions.
+                let mut worker: Option<(Broker, KafkaReplayConsumer, Box<dyn AuditStore>)> = None;
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(p) = work.get(i) else { break };
+                    let setup = |reason: String| PartitionError::Setup { reason, committed: p.resume_from };
+                    let result = (|| {
+                        let bounded = plan.bounded(p).ok_or_else(|| setup("invalid range".into()))?;
+                        if worker.is_none() {
+                            let remaining = options.deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+                            let broker = Broker::for_target(kafka, remaining).map_err(|e| setup(e.to_string()))?;
+                            let consumer = KafkaReplayConsumer::new(&broker, &plan.request.replay_group).map_err(|e| setup(e.to_string()))?;
+                            let store = open_store().map_err(|e| setup(e.to_string()))?;
+                            worker = Some((broker, consumer, store));
+                        }
+                        let Some((_, consumer, store)) = worker.as_mut() else { return Err(setup("no worker".into())) };
+                        let limits = ReplayLimits {
+                            deadline: options.deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1)),
+                            idle_timeout: options.idle_timeout,
+                        };
+                        let summary = run_bounded_replay_with(&bounded, limits, options.replay, consumer, store.as_mut(), &mut |s| {
+                            progress(p.partition, s)
+                        })?;
+                        Ok(summary)
+                    })();
+                    // After an error the connections may be broken: the next partition makes new ones.
+                    if result.is_err() {
+                        worker = None;
+                    }
+                    if let Ok(mut results) = results.lock() {
+                        results.push(PartitionResult { partition: p.partition, result });
+                    }
                 }
             });
         }

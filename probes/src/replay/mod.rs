@@ -245,6 +245,9 @@ impl ReplayError {
     }
 }
 
+/// How long a batch that has begun waits for its next record before it is applied as it is.
+const GATHER_WAIT: Duration = Duration::from_millis(5);
+
 /// What to do with a record that is not an audit event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRecords {
@@ -365,11 +368,7 @@ pub fn run_bounded_replay_with(
                     committed,
                 });
             }
-            let wait = if gathering {
-                Duration::ZERO
-            } else {
-                remaining.min(limits.idle_timeout)
-            };
+            let wait = if gathering { GATHER_WAIT.min(remaining) } else { remaining.min(limits.idle_timeout) };
             let record = match consumer
                 .poll(wait)
                 .map_err(|r| consumer_error(committed, r))?
