@@ -25,10 +25,24 @@ fn time(args: &[&str], runs: usize) -> Vec<Duration> {
 }
 
 fn main() {
-    let runs = std::env::var("LESSONPROBE_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    println!("{:<28} {:>8} {:>8} {:>8}", "command", "min s", "median s", "max s");
-    for (label, args) in [("lessonprobe --lesson 30", vec!["--lesson", "30"]), ("lessonprobe (all)", vec![])] {
+    let runs = std::env::var("LESSONPROBE_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    println!(
+        "{:<28} {:>8} {:>8} {:>8}",
+        "command", "min s", "median s", "max s"
+    );
+    for (label, args) in [
+        ("lessonprobe --lesson 30", vec!["--lesson", "30"]),
+        ("lessonprobe (all)", vec![]),
+    ] {
         let t = time(&args, runs);
-        println!("{label:<28} {:>8.2} {:>8.2} {:>8.2}", t[0].as_secs_f64(), t[t.len() / 2].as_secs_f64(), t[t.len() - 1].as_secs_f64());
+        println!(
+            "{label:<28} {:>8.2} {:>8.2} {:>8.2}",
+            t[0].as_secs_f64(),
+            t[t.len() / 2].as_secs_f64(),
+            t[t.len() - 1].as_secs_f64()
+        );
     }
 }

@@ -24,7 +24,10 @@ const TOPIC: &str = "bench.audit";
 const DEFAULT_BATCH: usize = 10_000;
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(default)
 }
 
 struct Finished {
@@ -61,7 +64,9 @@ fn run_measured(args: &[String]) -> Finished {
             break status;
         }
         let hwm = std::fs::read_to_string(&status_file).ok().and_then(|t| {
-            t.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            t.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         });
         peak_kib = peak_kib.max(hwm.unwrap_or(0));
         std::thread::sleep(Duration::from_millis(20));
@@ -72,20 +77,42 @@ fn run_measured(args: &[String]) -> Finished {
     // "… N records in X s (R records/s) after planning in Y s": the execution phase alone.
     let execute_rate = err
         .lines()
-        .find_map(|l| l.split(" s (").nth(1)?.split(' ').next()?.parse::<f64>().ok())
+        .find_map(|l| {
+            l.split(" s (")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
         .unwrap_or(0.0);
-    Finished { wall: started.elapsed(), peak_rss_mib: peak_kib as f64 / 1024.0, stdout: out, execute_rate }
+    Finished {
+        wall: started.elapsed(),
+        peak_rss_mib: peak_kib as f64 / 1024.0,
+        stdout: out,
+        execute_rate,
+    }
 }
 
 fn start_broker(partitions: usize) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
-        .args(["broker", "--sample-day", TOPIC, "--events", "1", "--partitions", &partitions.to_string()])
+        .args([
+            "broker",
+            "--sample-day",
+            TOPIC,
+            "--events",
+            "1",
+            "--partitions",
+            &partitions.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start lessonprobe broker");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("bootstrap line");
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("bootstrap line");
     (child, line.trim().to_owned())
 }
 
@@ -103,7 +130,10 @@ fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
         consumer.seek(TOPIC, p, low).expect("seek");
         let mut next = low;
         while next < high {
-            let record = consumer.poll(Duration::from_secs(10)).expect("poll").expect("a record within 10 s");
+            let record = consumer
+                .poll(Duration::from_secs(10))
+                .expect("poll")
+                .expect("a record within 10 s");
             let _ = AuditEvent::decode(&record.payload);
             next = record.offset + 1;
             n += 1;
@@ -121,11 +151,34 @@ fn insert_only(store: &mut dyn AuditStore, events: &[AuditEvent]) -> Duration {
     started.elapsed()
 }
 
-fn replay_args(servers: &str, db: &str, group: &str, partitions: Option<&str>, batch: usize) -> Vec<String> {
+fn replay_args(
+    servers: &str,
+    db: &str,
+    group: &str,
+    partitions: Option<&str>,
+    batch: usize,
+) -> Vec<String> {
     let mut args: Vec<String> = [
-        "replay", "--kafka", servers, "--topic", TOPIC, "--live-group", "bench-live", "--replay-group", group,
-        "--since", "2026-09-21T00:00:00Z", "--until", "2026-09-25T00:00:00Z", "--execute", "--format", "csv", "--db", db,
-        "--deadline", "1h",
+        "replay",
+        "--kafka",
+        servers,
+        "--topic",
+        TOPIC,
+        "--live-group",
+        "bench-live",
+        "--replay-group",
+        group,
+        "--since",
+        "2026-09-21T00:00:00Z",
+        "--until",
+        "2026-09-25T00:00:00Z",
+        "--execute",
+        "--format",
+        "csv",
+        "--db",
+        db,
+        "--deadline",
+        "1h",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -163,30 +216,49 @@ fn main() {
     let n = env("LESSONPROBE_BENCH_EVENTS", 1_000_000);
     let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 100);
     let batch1 = env("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
-    let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES").or_else(|_| std::env::var("LESSONPROBE_TEST_POSTGRES")).ok();
+    let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES")
+        .or_else(|_| std::env::var("LESSONPROBE_TEST_POSTGRES"))
+        .ok();
 
     let (mut broker_process, servers) = start_broker(partitions);
-    let target = KafkaTarget::Bootstrap { servers: servers.clone(), properties: Vec::new() };
+    let target = KafkaTarget::Bootstrap {
+        servers: servers.clone(),
+        properties: Vec::new(),
+    };
     let broker = Broker::for_target(&target, Duration::from_secs(10)).expect("broker");
-    let records = day::generate(&DaySpec { events: n, tickets: 50_000, tenants: 20, redelivery_per_mille: 0, padding: 100, ..DaySpec::default() });
-    let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
-    let avg = payloads.iter().map(Vec::len).sum::<usize>() / payloads.len().max(1);
+    let records = day::generate(&DaySpec {
+        events: n,
+        tickets: 50_000,
+        tenants: 20,
+        redelivery_per_mille: 0,
+        padding: 100,
+        ..DaySpec::default()
+    });
+    let avg = records
+        .iter()
+        .take(1000)
+        .map(|r| r.payload().len())
+        .sum::<usize>()
+        / records.len().clamp(1, 1000);
     let started = Instant::now();
     broker
-        .produce(
-            TOPIC,
-            records.iter().zip(&payloads).map(|(r, p)| (day::partition_for(&r.key, partitions as i32), r.key.as_str(), p.as_slice(), r.timestamp_ms)),
-        )
+        .produce_day(TOPIC, partitions as i32, &records)
         .expect("produce");
     let produced = started.elapsed();
     // (b) inserts in the order a replay applies them: partition after partition.
-    let mut events: Vec<(i32, AuditEvent)> =
-        records.into_iter().map(|r| (day::partition_for(&r.key, partitions as i32), r.event)).collect();
+    let mut events: Vec<(i32, AuditEvent)> = records
+        .into_iter()
+        .map(|r| (day::partition_for(&r.key, partitions as i32), r.event))
+        .collect();
     events.sort_by_key(|(p, _)| *p);
     let events: Vec<AuditEvent> = events.into_iter().map(|(_, e)| e).collect();
-    drop(payloads);
-    let total: i64 = (0..partitions as i32).map(|p| broker.watermarks(TOPIC, p).map(|(l, h)| h - l).unwrap_or(0)).sum();
-    assert!(total as usize > n, "the broker kept {total} of {n} records: spread them over more partitions");
+    let total: i64 = (0..partitions as i32)
+        .map(|p| broker.watermarks(TOPIC, p).map(|(l, h)| h - l).unwrap_or(0))
+        .sum();
+    assert!(
+        total as usize > n,
+        "the broker kept {total} of {n} records: spread them over more partitions"
+    );
     println!(
         "{n} events of ~{avg} bytes in {partitions} partitions; produced at {:.0} events/s; window 2026-09-21 to 2026-09-24 (all)",
         rate(n as u64, produced)
@@ -211,40 +283,80 @@ fn main() {
     for (backend, url) in backends {
         let (b, db_c, db_d) = match backend {
             "sqlite" => {
-                let mut store = SqliteAuditStore::open(&dir.path().join("insert.db")).expect("sqlite");
+                let mut store =
+                    SqliteAuditStore::open(&dir.path().join("insert.db")).expect("sqlite");
                 let b = rate(n as u64, insert_only(&mut store, &events));
                 let c = format!("sqlite:{}", dir.path().join("c.db").display());
                 let d = format!("sqlite:{}", dir.path().join("d.db").display());
                 (b, c, d)
             }
             _ => {
-                let mut store = PostgresAuditStore::scratch(&url, "lessonprobe_bench_insert", Duration::from_secs(10)).expect("postgres");
+                let mut store = PostgresAuditStore::scratch(
+                    &url,
+                    "lessonprobe_bench_insert",
+                    Duration::from_secs(10),
+                )
+                .expect("postgres");
                 let b = rate(n as u64, insert_only(&mut store, &events));
                 drop(store);
                 for table in ["audit_events", "quarantined_records"] {
-                    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
+                    let mut client =
+                        postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
                     let _ = client.batch_execute(&format!("TRUNCATE {table}"));
                 }
                 (b, url.clone(), url.clone())
             }
         };
-        let c_run = run_measured(&replay_args(&servers, &db_c, &format!("bench-c-{backend}"), Some(&c_list), 1));
+        let c_run = run_measured(&replay_args(
+            &servers,
+            &db_c,
+            &format!("bench-c-{backend}"),
+            Some(&c_list),
+            1,
+        ));
         let c = rate(replayed(&c_run.stdout), c_run.wall);
         if backend == "postgres" {
             let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
             let _ = client.batch_execute("TRUNCATE audit_events, quarantined_records");
         }
-        let d_run = run_measured(&replay_args(&servers, &db_d, &format!("bench-d-{backend}"), None, DEFAULT_BATCH));
+        let d_run = run_measured(&replay_args(
+            &servers,
+            &db_d,
+            &format!("bench-d-{backend}"),
+            None,
+            DEFAULT_BATCH,
+        ));
         let d_records = replayed(&d_run.stdout);
-        assert_eq!(d_records as i64, total, "(d) replayed {d_records} of {total}");
+        assert_eq!(
+            d_records as i64, total,
+            "(d) replayed {d_records} of {total}"
+        );
         let d = rate(d_records, d_run.wall);
-        rows.push(Row { backend, a, b, c, d, d_exec: d_run.execute_rate, rss_c: c_run.peak_rss_mib, rss_d: d_run.peak_rss_mib });
+        rows.push(Row {
+            backend,
+            a,
+            b,
+            c,
+            d,
+            d_exec: d_run.execute_rate,
+            rss_c: c_run.peak_rss_mib,
+            rss_d: d_run.peak_rss_mib,
+        });
     }
 
     println!();
     println!(
         "{:<9} {:>13} {:>13} {:>13} {:>13} {:>13} {:>11} {:>7} {:>10} {:>10}",
-        "backend", "(a) consume/s", "(b) insert/s", "(c) batch1/s", "(d) batch/s", "(d) exec/s", "d/min(a,b)", "d/c", "RSS c MiB", "RSS d MiB"
+        "backend",
+        "(a) consume/s",
+        "(b) insert/s",
+        "(c) batch1/s",
+        "(d) batch/s",
+        "(d) exec/s",
+        "d/min(a,b)",
+        "d/c",
+        "RSS c MiB",
+        "RSS d MiB"
     );
     for r in &rows {
         println!(
@@ -267,10 +379,26 @@ fn main() {
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
         println!();
         println!("{:>8} {:>13} {:>10}", "batch", "sqlite (d)/s", "RSS MiB");
-        for batch in list.split(',').filter_map(|b| b.trim().parse::<usize>().ok()) {
-            let db = format!("sqlite:{}", dir.path().join(format!("sweep-{batch}.db")).display());
-            let run = run_measured(&replay_args(&servers, &db, &format!("bench-sweep-{batch}"), None, batch));
-            println!("{batch:>8} {:>13.0} {:>10.1}", rate(replayed(&run.stdout), run.wall), run.peak_rss_mib);
+        for batch in list
+            .split(',')
+            .filter_map(|b| b.trim().parse::<usize>().ok())
+        {
+            let db = format!(
+                "sqlite:{}",
+                dir.path().join(format!("sweep-{batch}.db")).display()
+            );
+            let run = run_measured(&replay_args(
+                &servers,
+                &db,
+                &format!("bench-sweep-{batch}"),
+                None,
+                batch,
+            ));
+            println!(
+                "{batch:>8} {:>13.0} {:>10.1}",
+                rate(replayed(&run.stdout), run.wall),
+                run.peak_rss_mib
+            );
         }
     }
     let _ = broker_process.kill();

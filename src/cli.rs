@@ -1,13 +1,10 @@
-//! The command line: clap definitions only. `dispatch` hands each subcommand's arguments to
-//! its module under `commands/`.
+//! The command line: clap definitions only; `commands::dispatch` runs what they parse to.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands;
-use crate::exit::{Code, Error};
 use crate::report::Format;
 
 #[derive(Debug, Parser)]
@@ -19,14 +16,14 @@ use crate::report::Format;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
+    pub command: Option<Command>,
     /// With no subcommand, `lessonprobe` runs probes as `lessonprobe run` does.
     #[command(flatten)]
-    run: RunArgs,
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub enum Command {
     /// Run checkpoint probes (the default).
     Run(RunArgs),
     /// List checkpoints and their probes: id, name, kind, where each can run.
@@ -314,17 +311,5 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
-    }
-}
-
-pub fn dispatch(cli: Cli) -> Result<Code, Error> {
-    match cli.command {
-        None => commands::run::run(cli.run),
-        Some(Command::Run(args)) => commands::run::run(args),
-        Some(Command::List(args)) => commands::list::list(args),
-        Some(Command::Broker(args)) => commands::broker::broker(args),
-        Some(Command::Replay(args)) => commands::replay::replay(args),
-        Some(Command::Remote(args)) => commands::remote::remote(args),
-        Some(Command::Hosts(args)) => commands::hosts::hosts(args),
     }
 }

@@ -3,7 +3,7 @@
 
 pub mod checkpoint;
 pub mod cli;
-mod commands;
+pub mod commands;
 pub mod exit;
 pub mod remote;
 pub mod report;
@@ -19,7 +19,7 @@ use clap::Parser;
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging();
-    match cli::dispatch(cli) {
+    match commands::dispatch(cli) {
         Ok(code) => code.into(),
         Err(err) => {
             eprintln!("lessonprobe: {err}");

@@ -11,7 +11,11 @@ use lessonprobe_probes::event::AuditEvent;
 use lessonprobe_probes::store::PostgresAuditStore;
 
 fn at(offset: i64) -> Position {
-    Position { topic: "ticketflow.audit".into(), partition: 1, offset }
+    Position {
+        topic: "ticketflow.audit".into(),
+        partition: 1,
+        offset,
+    }
 }
 
 const T: Duration = Duration::from_secs(10);
@@ -194,7 +198,9 @@ fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_p
 
 #[test]
 fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
-    let Some(pg_ctl) = service("LESSONPROBE_TEST_PG_CTL", "PostgreSQL server binaries") else { return };
+    let Some(pg_ctl) = service("LESSONPROBE_TEST_PG_CTL", "PostgreSQL server binaries") else {
+        return;
+    };
     let cluster = OwnCluster::start(&pg_ctl);
     let store = PostgresAuditStore::scratch(&cluster.url(), "stopped", T).unwrap();
     let mut commits = Vec::new();
@@ -217,4 +223,3 @@ fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
     drop(consumer);
     assert_eq!(commits, vec![42], "only the offset after the durable row");
 }
-

@@ -128,10 +128,7 @@ fn listener() -> Listener {
             held.push(stream);
         }
     });
-    Listener {
-        port,
-        count,
-    }
+    Listener { port, count }
 }
 
 fn case(dir: &Path) -> (String, String, String) {

@@ -19,9 +19,19 @@ const UNTIL: &str = "2026-09-23T00:00:00Z";
 
 fn replay(dir: &Path, servers: &str, db: &str, extra: &[&str]) -> Command {
     let mut cmd = lessonprobe(dir);
-    cmd.args(["replay", "--kafka", servers, "--topic", TOPIC, "--live-group", LIVE, "--replay-group", "ticketflow-replay-20260922"])
-        .args(["--db", db])
-        .args(extra);
+    cmd.args([
+        "replay",
+        "--kafka",
+        servers,
+        "--topic",
+        TOPIC,
+        "--live-group",
+        LIVE,
+        "--replay-group",
+        "ticketflow-replay-20260922",
+    ])
+    .args(["--db", db])
+    .args(extra);
     cmd
 }
 
@@ -32,21 +42,36 @@ fn window(extra: &[&'static str]) -> Vec<&'static str> {
 }
 
 fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// What the window holds, from the generator: decodable event ids and undecodable records.
 fn expected(events: usize) -> (HashSet<String>, usize) {
     let records = day::generate(&day::sample_day(events));
-    let inside: Vec<_> = records.iter().filter(|r| r.timestamp_ms >= YESTERDAY.0 && r.timestamp_ms < YESTERDAY.1).collect();
-    let ids = inside.iter().filter(|r| r.garbage.is_none()).map(|r| r.event.event_id.clone()).collect();
+    let inside: Vec<_> = records
+        .iter()
+        .filter(|r| r.timestamp_ms >= YESTERDAY.0 && r.timestamp_ms < YESTERDAY.1)
+        .collect();
+    let ids = inside
+        .iter()
+        .filter(|r| r.garbage.is_none())
+        .map(|r| r.event.event_id.clone())
+        .collect();
     (ids, inside.iter().filter(|r| r.garbage.is_some()).count())
 }
 
 fn sqlite_ids(db: &Path) -> HashSet<String> {
     let conn = rusqlite::Connection::open(db).unwrap();
     let mut stmt = conn.prepare("SELECT event_id FROM audit_events").unwrap();
-    let ids: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    let ids: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     let n = ids.len();
     let set: HashSet<String> = ids.into_iter().collect();
     assert_eq!(set.len(), n, "duplicate event ids in audit_events");
@@ -54,7 +79,10 @@ fn sqlite_ids(db: &Path) -> HashSet<String> {
 }
 
 fn sqlite_count(db: &Path, sql: &str) -> i64 {
-    rusqlite::Connection::open(db).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
 }
 
 /// Per partition, the first offset at or after `until`: the plan's stop.
@@ -62,20 +90,47 @@ fn stops(servers: &str) -> Vec<i64> {
     watermarks(servers, TOPIC)
         .iter()
         .enumerate()
-        .map(|(p, (_, high))| first_offset_at(servers, TOPIC, p as i32, YESTERDAY.1).unwrap_or(*high))
+        .map(|(p, (_, high))| {
+            first_offset_at(servers, TOPIC, p as i32, YESTERDAY.1).unwrap_or(*high)
+        })
         .collect()
 }
 
 /// The invariants of a finished replay.
-fn assert_complete(servers: &str, events: usize, ids: HashSet<String>, quarantined: usize, live: &[Option<i64>]) {
+fn assert_complete(
+    servers: &str,
+    events: usize,
+    ids: HashSet<String>,
+    quarantined: usize,
+    live: &[Option<i64>],
+) {
     let (want, bad) = expected(events);
-    assert_eq!(ids.len(), want.len(), "audit rows vs distinct event ids in the window");
-    assert!(ids == want, "rows outside the window or missing: {:?}", ids.symmetric_difference(&want).take(5).collect::<Vec<_>>());
-    assert_eq!(quarantined, bad, "quarantined rows vs undecodable records in the window");
+    assert_eq!(
+        ids.len(),
+        want.len(),
+        "audit rows vs distinct event ids in the window"
+    );
+    assert!(
+        ids == want,
+        "rows outside the window or missing: {:?}",
+        ids.symmetric_difference(&want).take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        quarantined, bad,
+        "quarantined rows vs undecodable records in the window"
+    );
     let n = stops(servers).len() as i32;
     let replayed = committed(servers, "ticketflow-replay-20260922", TOPIC, n);
-    assert_eq!(replayed, stops(servers).into_iter().map(Some).collect::<Vec<_>>(), "replay group offsets = stop");
-    assert_eq!(committed(servers, LIVE, TOPIC, n), live, "live group offsets unchanged");
+    assert_eq!(
+        replayed,
+        stops(servers).into_iter().map(Some).collect::<Vec<_>>(),
+        "replay group offsets = stop"
+    );
+    assert_eq!(
+        committed(servers, LIVE, TOPIC, n),
+        live,
+        "live group offsets unchanged"
+    );
 }
 
 #[test]
@@ -83,7 +138,14 @@ fn the_dry_run_prints_the_plan_and_applies_nothing() {
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "900"]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
-    let out = replay(dir.path(), &broker.servers, &format!("sqlite:{}", db.display()), &window(&["--format", "json"])).output().unwrap();
+    let out = replay(
+        dir.path(),
+        &broker.servers,
+        &format!("sqlite:{}", db.display()),
+        &window(&["--format", "json"]),
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let parts = doc["plan"]["partitions"].as_array().unwrap();
@@ -95,11 +157,26 @@ fn the_dry_run_prints_the_plan_and_applies_nothing() {
         assert_eq!(p["live_committed"], serde_json::Value::Null);
     }
     assert!(!db.exists(), "a dry run must not create the database");
-    assert_eq!(committed(&broker.servers, "ticketflow-replay-20260922", TOPIC, 3), vec![None, None, None]);
+    assert_eq!(
+        committed(&broker.servers, "ticketflow-replay-20260922", TOPIC, 3),
+        vec![None, None, None]
+    );
 
-    let csv = replay(dir.path(), &broker.servers, "sqlite:x.db", &window(&["--format", "csv"])).output().unwrap();
+    let csv = replay(
+        dir.path(),
+        &broker.servers,
+        "sqlite:x.db",
+        &window(&["--format", "csv"]),
+    )
+    .output()
+    .unwrap();
     let csv = String::from_utf8_lossy(&csv.stdout);
-    assert!(csv.starts_with("partition,since,until,log_start,end,start,stop,records,live,replay,resume_from\n"), "{csv}");
+    assert!(
+        csv.starts_with(
+            "partition,since,until,log_start,end,start,stop,records,live,replay,resume_from\n"
+        ),
+        "{csv}"
+    );
     assert_eq!(csv.lines().count(), 4);
 }
 
@@ -113,22 +190,58 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
     let target = format!("sqlite:{}", db.display());
-    let out = replay(dir.path(), s, &target, &window(&["--execute", "--jobs", "2"])).output().unwrap();
+    let out = replay(
+        dir.path(),
+        s,
+        &target,
+        &window(&["--execute", "--jobs", "2"]),
+    )
+    .output()
+    .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("replay result:") && t.contains("live_after"), "{t}");
+    assert!(
+        t.contains("replay result:") && t.contains("live_after"),
+        "{t}"
+    );
     let live: Vec<Option<i64>> = ends.iter().copied().map(Some).collect();
-    assert_complete(s, events, sqlite_ids(&db), sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize, &live);
-    assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM notifications"), 0, "a replay sends no notification");
-    assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM sla_counts"), 0, "a replay changes no SLA count");
+    assert_complete(
+        s,
+        events,
+        sqlite_ids(&db),
+        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize,
+        &live,
+    );
+    assert_eq!(
+        sqlite_count(&db, "SELECT COUNT(*) FROM notifications"),
+        0,
+        "a replay sends no notification"
+    );
+    assert_eq!(
+        sqlite_count(&db, "SELECT COUNT(*) FROM sla_counts"),
+        0,
+        "a replay changes no SLA count"
+    );
 
     // The same plan again: refused without --resume, nothing left to do with it.
-    let again = replay(dir.path(), s, &target, &window(&["--execute"])).output().unwrap();
+    let again = replay(dir.path(), s, &target, &window(&["--execute"]))
+        .output()
+        .unwrap();
     assert_eq!(again.status.code(), Some(4), "{}", text(&again));
-    assert!(text(&again).contains("rerun with --resume"), "{}", text(&again));
-    let resumed = replay(dir.path(), s, &target, &window(&["--execute", "--resume"])).output().unwrap();
+    assert!(
+        text(&again).contains("rerun with --resume"),
+        "{}",
+        text(&again)
+    );
+    let resumed = replay(dir.path(), s, &target, &window(&["--execute", "--resume"]))
+        .output()
+        .unwrap();
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
-    assert!(text(&resumed).contains("complete before this run"), "{}", text(&resumed));
+    assert!(
+        text(&resumed).contains("complete before this run"),
+        "{}",
+        text(&resumed)
+    );
 }
 
 #[test]
@@ -144,20 +257,82 @@ fn refusals_name_the_reason_and_touch_nothing() {
         assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
     };
     let mut same = lessonprobe(dir.path());
-    same.args(["replay", "--kafka", s, "--topic", TOPIC, "--live-group", LIVE, "--replay-group", LIVE, "--db", db]);
+    same.args([
+        "replay",
+        "--kafka",
+        s,
+        "--topic",
+        TOPIC,
+        "--live-group",
+        LIVE,
+        "--replay-group",
+        LIVE,
+        "--db",
+        db,
+    ]);
     check(window(&[]), 4, "must differ from the live group", same);
-    check(vec!["--since", UNTIL, "--until", SINCE], 4, "empty window", replay(dir.path(), s, db, &[]));
-    check(vec!["--since", "2030-01-01T00:00:00Z", "--until", "2030-01-02T00:00:00Z"], 4, "empty window", replay(dir.path(), s, db, &[]));
-    check(window(&["--partitions", "7"]), 4, "has 3 partitions", replay(dir.path(), s, db, &[]));
-    check(vec!["--partitions", "0", "--start", "5", "--stop", "100000"], 4, "beyond the end offset", replay(dir.path(), s, db, &[]));
-    check(vec!["--start", "5", "--stop", "10"], 4, "exactly one with --partitions", replay(dir.path(), s, db, &[]));
-    check(vec!["--since", "yesterday", "--until", UNTIL], 2, "RFC 3339", replay(dir.path(), s, db, &[]));
-    check(window(&[]), 2, "expected sqlite:PATH or postgres://URL", replay(dir.path(), s, "mysql://x", &[]));
-    check(window(&[]), 2, "embedded broker is refused", replay(dir.path(), "embedded", db, &[]));
+    check(
+        vec!["--since", UNTIL, "--until", SINCE],
+        4,
+        "empty window",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        vec![
+            "--since",
+            "2030-01-01T00:00:00Z",
+            "--until",
+            "2030-01-02T00:00:00Z",
+        ],
+        4,
+        "empty window",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        window(&["--partitions", "7"]),
+        4,
+        "has 3 partitions",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        vec!["--partitions", "0", "--start", "5", "--stop", "100000"],
+        4,
+        "beyond the end offset",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        vec!["--start", "5", "--stop", "10"],
+        4,
+        "exactly one with --partitions",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        vec!["--since", "yesterday", "--until", UNTIL],
+        2,
+        "RFC 3339",
+        replay(dir.path(), s, db, &[]),
+    );
+    check(
+        window(&[]),
+        2,
+        "expected sqlite:PATH or postgres://URL",
+        replay(dir.path(), s, "mysql://x", &[]),
+    );
+    check(
+        window(&[]),
+        2,
+        "embedded broker is refused",
+        replay(dir.path(), "embedded", db, &[]),
+    );
 
     // A replay group that committed outside the plan belongs to someone else.
     commit(s, "ticketflow-replay-20260922", TOPIC, &[1, 1, 1]);
-    check(window(&["--resume"]), 4, "belongs to another replay", replay(dir.path(), s, db, &[]));
+    check(
+        window(&["--resume"]),
+        4,
+        "belongs to another replay",
+        replay(dir.path(), s, db, &[]),
+    );
     assert!(!dir.path().join("refused.db").exists());
 }
 
@@ -183,21 +358,55 @@ fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
     let db = dir.path().join("a.db");
     let p = partition.to_string();
     let (start, stop) = ((offset - 5).max(0).to_string(), (offset + 5).to_string());
-    let args = ["--partitions", &p, "--start", &start, "--stop", &stop, "--execute", "--on-bad-record", "fail", "--batch", "3"];
-    let out = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &args).output().unwrap();
+    let args = [
+        "--partitions",
+        &p,
+        "--start",
+        &start,
+        "--stop",
+        &stop,
+        "--execute",
+        "--on-bad-record",
+        "fail",
+        "--batch",
+        "3",
+    ];
+    let out = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &args)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(text(&out).contains(&format!("last durable offset {offset}")), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("last durable offset {offset}")),
+        "{}",
+        text(&out)
+    );
     let mut want = vec![None; 3];
     want[partition as usize] = Some(offset);
     assert_eq!(committed(s, "ticketflow-replay-20260922", TOPIC, 3), want);
 
     // Quarantining it lets the rerun finish; the bad record is kept with its reason.
-    let args = ["--partitions", &p, "--start", &start, "--stop", &stop, "--execute", "--resume"];
-    let out = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &args).output().unwrap();
+    let args = [
+        "--partitions",
+        &p,
+        "--start",
+        &start,
+        "--stop",
+        &stop,
+        "--execute",
+        "--resume",
+    ];
+    let out = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &args)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let (o, reason): (i64, String) =
-        conn.query_row("SELECT record_offset, reason FROM quarantined_records", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (o, reason): (i64, String) = conn
+        .query_row(
+            "SELECT record_offset, reason FROM quarantined_records",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
     assert_eq!(o, offset);
     assert!(reason.contains("not an audit event"), "{reason}");
 }
@@ -217,11 +426,16 @@ fn sigkill_at_random_moments_loses_nothing() {
     let started = Instant::now();
     loop {
         runs += 1;
-        let mut child = replay(dir.path(), s, &target, &window(&["--execute", "--resume", "--batch", "1"]))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = replay(
+            dir.path(),
+            s,
+            &target,
+            &window(&["--execute", "--resume", "--batch", "1"]),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
         let finish_now = kills >= 30;
         if !finish_now {
             std::thread::sleep(Duration::from_millis(rng.random_range(40..400)));
@@ -233,18 +447,32 @@ fn sigkill_at_random_moments_loses_nothing() {
             }
         }
         let status = child.wait().unwrap();
-        assert!(status.success(), "run {runs} (after {kills} kills) failed: {status}");
+        assert!(
+            status.success(),
+            "run {runs} (after {kills} kills) failed: {status}"
+        );
         break;
     }
-    assert!(kills >= 30, "only {kills} kills before a run completed; the day is too small to interrupt");
+    assert!(
+        kills >= 30,
+        "only {kills} kills before a run completed; the day is too small to interrupt"
+    );
     eprintln!("{kills} kills in {runs} runs, {:?}", started.elapsed());
     let live: Vec<Option<i64>> = live.into_iter().map(Some).collect();
-    assert_complete(s, events, sqlite_ids(&db), sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize, &live);
+    assert_complete(
+        s,
+        events,
+        sqlite_ids(&db),
+        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize,
+        &live,
+    );
 }
 
 #[test]
 fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
-    let Some(pg_ctl) = service("LESSONPROBE_TEST_PG_CTL", "PostgreSQL server binaries") else { return };
+    let Some(pg_ctl) = service("LESSONPROBE_TEST_PG_CTL", "PostgreSQL server binaries") else {
+        return;
+    };
     let cluster = OwnCluster::start(&pg_ctl);
     let events = 9_000;
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", &events.to_string()]);
@@ -260,29 +488,56 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
     let started = Instant::now();
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     loop {
-        let rows = client.query_one("SELECT COUNT(*) FROM audit_events", &[]).map(|r| r.get::<_, i64>(0)).unwrap_or(0);
+        let rows = client
+            .query_one("SELECT COUNT(*) FROM audit_events", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .unwrap_or(0);
         if rows >= 50 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "the replay wrote nothing in 60 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replay wrote nothing in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(client);
     cluster.stop();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(text(&out).contains("last durable offset") && text(&out).contains("--resume"), "{}", text(&out));
+    assert!(
+        text(&out).contains("last durable offset") && text(&out).contains("--resume"),
+        "{}",
+        text(&out)
+    );
     cluster.restart();
-    let before: i64 = postgres::Client::connect(&url, postgres::NoTls).unwrap().query_one("SELECT COUNT(*) FROM audit_events", &[]).unwrap().get(0);
-    assert!(before > 0, "the replay made progress before the server stopped");
+    let before: i64 = postgres::Client::connect(&url, postgres::NoTls)
+        .unwrap()
+        .query_one("SELECT COUNT(*) FROM audit_events", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        before > 0,
+        "the replay made progress before the server stopped"
+    );
 
-    let out = replay(dir.path(), s, &url, &window(&["--execute", "--resume"])).output().unwrap();
+    let out = replay(dir.path(), s, &url, &window(&["--execute", "--resume"]))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let ids: Vec<String> = client.query("SELECT event_id FROM audit_events", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let ids: Vec<String> = client
+        .query("SELECT event_id FROM audit_events", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     let n = ids.len();
     let ids: HashSet<String> = ids.into_iter().collect();
     assert_eq!(ids.len(), n, "duplicate rows");
-    let q: i64 = client.query_one("SELECT COUNT(*) FROM quarantined_records", &[]).unwrap().get(0);
+    let q: i64 = client
+        .query_one("SELECT COUNT(*) FROM quarantined_records", &[])
+        .unwrap()
+        .get(0);
     assert_complete(s, events, ids, q as usize, &[None, None, None]);
 }

@@ -3,6 +3,7 @@
 //! that check the lessons' claims against it.
 
 pub mod consumer;
+pub mod context;
 pub mod day;
 pub mod event;
 pub mod kafka;
@@ -13,4 +14,4 @@ pub mod store;
 
 mod checks;
 
-pub use registry::{BuiltinProbe, DbTarget, KafkaTarget, ProbeContext, ProbeError};
+pub use context::{BuiltinProbe, DbTarget, KafkaTarget, ProbeContext, ProbeError};

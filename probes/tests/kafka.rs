@@ -18,20 +18,7 @@ fn load_day(broker: &mut Broker, topic: &str, partitions: i32) -> Vec<day::DayRe
         events: 300,
         ..DaySpec::default()
     });
-    let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
-    broker
-        .produce(
-            topic,
-            records.iter().zip(&payloads).map(|(r, p)| {
-                (
-                    day::partition_for(&r.key, partitions),
-                    r.key.as_str(),
-                    p.as_slice(),
-                    r.timestamp_ms,
-                )
-            }),
-        )
-        .unwrap();
+    broker.produce_day(topic, partitions, &records).unwrap();
     records
 }
 

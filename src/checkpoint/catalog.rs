@@ -43,6 +43,24 @@ impl Catalog {
         }
     }
 
+    /// The checkpoint of `lesson`, or a usage error listing the known ones.
+    pub fn checkpoint(&self, lesson: u32) -> Result<&Checkpoint, Error> {
+        self.checkpoints
+            .iter()
+            .find(|c| c.lesson == lesson)
+            .ok_or_else(|| {
+                let known: Vec<String> = self
+                    .checkpoints
+                    .iter()
+                    .map(|c| c.lesson.to_string())
+                    .collect();
+                Error::Usage(format!(
+                    "no checkpoint for lesson {lesson} (known: {})",
+                    known.join(", ")
+                ))
+            })
+    }
+
     pub fn embedded(known_builtins: &[&str]) -> Result<Catalog, Error> {
         let files = EMBEDDED
             .iter()

@@ -19,24 +19,7 @@ impl<'a> Selection<'a> {
         patterns: &[String],
     ) -> Result<Self, Error> {
         let chosen: Vec<&Checkpoint> = match lesson {
-            Some(n) => {
-                let cp = catalog
-                    .checkpoints
-                    .iter()
-                    .find(|c| c.lesson == n)
-                    .ok_or_else(|| {
-                        let known: Vec<String> = catalog
-                            .checkpoints
-                            .iter()
-                            .map(|c| c.lesson.to_string())
-                            .collect();
-                        Error::Usage(format!(
-                            "no checkpoint for lesson {n} (known: {})",
-                            known.join(", ")
-                        ))
-                    })?;
-                vec![cp]
-            }
+            Some(n) => vec![catalog.checkpoint(n)?],
             None => catalog.checkpoints.iter().collect(),
         };
         for pattern in patterns {

@@ -48,19 +48,8 @@ fn load_sample_day(
     let op = |e: lessonprobe_probes::kafka::KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
     let records = day::generate(&day::sample_day(events as usize));
-    let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
     let sent = broker
-        .produce(
-            topic,
-            records.iter().zip(&payloads).map(|(r, p)| {
-                (
-                    day::partition_for(&r.key, partitions),
-                    r.key.as_str(),
-                    p.as_slice(),
-                    r.timestamp_ms,
-                )
-            }),
-        )
+        .produce_day(topic, partitions, &records)
         .map_err(op)?;
     eprintln!("lessonprobe broker: loaded {sent} records into {topic} ({partitions} partitions, 2026-09-21 to 2026-09-23)");
     Ok(())

@@ -9,9 +9,22 @@ pub mod run;
 
 use lessonprobe_probes::{registry, KafkaTarget};
 
-use crate::cli::{HostArgs, KafkaArgs};
-use crate::exit::Error;
+use crate::cli::{Cli, Command, HostArgs, KafkaArgs};
+use crate::exit::{Code, Error};
 use crate::remote::{AuthorizedHost, HostsFile};
+
+/// Runs the subcommand the command line names (`run` when it names none).
+pub fn dispatch(cli: Cli) -> Result<Code, Error> {
+    match cli.command {
+        None => run::run(cli.run),
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::List(args)) => list::list(args),
+        Some(Command::Broker(args)) => broker::broker(args),
+        Some(Command::Replay(args)) => replay::replay(args),
+        Some(Command::Remote(args)) => remote::remote(args),
+        Some(Command::Hosts(args)) => hosts::hosts(args),
+    }
+}
 
 fn builtin_names() -> Vec<&'static str> {
     registry::builtins().iter().map(|p| p.name).collect()

@@ -15,23 +15,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
     let started = Instant::now();
     validate_selector(&args.selector).map_err(|e| Error::Usage(format!("--selector: {e}")))?;
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
-    let title = catalog
-        .checkpoints
-        .iter()
-        .find(|c| c.lesson == args.checkpoint)
-        .map(|c| c.title.clone())
-        .ok_or_else(|| {
-            let known: Vec<String> = catalog
-                .checkpoints
-                .iter()
-                .map(|c| c.lesson.to_string())
-                .collect();
-            Error::Usage(format!(
-                "no checkpoint {} (known: {})",
-                args.checkpoint,
-                known.join(", ")
-            ))
-        })?;
+    let title = catalog.checkpoint(args.checkpoint)?.title.clone();
     let checkpoint = Checkpoint {
         lesson: args.checkpoint,
         title,

@@ -123,7 +123,9 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         jobs: args.jobs as usize,
     };
     let executing = std::time::Instant::now();
-    let results = execute_day(&kafka, &plan, options, &|| target.open(), &|p, s| bars.update(p, s));
+    let results = execute_day(&kafka, &plan, options, &|| target.open(), &|p, s| {
+        bars.update(p, s)
+    });
     bars.finish();
     let executed = executing.elapsed();
 
@@ -438,7 +440,10 @@ mod tests {
         let text = include_str!("replay.rs");
         let code = text.split("#[cfg(test)]").next().unwrap_or(text);
         for forbidden in ["live::", "LiveStore", "apply_live", "business_counts"] {
-            assert!(!code.contains(forbidden), "commands/replay.rs mentions {forbidden}");
+            assert!(
+                !code.contains(forbidden),
+                "commands/replay.rs mentions {forbidden}"
+            );
         }
     }
 }

@@ -231,13 +231,28 @@ impl OwnCluster {
     }
 }
 
-
 impl OwnCluster {
     /// Starts the stopped cluster again on the same port.
     pub fn restart(&self) {
         let data = self.dir.path().join("data");
-        let opts = format!("-k {} -p {} -h 127.0.0.1", self.dir.path().display(), self.port);
-        self.run(&self.pg_ctl, &["-D", data.to_str().unwrap(), "-w", "-l", self.dir.path().join("log").to_str().unwrap(), "-o", &opts, "start"]);
+        let opts = format!(
+            "-k {} -p {} -h 127.0.0.1",
+            self.dir.path().display(),
+            self.port
+        );
+        self.run(
+            &self.pg_ctl,
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-w",
+                "-l",
+                self.dir.path().join("log").to_str().unwrap(),
+                "-o",
+                &opts,
+                "start",
+            ],
+        );
     }
 }
 
@@ -252,7 +267,9 @@ impl Drop for OwnCluster {
             }
             None => Command::new(&self.pg_ctl),
         };
-        let _ = cmd.args(["-D", data.to_str().unwrap(), "-m", "immediate", "stop"]).output();
+        let _ = cmd
+            .args(["-D", data.to_str().unwrap(), "-m", "immediate", "stop"])
+            .output();
     }
 }
 
@@ -363,21 +380,27 @@ pub fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> O
     None
 }
 
-
 /// Commits `offsets[p]` for `group` on each partition `p`, as a running service would.
 pub fn commit(servers: &str, group: &str, topic: &str, offsets: &[i64]) {
     let consumer = reader(servers, group);
     let mut tpl = TopicPartitionList::new();
     for (p, &o) in offsets.iter().enumerate() {
-        tpl.add_partition_offset(topic, p as i32, Offset::Offset(o)).unwrap();
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(o))
+            .unwrap();
     }
-    consumer.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+    consumer
+        .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .unwrap();
 }
 
 /// `(low, high)` of every partition.
 pub fn watermarks(servers: &str, topic: &str) -> Vec<(i64, i64)> {
     let consumer = reader(servers, "test-watermarks");
     (0..partitions_of(servers, topic))
-        .map(|p| consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap())
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap()
+        })
         .collect()
 }

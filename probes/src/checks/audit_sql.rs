@@ -2,8 +2,8 @@
 //! commit without a durable effect.
 
 use crate::consumer::{AuditConsumer, Commit, ConsumeError, Position};
+use crate::context::{ensure, ProbeContext, ProbeError};
 use crate::event::AuditEvent;
-use crate::registry::{ensure, ProbeContext, ProbeError};
 use crate::store::{AuditStore, StoreError};
 
 fn broken(what: &str) -> impl FnOnce(StoreError) -> ProbeError + '_ {

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::context::{ensure, ProbeContext, ProbeError};
 use crate::day::{self, DaySpec, YESTERDAY};
 use crate::event::AuditEvent;
 use crate::kafka::{committed_offsets, partition_window, AutoLookup, Broker, KafkaReplayConsumer};
 use crate::live::run_live_consumer;
-use crate::registry::{ensure, ProbeContext, ProbeError};
 use crate::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
 use crate::store::{AuditStore, StoreError};
 
@@ -86,19 +86,8 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
     let partitions = broker.create_topic(&n.topic, 3).map_err(broken)?;
     let parts: Vec<i32> = (0..partitions).collect();
     let records = day::generate(&DaySpec::default());
-    let payloads: Vec<Vec<u8>> = records.iter().map(day::DayRecord::payload).collect();
     broker
-        .produce(
-            &n.topic,
-            records.iter().zip(&payloads).map(|(r, p)| {
-                (
-                    day::partition_for(&r.key, partitions),
-                    r.key.as_str(),
-                    p.as_slice(),
-                    r.timestamp_ms,
-                )
-            }),
-        )
+        .produce_day(&n.topic, partitions, &records)
         .map_err(broken)?;
 
     // The live service consumes everything, with its business effects, and commits.

@@ -5,7 +5,7 @@ mod kafka_replay;
 mod ordering;
 mod replay_contract;
 
-use crate::registry::BuiltinProbe;
+use crate::context::BuiltinProbe;
 
 pub(crate) static ALL: &[BuiltinProbe] = &[
     BuiltinProbe {

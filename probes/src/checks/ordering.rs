@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::context::{ensure, ProbeContext, ProbeError};
 use crate::day::partition_for;
 use crate::event::AuditEvent;
 use crate::kafka::Broker;
-use crate::registry::{ensure, ProbeContext, ProbeError};
 
 fn broken<E: std::fmt::Display>(e: E) -> ProbeError {
     ProbeError::Broken(e.to_string())

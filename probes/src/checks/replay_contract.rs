@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::context::{ensure, ProbeContext, ProbeError};
 use crate::event::AuditEvent;
-use crate::registry::{ensure, ProbeContext, ProbeError};
 use crate::replay::{
     run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
     ReplayRecord,

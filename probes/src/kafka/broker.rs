@@ -12,7 +12,8 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use crate::registry::KafkaTarget;
+use crate::context::KafkaTarget;
+use crate::day::{partition_for, DayRecord};
 
 /// A broker operation that failed, with the address it was talking to.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +87,9 @@ impl Broker {
         self.with_utility(|c| {
             c.fetch_metadata(None, self.op_timeout)
                 .map(drop)
-                .map_err(|e| self.error("connecting", format!("{e} (is a broker listening there?)")))
+                .map_err(|e| {
+                    self.error("connecting", format!("{e} (is a broker listening there?)"))
+                })
         })
     }
 
@@ -127,8 +130,14 @@ impl Broker {
     }
 
     /// Runs `f` with the utility consumer (group `lessonprobe-utility`, never committing).
-    pub(crate) fn with_utility<T>(&self, f: impl FnOnce(&BaseConsumer) -> Result<T, KafkaError>) -> Result<T, KafkaError> {
-        let mut slot = self.utility.lock().map_err(|_| self.error("utility consumer", "a previous call panicked"))?;
+    pub(crate) fn with_utility<T>(
+        &self,
+        f: impl FnOnce(&BaseConsumer) -> Result<T, KafkaError>,
+    ) -> Result<T, KafkaError> {
+        let mut slot = self
+            .utility
+            .lock()
+            .map_err(|_| self.error("utility consumer", "a previous call panicked"))?;
         if slot.is_none() {
             // Its reads are single records: waiting long for more would only slow lookups.
             *slot = Some(self.consumer_waiting("lessonprobe-utility", "earliest", 5)?);
@@ -144,7 +153,12 @@ impl Broker {
         self.consumer_waiting(group, reset, 50)
     }
 
-    fn consumer_waiting(&self, group: &str, reset: &str, fetch_wait_ms: u32) -> Result<BaseConsumer, KafkaError> {
+    fn consumer_waiting(
+        &self,
+        group: &str,
+        reset: &str,
+        fetch_wait_ms: u32,
+    ) -> Result<BaseConsumer, KafkaError> {
         let mut config = self.config();
         // Tuning the user's -X may override: a short fetch wait keeps reads quick on brokers
         // (the mock cluster among them) that hold every fetch for the whole wait.
@@ -161,7 +175,9 @@ impl Broker {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", reset);
-        config.create().map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
+        config
+            .create()
+            .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
@@ -262,7 +278,8 @@ impl Broker {
     /// The number of partitions of `topic` (0 when it does not exist).
     pub fn partitions(&self, topic: &str) -> Result<i32, KafkaError> {
         self.with_utility(|c| {
-            partition_count(c, topic, self.op_timeout).map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+            partition_count(c, topic, self.op_timeout)
+                .map_err(|e| self.error(format!("reading metadata of {topic}"), e))
         })
     }
 
@@ -303,6 +320,28 @@ impl Broker {
         Ok(sent)
     }
 
+    /// Produces a generated day into `topic`, each record to the partition of its key among
+    /// `partitions`, with its own timestamp. Returns how many were acknowledged.
+    pub fn produce_day(
+        &self,
+        topic: &str,
+        partitions: i32,
+        records: &[DayRecord],
+    ) -> Result<u64, KafkaError> {
+        let payloads: Vec<Vec<u8>> = records.iter().map(DayRecord::payload).collect();
+        self.produce(
+            topic,
+            records.iter().zip(&payloads).map(|(r, p)| {
+                (
+                    partition_for(&r.key, partitions),
+                    r.key.as_str(),
+                    p.as_slice(),
+                    r.timestamp_ms,
+                )
+            }),
+        )
+    }
+
     /// The timestamp of the record at `offset`, read from the broker.
     pub fn record_timestamp(
         &self,
@@ -310,10 +349,15 @@ impl Broker {
         partition: i32,
         offset: i64,
     ) -> Result<Option<i64>, KafkaError> {
-        self.with_utility(|consumer| match read_one(self, consumer, topic, partition, offset)? {
-            Some((_, ts)) => Ok(ts),
-            None => Err(self.error(format!("reading {topic}[{partition}]@{offset}"), "nothing arrived")),
-        })
+        self.with_utility(
+            |consumer| match read_one(self, consumer, topic, partition, offset)? {
+                Some((_, ts)) => Ok(ts),
+                None => Err(self.error(
+                    format!("reading {topic}[{partition}]@{offset}"),
+                    "nothing arrived",
+                )),
+            },
+        )
     }
 
     /// `(low, high)` watermarks of one partition.
@@ -336,12 +380,16 @@ pub(crate) fn read_one(
 ) -> Result<Option<(i64, Option<i64>)>, KafkaError> {
     use rdkafka::{Message, Offset, TopicPartitionList};
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).map_err(|e| broker.error("building a read", e))?;
-    consumer.assign(&tpl).map_err(|e| broker.error(format!("assigning {topic}[{partition}]"), e))?;
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .map_err(|e| broker.error("building a read", e))?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| broker.error(format!("assigning {topic}[{partition}]"), e))?;
     let started = Instant::now();
     while started.elapsed() < broker.op_timeout {
         if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let message = message.map_err(|e| broker.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
+            let message = message
+                .map_err(|e| broker.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
             return Ok(Some((message.offset(), message.timestamp().to_millis())));
         }
     }

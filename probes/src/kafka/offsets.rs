@@ -59,7 +59,12 @@ pub struct BrokerLookup<'a> {
 }
 
 impl OffsetLookup for BrokerLookup<'_> {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError> {
         let broker = self.broker;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
@@ -67,7 +72,12 @@ impl OffsetLookup for BrokerLookup<'_> {
         broker.with_utility(|consumer| {
             let answer = consumer
                 .offsets_for_times(tpl, broker.op_timeout)
-                .map_err(|e| broker.error(format!("looking up {topic}[{partition}] at {timestamp_ms} ms"), e))?;
+                .map_err(|e| {
+                    broker.error(
+                        format!("looking up {topic}[{partition}] at {timestamp_ms} ms"),
+                        e,
+                    )
+                })?;
             let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
                 Some(Offset::Offset(o)) if o >= 0 => Some(o),
                 _ => None, // -1 / END: nothing at or after that time
@@ -85,14 +95,22 @@ pub struct ScanLookup<'a> {
 }
 
 impl OffsetLookup for ScanLookup<'_> {
-    fn offset_at_or_after(&mut self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<Option<i64>, KafkaError> {
+    fn offset_at_or_after(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<Option<i64>, KafkaError> {
         let broker = self.broker;
         let (low, high) = broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(None);
         }
         // Nothing at or after the time when even the newest record is older: no scan needed.
-        if broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts < timestamp_ms) {
+        if broker
+            .record_timestamp(topic, partition, high - 1)?
+            .is_some_and(|ts| ts < timestamp_ms)
+        {
             return Ok(None);
         }
         broker.with_utility(|consumer| {
@@ -108,7 +126,11 @@ impl OffsetLookup for ScanLookup<'_> {
                 match consumer.poll(Duration::from_millis(100)) {
                     Some(Ok(message)) => {
                         idle_since = Instant::now();
-                        if message.timestamp().to_millis().is_some_and(|ts| ts >= timestamp_ms) {
+                        if message
+                            .timestamp()
+                            .to_millis()
+                            .is_some_and(|ts| ts >= timestamp_ms)
+                        {
                             return Ok(Some(message.offset()));
                         }
                         if message.offset() + 1 >= high {
@@ -116,7 +138,9 @@ impl OffsetLookup for ScanLookup<'_> {
                         }
                     }
                     Some(Err(e)) => return Err(broker.error(scanning(), e)),
-                    None if idle_since.elapsed() > broker.op_timeout => return Err(broker.error(scanning(), "no records arrived")),
+                    None if idle_since.elapsed() > broker.op_timeout => {
+                        return Err(broker.error(scanning(), "no records arrived"))
+                    }
                     None => {}
                 }
             }
@@ -172,12 +196,20 @@ impl OffsetLookup for AutoLookup<'_> {
 }
 
 impl AutoLookup<'_> {
-    fn last_record_is_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Result<bool, KafkaError> {
+    fn last_record_is_at_or_after(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+    ) -> Result<bool, KafkaError> {
         let (low, high) = self.broker.watermarks(topic, partition)?;
         if low >= high {
             return Ok(false);
         }
-        Ok(self.broker.record_timestamp(topic, partition, high - 1)?.is_some_and(|ts| ts >= timestamp_ms))
+        Ok(self
+            .broker
+            .record_timestamp(topic, partition, high - 1)?
+            .is_some_and(|ts| ts >= timestamp_ms))
     }
 }
 

@@ -37,11 +37,17 @@ impl ReplayConsumer for KafkaReplayConsumer {
     fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String> {
         // Asked on a client of its own: behind this consumer's outstanding fetch the broker's
         // answer could wait for the whole fetch wait.
-        let partitions = partition_count(&self.meta, topic, self.timeout).map_err(|e| e.to_string())?;
+        let partitions =
+            partition_count(&self.meta, topic, self.timeout).map_err(|e| e.to_string())?;
         if partition >= partitions {
-            return Err(format!("topic {topic} has {partitions} partitions; the plan needs partition {partition}"));
+            return Err(format!(
+                "topic {topic} has {partitions} partitions; the plan needs partition {partition}"
+            ));
         }
-        self.meta.fetch_watermarks(topic, partition, self.timeout).map(|(_, high)| high).map_err(|e| e.to_string())
+        self.meta
+            .fetch_watermarks(topic, partition, self.timeout)
+            .map(|(_, high)| high)
+            .map_err(|e| e.to_string())
     }
 
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String> {

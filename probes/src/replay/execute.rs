@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::window::DayPlan;
 use super::{run_bounded_replay_with, ReplayError, ReplayLimits, ReplayOptions, ReplaySummary};
+use crate::context::KafkaTarget;
 use crate::kafka::{Broker, KafkaReplayConsumer};
-use crate::registry::KafkaTarget;
 use crate::store::{AuditStore, StoreError};
 
 #[derive(Debug, Clone, Copy)]
@@ -73,24 +73,45 @@ pub fn execute_day(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(p) = work.get(i) else { break };
-                    let setup = |reason: String| PartitionError::Setup { reason, committed: p.resume_from };
+                    let setup = |reason: String| PartitionError::Setup {
+                        reason,
+                        committed: p.resume_from,
+                    };
                     let result = (|| {
-                        let bounded = plan.bounded(p).ok_or_else(|| setup("invalid range".into()))?;
+                        let bounded = plan
+                            .bounded(p)
+                            .ok_or_else(|| setup("invalid range".into()))?;
                         if worker.is_none() {
-                            let remaining = options.deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-                            let broker = Broker::for_target(kafka, remaining).map_err(|e| setup(e.to_string()))?;
-                            let consumer = KafkaReplayConsumer::new(&broker, &plan.request.replay_group).map_err(|e| setup(e.to_string()))?;
+                            let remaining = options
+                                .deadline
+                                .saturating_sub(started.elapsed())
+                                .max(Duration::from_millis(1));
+                            let broker = Broker::for_target(kafka, remaining)
+                                .map_err(|e| setup(e.to_string()))?;
+                            let consumer =
+                                KafkaReplayConsumer::new(&broker, &plan.request.replay_group)
+                                    .map_err(|e| setup(e.to_string()))?;
                             let store = open_store().map_err(|e| setup(e.to_string()))?;
                             worker = Some((broker, consumer, store));
                         }
-                        let Some((_, consumer, store)) = worker.as_mut() else { return Err(setup("no worker".into())) };
+                        let Some((_, consumer, store)) = worker.as_mut() else {
+                            return Err(setup("no worker".into()));
+                        };
                         let limits = ReplayLimits {
-                            deadline: options.deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1)),
+                            deadline: options
+                                .deadline
+                                .saturating_sub(started.elapsed())
+                                .max(Duration::from_millis(1)),
                             idle_timeout: options.idle_timeout,
                         };
-                        let summary = run_bounded_replay_with(&bounded, limits, options.replay, consumer, store.as_mut(), &mut |s| {
-                            progress(p.partition, s)
-                        })?;
+                        let summary = run_bounded_replay_with(
+                            &bounded,
+                            limits,
+                            options.replay,
+                            consumer,
+                            store.as_mut(),
+                            &mut |s| progress(p.partition, s),
+                        )?;
                         Ok(summary)
                     })();
                     // After an error the connections may be broken: the next partition makes new ones.
@@ -98,7 +119,10 @@ pub fn execute_day(
                         worker = None;
                     }
                     if let Ok(mut results) = results.lock() {
-                        results.push(PartitionResult { partition: p.partition, result });
+                        results.push(PartitionResult {
+                            partition: p.partition,
+                            result,
+                        });
                     }
                 }
             });

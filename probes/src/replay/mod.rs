@@ -368,7 +368,11 @@ pub fn run_bounded_replay_with(
                     committed,
                 });
             }
-            let wait = if gathering { GATHER_WAIT.min(remaining) } else { remaining.min(limits.idle_timeout) };
+            let wait = if gathering {
+                GATHER_WAIT.min(remaining)
+            } else {
+                remaining.min(limits.idle_timeout)
+            };
             let record = match consumer
                 .poll(wait)
                 .map_err(|r| consumer_error(committed, r))?
@@ -514,11 +518,24 @@ mod tests {
 
     #[test]
     fn the_replay_code_cannot_reach_business_effects() {
-        let files = [("replay/mod.rs", include_str!("mod.rs")), ("replay/window.rs", include_str!("window.rs")), ("replay/execute.rs", include_str!("execute.rs"))];
+        let files = [
+            ("replay/mod.rs", include_str!("mod.rs")),
+            ("replay/window.rs", include_str!("window.rs")),
+            ("replay/execute.rs", include_str!("execute.rs")),
+        ];
         for (file, text) in files {
             let code = text.split("#[cfg(test)]").next().unwrap_or(text);
-            for forbidden in ["crate::live", "LiveStore", "apply_live", "notifications", "sla_counts"] {
-                assert!(!code.contains(forbidden), "{file} mentions {forbidden}: a replay must reach the audit store only");
+            for forbidden in [
+                "crate::live",
+                "LiveStore",
+                "apply_live",
+                "notifications",
+                "sla_counts",
+            ] {
+                assert!(
+                    !code.contains(forbidden),
+                    "{file} mentions {forbidden}: a replay must reach the audit store only"
+                );
             }
         }
     }

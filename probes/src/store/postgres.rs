@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, GenericClient, NoTls};
 
 use super::{
     schema::MIGRATIONS, sqlite::payload_column, AuditStore, BatchOutcome, Quarantined, StoreError,
@@ -196,19 +196,9 @@ impl AuditStore for PostgresAuditStore {
 
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let place = self.place.clone();
-        let payload = payload_column(event);
         // Its own transaction (autocommit); ON CONFLICT (event_id) only: every other
         // constraint error (23502 NOT NULL, 23514 CHECK, ...) propagates.
-        let n = self
-            .client
-            .execute(
-                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (event_id) DO NOTHING",
-                &[&event.event_id, &event.tenant_id, &event.ticket_id, &event.action, &event.occurred_at, &payload],
-            )
-            .map_err(|e| StoreError::postgres(&place, e))?;
-        Ok(n == 1)
+        insert_audit(&mut self.client, event).map_err(|e| StoreError::postgres(&place, e))
     }
 
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
@@ -225,16 +215,8 @@ impl crate::live::LiveStore for PostgresAuditStore {
     fn apply_live(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let place = self.place.clone();
         let wrap = |e| StoreError::postgres(&place, e);
-        let payload = payload_column(event);
         let mut tx = self.client.transaction().map_err(wrap)?;
-        let inserted = tx
-            .execute(
-                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (event_id) DO NOTHING",
-                &[&event.event_id, &event.tenant_id, &event.ticket_id, &event.action, &event.occurred_at, &payload],
-            )
-            .map_err(wrap)?
-            == 1;
+        let inserted = insert_audit(&mut tx, event).map_err(wrap)?;
         if inserted {
             tx.execute(
                 "INSERT INTO notifications (event_id, tenant_id, ticket_id) VALUES ($1, $2, $3)",
@@ -301,6 +283,29 @@ impl crate::live::LiveStore for PostgresAuditStore {
             .map_err(|e| StoreError::postgres(&place, e))?;
         Ok(row.map(|r| r.get(0)))
     }
+}
+
+/// Inserts the audit row unless its `event_id` exists (ON CONFLICT (event_id) only); `true`
+/// when inserted.
+fn insert_audit(
+    client: &mut impl GenericClient,
+    event: &AuditEvent,
+) -> Result<bool, postgres::Error> {
+    let payload = payload_column(event);
+    let n = client.execute(
+        "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (event_id) DO NOTHING",
+        &[
+            &event.event_id,
+            &event.tenant_id,
+            &event.ticket_id,
+            &event.action,
+            &event.occurred_at,
+            &payload,
+        ],
+    )?;
+    Ok(n == 1)
 }
 
 /// A schema name for a run: `lp_`, a hash of the whole run id, and as much of it as fits.

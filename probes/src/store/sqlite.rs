@@ -60,23 +60,9 @@ impl SqliteAuditStore {
 impl AuditStore for SqliteAuditStore {
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let tx = self.conn.transaction()?;
-        // ON CONFLICT(event_id), not INSERT OR IGNORE: the latter also swallows NOT NULL and
-        // CHECK failures, which must surface.
-        let inserted = tx.execute(
-            "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (event_id) DO NOTHING",
-            params![
-                event.event_id,
-                event.tenant_id,
-                event.ticket_id,
-                event.action,
-                event.occurred_at,
-                payload_column(event),
-            ],
-        )?;
+        let inserted = insert_audit(&tx, event)?;
         tx.commit()?;
-        Ok(inserted == 1)
+        Ok(inserted)
     }
 
     fn apply_batch(
@@ -87,21 +73,8 @@ impl AuditStore for SqliteAuditStore {
         let tx = self.conn.transaction()?;
         let mut outcome = BatchOutcome::default();
         {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (event_id) DO NOTHING",
-            )?;
             for event in events {
-                let n = insert.execute(params![
-                    event.event_id,
-                    event.tenant_id,
-                    event.ticket_id,
-                    event.action,
-                    event.occurred_at,
-                    payload_column(event),
-                ])?;
-                if n == 1 {
+                if insert_audit(&tx, event)? {
                     outcome.inserted += 1;
                 } else {
                     outcome.duplicates += 1;
@@ -132,12 +105,7 @@ impl AuditStore for SqliteAuditStore {
 impl crate::live::LiveStore for SqliteAuditStore {
     fn apply_live(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let tx = self.conn.transaction()?;
-        let inserted = tx.execute(
-            "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (event_id) DO NOTHING",
-            params![event.event_id, event.tenant_id, event.ticket_id, event.action, event.occurred_at, payload_column(event)],
-        )? == 1;
+        let inserted = insert_audit(&tx, event)?;
         if inserted {
             tx.execute(
                 "INSERT INTO notifications (event_id, tenant_id, ticket_id) VALUES (?1, ?2, ?3)",
@@ -199,6 +167,26 @@ impl crate::live::LiveStore for SqliteAuditStore {
             )
             .optional()?)
     }
+}
+
+/// Inserts the audit row unless its `event_id` exists; `true` when inserted. ON CONFLICT
+/// (event_id), not INSERT OR IGNORE: the latter also swallows NOT NULL and CHECK failures,
+/// which must surface.
+fn insert_audit(conn: &Connection, event: &AuditEvent) -> Result<bool, StoreError> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (event_id) DO NOTHING",
+    )?;
+    let n = insert.execute(params![
+        event.event_id,
+        event.tenant_id,
+        event.ticket_id,
+        event.action,
+        event.occurred_at,
+        payload_column(event),
+    ])?;
+    Ok(n == 1)
 }
 
 /// A JSON `null` payload is stored as SQL NULL, which the schema refuses.
