@@ -281,8 +281,14 @@ pub struct BrokerArgs {
     pub events: u32,
 }
 
+/// A positive duration: `30s`, `2m`, `1h 30m`, or a bare number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s or 2m)"))?;
+    let d = match s.trim().parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30, 30s or 2m)"))?
+        }
+    };
     if d.is_zero() {
         return Err("must be positive".into());
     }
@@ -311,5 +317,29 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_or_bare_seconds_and_must_be_positive() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(
+            parse_time("2026-09-22T00:00:00Z"),
+            Ok(1_789_948_800_000 + 86_400_000)
+        );
+        assert!(parse_time("yesterday").is_err());
+        assert_eq!(
+            parse_property("sasl.username=a=b"),
+            Ok(("sasl.username".into(), "a=b".into()))
+        );
+        assert!(parse_property("=x").is_err());
+        assert!(parse_run_id("Upper").is_err() && parse_run_id("run-1").is_ok());
     }
 }

@@ -411,10 +411,24 @@ fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
     assert!(reason.contains("not an audit event"), "{reason}");
 }
 
+/// Rows so far, read while a replay may be writing (0 before the table exists).
+fn rows_now(db: &Path) -> i64 {
+    rusqlite::Connection::open(db)
+        .and_then(|c| c.query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
 #[test]
 fn sigkill_at_random_moments_loses_nothing() {
-    let events = 12_000;
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", &events.to_string()]);
+    let events = 60_000;
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        TOPIC,
+        "--events",
+        &events.to_string(),
+        "--partitions",
+        "6",
+    ]);
     let s = &broker.servers;
     let live: Vec<i64> = watermarks(s, TOPIC).iter().map(|w| w.1 - 3).collect();
     commit(s, LIVE, TOPIC, &live);
@@ -422,7 +436,7 @@ fn sigkill_at_random_moments_loses_nothing() {
     let db = dir.path().join("audit.db");
     let target = format!("sqlite:{}", db.display());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(30);
-    let (mut kills, mut runs) = (0, 0);
+    let (mut kills, mut runs, mut mid_write) = (0, 0, 0);
     let started = Instant::now();
     loop {
         runs += 1;
@@ -436,9 +450,23 @@ fn sigkill_at_random_moments_loses_nothing() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-        let finish_now = kills >= 30;
-        if !finish_now {
-            std::thread::sleep(Duration::from_millis(rng.random_range(40..400)));
+        if kills < 30 {
+            // Every fourth kill lands anywhere, start-up and planning included; the others
+            // only once this run has made rows durable, a random moment later.
+            if kills % 4 == 0 {
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
+            } else {
+                let before = rows_now(&db);
+                let waiting = Instant::now();
+                while rows_now(&db) == before
+                    && child.try_wait().unwrap().is_none()
+                    && waiting.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
+                mid_write += 1;
+            }
             if child.try_wait().unwrap().is_none() {
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
@@ -457,7 +485,10 @@ fn sigkill_at_random_moments_loses_nothing() {
         kills >= 30,
         "only {kills} kills before a run completed; the day is too small to interrupt"
     );
-    eprintln!("{kills} kills in {runs} runs, {:?}", started.elapsed());
+    eprintln!(
+        "{kills} kills ({mid_write} while writing) in {runs} runs, {:?}",
+        started.elapsed()
+    );
     let live: Vec<Option<i64>> = live.into_iter().map(Some).collect();
     assert_complete(
         s,
