@@ -334,3 +334,29 @@ fn list_shows_every_probe_with_kind() {
         "{stdout}"
     );
 }
+
+#[test]
+fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-folder");
+    let out = lessonprobe(dir.path()).arg("--checkpoints").arg(&missing).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&missing.display().to_string()) && stderr.contains("cannot read checkpoint folder"), "{stderr}");
+
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let report = blocker.join("r.xml"); // a folder that is a file
+    let out = lessonprobe(&repo()).args(["--lesson", "29", "--select", "EX-29-01", "--junit"]).arg(&report).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&blocker.display().to_string()), "{stderr}");
+
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args(["--lesson", "30", "--select", "L30-10", "--hosts"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}

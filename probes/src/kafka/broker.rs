@@ -233,7 +233,8 @@ impl Broker {
             .map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
         let options =
             AdminOptions::new().request_timeout(Some(self.op_timeout.min(Duration::from_secs(5))));
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        // -1: the broker's default replication factor (Kafka 2.4 and later).
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
         let result = futures_executor::block_on(admin.create_topics([&new], &options));
         match result {
             Ok(results) => match results.into_iter().next() {
