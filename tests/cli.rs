@@ -360,3 +360,40 @@ fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+const NOISY: &str = r#"[checkpoint]
+lesson = 78
+title = "noisy output"
+
+[[probe]]
+id = "noisy"
+name = "prints-escapes"
+claim = "terminal escapes and control characters never reach the JUnit report"
+kind = "command"
+argv = ["printf", "\\033[31mred\\033[0m\\001\\002 done\\n"]
+"#;
+
+#[test]
+fn ansi_escapes_and_control_characters_are_stripped_from_junit_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
+    std::fs::write(dir.path().join("checkpoints/78-noisy.toml"), NOISY).unwrap();
+    let out = lessonprobe(dir.path()).args(["--lesson", "78"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let xml_path = dir.path().join("reports/lesson-78.xml");
+    validate_junit(&xml_path);
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    assert!(!xml.contains('\u{1b}') && !xml.contains('\u{1}') && !xml.contains("&#"), "{xml}");
+    let report = parse_junit(&xml_path);
+    assert_eq!(report.test_suites[0].test_cases[0].system_out.as_deref(), Some("red done"));
+}
+
+#[test]
+fn verbose_shows_claims_and_answer_keys() {
+    let out = lessonprobe(&repo()).args(["--lesson", "29", "--verbose", "--no-junit"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("claim: A store whose apply_once raises"), "{stdout}");
+    assert!(stdout.contains("answer key: Both carry the key tenant_id:ticket_id"), "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "no colour when stdout is not a terminal");
+}
