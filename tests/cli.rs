@@ -339,15 +339,27 @@ fn list_shows_every_probe_with_kind() {
 fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-folder");
-    let out = lessonprobe(dir.path()).arg("--checkpoints").arg(&missing).output().unwrap();
+    let out = lessonprobe(dir.path())
+        .arg("--checkpoints")
+        .arg(&missing)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains(&missing.display().to_string()) && stderr.contains("cannot read checkpoint folder"), "{stderr}");
+    assert!(
+        stderr.contains(&missing.display().to_string())
+            && stderr.contains("cannot read checkpoint folder"),
+        "{stderr}"
+    );
 
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, "").unwrap();
     let report = blocker.join("r.xml"); // a folder that is a file
-    let out = lessonprobe(&repo()).args(["--lesson", "29", "--select", "EX-29-01", "--junit"]).arg(&report).output().unwrap();
+    let out = lessonprobe(&repo())
+        .args(["--lesson", "29", "--select", "EX-29-01", "--junit"])
+        .arg(&report)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains(&blocker.display().to_string()), "{stderr}");
@@ -358,7 +370,12 @@ fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
         .arg(&missing)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 const NOISY: &str = r#"[checkpoint]
@@ -378,22 +395,48 @@ fn ansi_escapes_and_control_characters_are_stripped_from_junit_output() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
     std::fs::write(dir.path().join("checkpoints/78-noisy.toml"), NOISY).unwrap();
-    let out = lessonprobe(dir.path()).args(["--lesson", "78"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = lessonprobe(dir.path())
+        .args(["--lesson", "78"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let xml_path = dir.path().join("reports/lesson-78.xml");
     validate_junit(&xml_path);
     let xml = std::fs::read_to_string(&xml_path).unwrap();
-    assert!(!xml.contains('\u{1b}') && !xml.contains('\u{1}') && !xml.contains("&#"), "{xml}");
+    assert!(
+        !xml.contains('\u{1b}') && !xml.contains('\u{1}') && !xml.contains("&#"),
+        "{xml}"
+    );
     let report = parse_junit(&xml_path);
-    assert_eq!(report.test_suites[0].test_cases[0].system_out.as_deref(), Some("red done"));
+    assert_eq!(
+        report.test_suites[0].test_cases[0].system_out.as_deref(),
+        Some("red done")
+    );
 }
 
 #[test]
 fn verbose_shows_claims_and_answer_keys() {
-    let out = lessonprobe(&repo()).args(["--lesson", "29", "--verbose", "--no-junit"]).output().unwrap();
+    let out = lessonprobe(&repo())
+        .args(["--lesson", "29", "--verbose", "--no-junit"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("claim: A store whose apply_once raises"), "{stdout}");
-    assert!(stdout.contains("answer key: Both carry the key tenant_id:ticket_id"), "{stdout}");
-    assert!(!stdout.contains('\u{1b}'), "no colour when stdout is not a terminal");
+    assert!(
+        stdout.contains("claim: A store whose apply_once raises"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("answer key: Both carry the key tenant_id:ticket_id"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no colour when stdout is not a terminal"
+    );
 }

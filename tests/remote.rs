@@ -563,11 +563,30 @@ fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
 fn a_report_without_test_cases_is_error_selector_matched_nothing() {
     let Some(s) = ssh() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let hosts = hosts_file(dir.path(), &s, |f| set(f, "run", "\"echo '<testsuites></testsuites>' > {report}\"".into()));
-    let out = remote_cmd(dir.path(), &hosts, "tests/a.py::test_none").output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(
+            f,
+            "run",
+            "\"echo '<testsuites></testsuites>' > {report}\"".into(),
+        )
+    });
+    let out = remote_cmd(dir.path(), &hosts, "tests/a.py::test_none")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let (verdict, classname, message) = case(dir.path());
-    assert_eq!((verdict.as_str(), classname.as_str()), ("ERROR", "lessonprobe.lesson30.remote.loopback"));
-    assert!(message.contains("selector matched nothing on loopback"), "{message}");
+    assert_eq!(
+        (verdict.as_str(), classname.as_str()),
+        ("ERROR", "lessonprobe.lesson30.remote.loopback")
+    );
+    assert!(
+        message.contains("selector matched nothing on loopback"),
+        "{message}"
+    );
     assert!(dir.path().join("teardown-ran").exists());
 }

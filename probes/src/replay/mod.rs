@@ -156,10 +156,11 @@ pub struct ReplaySummary {
 /// replay group's last committed offset (`committed`), where a rerun continues.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("limits must be positive (deadline {deadline:?}, idle timeout {idle_timeout:?})")]
+    #[error("limits must be positive (deadline {deadline:?}, idle timeout {idle_timeout:?}, batch {batch})")]
     BadLimits {
         deadline: Duration,
         idle_timeout: Duration,
+        batch: usize,
     },
     #[error("consumer belongs to group {actual:?}, the plan's replay group is {expected:?}")]
     WrongGroup { expected: String, actual: String },
@@ -312,6 +313,7 @@ pub fn run_bounded_replay_with(
         return Err(ReplayError::BadLimits {
             deadline: limits.deadline,
             idle_timeout: limits.idle_timeout,
+            batch: options.batch,
         });
     }
     if consumer.group_id() != plan.replay_group {
@@ -538,6 +540,183 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Delivers `records` in order, then nothing; logs commits.
+    struct Listed {
+        records: std::collections::VecDeque<ReplayRecord>,
+        commits: Vec<i64>,
+    }
+
+    impl ReplayConsumer for Listed {
+        fn group_id(&self) -> &str {
+            "replay"
+        }
+        fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, String> {
+            Ok(1_000)
+        }
+        fn seek(&mut self, _: &str, _: i32, _: i64) -> Result<(), String> {
+            Ok(())
+        }
+        fn poll(&mut self, _: Duration) -> Result<Option<ReplayRecord>, String> {
+            Ok(self.records.pop_front())
+        }
+        fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), String> {
+            self.commits.push(next_offset);
+            Ok(())
+        }
+    }
+
+    fn rec(offset: i64, payload: &[u8]) -> ReplayRecord {
+        ReplayRecord {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            payload: payload.to_vec(),
+        }
+    }
+
+    fn event(offset: i64) -> ReplayRecord {
+        rec(
+            offset,
+            &AuditEvent::sample_with_id(&format!("e{offset}")).to_json(),
+        )
+    }
+
+    const LIMITS: ReplayLimits = ReplayLimits {
+        deadline: Duration::from_secs(5),
+        idle_timeout: Duration::from_millis(50),
+    };
+
+    #[test]
+    fn batches_commit_once_each_and_quarantine_bad_records_in_the_same_transaction() {
+        let mut records: std::collections::VecDeque<_> = (0..7).map(event).collect();
+        records[3] = rec(3, b"not json");
+        let mut consumer = Listed {
+            records,
+            commits: Vec::new(),
+        };
+        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
+        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 7).unwrap();
+        let options = ReplayOptions {
+            batch: 3,
+            bad_records: BadRecords::Quarantine,
+        };
+        let summary = run_bounded_replay_with(
+            &plan,
+            LIMITS,
+            options,
+            &mut consumer,
+            &mut store,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(consumer.commits, vec![3, 6, 7]);
+        assert_eq!(
+            (
+                summary.records,
+                summary.inserted,
+                summary.quarantined,
+                summary.final_offset
+            ),
+            (7, 6, 1, 7)
+        );
+        let q: i64 = store
+            .connection()
+            .query_row("SELECT record_offset FROM quarantined_records", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(q, 3);
+    }
+
+    #[test]
+    fn a_gap_inside_a_batch_applies_what_came_before_it_then_fails_there() {
+        let records = [0, 1, 2, 4].into_iter().map(event).collect();
+        let mut consumer = Listed {
+            records,
+            commits: Vec::new(),
+        };
+        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
+        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 7).unwrap();
+        let options = ReplayOptions {
+            batch: 10,
+            bad_records: BadRecords::Fail,
+        };
+        let err = run_bounded_replay_with(
+            &plan,
+            LIMITS,
+            options,
+            &mut consumer,
+            &mut store,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReplayError::Gap {
+                    expected: 3,
+                    got: 4,
+                    committed: 3,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(consumer.commits, vec![3]);
+        assert_eq!(store.audit_rows().unwrap(), 3);
+    }
+
+    #[test]
+    fn an_undecodable_record_with_fail_stops_at_its_offset_after_applying_the_ones_before() {
+        let mut records: std::collections::VecDeque<_> = (0..5).map(event).collect();
+        records[2] = rec(2, b"{}");
+        let mut consumer = Listed {
+            records,
+            commits: Vec::new(),
+        };
+        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
+        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 5).unwrap();
+        let options = ReplayOptions {
+            batch: 10,
+            bad_records: BadRecords::Fail,
+        };
+        let err = run_bounded_replay_with(
+            &plan,
+            LIMITS,
+            options,
+            &mut consumer,
+            &mut store,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReplayError::Undecodable {
+                    offset: 2,
+                    committed: 2,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(consumer.commits, vec![2]);
+        assert!(matches!(
+            run_bounded_replay_with(
+                &plan,
+                LIMITS,
+                ReplayOptions {
+                    batch: 0,
+                    ..options
+                },
+                &mut consumer,
+                &mut store,
+                &mut |_| {}
+            ),
+            Err(ReplayError::BadLimits { batch: 0, .. })
+        ));
     }
 
     #[test]
