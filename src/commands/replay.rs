@@ -162,8 +162,11 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         };
         if *after != p.live_committed {
             failures.push(format!(
-                "partition {}: THE LIVE GROUP {} MOVED from {:?} to {:?} during the replay",
-                p.partition, request.live_group, p.live_committed, after
+                "partition {}: THE LIVE GROUP {} MOVED from {} to {} during the replay (none is \"-\")",
+                p.partition,
+                request.live_group,
+                opt(p.live_committed),
+                opt(*after)
             ));
         }
         rows.push(ResultRow {
