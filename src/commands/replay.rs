@@ -162,7 +162,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         };
         if *after != p.live_committed {
             failures.push(format!(
-                "partition {}: THE LIVE GROUP {} MOVED from {} to {} during the replay (none is \"-\")",
+                "partition {}: THE LIVE GROUP {} MOVED from {} to {} during the replay",
                 p.partition,
                 request.live_group,
                 opt(p.live_committed),
