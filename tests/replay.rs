@@ -575,23 +575,42 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
 
 #[test]
 fn a_live_group_that_moves_during_the_replay_fails_it_loudly() {
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "30000", "--partitions", "3"]);
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        TOPIC,
+        "--events",
+        "30000",
+        "--partitions",
+        "3",
+    ]);
     let s = &broker.servers;
     commit(s, LIVE, TOPIC, &[10, 10, 10]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
-    let child = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &window(&["--execute", "--batch", "1"]))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = replay(
+        dir.path(),
+        s,
+        &format!("sqlite:{}", db.display()),
+        &window(&["--execute", "--batch", "1"]),
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let started = Instant::now();
     while rows_now(&db) == 0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "the replay wrote nothing");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replay wrote nothing"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     commit(s, LIVE, TOPIC, &[20, 10, 10]); // someone moves the live group meanwhile
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(text(&out).contains("THE LIVE GROUP ticketflow-audit-v1 MOVED from 10 to 20"), "{}", text(&out));
+    assert!(
+        text(&out).contains("THE LIVE GROUP ticketflow-audit-v1 MOVED from 10 to 20"),
+        "{}",
+        text(&out)
+    );
 }

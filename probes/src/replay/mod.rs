@@ -588,30 +588,43 @@ mod tests {
         idle_timeout: Duration::from_millis(50),
     };
 
-    #[test]
-    fn batches_commit_once_each_and_quarantine_bad_records_in_the_same_transaction() {
-        let mut records: std::collections::VecDeque<_> = (0..7).map(event).collect();
-        records[3] = rec(3, b"not json");
+    /// Replays `records` over `[0, stop)` into a fresh SQLite store; returns the result, the
+    /// commits and the store.
+    fn replay_listed(
+        records: std::collections::VecDeque<ReplayRecord>,
+        stop: i64,
+        batch: usize,
+        bad_records: BadRecords,
+    ) -> (
+        Result<ReplaySummary, ReplayError>,
+        Vec<i64>,
+        crate::store::SqliteAuditStore,
+    ) {
         let mut consumer = Listed {
             records,
             commits: Vec::new(),
         };
         let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
-        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 7).unwrap();
-        let options = ReplayOptions {
-            batch: 3,
-            bad_records: BadRecords::Quarantine,
-        };
-        let summary = run_bounded_replay_with(
+        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
+        let options = ReplayOptions { batch, bad_records };
+        let result = run_bounded_replay_with(
             &plan,
             LIMITS,
             options,
             &mut consumer,
             &mut store,
             &mut |_| {},
-        )
-        .unwrap();
-        assert_eq!(consumer.commits, vec![3, 6, 7]);
+        );
+        (result, consumer.commits, store)
+    }
+
+    #[test]
+    fn batches_commit_once_each_and_quarantine_bad_records_in_the_same_transaction() {
+        let mut records: std::collections::VecDeque<_> = (0..7).map(event).collect();
+        records[3] = rec(3, b"not json");
+        let (result, commits, store) = replay_listed(records, 7, 3, BadRecords::Quarantine);
+        let summary = result.unwrap();
+        assert_eq!(commits, vec![3, 6, 7]);
         assert_eq!(
             (
                 summary.records,
@@ -632,26 +645,13 @@ mod tests {
 
     #[test]
     fn a_gap_inside_a_batch_applies_what_came_before_it_then_fails_there() {
-        let records = [0, 1, 2, 4].into_iter().map(event).collect();
-        let mut consumer = Listed {
-            records,
-            commits: Vec::new(),
-        };
-        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
-        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 7).unwrap();
-        let options = ReplayOptions {
-            batch: 10,
-            bad_records: BadRecords::Fail,
-        };
-        let err = run_bounded_replay_with(
-            &plan,
-            LIMITS,
-            options,
-            &mut consumer,
-            &mut store,
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let (result, commits, mut store) = replay_listed(
+            [0, 1, 2, 4].into_iter().map(event).collect(),
+            7,
+            10,
+            BadRecords::Fail,
+        );
+        let err = result.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -664,7 +664,7 @@ mod tests {
             ),
             "{err:?}"
         );
-        assert_eq!(consumer.commits, vec![3]);
+        assert_eq!(commits, vec![3]);
         assert_eq!(store.audit_rows().unwrap(), 3);
     }
 
@@ -672,25 +672,8 @@ mod tests {
     fn an_undecodable_record_with_fail_stops_at_its_offset_after_applying_the_ones_before() {
         let mut records: std::collections::VecDeque<_> = (0..5).map(event).collect();
         records[2] = rec(2, b"{}");
-        let mut consumer = Listed {
-            records,
-            commits: Vec::new(),
-        };
-        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
-        let plan = ReplayPlan::new("live", "replay", "t", 0, 0, 5).unwrap();
-        let options = ReplayOptions {
-            batch: 10,
-            bad_records: BadRecords::Fail,
-        };
-        let err = run_bounded_replay_with(
-            &plan,
-            LIMITS,
-            options,
-            &mut consumer,
-            &mut store,
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let (result, commits, _) = replay_listed(records, 5, 10, BadRecords::Fail);
+        let err = result.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -702,21 +685,14 @@ mod tests {
             ),
             "{err:?}"
         );
-        assert_eq!(consumer.commits, vec![2]);
+        assert_eq!(commits, vec![2]);
+        let (result, commits, _) =
+            replay_listed((0..5).map(event).collect(), 5, 0, BadRecords::Fail);
         assert!(matches!(
-            run_bounded_replay_with(
-                &plan,
-                LIMITS,
-                ReplayOptions {
-                    batch: 0,
-                    ..options
-                },
-                &mut consumer,
-                &mut store,
-                &mut |_| {}
-            ),
+            result,
             Err(ReplayError::BadLimits { batch: 0, .. })
         ));
+        assert!(commits.is_empty());
     }
 
     #[test]
