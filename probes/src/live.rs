@@ -26,6 +26,7 @@ pub trait LiveStore: AuditStore {
     ) -> Result<Option<i64>, StoreError>;
 }
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer};
@@ -53,11 +54,18 @@ pub fn run_live_consumer(
 ) -> Result<LiveRun, String> {
     let started = Instant::now();
     let kafka = |e: KafkaError| e.to_string();
-    let mut remaining: Vec<(i32, i64)> = Vec::new();
+    // Where each partition ends now, and where the group stands (0 when it has not committed).
+    let mut ends = HashMap::new();
     for &p in partitions {
-        let (_, high) = broker.watermarks(topic, p).map_err(kafka)?;
-        remaining.push((p, high));
+        ends.insert(p, broker.watermarks(topic, p).map_err(kafka)?.1);
     }
+    let committed =
+        crate::kafka::committed_offsets(broker, group, topic, partitions).map_err(kafka)?;
+    let mut positions: HashMap<i32, i64> = partitions
+        .iter()
+        .copied()
+        .zip(committed.into_iter().map(|c| c.unwrap_or(0)))
+        .collect();
     let consumer = broker.consumer(group, "earliest").map_err(kafka)?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
@@ -68,19 +76,10 @@ pub fn run_live_consumer(
         .assign(&tpl)
         .map_err(|e| broker.error("assigning the live consumer", e).to_string())?;
     let mut run = LiveRun::default();
-    let done = |remaining: &[(i32, i64)], positions: &std::collections::HashMap<i32, i64>| {
-        remaining
-            .iter()
-            .all(|(p, high)| positions.get(p).copied().unwrap_or(-1) >= *high || *high == 0)
-    };
-    // Positions reached so far; a partition with a committed offset at its end needs no record.
-    let mut positions = std::collections::HashMap::new();
-    let committed =
-        crate::kafka::committed_offsets(broker, group, topic, partitions).map_err(kafka)?;
-    for (&p, c) in partitions.iter().zip(committed) {
-        positions.insert(p, c.unwrap_or(0));
-    }
-    while !done(&remaining, &positions) {
+    while ends
+        .iter()
+        .any(|(p, end)| positions.get(p).is_some_and(|at| at < end))
+    {
         if started.elapsed() > deadline {
             return Err(format!(
                 "live consumer of {group}: deadline of {deadline:?} reached after {} records",
@@ -110,6 +109,5 @@ pub fn run_live_consumer(
         positions.insert(message.partition(), message.offset() + 1);
         run.records += 1;
     }
-    remaining.clear();
     Ok(run)
 }

@@ -83,8 +83,8 @@ fn the_mock_answers_end_to_timestamp_lookups_and_the_fallback_reads_the_right_of
         )
         .unwrap();
         assert_eq!(
-            window,
-            Some((expected_start.unwrap(), expected_stop.unwrap()))
+            window.range(),
+            (expected_start.unwrap(), expected_stop.unwrap())
         );
         // After the last record there is no offset: None, not "the end".
         assert_eq!(

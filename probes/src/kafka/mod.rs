@@ -8,5 +8,6 @@ mod replay_consumer;
 pub use broker::{Broker, KafkaError};
 pub use offsets::{
     committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
+    TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;

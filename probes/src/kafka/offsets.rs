@@ -148,9 +148,9 @@ impl OffsetLookup for ScanLookup<'_> {
     }
 }
 
-/// The broker's index when it answers, reading when it does not: an END answer is checked
-/// against the partition's last record, and a broker caught answering END wrongly (the mock
-/// cluster) is scanned from then on.
+/// The broker's index when it answers, reading when it does not: an END answer is checked by
+/// reading (which costs one record when the newest record really is older), and a broker
+/// caught answering END wrongly (the mock cluster) is read from then on.
 pub struct AutoLookup<'a> {
     broker: &'a Broker,
     scan: bool,
@@ -177,45 +177,49 @@ impl OffsetLookup for AutoLookup<'_> {
                 broker: self.broker,
             }
             .offset_at_or_after(topic, partition, timestamp_ms)?;
-            if answer.is_some()
-                || !self.last_record_is_at_or_after(topic, partition, timestamp_ms)?
-            {
+            if answer.is_some() {
                 return Ok(answer);
             }
+        }
+        let scanned = ScanLookup {
+            broker: self.broker,
+        }
+        .offset_at_or_after(topic, partition, timestamp_ms)?;
+        if scanned.is_some() && !self.scan {
             tracing::info!(
                 "kafka {}: timestamp lookups answer END wrongly; finding offsets by reading",
                 self.broker.servers()
             );
             self.scan = true;
         }
-        ScanLookup {
-            broker: self.broker,
-        }
-        .offset_at_or_after(topic, partition, timestamp_ms)
+        Ok(scanned)
     }
 }
 
-impl AutoLookup<'_> {
-    fn last_record_is_at_or_after(
-        &self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<bool, KafkaError> {
-        let (low, high) = self.broker.watermarks(topic, partition)?;
-        if low >= high {
-            return Ok(false);
-        }
-        Ok(self
-            .broker
-            .record_timestamp(topic, partition, high - 1)?
-            .is_some_and(|ts| ts >= timestamp_ms))
+/// One partition's offsets for a time window `[since, until)`, looked up now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeWindow {
+    /// The oldest offset retention kept.
+    pub log_start: i64,
+    /// The end offset captured while looking.
+    pub end: i64,
+    /// First offset at or after `since` (`None`: no such record).
+    pub since: Option<i64>,
+    /// First offset at or after `until` (`None`: none, so the window runs to the end).
+    pub until: Option<i64>,
+}
+
+impl TimeWindow {
+    /// `[start, stop)`: `start` is the first offset at or after `since` (the end when there is
+    /// none), `stop` the first at or after `until` or else the captured end; `start == stop`
+    /// when the window holds no record of this partition.
+    pub fn range(&self) -> (i64, i64) {
+        let start = self.since.unwrap_or(self.end);
+        (start, self.until.unwrap_or(self.end).max(start))
     }
 }
 
-/// One partition's replay range for a time window `[since, until)`: `start` is the first offset
-/// at or after `since`, `stop` the first at or after `until` or, when there is none, the end
-/// offset captured now. `None` when the window holds no record of this partition.
+/// Looks up one partition's [`TimeWindow`].
 pub fn partition_window(
     broker: &Broker,
     lookup: &mut dyn OffsetLookup,
@@ -223,13 +227,14 @@ pub fn partition_window(
     partition: i32,
     since_ms: i64,
     until_ms: i64,
-) -> Result<Option<(i64, i64)>, KafkaError> {
-    let (_, end) = broker.watermarks(topic, partition)?;
-    let Some(start) = lookup.offset_at_or_after(topic, partition, since_ms)? else {
-        return Ok(None);
-    };
-    let stop = lookup
-        .offset_at_or_after(topic, partition, until_ms)?
-        .unwrap_or(end);
-    Ok((stop > start).then_some((start, stop)))
+) -> Result<TimeWindow, KafkaError> {
+    let (log_start, end) = broker.watermarks(topic, partition)?;
+    let since = lookup.offset_at_or_after(topic, partition, since_ms)?;
+    let until = lookup.offset_at_or_after(topic, partition, until_ms)?;
+    Ok(TimeWindow {
+        log_start,
+        end,
+        since,
+        until,
+    })
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::ReplayPlan;
-use crate::kafka::{committed_offsets, AutoLookup, Broker, KafkaError, OffsetLookup};
+use crate::kafka::{committed_offsets, partition_window, AutoLookup, Broker, KafkaError};
 
 /// What to replay: a time window on every chosen partition, or explicit offsets on one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,13 +140,12 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
     let mut lookup = AutoLookup::new(broker);
     let mut plans = Vec::with_capacity(partitions.len());
     for (i, &partition) in partitions.iter().enumerate() {
-        let (log_start, end) = broker.watermarks(&r.topic, partition)?;
-        let (since_offset, until_offset, start, stop) = match r.window {
+        let (log_start, end, since_offset, until_offset, start, stop) = match r.window {
             Window::Time { since_ms, until_ms } => {
-                let since = lookup.offset_at_or_after(&r.topic, partition, since_ms)?;
-                let until = lookup.offset_at_or_after(&r.topic, partition, until_ms)?;
-                let start = since.unwrap_or(end);
-                let stop = until.unwrap_or(end).max(start);
+                let window =
+                    partition_window(broker, &mut lookup, &r.topic, partition, since_ms, until_ms)?;
+                let (start, stop) = window.range();
+                let (log_start, since) = (window.log_start, window.since);
                 if log_start > 0 && since.is_some() {
                     // Records before log_start are gone: were any of them in the window?
                     let oldest = broker.record_timestamp(&r.topic, partition, log_start)?;
@@ -156,9 +155,10 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
                         )));
                     }
                 }
-                (since, until, start, stop)
+                (log_start, window.end, since, window.until, start, stop)
             }
             Window::Offsets { start, stop } => {
+                let (log_start, end) = broker.watermarks(&r.topic, partition)?;
                 if stop <= start || start < 0 {
                     return Err(refuse(format!(
                         "empty window: [{start}, {stop}) holds no offset"
@@ -174,7 +174,7 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
                         "stop {stop} is beyond the end offset {end} of partition {partition}"
                     )));
                 }
-                (None, None, start, stop)
+                (log_start, end, None, None, start, stop)
             }
         };
         let replay_committed = replay[i];

@@ -117,16 +117,6 @@ impl PostgresAuditStore {
         }
         Ok(())
     }
-
-    /// Records in `quarantined_records`.
-    pub fn quarantined_rows(&mut self) -> Result<u64, StoreError> {
-        let place = self.place.clone();
-        let row = self
-            .client
-            .query_one("SELECT COUNT(*) FROM quarantined_records", &[])
-            .map_err(|e| StoreError::postgres(&place, e))?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
 }
 
 impl Drop for PostgresAuditStore {
