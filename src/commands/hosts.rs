@@ -10,10 +10,8 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
         HostsAction::List { hosts } => {
             let file = match HostsFile::find(hosts.hosts.as_deref())? {
                 Ok(file) => file,
-                Err(looked) => {
-                    let places: Vec<String> =
-                        looked.iter().map(|p| p.display().to_string()).collect();
-                    println!("no hosts file (looked in {})", places.join(", "));
+                Err(none) => {
+                    println!("{none}");
                     return Ok(Code::Ok);
                 }
             };
@@ -44,13 +42,8 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
                     "hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into(),
                 ));
             }
-            let file = HostsFile::find(hosts.hosts.as_deref())?.map_err(|looked| {
-                let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
-                Error::Usage(format!(
-                    "no hosts file (give --hosts FILE; looked in {})",
-                    places.join(", ")
-                ))
-            })?;
+            let file = HostsFile::find(hosts.hosts.as_deref())?
+                .map_err(|none| Error::Usage(none.to_string()))?;
             let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;
             let catalog = Catalog::load(catalog.checkpoints.as_deref(), &super::builtin_names())?;
             let facts = check_host(host).map_err(|e| Error::Operation(e.to_string()))?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::run::{execute_and_report, Reporting};
+use super::run::{execute_and_report, new_run_id, Reporting};
 use crate::checkpoint::{Catalog, Checkpoint, Probe, ProbeKind, Selection};
 use crate::cli::RemoteArgs;
 use crate::exit::{Code, Error};
@@ -55,10 +55,5 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         verbose: false,
         strict: args.strict,
     };
-    let run_id = format!(
-        "{}-{}",
-        chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
-        std::process::id()
-    );
-    execute_and_report(&selection, &config, &run_id, &reporting, started)
+    execute_and_report(&selection, &config, &new_run_id(), &reporting, started)
 }

@@ -113,14 +113,17 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         verbose: args.verbose,
         strict: args.strict,
     };
-    let run_id = args.run_id.clone().unwrap_or_else(|| {
-        format!(
-            "{}-{}",
-            chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
-            std::process::id()
-        )
-    });
+    let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     execute_and_report(&selection, &config, &run_id, &report, started)
+}
+
+/// A run id unique on this machine: time to the millisecond and process id.
+pub(super) fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
+        std::process::id()
+    )
 }
 
 /// How a run reports: where JUnit goes, what stdout shows, whether PENDING fails.

@@ -103,12 +103,16 @@ fn default_workdir() -> String {
     ".".into()
 }
 
+/// No hosts file was given and none exists where one is looked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no hosts file (give --hosts FILE or LESSONPROBE_HOSTS; looked in {})", .0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+pub struct NoHostsFile(pub Vec<PathBuf>);
+
 impl HostsFile {
     /// The hosts file to use: `explicit` (from --hosts or LESSONPROBE_HOSTS), else
     /// `./lessonprobe-hosts.toml`, else `$XDG_CONFIG_HOME/lessonprobe/hosts.toml`
-    /// (`~/.config/lessonprobe/hosts.toml`). `Ok(None)` when none exists; the places looked at
-    /// are returned for the message.
-    pub fn find(explicit: Option<&Path>) -> Result<Result<HostsFile, Vec<PathBuf>>, Error> {
+    /// (`~/.config/lessonprobe/hosts.toml`). The inner error names the places looked at.
+    pub fn find(explicit: Option<&Path>) -> Result<Result<HostsFile, NoHostsFile>, Error> {
         if let Some(path) = explicit {
             return Self::load(path).map(Ok);
         }
@@ -124,7 +128,7 @@ impl HostsFile {
                 return Self::load(path).map(Ok);
             }
         }
-        Ok(Err(candidates))
+        Ok(Err(NoHostsFile(candidates)))
     }
 
     pub fn load(path: &Path) -> Result<HostsFile, Error> {

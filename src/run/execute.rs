@@ -1,5 +1,6 @@
 //! Executes a plan: cases decided Run are run with a deadline each, at most `jobs` at once;
-//! every case, run or not, yields exactly one outcome, in plan order.
+//! every case, run or not, yields at least one outcome (a remote selector one per remote test
+//! case), in plan order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -90,14 +91,8 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
         Decision::Run => {}
     }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
-    if let ProbeKind::Remote { selector, .. } = &probe.kind {
-        return remote::run(
-            outcome,
-            config.remote.as_ref(),
-            case.checkpoint.lesson,
-            selector,
-            deadline,
-        );
+    if let (ProbeKind::Remote { selector, .. }, Some(host)) = (&probe.kind, &config.remote) {
+        return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
     }
     let started = Instant::now();
     let result = match &probe.kind {
@@ -125,7 +120,7 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             run_command(argv, &dir, env, deadline)
         }
         ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => Err(ProbeError::Broken(
-            "this kind has no local execution (plan error)".into(),
+            "this kind has no local execution".into(),
         )),
     };
     outcome.duration = started.elapsed();

@@ -6,23 +6,20 @@ use std::time::{Duration, Instant};
 use super::{Outcome, Verdict};
 use crate::remote::{self, AuthorizedHost, HostFacts, RemoteVerdict};
 
+/// Runs on `host`, or is an ERROR saying why there is none. (Without the remote flag the plan
+/// has already made the case PENDING; it never gets here.)
 pub fn run(
     mut base: Outcome,
-    host: Option<&Result<AuthorizedHost, String>>,
+    host: &Result<AuthorizedHost, String>,
     checkpoint: u32,
     selector: &str,
     deadline: Duration,
 ) -> Vec<Outcome> {
     let host = match host {
-        Some(Ok(host)) => host,
-        Some(Err(why)) => {
+        Ok(host) => host,
+        Err(why) => {
             base.verdict = Verdict::Error;
             base.message = Some(why.clone());
-            return vec![base];
-        }
-        None => {
-            base.verdict = Verdict::Pending;
-            base.message = Some("TICKETFLOW_REMOTE_TESTS is not set".into());
             return vec![base];
         }
     };
