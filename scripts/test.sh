@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
 # PostgreSQL cluster and sshd on loopback, runs every test in release mode, stops both.
+# Arguments, if any, replace the default `--workspace -- --test-threads 2` of `cargo test`
+# (e.g. `bash scripts/test.sh --test replay -- sigkill`), for running part of the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -99,4 +101,8 @@ export LESSONPROBE_TEST_SSH_LOG="$ssh_dir/sshd.log"
 
 # --- the tests --------------------------------------------------------------------------------
 log "running the test suite"
-cargo test --release --workspace --locked -- --test-threads 2
+if [ $# -gt 0 ]; then
+  cargo test --release --locked "$@"
+else
+  cargo test --release --workspace --locked -- --test-threads 2
+fi

@@ -103,7 +103,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Deadline of a probe whose manifest sets none (e.g. 30s, 2m).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::config::duration::parse)]
     pub timeout: Duration,
     /// PENDING probes fail the run (exit 1).
     #[arg(long)]
@@ -156,7 +156,7 @@ pub struct RemoteArgs {
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Deadline of the remote run (connect, prepare, run, fetch).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = crate::config::duration::parse)]
     pub timeout: Duration,
     /// A PENDING selector (remote tests not enabled) fails the run.
     #[arg(long)]
@@ -239,10 +239,10 @@ pub struct ReplayArgs {
     #[arg(long, env = "LESSONPROBE_DB", value_name = "DB")]
     pub db: String,
     /// Wall-clock bound of the whole replay.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = crate::config::duration::parse)]
     pub deadline: Duration,
     /// A partition that delivers nothing for this long before its stop fails.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = crate::config::duration::parse)]
     pub idle_timeout: Duration,
     /// Plan and result format.
     #[arg(long, value_enum, default_value_t = TableFormat::Table)]
@@ -281,20 +281,6 @@ pub struct BrokerArgs {
     pub events: u32,
 }
 
-/// A positive duration: `30s`, `2m`, `1h 30m`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = match s.trim().parse::<u64>() {
-        Ok(secs) => Duration::from_secs(secs),
-        Err(_) => {
-            humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30, 30s or 2m)"))?
-        }
-    };
-    if d.is_zero() {
-        return Err("must be positive".into());
-    }
-    Ok(d)
-}
-
 fn parse_run_id(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 40
@@ -325,11 +311,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_take_units_or_bare_seconds_and_must_be_positive() {
-        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("soon").is_err());
+    fn times_properties_and_run_ids_parse() {
         assert_eq!(
             parse_time("2026-09-22T00:00:00Z"),
             Ok(1_789_948_800_000 + 86_400_000)

@@ -199,18 +199,8 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             None => None,
             Some(t) => {
                 let span = t.span();
-                let d = humantime::parse_duration(t.get_ref()).map_err(|e| {
-                    at(
-                        span.clone(),
-                        format!(
-                            "timeout {:?}: {e} (write e.g. \"10s\" or \"2m\")",
-                            t.get_ref()
-                        ),
-                    )
-                })?;
-                if d.is_zero() {
-                    return Err(at(span, "timeout must be positive".into()));
-                }
+                let d = crate::config::duration::parse(t.get_ref())
+                    .map_err(|e| at(span, format!("timeout {e}")))?;
                 Some(d)
             }
         };

@@ -221,14 +221,8 @@ impl HostsFile {
              -> Result<Duration, Error> {
                 match field {
                     None => Ok(Duration::from_secs(default)),
-                    Some(v) => match humantime::parse_duration(v.get_ref()) {
-                        Ok(d) if !d.is_zero() => Ok(d),
-                        Ok(_) => Err(at(
-                            v.span(),
-                            format!("host {name}: duration must be positive"),
-                        )),
-                        Err(e) => Err(at(v.span(), format!("host {name}: {:?}: {e}", v.get_ref()))),
-                    },
+                    Some(v) => crate::config::duration::parse(v.get_ref())
+                        .map_err(|e| at(v.span(), format!("host {name}: {e}"))),
                 }
             };
             hosts.push(AuthorizedHost {

@@ -1,0 +1,56 @@
+//! The one duration grammar of the command line, manifests and hosts files: a bare number of
+//! seconds (`30`) or units (`30s`, `2m`, `1h 30m`); always positive.
+
+use std::time::Duration;
+
+/// Why a text is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{text:?} is not a duration: {reason} (write e.g. 30, 30s or 2m)")]
+    Invalid { text: String, reason: String },
+    #[error("{text:?}: a duration must be positive")]
+    Zero { text: String },
+}
+
+/// Parses `text` as a positive duration.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let trimmed = text.trim();
+    let duration = match trimmed.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(trimmed).map_err(|e| DurationError::Invalid {
+            text: text.to_owned(),
+            reason: e.to_string(),
+        })?,
+    };
+    if duration.is_zero() {
+        return Err(DurationError::Zero {
+            text: text.to_owned(),
+        });
+    }
+    Ok(duration)
+}
+
+/// Whole seconds, as a manifest or hosts file may also write them (`timeout = 30`).
+pub fn from_seconds(secs: u64) -> Result<Duration, DurationError> {
+    parse(&secs.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_seconds_and_units_parse_and_zero_or_words_do_not() {
+        assert_eq!(parse("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse(" 2m "), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(from_seconds(5), Ok(Duration::from_secs(5)));
+        assert!(matches!(parse("0"), Err(DurationError::Zero { .. })));
+        assert!(matches!(parse("0s"), Err(DurationError::Zero { .. })));
+        let soon = parse("soon").unwrap_err().to_string();
+        assert!(soon.starts_with("\"soon\" is not a duration"), "{soon}");
+        assert!(soon.ends_with("(write e.g. 30, 30s or 2m)"), "{soon}");
+        assert!(parse("-5").is_err());
+    }
+}
