@@ -13,12 +13,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lessonprobe_probes::day::{self, DaySpec};
-use lessonprobe_probes::event::AuditEvent;
-use lessonprobe_probes::kafka::{Broker, KafkaReplayConsumer};
-use lessonprobe_probes::replay::ReplayConsumer;
-use lessonprobe_probes::store::{AuditStore, PostgresAuditStore, SqliteAuditStore};
-use lessonprobe_probes::KafkaTarget;
+use ticketflow::day::{self, DaySpec};
+use ticketflow::event::AuditEvent;
+use ticketflow::kafka::{Broker, KafkaReplayConsumer};
+use ticketflow::replay::ReplayConsumer;
+use ticketflow::store::{AuditStore, PostgresAuditStore, SqliteAuditStore};
+use ticketflow::KafkaTarget;
 
 const TOPIC: &str = "bench.audit";
 const DEFAULT_BATCH: usize = 10_000;
@@ -291,17 +291,21 @@ fn main() {
                 (b, c, d)
             }
             _ => {
-                let mut store = PostgresAuditStore::scratch(
-                    &url,
-                    "lessonprobe_bench_insert",
-                    Duration::from_secs(10),
-                )
-                .expect("postgres");
+                let mut client =
+                    postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
+                let schema = "lessonprobe_bench_insert";
+                client
+                    .batch_execute(&format!(
+                        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+                    ))
+                    .expect("create the bench schema");
+                let mut store =
+                    PostgresAuditStore::open_in_schema(&url, schema, Duration::from_secs(10))
+                        .expect("postgres");
                 let b = rate(n as u64, insert_only(&mut store, &events));
                 drop(store);
+                let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
                 for table in ["audit_events", "quarantined_records"] {
-                    let mut client =
-                        postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
                     let _ = client.batch_execute(&format!("TRUNCATE {table}"));
                 }
                 (b, url.clone(), url.clone())

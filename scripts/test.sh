@@ -30,6 +30,16 @@ fi
 log "building (release)"
 cargo build --release --workspace --all-targets --locked
 
+# The system crate knows nothing of the CLI, reports, SSH, progress bars or probes: its normal
+# dependency tree must not hold any of them.
+log "checking the dependencies of the ticketflow library"
+forbidden=$(cargo tree -p ticketflow -e normal --prefix none --locked \
+  | awk '{print $1}' | grep -x -E 'clap|quick-junit|ssh2|indicatif|lessonprobe|lessonprobe-probes' | sort -u || true)
+if [ -n "$forbidden" ]; then
+  printf 'FAILED: ticketflow depends on %s; the system crate must not know the CLI, reports, SSH, progress bars or probes\n' "$(echo $forbidden)" >&2
+  exit 1
+fi
+
 work=$(mktemp -d /tmp/lessonprobe-test.XXXXXX)
 chmod 755 "$work"
 pids=()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rdkafka::consumer::Consumer;
 
-use lessonprobe_probes::day::{self, DaySpec, YESTERDAY};
+use ticketflow::day::{self, DaySpec, YESTERDAY};
 
 fn count(db: &std::path::Path, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();

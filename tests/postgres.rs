@@ -6,9 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lessonprobe_probes::consumer::{AuditConsumer, Commit, Position};
-use lessonprobe_probes::event::AuditEvent;
-use lessonprobe_probes::store::PostgresAuditStore;
+use ticketflow::consumer::{AuditConsumer, Commit, Position};
+use ticketflow::event::AuditEvent;
+use ticketflow::store::PostgresAuditStore;
 
 fn at(offset: i64) -> Position {
     Position {
@@ -202,7 +202,7 @@ fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
         return;
     };
     let cluster = OwnCluster::start(&pg_ctl);
-    let store = PostgresAuditStore::scratch(&cluster.url(), "stopped", T).unwrap();
+    let store = PostgresAuditStore::open(&cluster.url(), T).unwrap();
     let mut commits = Vec::new();
     let mut consumer = AuditConsumer::new(store, |c: &Commit| {
         commits.push(c.next_offset);

@@ -1,12 +1,16 @@
 //! What the runner hands a probe (its database, its broker, its deadline, a run id) and how
 //! a probe says it did not pass.
 
+use std::fmt::Display;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::live::LiveStore;
-use crate::store::postgres::schema_for_run;
-use crate::store::{AuditStore, PostgresAuditStore, SqliteAuditStore, StoreError};
+use ticketflow::kafka::KafkaError;
+use ticketflow::store::{AuditStore, StoreError};
+use ticketflow::KafkaTarget;
+
+use crate::live::{LiveError, LivePostgres, LiveSqlite, LiveStore};
+use crate::scratch::schema_for_run;
 
 /// Which SQL database a probe's store lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,18 +19,6 @@ pub enum DbTarget {
     SqliteFile(PathBuf),
     /// A PostgreSQL URL; each probe works in a schema of its own, dropped afterwards.
     Postgres(String),
-}
-
-/// Which Kafka-protocol broker a probe talks to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KafkaTarget {
-    /// librdkafka's mock cluster, started inside the probe.
-    Embedded,
-    /// A broker given by bootstrap address, with extra client properties.
-    Bootstrap {
-        servers: String,
-        properties: Vec<(String, String)>,
-    },
 }
 
 /// Everything a probe may use; nothing else reaches it.
@@ -48,27 +40,58 @@ impl ProbeContext {
     /// The store with the live service's business tables, for probes that play the live consumer.
     pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
         let store: Result<Box<dyn LiveStore>, StoreError> = match &self.db {
-            DbTarget::SqliteMemory => SqliteAuditStore::in_memory().map(|s| Box::new(s) as _),
-            DbTarget::SqliteFile(path) => SqliteAuditStore::open(path).map(|s| Box::new(s) as _),
+            DbTarget::SqliteMemory => LiveSqlite::in_memory().map(|s| Box::new(s) as _),
+            DbTarget::SqliteFile(path) => LiveSqlite::open(path).map(|s| Box::new(s) as _),
             DbTarget::Postgres(url) => {
-                let timeout = self.deadline.min(std::time::Duration::from_secs(10));
-                PostgresAuditStore::scratch(url, &schema_for_run(&self.run_id), timeout)
+                let timeout = self.deadline.min(Duration::from_secs(10));
+                LivePostgres::scratch(url, &schema_for_run(&self.run_id), timeout)
                     .map(|s| Box::new(s) as _)
             }
         };
-        store.map_err(|e| ProbeError::Broken(format!("cannot open the audit store: {e}")))
+        store.map_err(|source| ProbeError::Store {
+            doing: "cannot open the audit store".into(),
+            source,
+        })
     }
 }
 
-/// A probe that did not pass.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A probe that did not pass: FAIL when the claim did not hold, ERROR for everything else.
+#[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    /// It ran, and the claim did not hold.
-    #[error("{0}")]
-    Failed(String),
-    /// It could not run or finish (a service missing, a connection refused).
-    #[error("{0}")]
-    Broken(String),
+    /// It ran, and the claim did not hold: what it saw instead.
+    #[error("{observed}")]
+    Failed { observed: String },
+    /// The store failed at a step the claim does not test.
+    #[error("{doing}: {source}")]
+    Store { doing: String, source: StoreError },
+    /// The broker failed at a step the claim does not test.
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    /// The simulated live service stopped before it consumed what it was given.
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    /// Anything else that kept it from running or finishing, in the words of who saw it.
+    #[error("{reason}")]
+    Broken { reason: String },
+}
+
+impl ProbeError {
+    pub fn failed(observed: impl Into<String>) -> Self {
+        ProbeError::Failed {
+            observed: observed.into(),
+        }
+    }
+
+    pub fn broken(reason: impl Display) -> Self {
+        ProbeError::Broken {
+            reason: reason.to_string(),
+        }
+    }
+
+    /// A failed claim (FAIL), as opposed to a probe that could not run or finish (ERROR).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, ProbeError::Failed { .. })
+    }
 }
 
 /// `Ok(())` when `holds`, else a failed claim with `what`.
@@ -76,7 +99,7 @@ pub(crate) fn ensure(holds: bool, what: impl FnOnce() -> String) -> Result<(), P
     if holds {
         Ok(())
     } else {
-        Err(ProbeError::Failed(what()))
+        Err(ProbeError::failed(what()))
     }
 }
 

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lessonprobe_probes::day;
-use lessonprobe_probes::kafka::Broker;
+use ticketflow::day;
+use ticketflow::kafka::Broker;
 
 use crate::cli::BrokerArgs;
 use crate::exit::{Code, Error};
@@ -45,7 +45,7 @@ fn load_sample_day(
     partitions: i32,
     events: u32,
 ) -> Result<(), Error> {
-    let op = |e: lessonprobe_probes::kafka::KafkaError| Error::Operation(e.to_string());
+    let op = |e: ticketflow::kafka::KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
     let records = day::generate(&day::sample_day(events as usize));
     let sent = broker

@@ -119,9 +119,9 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             );
             run_command(argv, &dir, env, deadline)
         }
-        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => Err(ProbeError::Broken(
-            "this kind has no local execution".into(),
-        )),
+        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => {
+            Err(ProbeError::broken("this kind has no local execution"))
+        }
     };
     outcome.duration = started.elapsed();
     match result {
@@ -129,13 +129,13 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             outcome.output = output;
             judge(&mut outcome);
         }
-        Err(ProbeError::Failed(message)) => {
-            outcome.verdict = Verdict::Fail;
-            outcome.message = Some(message);
-        }
-        Err(ProbeError::Broken(message)) => {
-            outcome.verdict = Verdict::Error;
-            outcome.message = Some(message);
+        Err(e) => {
+            outcome.verdict = if e.is_failure() {
+                Verdict::Fail
+            } else {
+                Verdict::Error
+            };
+            outcome.message = Some(e.to_string());
         }
     }
     vec![outcome]
@@ -164,7 +164,7 @@ fn judge(outcome: &mut Outcome) {
 
 fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<String, ProbeError> {
     let probe = registry::builtin(name)
-        .ok_or_else(|| ProbeError::Broken(format!("no builtin probe named {name}")))?;
+        .ok_or_else(|| ProbeError::broken(format!("no builtin probe named {name}")))?;
     let (tx, rx) = mpsc::channel();
     let run = probe.run;
     // A probe bounds its own waits by the deadline; should one not, the run still moves on and
@@ -175,7 +175,7 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (run)(&ctx)));
             let _ = tx.send(result);
         })
-        .map_err(|e| ProbeError::Broken(format!("cannot start probe thread: {e}")))?;
+        .map_err(|e| ProbeError::broken(format!("cannot start probe thread: {e}")))?;
     match rx.recv_timeout(deadline) {
         Ok(Ok(result)) => result,
         Ok(Err(panic)) => {
@@ -184,9 +184,9 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(ProbeError::Broken(format!("probe panicked: {what}")))
+            Err(ProbeError::broken(format!("probe panicked: {what}")))
         }
-        Err(_) => Err(ProbeError::Broken(format!(
+        Err(_) => Err(ProbeError::broken(format!(
             "deadline of {} exceeded",
             humantime::format_duration(deadline)
         ))),
@@ -200,14 +200,14 @@ fn run_command(
     deadline: Duration,
 ) -> Result<String, ProbeError> {
     let done = command::run(argv, dir, env, deadline).map_err(|e| {
-        ProbeError::Broken(format!(
+        ProbeError::broken(format!(
             "cannot start {:?} in {}: {e}",
             argv[0],
             dir.display()
         ))
     })?;
     if done.timed_out {
-        return Err(ProbeError::Broken(format!(
+        return Err(ProbeError::broken(format!(
             "deadline of {} exceeded; process group killed{}",
             humantime::format_duration(deadline),
             tail("stderr", &done.stderr)
@@ -215,11 +215,11 @@ fn run_command(
     }
     match done.status.and_then(|s| s.code()) {
         Some(0) => Ok(done.stdout),
-        Some(code) => Err(ProbeError::Failed(format!(
+        Some(code) => Err(ProbeError::failed(format!(
             "exited with status {code}{}",
             tail("stderr", &done.stderr)
         ))),
-        None => Err(ProbeError::Broken(format!(
+        None => Err(ProbeError::broken(format!(
             "killed by a signal{}",
             tail("stderr", &done.stderr)
         ))),

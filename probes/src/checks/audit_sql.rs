@@ -1,13 +1,16 @@
 //! Probes of the audit store and the lesson-29 consumer: idempotence on `event_id`, and no
 //! commit without a durable effect.
 
-use crate::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use crate::context::{ensure, ProbeContext, ProbeError};
-use crate::event::AuditEvent;
-use crate::store::{AuditStore, StoreError};
+use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
+use ticketflow::event::AuditEvent;
+use ticketflow::store::{AuditStore, StoreError};
 
-fn broken(what: &str) -> impl FnOnce(StoreError) -> ProbeError + '_ {
-    move |e| ProbeError::Broken(format!("{what}: {e}"))
+fn broken(doing: &str) -> impl FnOnce(StoreError) -> ProbeError + '_ {
+    move |source| ProbeError::Store {
+        doing: doing.to_owned(),
+        source,
+    }
 }
 
 fn at(topic: &str, partition: i32, offset: i64) -> Position {
@@ -40,7 +43,7 @@ pub fn failure_leaves_offset_uncommitted(_: &ProbeContext) -> Result<String, Pro
             format!("error changed on its way out: {e:?}")
         })?,
         other => {
-            return Err(ProbeError::Failed(format!(
+            return Err(ProbeError::failed(format!(
                 "expected the store error, got {other:?}"
             )))
         }
@@ -63,7 +66,7 @@ pub fn sql_audit_duplicate(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let consume = |consumer: &mut AuditConsumer<_, _>, offset| {
         consumer
             .consume(&at("ticketflow.audit", 1, offset), &event)
-            .map_err(|e| ProbeError::Broken(format!("consuming offset {offset}: {e}")))
+            .map_err(|e| ProbeError::broken(format!("consuming offset {offset}: {e}")))
     };
     let first = consume(&mut consumer, 41)?;
     let second = consume(&mut consumer, 42)?;
@@ -113,17 +116,17 @@ pub fn integrity_error_propagates(ctx: &ProbeContext) -> Result<String, ProbeErr
             Err(ConsumeError::Store(e)) => match e.integrity_violation() {
                 Some(kind) => kinds.push(kind),
                 None => {
-                    return Err(ProbeError::Broken(format!(
+                    return Err(ProbeError::broken(format!(
                         "offset {offset}: not an integrity error: {e}"
                     )))
                 }
             },
             Ok(applied) => {
-                return Err(ProbeError::Failed(format!(
+                return Err(ProbeError::failed(format!(
                     "offset {offset}: an invalid event returned {applied} instead of an error"
                 )))
             }
-            Err(e) => return Err(ProbeError::Broken(format!("offset {offset}: {e}"))),
+            Err(e) => return Err(ProbeError::broken(format!("offset {offset}: {e}"))),
         }
     }
     let rows = consumer

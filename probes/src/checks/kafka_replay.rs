@@ -8,15 +8,17 @@ use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::context::{ensure, ProbeContext, ProbeError};
-use crate::day::{self, DaySpec, YESTERDAY};
-use crate::event::AuditEvent;
-use crate::kafka::{committed_offsets, partition_window, AutoLookup, Broker, KafkaReplayConsumer};
 use crate::live::run_live_consumer;
-use crate::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
-use crate::store::{AuditStore, StoreError};
+use ticketflow::day::{self, DaySpec, YESTERDAY};
+use ticketflow::event::AuditEvent;
+use ticketflow::kafka::{
+    committed_offsets, partition_window, AutoLookup, Broker, KafkaReplayConsumer,
+};
+use ticketflow::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
+use ticketflow::store::{AuditStore, StoreError};
 
 fn broken<E: std::fmt::Display>(e: E) -> ProbeError {
-    ProbeError::Broken(e.to_string())
+    ProbeError::broken(e.to_string())
 }
 
 /// Per-run names, so runs never meet on a shared broker.
@@ -99,8 +101,7 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
         &parts,
         store.as_mut(),
         ctx.deadline,
-    )
-    .map_err(ProbeError::Broken)?;
+    )?;
     let live_before = committed(&broker, &n.live, &n.topic, &parts)?;
     let business_before = store.business_counts().map_err(broken)?;
 
@@ -128,7 +129,7 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
         let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
         let summary =
             run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
-                .map_err(|e| ProbeError::Failed(format!("replay of partition {p}: {e}")))?;
+                .map_err(|e| ProbeError::failed(format!("replay of partition {p}: {e}")))?;
         replayed += summary.records;
         inserted += summary.inserted;
         stops.push((p, stop));
@@ -204,7 +205,7 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
                 first = Some(m.map_err(broken)?.offset());
             }
         }
-        first.ok_or_else(|| ProbeError::Broken("the restarted group received nothing".into()))?
+        first.ok_or_else(|| ProbeError::broken("the restarted group received nothing"))?
     };
     ensure(first == 500, || {
         format!("the restarted group began at {first}, not at its committed 500")
@@ -214,7 +215,7 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
     let mut store = ctx.open_store()?;
     let summary = run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
-        .map_err(|e| ProbeError::Failed(format!("replay [100, 200): {e}")))?;
+        .map_err(|e| ProbeError::failed(format!("replay [100, 200): {e}")))?;
     drop(consumer);
     let original = committed(&broker, &n.live, &n.topic, &[0])?;
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
@@ -243,7 +244,7 @@ pub fn stop_beyond_end(ctx: &ProbeContext) -> Result<String, ProbeError> {
     match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut()) {
         Err(ReplayError::StopBeyondEnd { end: 50, .. }) => {}
         other => {
-            return Err(ProbeError::Failed(format!(
+            return Err(ProbeError::failed(format!(
                 "expected stop beyond end 50, got {other:?}"
             )))
         }
@@ -303,7 +304,7 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
                 e.committed()
             }
             other => {
-                return Err(ProbeError::Failed(format!(
+                return Err(ProbeError::failed(format!(
                     "expected the effect to fail at offset 25, got {other:?}"
                 )))
             }
@@ -320,7 +321,7 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
     let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
     let summary = run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
-        .map_err(|e| ProbeError::Failed(format!("rerun from {resume}: {e}")))?;
+        .map_err(|e| ProbeError::failed(format!("rerun from {resume}: {e}")))?;
     drop(consumer);
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;

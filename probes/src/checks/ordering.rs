@@ -7,12 +7,12 @@ use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::context::{ensure, ProbeContext, ProbeError};
-use crate::day::partition_for;
-use crate::event::AuditEvent;
-use crate::kafka::Broker;
+use ticketflow::day::partition_for;
+use ticketflow::event::AuditEvent;
+use ticketflow::kafka::Broker;
 
 fn broken<E: std::fmt::Display>(e: E) -> ProbeError {
-    ProbeError::Broken(e.to_string())
+    ProbeError::broken(e.to_string())
 }
 
 fn version_event(tenant: &str, ticket: &str, version: i64) -> AuditEvent {
@@ -67,7 +67,7 @@ pub fn same_key_same_partition(ctx: &ProbeContext) -> Result<String, ProbeError>
     let mut seen = Vec::new(); // (partition, offset, event)
     while seen.len() < events.len() {
         if started.elapsed() > ctx.deadline {
-            return Err(ProbeError::Broken(format!(
+            return Err(ProbeError::broken(format!(
                 "read {} of {} records before the deadline",
                 seen.len(),
                 events.len()

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::context::{ensure, ProbeContext, ProbeError};
-use crate::event::AuditEvent;
-use crate::replay::{
+use ticketflow::event::AuditEvent;
+use ticketflow::replay::{
     run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
     ReplayRecord,
 };
-use crate::store::{AuditStore, SqliteAuditStore, StoreError};
+use ticketflow::store::{AuditStore, SqliteAuditStore, StoreError};
 
 const TOPIC: &str = "ticketflow.audit.v1";
 const LIVE: &str = "ticketflow-audit-v1";
@@ -109,7 +109,7 @@ struct Rig {
 fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeError> {
     let log: Log = Arc::default();
     let inner =
-        SqliteAuditStore::in_memory().map_err(|e| ProbeError::Broken(format!("SQLite: {e}")))?;
+        SqliteAuditStore::in_memory().map_err(|e| ProbeError::broken(format!("SQLite: {e}")))?;
     Ok(Rig {
         consumer: Scripted {
             end,
@@ -127,7 +127,7 @@ fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeErr
 
 fn example_plan() -> Result<ReplayPlan, ProbeError> {
     ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 120, 160)
-        .map_err(|e| ProbeError::Failed(format!("example plan refused: {e}")))
+        .map_err(|e| ProbeError::failed(format!("example plan refused: {e}")))
 }
 
 fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
@@ -140,7 +140,7 @@ fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
 fn replay(
     rig: &mut Rig,
     limits: ReplayLimits,
-) -> Result<crate::replay::ReplaySummary, ReplayError> {
+) -> Result<ticketflow::replay::ReplaySummary, ReplayError> {
     let plan = example_plan().map_err(|e| ReplayError::Consumer {
         topic: TOPIC.into(),
         partition: 2,
@@ -158,7 +158,7 @@ fn commits(log: &Log) -> Vec<String> {
 }
 
 fn unexpected(what: &str, got: impl std::fmt::Debug) -> ProbeError {
-    ProbeError::Failed(format!("expected {what}, got {got:?}"))
+    ProbeError::failed(format!("expected {what}, got {got:?}"))
 }
 
 pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
@@ -238,7 +238,7 @@ pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
     let rows = rig
         .store
         .audit_rows()
-        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+        .map_err(|e| ProbeError::broken(e.to_string()))?;
     ensure(rows == 1, || {
         format!("{rows} rows; the foreign record must not be applied")
     })?;
@@ -259,7 +259,7 @@ pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
     let rows = rig
         .store
         .audit_rows()
-        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+        .map_err(|e| ProbeError::broken(e.to_string()))?;
     Ok(format!(
         "idle before stop 160: error, not success; committed=130; rows={rows}"
     ))
@@ -275,7 +275,7 @@ pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
     let rows = rig
         .store
         .audit_rows()
-        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+        .map_err(|e| ProbeError::broken(e.to_string()))?;
     ensure(committed > 120 && committed < 160, || {
         format!("committed {committed}, expected within (120, 160)")
     })?;
@@ -318,7 +318,7 @@ pub fn commit_after_apply(_: &ProbeContext) -> Result<String, ProbeError> {
     let rows = rig
         .store
         .audit_rows()
-        .map_err(|e| ProbeError::Broken(e.to_string()))?;
+        .map_err(|e| ProbeError::broken(e.to_string()))?;
     Ok(format!(
         "records={} inserted={} duplicates={} rows={rows}; every commit after its effect; final={}",
         summary.records, summary.inserted, summary.duplicates, summary.final_offset

@@ -4,6 +4,7 @@
 mod broker;
 mod offsets;
 mod replay_consumer;
+mod target;
 
 pub use broker::{Broker, KafkaError};
 pub use offsets::{
@@ -11,3 +12,4 @@ pub use offsets::{
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
+pub use target::{KafkaTarget, KafkaTargetError};

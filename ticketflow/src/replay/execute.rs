@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::window::DayPlan;
 use super::{run_bounded_replay_with, ReplayError, ReplayLimits, ReplayOptions, ReplaySummary};
-use crate::context::KafkaTarget;
+use crate::kafka::KafkaTarget;
 use crate::kafka::{Broker, KafkaReplayConsumer};
 use crate::store::{AuditStore, StoreError};
 

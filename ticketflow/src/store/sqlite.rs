@@ -4,7 +4,7 @@ use std::path::Path;
 
 use rusqlite::{params, Connection};
 
-use super::{schema::MIGRATIONS, AuditStore, BatchOutcome, Quarantined, StoreError};
+use super::{migrations::AUDIT, AuditStore, BatchOutcome, Quarantined, StoreError};
 use crate::event::AuditEvent;
 
 pub struct SqliteAuditStore {
@@ -29,25 +29,7 @@ impl SqliteAuditStore {
     }
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)",
-        )?;
-        for (version, sql) in MIGRATIONS {
-            let done: bool = conn.query_row(
-                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
-                [version],
-                |row| row.get(0),
-            )?;
-            if !done {
-                let tx = conn.unchecked_transaction()?;
-                tx.execute_batch(sql)?;
-                tx.execute(
-                    "INSERT INTO schema_migrations (version) VALUES (?1)",
-                    [version],
-                )?;
-                tx.commit()?;
-            }
-        }
+        AUDIT.apply_sqlite(&conn)?;
         Ok(SqliteAuditStore { conn })
     }
 
@@ -102,77 +84,10 @@ impl AuditStore for SqliteAuditStore {
     }
 }
 
-impl crate::live::LiveStore for SqliteAuditStore {
-    fn apply_live(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
-        let inserted = insert_audit(&tx, event)?;
-        if inserted {
-            tx.execute(
-                "INSERT INTO notifications (event_id, tenant_id, ticket_id) VALUES (?1, ?2, ?3)",
-                params![event.event_id, event.tenant_id, event.ticket_id],
-            )?;
-            tx.execute(
-                "INSERT INTO sla_counts (tenant_id, changes) VALUES (?1, 1)
-                 ON CONFLICT (tenant_id) DO UPDATE SET changes = sla_counts.changes + 1",
-                params![event.tenant_id],
-            )?;
-        }
-        tx.commit()?;
-        Ok(inserted)
-    }
-
-    fn business_counts(&mut self) -> Result<(u64, u64), StoreError> {
-        let n: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM notifications", [], |r| r.get(0))?;
-        let sla: i64 = self.conn.query_row(
-            "SELECT COALESCE(SUM(changes), 0) FROM sla_counts",
-            [],
-            |r| r.get(0),
-        )?;
-        Ok((n as u64, sla as u64))
-    }
-
-    fn forget_audit_rows(&mut self, from: &str, to: &str) -> Result<u64, StoreError> {
-        let n = self.conn.execute(
-            "DELETE FROM audit_events WHERE occurred_at >= ?1 AND occurred_at < ?2",
-            params![from, to],
-        )?;
-        Ok(n as u64)
-    }
-
-    fn project_ticket(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
-        let version = event.version().unwrap_or(0);
-        let n = self.conn.execute(
-            "INSERT INTO ticket_state (tenant_id, ticket_id, version, action) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (tenant_id, ticket_id) DO UPDATE SET version = excluded.version, action = excluded.action
-             WHERE excluded.version > ticket_state.version",
-            params![event.tenant_id, event.ticket_id, version, event.action],
-        )?;
-        Ok(n == 1)
-    }
-
-    fn ticket_version(
-        &mut self,
-        tenant_id: &str,
-        ticket_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
-        use rusqlite::OptionalExtension;
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT version FROM ticket_state WHERE tenant_id = ?1 AND ticket_id = ?2",
-                params![tenant_id, ticket_id],
-                |r| r.get(0),
-            )
-            .optional()?)
-    }
-}
-
 /// Inserts the audit row unless its `event_id` exists; `true` when inserted. ON CONFLICT
 /// (event_id), not INSERT OR IGNORE: the latter also swallows NOT NULL and CHECK failures,
-/// which must surface.
-fn insert_audit(conn: &Connection, event: &AuditEvent) -> Result<bool, StoreError> {
+/// which must surface. Public so a caller may add effects of its own in the same transaction.
+pub fn insert_audit(conn: &Connection, event: &AuditEvent) -> Result<bool, StoreError> {
     let mut insert = conn.prepare_cached(
         "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)

@@ -1,5 +1,5 @@
-//! A Kafka-protocol broker for probes and tools: started in process (librdkafka's mock
-//! cluster) or reached by bootstrap address, with topic creation and clean-up.
+//! A Kafka-protocol broker for the system, its tools and tests: started in process (librdkafka's
+//! mock cluster) or reached by bootstrap address, with topic creation and clean-up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use crate::context::KafkaTarget;
+use super::KafkaTarget;
 use crate::day::{partition_for, DayRecord};
 
 /// A broker operation that failed, with the address it was talking to.

@@ -1,11 +1,13 @@
 //! The audit store: the consumer's one durable effect, idempotent on `event_id`.
 
+pub mod migrations;
 pub mod postgres;
-mod schema;
 pub mod sqlite;
+mod target;
 
 pub use self::postgres::PostgresAuditStore;
 pub use sqlite::SqliteAuditStore;
+pub use target::{AuditDb, AuditDbError};
 
 use crate::event::AuditEvent;
 

@@ -1,16 +1,15 @@
-//! The Kafka adapters against the embedded mock cluster: partition checks, timestamp lookups
-//! with the reading fallback, and the live consumer's restart from committed offsets.
+//! The Kafka adapters against the embedded mock cluster: partition checks and timestamp lookups
+//! with the reading fallback.
 
 use std::time::Duration;
 
-use lessonprobe_probes::day::{self, DaySpec, YESTERDAY};
-use lessonprobe_probes::kafka::{
-    committed_offsets, partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer,
-    OffsetLookup, ScanLookup,
+use ticketflow::day::{self, DaySpec, YESTERDAY};
+use ticketflow::kafka::{
+    partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer, OffsetLookup,
+    ScanLookup,
 };
-use lessonprobe_probes::live::run_live_consumer;
-use lessonprobe_probes::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
-use lessonprobe_probes::store::{AuditStore, SqliteAuditStore};
+use ticketflow::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
+use ticketflow::store::SqliteAuditStore;
 
 fn load_day(broker: &mut Broker, topic: &str, partitions: i32) -> Vec<day::DayRecord> {
     broker.create_topic(topic, partitions).unwrap();
@@ -94,44 +93,4 @@ fn the_mock_answers_end_to_timestamp_lookups_and_the_fallback_reads_the_right_of
             None
         );
     }
-}
-
-#[test]
-fn the_live_consumer_commits_after_effects_and_resumes_from_its_committed_offsets() {
-    let mut broker = Broker::embedded(1).unwrap();
-    let records = load_day(&mut broker, "live", 3);
-    let mut store = SqliteAuditStore::in_memory().unwrap();
-    let parts = [0, 1, 2];
-    let first = run_live_consumer(
-        &broker,
-        "live-group",
-        "live",
-        &parts,
-        &mut store,
-        Duration::from_secs(20),
-    )
-    .unwrap();
-    assert_eq!(first.records as usize, records.len());
-    let highs: Vec<Option<i64>> = parts
-        .iter()
-        .map(|&p| Some(broker.watermarks("live", p).unwrap().1))
-        .collect();
-    assert_eq!(
-        committed_offsets(&broker, "live-group", "live", &parts).unwrap(),
-        highs
-    );
-    // A second run has nothing left to read: the group's offsets, not "earliest", decide.
-    let again = run_live_consumer(
-        &broker,
-        "live-group",
-        "live",
-        &parts,
-        &mut store,
-        Duration::from_secs(20),
-    )
-    .unwrap();
-    assert_eq!(again.records, 0);
-    let distinct: std::collections::HashSet<_> =
-        records.iter().map(|r| &r.event.event_id).collect();
-    assert_eq!(store.audit_rows().unwrap(), distinct.len() as u64);
 }

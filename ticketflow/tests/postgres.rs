@@ -1,12 +1,12 @@
 //! The PostgreSQL audit store against a real server (LESSONPROBE_TEST_POSTGRES, started by
-//! scripts/test.sh): rows counted through a separate connection, errors with their SQLSTATE,
-//! and schemas dropped.
+//! scripts/test.sh): audit tables only, rows counted through a separate connection, errors with
+//! their SQLSTATE and the place, never the password.
 
 use std::time::Duration;
 
-use lessonprobe_probes::consumer::{AuditConsumer, Commit, ConsumeError, Position};
-use lessonprobe_probes::event::AuditEvent;
-use lessonprobe_probes::store::{AuditStore, PostgresAuditStore, StoreError};
+use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
+use ticketflow::event::AuditEvent;
+use ticketflow::store::{AuditStore, PostgresAuditStore, StoreError};
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
@@ -23,8 +23,43 @@ fn env_or_skip(var: &str) -> Option<String> {
     }
 }
 
-fn schema(name: &str) -> String {
-    format!("t_{name}_{}", std::process::id())
+/// A schema of this test's own, dropped when the value is.
+struct Schema {
+    client: postgres::Client,
+    name: String,
+}
+
+impl Schema {
+    fn new(url: &str, name: &str) -> Schema {
+        let name = format!("t_{name}_{}", std::process::id());
+        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+            ))
+            .unwrap();
+        Schema { client, name }
+    }
+
+    fn tables(&mut self) -> Vec<String> {
+        self.client
+            .query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+                &[&self.name],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let _ = self
+            .client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+    }
 }
 
 fn at(offset: i64) -> Position {
@@ -38,16 +73,21 @@ fn at(offset: i64) -> Position {
 const T: Duration = Duration::from_secs(10);
 
 #[test]
-fn a_duplicate_leaves_one_row_seen_through_another_connection_and_the_schema_is_dropped() {
+fn the_store_creates_audit_tables_only_and_a_duplicate_leaves_one_row_seen_elsewhere() {
     let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else {
         return;
     };
-    let name = schema("dup");
-    let mut store = PostgresAuditStore::scratch(&url, &name, T).unwrap();
+    let mut schema = Schema::new(&url, "dup");
+    let mut store = PostgresAuditStore::open_in_schema(&url, &schema.name, T).unwrap();
+    assert_eq!(
+        schema.tables(),
+        ["audit_events", "quarantined_records", "schema_migrations"]
+    );
     assert!(store.apply_once(&AuditEvent::sample()).unwrap());
     assert!(!store.apply_once(&AuditEvent::sample()).unwrap());
 
-    let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let name = schema.name.clone();
+    let other = &mut schema.client;
     let rows: i64 = other
         .query_one(&format!("SELECT COUNT(*) FROM {name}.audit_events"), &[])
         .unwrap()
@@ -65,16 +105,10 @@ fn a_duplicate_leaves_one_row_seen_through_another_connection_and_the_schema_is_
         constraint, 1,
         "the unique constraint on event_id exists under its name"
     );
-
+    // Reopening finds the migrations done and the row kept.
     drop(store);
-    let left: i64 = other
-        .query_one(
-            "SELECT COUNT(*) FROM pg_namespace WHERE nspname = $1",
-            &[&name],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0, "the store's schema is dropped with it");
+    let mut again = PostgresAuditStore::open_in_schema(&url, &name, T).unwrap();
+    assert_eq!(again.audit_rows().unwrap(), 1);
 }
 
 #[test]
@@ -82,7 +116,8 @@ fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothin
     let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else {
         return;
     };
-    let store = PostgresAuditStore::scratch(&url, &schema("integrity"), T).unwrap();
+    let schema = Schema::new(&url, "integrity");
+    let store = PostgresAuditStore::open_in_schema(&url, &schema.name, T).unwrap();
     let mut commits = Vec::new();
     let mut consumer = AuditConsumer::new(store, |c: &Commit| {
         commits.push(c.next_offset);
@@ -122,13 +157,9 @@ fn an_unreachable_server_or_refused_login_names_the_place_never_the_password() {
         .local_addr()
         .unwrap()
         .port();
-    let err = PostgresAuditStore::scratch(
-        &format!("postgres://u:hunter2@127.0.0.1:{port}/audit"),
-        "x",
-        T,
-    )
-    .err()
-    .unwrap();
+    let err = PostgresAuditStore::open(&format!("postgres://u:hunter2@127.0.0.1:{port}/audit"), T)
+        .err()
+        .unwrap();
     let text = err.to_string();
     assert!(
         text.contains(&format!(
@@ -142,7 +173,7 @@ fn an_unreachable_server_or_refused_login_names_the_place_never_the_password() {
         .rsplit_once('@')
         .map_or(url.as_str(), |(_, place)| place);
     let refused = format!("postgres://nobody_here:hunter2@{place}");
-    let err = PostgresAuditStore::scratch(&refused, "x", T)
+    let err = PostgresAuditStore::open(&refused, T)
         .err()
         .unwrap()
         .to_string();
