@@ -1,10 +1,14 @@
 //! The command line: clap definitions only; `commands::dispatch` runs what they parse to.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use ticketflow::{AuditDb, KafkaTarget};
 
+use crate::config::db::DbChoice;
+use crate::render::TableFormat;
 use crate::report::Format;
 
 #[derive(Debug, Parser)]
@@ -62,9 +66,10 @@ pub struct ListArgs {
 /// How to reach Kafka: embedded by default, or a broker by address with client properties.
 #[derive(Debug, Args)]
 pub struct KafkaArgs {
-    /// Bootstrap servers of a real broker for every Kafka probe [default: the embedded mock cluster].
-    #[arg(long, env = "LESSONPROBE_KAFKA", value_name = "HOST:PORT[,...]")]
-    pub kafka: Option<String>,
+    /// Bootstrap servers of a real broker for every Kafka probe, or `embedded` [default: the
+    /// embedded mock cluster].
+    #[arg(long, env = "LESSONPROBE_KAFKA", value_name = "HOST:PORT[,...]", value_parser = KafkaTarget::from_str)]
+    pub kafka: Option<KafkaTarget>,
     /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
     #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property)]
     pub property: Vec<(String, String)>,
@@ -130,9 +135,10 @@ pub struct RunArgs {
         long,
         env = "LESSONPROBE_DB",
         value_name = "DB",
-        default_value = "sqlite"
+        default_value = "sqlite",
+        value_parser = DbChoice::from_str
     )]
-    pub db: Vec<String>,
+    pub db: Vec<DbChoice>,
     #[command(flatten)]
     pub kafka: KafkaArgs,
     #[command(flatten)]
@@ -193,13 +199,6 @@ pub enum HostsAction {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TableFormat {
-    Table,
-    Json,
-    Csv,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnBadRecord {
     /// Keep it in quarantined_records with the reason, then move on.
     Quarantine,
@@ -235,9 +234,10 @@ pub struct ReplayArgs {
     /// Partitions to replay [default: all], e.g. 0,2.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub partitions: Option<Vec<i32>>,
-    /// The target database: sqlite:PATH (a file) or postgres://URL.
-    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB")]
-    pub db: String,
+    /// The target audit database: sqlite:PATH (a file) or postgres://URL. Never taken from
+    /// LESSONPROBE_DB, the probe runner's scratch database.
+    #[arg(long, env = "LESSONPROBE_REPLAY_DB", value_name = "DB", value_parser = AuditDb::from_str)]
+    pub db: Option<AuditDb>,
     /// Wall-clock bound of the whole replay.
     #[arg(long, default_value = "10m", value_parser = crate::config::duration::parse)]
     pub deadline: Duration,

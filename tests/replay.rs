@@ -191,6 +191,13 @@ fn the_dry_run_prints_the_plan_and_applies_nothing() {
         "{csv}"
     );
     assert_eq!(csv.lines().count(), 4);
+    // Read back as CSV: a committed offset that does not exist is an empty field.
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    for (row, stop) in reader.records().zip(&stops) {
+        let row = row.unwrap();
+        assert_eq!(row[6].parse::<i64>().unwrap(), *stop);
+        assert_eq!((&row[8], &row[9]), ("", ""), "{row:?}");
+    }
 }
 
 #[test]
@@ -249,6 +256,136 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
         text(&resumed).contains("complete before this run"),
         "{}",
         text(&resumed)
+    );
+}
+
+/// A database of this test's own on the test server, dropped when the value is.
+struct OwnDatabase {
+    admin: String,
+    name: String,
+}
+
+impl OwnDatabase {
+    fn create(admin: &str, what: &str) -> OwnDatabase {
+        let name = format!("lp_{what}_{}", std::process::id());
+        let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        OwnDatabase {
+            admin: admin.to_owned(),
+            name,
+        }
+    }
+
+    fn url(&self) -> String {
+        let (base, _) = self.admin.rsplit_once('/').unwrap();
+        format!("{base}/{}", self.name)
+    }
+
+    /// Every table the database holds, whatever its schema.
+    fn tables(&self) -> Vec<String> {
+        let mut client = postgres::Client::connect(&self.url(), postgres::NoTls).unwrap();
+        client
+            .query(
+                "SELECT table_name::text FROM information_schema.tables
+                 WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+}
+
+impl Drop for OwnDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+#[test]
+fn a_replay_into_an_empty_postgres_database_makes_audit_tables_only() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let target = OwnDatabase::create(&admin, "replay_tables");
+    let runners = OwnDatabase::create(&admin, "runner_scratch");
+    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
+    let dir = tempfile::tempdir().unwrap();
+    // The target comes from LESSONPROBE_REPLAY_DB; the runner's LESSONPROBE_DB is not used.
+    let mut cmd = lessonprobe(dir.path());
+    cmd.env("LESSONPROBE_REPLAY_DB", target.url())
+        .env("LESSONPROBE_DB", runners.url())
+        .args([
+            "replay",
+            "--kafka",
+            &broker.servers,
+            "--topic",
+            TOPIC,
+            "--live-group",
+            LIVE,
+            "--replay-group",
+            "ticketflow-replay-20260922",
+            "--execute",
+        ])
+        .args(window(&[]));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(target.tables(), AUDIT_TABLES);
+    let rows: i64 = postgres::Client::connect(&target.url(), postgres::NoTls)
+        .unwrap()
+        .query_one("SELECT COUNT(*) FROM audit_events", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows as usize, expected(600).0.len());
+    assert!(runners.tables().is_empty(), "{:?}", runners.tables());
+}
+
+#[test]
+fn the_runners_database_variable_never_becomes_a_replays_target() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let scratch = OwnDatabase::create(&admin, "runner_only");
+    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "300"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lessonprobe(dir.path());
+    cmd.env("LESSONPROBE_DB", scratch.url()).args([
+        "replay",
+        "--kafka",
+        &broker.servers,
+        "--topic",
+        TOPIC,
+        "--live-group",
+        LIVE,
+        "--replay-group",
+        "ticketflow-replay-20260922",
+        "--execute",
+    ]);
+    let out = cmd.args(window(&[])).output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    for words in [
+        "LESSONPROBE_DB is the probe runner's scratch database",
+        "--db",
+        "LESSONPROBE_REPLAY_DB",
+    ] {
+        assert!(said.contains(words), "{words:?} missing: {said}");
+    }
+    assert!(scratch.tables().is_empty(), "{:?}", scratch.tables());
+    assert_eq!(
+        committed(&broker.servers, "ticketflow-replay-20260922", TOPIC, 3),
+        vec![None, None, None]
     );
 }
 

@@ -7,7 +7,8 @@ pub mod remote;
 pub mod replay;
 pub mod run;
 
-use lessonprobe_probes::{registry, KafkaTarget};
+use lessonprobe_probes::registry;
+use ticketflow::kafka::{KafkaTarget, KafkaTargetError};
 
 use crate::cli::{Cli, Command, HostArgs, KafkaArgs};
 use crate::exit::{Code, Error};
@@ -30,37 +31,17 @@ fn builtin_names() -> Vec<&'static str> {
     registry::builtins().iter().map(|p| p.name).collect()
 }
 
+/// The broker of `--kafka` (embedded when absent) with the `-X` client properties.
 fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
-    match args.kafka.as_deref().map(str::trim) {
-        None => {
-            if !args.property.is_empty() {
-                return Err(Error::Usage(
-                    "-X properties need --kafka: the embedded broker takes none".into(),
-                ));
+    let target = args.kafka.clone().unwrap_or(KafkaTarget::Embedded);
+    target
+        .with_properties(args.property.clone())
+        .map_err(|e| match e {
+            KafkaTargetError::PropertiesForEmbedded => {
+                Error::Usage("-X properties need --kafka: the embedded broker takes none".into())
             }
-            Ok(KafkaTarget::Embedded)
-        }
-        Some("") => Err(Error::Usage(
-            "--kafka needs a bootstrap address (HOST:PORT)".into(),
-        )),
-        Some("embedded") => Ok(KafkaTarget::Embedded),
-        Some(servers) => {
-            for server in servers.split(',') {
-                let ok = server
-                    .rsplit_once(':')
-                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-                if !ok {
-                    return Err(Error::Usage(format!(
-                        "--kafka {servers:?}: {server:?} is not HOST:PORT"
-                    )));
-                }
-            }
-            Ok(KafkaTarget::Bootstrap {
-                servers: servers.to_owned(),
-                properties: args.property.clone(),
-            })
-        }
-    }
+            other => Error::Usage(other.to_string()),
+        })
 }
 
 /// `TICKETFLOW_REMOTE_TESTS=1`: remote probes may connect.

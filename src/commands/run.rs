@@ -7,76 +7,32 @@ use lessonprobe_probes::DbTarget;
 
 use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
 use crate::cli::RunArgs;
+use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
 use crate::report::{self, Format};
 use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
 
-fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
-    let postgres_from_env = || match std::env::var("LESSONPROBE_POSTGRES") {
-        Ok(url) if !url.trim().is_empty() => Ok(SqlTarget {
-            backend: Backend::Postgres,
-            target: DbTarget::Postgres(url),
-        }),
-        _ => Err(Error::Usage(
-            "--db postgres/all: set LESSONPROBE_POSTGRES to a postgres:// URL, or give the URL"
-                .into(),
-        )),
-    };
-    let mut expanded = Vec::new();
-    for value in values {
-        match value.trim() {
-            "all" => {
-                expanded.push(SqlTarget {
-                    backend: Backend::Sqlite,
-                    target: DbTarget::SqliteMemory,
-                });
-                expanded.push(postgres_from_env()?);
-            }
-            "postgres" | "postgresql" => expanded.push(postgres_from_env()?),
-            v if v.starts_with("postgres://") || v.starts_with("postgresql://") => {
-                expanded.push(SqlTarget {
-                    backend: Backend::Postgres,
-                    target: DbTarget::Postgres(v.to_owned()),
-                })
-            }
-            v => expanded.push(sqlite_target(v)?),
-        }
-    }
-    let mut targets: Vec<SqlTarget> = Vec::new();
-    for target in expanded {
-        if targets.iter().any(|t| t.backend == target.backend) {
-            return Err(Error::Usage(format!(
-                "--db names {} twice",
-                target.backend.label()
-            )));
-        }
-        targets.push(target);
-    }
-    Ok(targets)
-}
-
-fn sqlite_target(value: &str) -> Result<SqlTarget, Error> {
-    match value {
-        "sqlite" | "sqlite::memory:" => Ok(SqlTarget {
-            backend: Backend::Sqlite,
-            target: DbTarget::SqliteMemory,
-        }),
-        v if v.starts_with("sqlite:") => {
-            let dir = PathBuf::from(&v["sqlite:".len()..]);
-            if dir.as_os_str().is_empty() {
-                return Err(Error::Usage("--db sqlite:DIR needs a folder".into()));
-            }
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(&dir, format!("cannot create the database folder: {e}")))?;
-            Ok(SqlTarget {
-                backend: Backend::Sqlite,
-                target: DbTarget::SqliteFile(dir),
-            })
-        }
-        other => Err(Error::Usage(format!(
-            "--db {other:?}: expected sqlite, sqlite:DIR, postgres://URL, postgres or all"
-        ))),
-    }
+/// The SQL backends of `--db`, folders of `sqlite:DIR` created.
+fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
+    let postgres_env = std::env::var("LESSONPROBE_POSTGRES").ok();
+    let targets = db::probe_databases(choices, postgres_env.as_deref())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    targets
+        .into_iter()
+        .map(|target| {
+            let backend = match &target {
+                DbTarget::Postgres(_) => Backend::Postgres,
+                DbTarget::SqliteFile(dir) => {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        Error::io(dir, format!("cannot create the database folder: {e}"))
+                    })?;
+                    Backend::Sqlite
+                }
+                DbTarget::SqliteMemory => Backend::Sqlite,
+            };
+            Ok(SqlTarget { backend, target })
+        })
+        .collect()
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {

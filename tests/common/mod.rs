@@ -21,6 +21,7 @@ pub fn lessonprobe(cwd: &Path) -> Command {
     for var in [
         "LESSONPROBE_CHECKPOINTS",
         "LESSONPROBE_DB",
+        "LESSONPROBE_REPLAY_DB",
         "LESSONPROBE_KAFKA",
         "LESSONPROBE_HOSTS",
         "TICKETFLOW_REMOTE_TESTS",

@@ -1,6 +1,7 @@
 //! The lesson-29 audit consumer: apply the effect, and only once it is durable commit `offset + 1`.
 
 use crate::event::AuditEvent;
+use crate::kafka::KafkaError;
 use crate::store::{AuditStore, StoreError};
 
 /// Where a record sits in the log.
@@ -24,12 +25,12 @@ pub struct Commit {
 pub enum ConsumeError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("commit of {topic}[{partition}]@{next_offset} failed: {reason}")]
+    #[error("commit of {topic}[{partition}]@{next_offset} failed: {source}")]
     Commit {
         topic: String,
         partition: i32,
         next_offset: i64,
-        reason: String,
+        source: KafkaError,
     },
 }
 
@@ -42,7 +43,7 @@ pub struct AuditConsumer<S, C> {
 impl<S, C> AuditConsumer<S, C>
 where
     S: AuditStore,
-    C: FnMut(&Commit) -> Result<(), String>,
+    C: FnMut(&Commit) -> Result<(), KafkaError>,
 {
     pub fn new(store: S, commit: C) -> Self {
         AuditConsumer { store, commit }
@@ -57,11 +58,11 @@ where
             partition: at.partition,
             next_offset: at.offset + 1,
         };
-        (self.commit)(&commit).map_err(|reason| ConsumeError::Commit {
+        (self.commit)(&commit).map_err(|source| ConsumeError::Commit {
             topic: commit.topic.clone(),
             partition: commit.partition,
             next_offset: commit.next_offset,
-            reason,
+            source,
         })?;
         Ok(applied)
     }

@@ -14,10 +14,16 @@ pub struct AuditEvent {
     pub payload: serde_json::Value,
 }
 
-/// Why a record's bytes are not an audit event.
+/// Why a record's bytes are not an audit event the audit schema accepts.
 #[derive(Debug, thiserror::Error)]
-#[error("not an audit event: {0}")]
-pub struct DecodeError(#[from] serde_json::Error);
+pub enum DecodeError {
+    #[error("not an audit event: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not an audit event: {field} is empty")]
+    EmptyField { field: &'static str },
+    #[error("not an audit event: payload is not an object")]
+    PayloadNotObject,
+}
 
 impl AuditEvent {
     /// The lesson's sample event (`evt-30`, tenant-a, ticket-7, version 3).
@@ -60,8 +66,8 @@ impl AuditEvent {
 
     /// Decodes a record into an event that the audit schema accepts: JSON of the right shape,
     /// non-empty ids and action, a payload object. Anything else is a bad record, with why.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let event = Self::from_json(bytes).map_err(|e| e.to_string())?;
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let event = Self::from_json(bytes)?;
         for (field, value) in [
             ("event_id", &event.event_id),
             ("tenant_id", &event.tenant_id),
@@ -70,11 +76,11 @@ impl AuditEvent {
             ("occurred_at", &event.occurred_at),
         ] {
             if value.trim().is_empty() {
-                return Err(format!("not an audit event: {field} is empty"));
+                return Err(DecodeError::EmptyField { field });
             }
         }
         if !event.payload.is_object() {
-            return Err("not an audit event: payload is not an object".into());
+            return Err(DecodeError::PayloadNotObject);
         }
         Ok(event)
     }
@@ -99,12 +105,17 @@ mod tests {
         let mut empty = AuditEvent::sample();
         empty.tenant_id.clear();
         assert_eq!(
-            AuditEvent::decode(&empty.to_json()).unwrap_err(),
+            AuditEvent::decode(&empty.to_json())
+                .unwrap_err()
+                .to_string(),
             "not an audit event: tenant_id is empty"
         );
         let mut null = AuditEvent::sample();
         null.payload = serde_json::Value::Null;
-        assert!(AuditEvent::decode(&null.to_json()).is_err());
+        assert!(matches!(
+            AuditEvent::decode(&null.to_json()),
+            Err(DecodeError::PayloadNotObject)
+        ));
         assert_eq!(
             AuditEvent::decode(&AuditEvent::sample().to_json()).unwrap(),
             AuditEvent::sample()

@@ -8,7 +8,9 @@ use ticketflow::kafka::{
     partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer, OffsetLookup,
     ScanLookup,
 };
-use ticketflow::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
+use ticketflow::replay::{
+    run_bounded_replay, ConsumerError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+};
 use ticketflow::store::SqliteAuditStore;
 
 fn load_day(broker: &mut Broker, topic: &str, partitions: i32) -> Vec<day::DayRecord> {
@@ -34,7 +36,17 @@ fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
     let mut consumer = KafkaReplayConsumer::new(&broker, "replay").unwrap();
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let err = run_bounded_replay(&plan, LIMITS, &mut consumer, &mut store).unwrap_err();
-    assert!(matches!(err, ReplayError::Consumer { .. }));
+    assert!(
+        matches!(
+            err.kind,
+            ReplayErrorKind::Consumer(ConsumerError::NoSuchPartition {
+                partitions: 1,
+                partition: 2,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
     assert!(
         err.to_string()
             .contains("topic one-partition has 1 partitions; the plan needs partition 2"),

@@ -14,7 +14,9 @@ use ticketflow::event::AuditEvent;
 use ticketflow::kafka::{
     committed_offsets, partition_window, AutoLookup, Broker, KafkaReplayConsumer,
 };
-use ticketflow::replay::{run_bounded_replay, ReplayError, ReplayLimits, ReplayPlan};
+use ticketflow::replay::{
+    run_bounded_replay, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+};
 use ticketflow::store::{AuditStore, StoreError};
 
 fn broken<E: std::fmt::Display>(e: E) -> ProbeError {
@@ -242,7 +244,10 @@ pub fn stop_beyond_end(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let mut store = ctx.open_store()?;
     let started = Instant::now();
     match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut()) {
-        Err(ReplayError::StopBeyondEnd { end: 50, .. }) => {}
+        Err(ReplayError {
+            kind: ReplayErrorKind::StopBeyondEnd { end: 50, .. },
+            ..
+        }) => {}
         other => {
             return Err(ProbeError::failed(format!(
                 "expected stop beyond end 50, got {other:?}"
@@ -297,11 +302,16 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
     let committed_at =
         match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, &mut failing) {
-            Err(e @ ReplayError::Effect { offset: 25, .. }) => {
+            Err(
+                e @ ReplayError {
+                    kind: ReplayErrorKind::Effect { offset: 25, .. },
+                    ..
+                },
+            ) => {
                 ensure(e.to_string().ends_with("database unavailable"), || {
                     format!("error changed: {e}")
                 })?;
-                e.committed()
+                e.committed
             }
             other => {
                 return Err(ProbeError::failed(format!(

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::context::{ensure, ProbeContext, ProbeError};
 use ticketflow::event::AuditEvent;
 use ticketflow::replay::{
-    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
-    ReplayRecord,
+    run_bounded_replay, ConsumerError, PlanError, ReplayConsumer, ReplayError, ReplayErrorKind,
+    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, SqliteAuditStore, StoreError};
 
@@ -41,15 +41,15 @@ impl ReplayConsumer for Scripted {
     fn group_id(&self) -> &str {
         REPLAY
     }
-    fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, String> {
+    fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, ConsumerError> {
         push(&self.log, "end".into());
         Ok(self.end)
     }
-    fn seek(&mut self, _: &str, partition: i32, offset: i64) -> Result<(), String> {
+    fn seek(&mut self, _: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
         push(&self.log, format!("seek {partition}@{offset}"));
         Ok(())
     }
-    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, String> {
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
         match self.script.pop_front().flatten() {
             Some(record) => {
                 std::thread::sleep(self.delay.min(timeout));
@@ -61,7 +61,7 @@ impl ReplayConsumer for Scripted {
             }
         }
     }
-    fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), String> {
+    fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), ConsumerError> {
         push(&self.log, format!("commit {next_offset}"));
         Ok(())
     }
@@ -137,17 +137,18 @@ fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
     }
 }
 
+/// The example plan replayed through the rig: the replay's own result, or why it could not start.
 fn replay(
     rig: &mut Rig,
     limits: ReplayLimits,
-) -> Result<ticketflow::replay::ReplaySummary, ReplayError> {
-    let plan = example_plan().map_err(|e| ReplayError::Consumer {
-        topic: TOPIC.into(),
-        partition: 2,
-        committed: 120,
-        reason: e.to_string(),
-    })?;
-    run_bounded_replay(&plan, limits, &mut rig.consumer, &mut rig.store)
+) -> Result<Result<ReplaySummary, ReplayError>, ProbeError> {
+    let plan = example_plan()?;
+    Ok(run_bounded_replay(
+        &plan,
+        limits,
+        &mut rig.consumer,
+        &mut rig.store,
+    ))
 }
 
 fn commits(log: &Log) -> Vec<String> {
@@ -190,10 +191,13 @@ pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
 
 pub fn stop_beyond_end(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(150, records(120..150))?;
-    match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::StopBeyondEnd {
-            stop: 160,
-            end: 150,
+    match replay(&mut rig, limits(2_000, 200))? {
+        Err(ReplayError {
+            kind:
+                ReplayErrorKind::StopBeyondEnd {
+                    stop: 160,
+                    end: 150,
+                },
             ..
         }) => {}
         other => return Err(unexpected("StopBeyondEnd", other)),
@@ -207,11 +211,14 @@ pub fn stop_beyond_end(_: &ProbeContext) -> Result<String, ProbeError> {
 
 pub fn gap(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records([120, 121, 123, 124]))?;
-    let committed = match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::Gap {
-            expected: 122,
-            got: 123,
-            committed,
+    let committed = match replay(&mut rig, limits(2_000, 200))? {
+        Err(ReplayError {
+            kind:
+                ReplayErrorKind::Gap {
+                    expected: 122,
+                    got: 123,
+                },
+            committed: Some(committed),
             ..
         }) => committed,
         other => return Err(unexpected("a gap at 122", other)),
@@ -227,10 +234,10 @@ pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut script = records([120]);
     script.push_back(Some(record(3, 121, "evt-other")));
     let mut rig = rig(200, script)?;
-    let committed = match replay(&mut rig, limits(2_000, 200)) {
-        Err(ReplayError::ForeignRecord {
-            got_partition: 3,
-            committed,
+    let committed = match replay(&mut rig, limits(2_000, 200))? {
+        Err(ReplayError {
+            kind: ReplayErrorKind::ForeignRecord { partition: 3, .. },
+            committed: Some(committed),
             ..
         }) => committed,
         other => return Err(unexpected("a foreign record", other)),
@@ -249,8 +256,12 @@ pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
 
 pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records(120..130))?;
-    let committed = match replay(&mut rig, limits(5_000, 100)) {
-        Err(err @ ReplayError::Idle { .. }) => err.committed(),
+    let committed = match replay(&mut rig, limits(5_000, 100))? {
+        Err(ReplayError {
+            kind: ReplayErrorKind::Idle { .. },
+            committed,
+            ..
+        }) => committed,
         other => return Err(unexpected("idle before stop", other)),
     };
     ensure(committed == Some(130), || {
@@ -268,8 +279,12 @@ pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
 pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records(120..160))?;
     rig.consumer.delay = Duration::from_millis(20);
-    let committed = match replay(&mut rig, limits(250, 5_000)) {
-        Err(err @ ReplayError::Deadline { .. }) => err.committed().unwrap_or(-1),
+    let committed = match replay(&mut rig, limits(250, 5_000))? {
+        Err(ReplayError {
+            kind: ReplayErrorKind::Deadline { .. },
+            committed,
+            ..
+        }) => committed.unwrap_or(-1),
         other => return Err(unexpected("the deadline", other)),
     };
     let rows = rig
@@ -296,7 +311,7 @@ pub fn commit_after_apply(_: &ProbeContext) -> Result<String, ProbeError> {
     script.extend(records(160..170)); // past stop: must not be read
     let mut rig = rig(200, script)?;
     let summary =
-        replay(&mut rig, limits(5_000, 500)).map_err(|e| unexpected("a complete replay", e))?;
+        replay(&mut rig, limits(5_000, 500))?.map_err(|e| unexpected("a complete replay", e))?;
     let log = entries(&rig.log);
     let mut pending_apply = false;
     for entry in &log[2..] {

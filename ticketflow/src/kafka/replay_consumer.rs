@@ -8,10 +8,11 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::broker::partition_count;
 use super::{Broker, KafkaError};
-use crate::replay::{ReplayConsumer, ReplayRecord};
+use crate::replay::{ConsumerError, ReplayConsumer, ReplayRecord};
 
 pub struct KafkaReplayConsumer {
     group: String,
+    servers: String,
     consumer: BaseConsumer,
     /// For metadata and watermarks only.
     meta: BaseConsumer,
@@ -22,9 +23,19 @@ impl KafkaReplayConsumer {
     pub fn new(broker: &Broker, group: &str) -> Result<Self, KafkaError> {
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
+            servers: broker.servers().to_owned(),
             consumer: broker.consumer(group, "error")?,
             meta: broker.consumer("lessonprobe-utility", "error")?,
             timeout: broker.op_timeout,
+        })
+    }
+
+    /// A failed call of this consumer, with the broker it was talking to.
+    fn error(&self, what: String, reason: impl std::fmt::Display) -> ConsumerError {
+        ConsumerError::Kafka(KafkaError {
+            servers: self.servers.clone(),
+            what,
+            reason: reason.to_string(),
         })
     }
 }
@@ -34,33 +45,38 @@ impl ReplayConsumer for KafkaReplayConsumer {
         &self.group
     }
 
-    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String> {
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
         // Asked on a client of its own: behind this consumer's outstanding fetch the broker's
         // answer could wait for the whole fetch wait.
-        let partitions =
-            partition_count(&self.meta, topic, self.timeout).map_err(|e| e.to_string())?;
+        let partitions = partition_count(&self.meta, topic, self.timeout)
+            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
         if partition >= partitions {
-            return Err(format!(
-                "topic {topic} has {partitions} partitions; the plan needs partition {partition}"
-            ));
+            return Err(ConsumerError::NoSuchPartition {
+                topic: topic.to_owned(),
+                partitions,
+                partition,
+            });
         }
         self.meta
             .fetch_watermarks(topic, partition, self.timeout)
             .map(|(_, high)| high)
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
     }
 
-    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String> {
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+        let what = || format!("assigning {topic}[{partition}] at {offset}");
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-            .map_err(|e| e.to_string())?;
-        self.consumer.assign(&tpl).map_err(|e| e.to_string())
+            .map_err(|e| self.error(what(), e))?;
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| self.error(what(), e))
     }
 
-    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, String> {
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
         match self.consumer.poll(timeout) {
             None => Ok(None),
-            Some(Err(e)) => Err(e.to_string()),
+            Some(Err(e)) => Err(self.error("polling".into(), e)),
             Some(Ok(m)) => Ok(Some(ReplayRecord {
                 topic: m.topic().to_owned(),
                 partition: m.partition(),
@@ -70,12 +86,18 @@ impl ReplayConsumer for KafkaReplayConsumer {
         }
     }
 
-    fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String> {
+    fn commit(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        next_offset: i64,
+    ) -> Result<(), ConsumerError> {
+        let what = || format!("committing {topic}[{partition}]@{next_offset}");
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| self.error(what(), e))?;
         self.consumer
             .commit(&tpl, CommitMode::Sync)
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.error(what(), e))
     }
 }

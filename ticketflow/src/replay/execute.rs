@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::window::DayPlan;
 use super::{run_bounded_replay_with, ReplayError, ReplayLimits, ReplayOptions, ReplaySummary};
-use crate::kafka::KafkaTarget;
-use crate::kafka::{Broker, KafkaReplayConsumer};
-use crate::store::{AuditStore, StoreError};
+use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
+use crate::store::{AuditDb, AuditStore, StoreError};
+
+/// How long opening a connection to the audit database may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy)]
 pub struct ExecuteOptions {
@@ -21,6 +23,18 @@ pub struct ExecuteOptions {
     pub jobs: usize,
 }
 
+/// Told about each partition's progress as its batches become durable.
+pub trait Progress: Sync {
+    /// `partition` has made `so_far` durable and committed it.
+    fn batch_done(&self, partition: i32, so_far: &ReplaySummary);
+}
+
+impl<F: Fn(i32, &ReplaySummary) + Sync> Progress for F {
+    fn batch_done(&self, partition: i32, so_far: &ReplaySummary) {
+        self(partition, so_far)
+    }
+}
+
 /// One partition's result.
 #[derive(Debug)]
 pub struct PartitionResult {
@@ -28,36 +42,59 @@ pub struct PartitionResult {
     pub result: Result<ReplaySummary, PartitionError>,
 }
 
+/// Why a partition's replay did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum PartitionError {
     #[error(transparent)]
     Replay(#[from] ReplayError),
-    #[error("{reason} (committed {committed})")]
-    Setup { reason: String, committed: i64 },
+    /// Its worker could not be set up; nothing of it was read.
+    #[error("{cause} (committed {committed})")]
+    Setup { cause: SetupError, committed: i64 },
+}
+
+/// What kept a worker from starting on a partition.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the plan's range [{start}, {stop}) is not a valid replay")]
+    InvalidRange { start: i64, stop: i64 },
 }
 
 impl PartitionError {
-    /// The replay group's last durable offset on this partition.
+    /// The replay group's last durable offset on this partition, when it is known.
     pub fn committed(&self) -> Option<i64> {
         match self {
-            PartitionError::Replay(e) => e.committed(),
+            PartitionError::Replay(e) => e.committed,
             PartitionError::Setup { committed, .. } => Some(*committed),
         }
     }
 }
 
-/// Opens a store connection for one worker.
-pub type StoreOpener<'a> = dyn Fn() -> Result<Box<dyn AuditStore>, StoreError> + Sync + 'a;
+/// A worker's connections, made for its first partition and reused for the next ones.
+struct Worker {
+    _broker: Broker,
+    consumer: KafkaReplayConsumer,
+    store: Box<dyn AuditStore>,
+}
 
-/// Runs every partition with work left. `progress(partition, summary)` follows each batch.
+/// Runs every partition of `plan` with work left into `db`; `progress` follows each batch.
 pub fn execute_day(
     kafka: &KafkaTarget,
     plan: &DayPlan,
     options: ExecuteOptions,
-    open_store: &StoreOpener<'_>,
-    progress: &(dyn Fn(i32, &ReplaySummary) + Sync),
+    db: &AuditDb,
+    progress: &dyn Progress,
 ) -> Vec<PartitionResult> {
     let started = Instant::now();
+    let remaining = || {
+        options
+            .deadline
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1))
+    };
     let work: Vec<_> = plan
         .partitions
         .iter()
@@ -68,51 +105,53 @@ pub fn execute_day(
     std::thread::scope(|scope| {
         for _ in 0..options.jobs.clamp(1, work.len().max(1)) {
             scope.spawn(|| {
-                // One broker connection, consumer and store per worker, reused across partitions.
-                let mut worker: Option<(Broker, KafkaReplayConsumer, Box<dyn AuditStore>)> = None;
+                let mut worker: Option<Worker> = None;
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(p) = work.get(i) else { break };
-                    let setup = |reason: String| PartitionError::Setup {
-                        reason,
+                    let setup = |cause: SetupError| PartitionError::Setup {
+                        cause,
                         committed: p.resume_from,
                     };
                     let result = (|| {
-                        let bounded = plan
-                            .bounded(p)
-                            .ok_or_else(|| setup("invalid range".into()))?;
-                        if worker.is_none() {
-                            let remaining = options
-                                .deadline
-                                .saturating_sub(started.elapsed())
-                                .max(Duration::from_millis(1));
-                            let broker = Broker::for_target(kafka, remaining)
-                                .map_err(|e| setup(e.to_string()))?;
-                            let consumer =
-                                KafkaReplayConsumer::new(&broker, &plan.request.replay_group)
-                                    .map_err(|e| setup(e.to_string()))?;
-                            let store = open_store().map_err(|e| setup(e.to_string()))?;
-                            worker = Some((broker, consumer, store));
-                        }
-                        let Some((_, consumer, store)) = worker.as_mut() else {
-                            return Err(setup("no worker".into()));
+                        let bounded = plan.bounded(p).ok_or_else(|| {
+                            setup(SetupError::InvalidRange {
+                                start: p.resume_from,
+                                stop: p.stop,
+                            })
+                        })?;
+                        let w = match worker.take() {
+                            Some(w) => worker.insert(w),
+                            None => {
+                                let made = (|| -> Result<Worker, SetupError> {
+                                    let broker = Broker::for_target(kafka, remaining())?;
+                                    let consumer = KafkaReplayConsumer::new(
+                                        &broker,
+                                        &plan.request.replay_group,
+                                    )?;
+                                    let store = db.open(CONNECT_TIMEOUT)?;
+                                    Ok(Worker {
+                                        _broker: broker,
+                                        consumer,
+                                        store,
+                                    })
+                                })()
+                                .map_err(setup)?;
+                                worker.insert(made)
+                            }
                         };
                         let limits = ReplayLimits {
-                            deadline: options
-                                .deadline
-                                .saturating_sub(started.elapsed())
-                                .max(Duration::from_millis(1)),
+                            deadline: remaining(),
                             idle_timeout: options.idle_timeout,
                         };
-                        let summary = run_bounded_replay_with(
+                        Ok(run_bounded_replay_with(
                             &bounded,
                             limits,
                             options.replay,
-                            consumer,
-                            store.as_mut(),
-                            &mut |s| progress(p.partition, s),
-                        )?;
-                        Ok(summary)
+                            &mut w.consumer,
+                            w.store.as_mut(),
+                            &mut |s| progress.batch_done(p.partition, s),
+                        )?)
                     })();
                     // After an error the connections may be broken: the next partition makes new ones.
                     if result.is_err() {

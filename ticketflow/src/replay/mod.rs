@@ -1,16 +1,27 @@
 //! Bounded replay: one partition's half-open range `[start, stop)` re-read by its own consumer
-//! group, each batch applied to the audit store before its offset is committed. The audit
+//! group, each batch applied to the audit store before its offset is committed; and the replay
+//! job built on it (planning a window of a real topic, executing it, reporting). The audit
 //! store is the only effect this crate has: the live service's tables are not part of it.
 
 mod execute;
+mod job;
+mod rows;
 mod window;
 
-pub use execute::{execute_day, ExecuteOptions, PartitionError, PartitionResult, StoreOpener};
-pub use window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Window};
+pub use execute::{
+    execute_day, ExecuteOptions, PartitionError, PartitionResult, Progress, SetupError,
+    CONNECT_TIMEOUT,
+};
+pub use job::{ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport};
+pub use rows::{PlanDocument, PlanRow, ReportRow};
+pub use window::{
+    plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Refusal, Window,
+};
 
 use std::time::{Duration, Instant};
 
-use crate::event::AuditEvent;
+use crate::event::{AuditEvent, DecodeError};
+use crate::kafka::KafkaError;
 use crate::store::{AuditStore, Quarantined, StoreError};
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
@@ -126,18 +137,36 @@ pub struct ReplayRecord {
     pub payload: Vec<u8>,
 }
 
+/// Why the consumer side of a replay could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    #[error("topic {topic} has {partitions} partitions; the plan needs partition {partition}")]
+    NoSuchPartition {
+        topic: String,
+        partitions: i32,
+        partition: i32,
+    },
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+}
+
 /// The consumer side of a replay, over a real client or a scripted one.
 pub trait ReplayConsumer {
     /// The consumer group this consumer commits for.
     fn group_id(&self) -> &str;
     /// The partition's end offset (high watermark) now.
-    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, String>;
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError>;
     /// Assigns the partition alone and positions the consumer at `offset`.
-    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), String>;
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError>;
     /// The next record, or `None` when none arrived within `timeout`.
-    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, String>;
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError>;
     /// Commits `next_offset` for this consumer's group, synchronously.
-    fn commit(&mut self, topic: &str, partition: i32, next_offset: i64) -> Result<(), String>;
+    fn commit(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        next_offset: i64,
+    ) -> Result<(), ConsumerError>;
 }
 
 /// What a completed replay did (or, passed to progress, has done so far).
@@ -152,10 +181,21 @@ pub struct ReplaySummary {
     pub final_offset: i64,
 }
 
-/// Why a replay did not complete. Every variant that can happen after seeking carries the
-/// replay group's last committed offset (`committed`), where a rerun continues.
+/// Why the replay of one partition did not complete, and where it stood: the partition once,
+/// the replay group's last committed offset (where a rerun continues; `None` when it stopped
+/// before seeking), and what went wrong.
 #[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
+#[error("{topic}[{partition}]{}: {kind}", committed.map_or_else(String::new, |c| format!(" (committed {c})")))]
+pub struct ReplayError {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: Option<i64>,
+    pub kind: ReplayErrorKind,
+}
+
+/// What stopped a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayErrorKind {
     #[error("limits must be positive (deadline {deadline:?}, idle timeout {idle_timeout:?}, batch {batch})")]
     BadLimits {
         deadline: Duration,
@@ -164,86 +204,22 @@ pub enum ReplayError {
     },
     #[error("consumer belongs to group {actual:?}, the plan's replay group is {expected:?}")]
     WrongGroup { expected: String, actual: String },
-    #[error("stop {stop} is beyond the captured end offset {end} of {topic}[{partition}]; nothing was read")]
-    StopBeyondEnd {
-        topic: String,
-        partition: i32,
-        stop: i64,
-        end: i64,
-    },
-    #[error("consumer error on {topic}[{partition}] (committed {committed}): {reason}")]
-    Consumer {
-        topic: String,
-        partition: i32,
-        committed: i64,
-        reason: String,
-    },
-    #[error("record from {got_topic}[{got_partition}] while replaying {topic}[{partition}] (committed {committed})")]
-    ForeignRecord {
-        topic: String,
-        partition: i32,
-        got_topic: String,
-        got_partition: i32,
-        committed: i64,
-    },
-    #[error("discontinuous range on {topic}[{partition}]: expected offset {expected}, got {got} (committed {committed})")]
-    Gap {
-        topic: String,
-        partition: i32,
-        expected: i64,
-        got: i64,
-        committed: i64,
-    },
-    #[error("record {topic}[{partition}]@{offset} is not an audit event: {reason} (committed {committed})")]
-    Undecodable {
-        topic: String,
-        partition: i32,
-        offset: i64,
-        reason: String,
-        committed: i64,
-    },
-    #[error("effect failed at {topic}[{partition}]@{offset} (committed {committed}): {source}")]
-    Effect {
-        topic: String,
-        partition: i32,
-        offset: i64,
-        committed: i64,
-        source: StoreError,
-    },
-    #[error(
-        "idle for {idle:?} before stop {stop} on {topic}[{partition}] (committed {committed})"
-    )]
-    Idle {
-        topic: String,
-        partition: i32,
-        idle: Duration,
-        stop: i64,
-        committed: i64,
-    },
-    #[error("deadline of {deadline:?} reached before stop {stop} on {topic}[{partition}] (committed {committed})")]
-    Deadline {
-        topic: String,
-        partition: i32,
-        deadline: Duration,
-        stop: i64,
-        committed: i64,
-    },
-}
-
-impl ReplayError {
-    /// The replay group's committed offset when the run stopped, where one was reached.
-    pub fn committed(&self) -> Option<i64> {
-        match self {
-            ReplayError::Consumer { committed, .. }
-            | ReplayError::ForeignRecord { committed, .. }
-            | ReplayError::Gap { committed, .. }
-            | ReplayError::Undecodable { committed, .. }
-            | ReplayError::Effect { committed, .. }
-            | ReplayError::Idle { committed, .. }
-            | ReplayError::Deadline { committed, .. } => Some(*committed),
-            _ => None,
-        }
-    }
+    #[error("stop {stop} is beyond the captured end offset {end}; nothing was read")]
+    StopBeyondEnd { stop: i64, end: i64 },
+    #[error("consumer error: {0}")]
+    Consumer(#[source] ConsumerError),
+    #[error("record from {topic}[{partition}] arrived instead of the next record")]
+    ForeignRecord { topic: String, partition: i32 },
+    #[error("discontinuous range: expected offset {expected}, got {got}")]
+    Gap { expected: i64, got: i64 },
+    #[error("record at offset {offset}: {source}")]
+    Undecodable { offset: i64, source: DecodeError },
+    #[error("effect failed at offset {offset}: {source}")]
+    Effect { offset: i64, source: StoreError },
+    #[error("idle for {idle:?} before stop {stop}")]
+    Idle { idle: Duration, stop: i64 },
+    #[error("deadline of {deadline:?} reached before stop {stop}")]
+    Deadline { deadline: Duration, stop: i64 },
 }
 
 /// How long a batch that has begun waits for its next record before it is applied as it is.
@@ -309,40 +285,47 @@ pub fn run_bounded_replay_with(
     progress: &mut dyn FnMut(&ReplaySummary),
 ) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
-    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() || options.batch == 0 {
-        return Err(ReplayError::BadLimits {
-            deadline: limits.deadline,
-            idle_timeout: limits.idle_timeout,
-            batch: options.batch,
-        });
-    }
-    if consumer.group_id() != plan.replay_group {
-        return Err(ReplayError::WrongGroup {
-            expected: plan.replay_group.clone(),
-            actual: consumer.group_id().to_owned(),
-        });
-    }
     let (topic, partition) = (plan.topic.as_str(), plan.partition);
-    let consumer_error = |committed: i64, reason: String| ReplayError::Consumer {
+    let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
         topic: topic.to_owned(),
         partition,
         committed,
-        reason,
+        kind,
     };
+    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() || options.batch == 0 {
+        return Err(fail(
+            None,
+            ReplayErrorKind::BadLimits {
+                deadline: limits.deadline,
+                idle_timeout: limits.idle_timeout,
+                batch: options.batch,
+            },
+        ));
+    }
+    if consumer.group_id() != plan.replay_group {
+        return Err(fail(
+            None,
+            ReplayErrorKind::WrongGroup {
+                expected: plan.replay_group.clone(),
+                actual: consumer.group_id().to_owned(),
+            },
+        ));
+    }
     let end = consumer
         .end_offset(topic, partition)
-        .map_err(|r| consumer_error(plan.start, r))?;
+        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
     if plan.stop > end {
-        return Err(ReplayError::StopBeyondEnd {
-            topic: topic.to_owned(),
-            partition,
-            stop: plan.stop,
-            end,
-        });
+        return Err(fail(
+            None,
+            ReplayErrorKind::StopBeyondEnd {
+                stop: plan.stop,
+                end,
+            },
+        ));
     }
     consumer
         .seek(topic, partition, plan.start)
-        .map_err(|r| consumer_error(plan.start, r))?;
+        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
 
     let mut summary = ReplaySummary {
         final_offset: plan.start,
@@ -352,9 +335,10 @@ pub fn run_bounded_replay_with(
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut next = plan.start; // the offset the next record must carry
     while summary.final_offset < plan.stop {
-        let committed = summary.final_offset;
-        // Gather a batch: wait for its first record, then take what has already arrived.
-        let mut stopped_on: Option<ReplayError> = None;
+        let committed = Some(summary.final_offset);
+        // Gather a batch: wait for its first record, then take what has already arrived. A
+        // record that stops the run ends the batch; what came before it is still applied.
+        let mut stopped_on: Option<ReplayErrorKind> = None;
         while next < plan.stop && events.len() + bad.len() < options.batch {
             let gathering = events.len() + bad.len() > 0;
             let remaining = limits.deadline.saturating_sub(started.elapsed());
@@ -362,13 +346,13 @@ pub fn run_bounded_replay_with(
                 if gathering {
                     break;
                 }
-                return Err(ReplayError::Deadline {
-                    topic: topic.to_owned(),
-                    partition,
-                    deadline: limits.deadline,
-                    stop: plan.stop,
+                return Err(fail(
                     committed,
-                });
+                    ReplayErrorKind::Deadline {
+                        deadline: limits.deadline,
+                        stop: plan.stop,
+                    },
+                ));
             }
             let wait = if gathering {
                 GATHER_WAIT.min(remaining)
@@ -377,38 +361,32 @@ pub fn run_bounded_replay_with(
             };
             let record = match consumer
                 .poll(wait)
-                .map_err(|r| consumer_error(committed, r))?
+                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?
             {
                 Some(record) => record,
                 None if gathering => break,
                 None if wait < limits.idle_timeout => continue, // the deadline check ends it
                 None => {
-                    return Err(ReplayError::Idle {
-                        topic: topic.to_owned(),
-                        partition,
-                        idle: limits.idle_timeout,
-                        stop: plan.stop,
+                    return Err(fail(
                         committed,
-                    })
+                        ReplayErrorKind::Idle {
+                            idle: limits.idle_timeout,
+                            stop: plan.stop,
+                        },
+                    ))
                 }
             };
             if record.topic != topic || record.partition != partition {
-                stopped_on = Some(ReplayError::ForeignRecord {
-                    topic: topic.to_owned(),
-                    partition,
-                    got_topic: record.topic,
-                    got_partition: record.partition,
-                    committed,
+                stopped_on = Some(ReplayErrorKind::ForeignRecord {
+                    topic: record.topic,
+                    partition: record.partition,
                 });
                 break;
             }
             if record.offset != next {
-                stopped_on = Some(ReplayError::Gap {
-                    topic: topic.to_owned(),
-                    partition,
+                stopped_on = Some(ReplayErrorKind::Gap {
                     expected: next,
                     got: record.offset,
-                    committed,
                 });
                 break;
             }
@@ -420,16 +398,13 @@ pub fn run_bounded_replay_with(
                         partition: record.partition,
                         offset: record.offset,
                         raw: record.payload,
-                        reason,
+                        reason: reason.to_string(),
                     })
                 }
-                Err(reason) => {
-                    stopped_on = Some(ReplayError::Undecodable {
-                        topic: topic.to_owned(),
-                        partition,
+                Err(source) => {
+                    stopped_on = Some(ReplayErrorKind::Undecodable {
                         offset: record.offset,
-                        reason,
-                        committed,
+                        source,
                     });
                     break;
                 }
@@ -439,19 +414,18 @@ pub fn run_bounded_replay_with(
         // Make what was gathered durable, then move the offset past it.
         if !events.is_empty() || !bad.is_empty() {
             let first = summary.final_offset;
-            let applied =
-                store
-                    .apply_batch(&events, &bad)
-                    .map_err(|source| ReplayError::Effect {
-                        topic: topic.to_owned(),
-                        partition,
+            let applied = store.apply_batch(&events, &bad).map_err(|source| {
+                fail(
+                    committed,
+                    ReplayErrorKind::Effect {
                         offset: first,
-                        committed,
                         source,
-                    })?;
+                    },
+                )
+            })?;
             consumer
                 .commit(topic, partition, next)
-                .map_err(|r| consumer_error(committed, r))?;
+                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?;
             summary.records += (events.len() + bad.len()) as u64;
             summary.inserted += applied.inserted;
             summary.duplicates += applied.duplicates;
@@ -461,57 +435,11 @@ pub fn run_bounded_replay_with(
             bad.clear();
             progress(&summary);
         }
-        if let Some(err) = stopped_on {
-            return Err(with_committed(err, summary.final_offset));
+        if let Some(kind) = stopped_on {
+            return Err(fail(Some(summary.final_offset), kind));
         }
     }
     Ok(summary)
-}
-
-/// The error, reporting `committed` as the last durable offset.
-fn with_committed(err: ReplayError, now: i64) -> ReplayError {
-    match err {
-        ReplayError::ForeignRecord {
-            topic,
-            partition,
-            got_topic,
-            got_partition,
-            ..
-        } => ReplayError::ForeignRecord {
-            topic,
-            partition,
-            got_topic,
-            got_partition,
-            committed: now,
-        },
-        ReplayError::Gap {
-            topic,
-            partition,
-            expected,
-            got,
-            ..
-        } => ReplayError::Gap {
-            topic,
-            partition,
-            expected,
-            got,
-            committed: now,
-        },
-        ReplayError::Undecodable {
-            topic,
-            partition,
-            offset,
-            reason,
-            ..
-        } => ReplayError::Undecodable {
-            topic,
-            partition,
-            offset,
-            reason,
-            committed: now,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]
@@ -528,16 +456,16 @@ mod tests {
         fn group_id(&self) -> &str {
             "replay"
         }
-        fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, String> {
+        fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, ConsumerError> {
             Ok(1_000)
         }
-        fn seek(&mut self, _: &str, _: i32, _: i64) -> Result<(), String> {
+        fn seek(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
             Ok(())
         }
-        fn poll(&mut self, _: Duration) -> Result<Option<ReplayRecord>, String> {
+        fn poll(&mut self, _: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
             Ok(self.records.pop_front())
         }
-        fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), String> {
+        fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), ConsumerError> {
             self.commits.push(next_offset);
             Ok(())
         }
@@ -631,14 +559,20 @@ mod tests {
         assert!(
             matches!(
                 err,
-                ReplayError::Gap {
-                    expected: 3,
-                    got: 4,
-                    committed: 3,
+                ReplayError {
+                    committed: Some(3),
+                    kind: ReplayErrorKind::Gap {
+                        expected: 3,
+                        got: 4
+                    },
                     ..
                 }
             ),
             "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "t[0] (committed 3): discontinuous range: expected offset 3, got 4"
         );
         assert_eq!(commits, vec![3]);
         assert_eq!(store.audit_rows().unwrap(), 3);
@@ -653,9 +587,9 @@ mod tests {
         assert!(
             matches!(
                 err,
-                ReplayError::Undecodable {
-                    offset: 2,
-                    committed: 2,
+                ReplayError {
+                    committed: Some(2),
+                    kind: ReplayErrorKind::Undecodable { offset: 2, .. },
                     ..
                 }
             ),
@@ -666,7 +600,11 @@ mod tests {
             replay_listed((0..5).map(event).collect(), 5, 0, BadRecords::Fail);
         assert!(matches!(
             result,
-            Err(ReplayError::BadLimits { batch: 0, .. })
+            Err(ReplayError {
+                committed: None,
+                kind: ReplayErrorKind::BadLimits { batch: 0, .. },
+                ..
+            })
         ));
         assert!(commits.is_empty());
     }

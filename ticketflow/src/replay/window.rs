@@ -2,6 +2,8 @@
 //! captured end, the log start (what retention kept), and both groups' committed offsets; and
 //! the refusals that keep a replay from hurting anyone.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use super::ReplayPlan;
@@ -14,6 +16,22 @@ pub enum Window {
     Time { since_ms: i64, until_ms: i64 },
     /// `[start, stop)` on the one chosen partition.
     Offsets { start: i64, stop: i64 },
+}
+
+/// `[since, until)` in RFC 3339, or `offsets [start, stop)`.
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Window::Time { since_ms, until_ms } => {
+                let t = |ms| {
+                    chrono::DateTime::from_timestamp_millis(ms)
+                        .map_or_else(|| ms.to_string(), |t| t.to_rfc3339())
+                };
+                write!(f, "[{}, {})", t(since_ms), t(until_ms))
+            }
+            Window::Offsets { start, stop } => write!(f, "offsets [{start}, {stop})"),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +82,16 @@ pub struct DayPlan {
 }
 
 impl DayPlan {
+    /// Records in the window, over every partition.
+    pub fn records(&self) -> i64 {
+        self.partitions.iter().map(PartitionPlan::records).sum()
+    }
+
+    /// Records still to replay (all of them, unless resuming).
+    pub fn remaining(&self) -> i64 {
+        self.partitions.iter().map(PartitionPlan::remaining).sum()
+    }
+
     /// The primitive's plan for one partition's remaining range, if any remains.
     pub fn bounded(&self, p: &PartitionPlan) -> Option<ReplayPlan> {
         let r = &self.request;
@@ -79,61 +107,105 @@ impl DayPlan {
     }
 }
 
-/// Why a replay must not be planned or run.
+/// Why a replay could not be planned.
 #[derive(Debug, thiserror::Error)]
 pub enum DayPlanError {
-    #[error("{0}")]
-    Refused(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error(transparent)]
     Kafka(#[from] KafkaError),
 }
 
-fn refuse(message: String) -> DayPlanError {
-    DayPlanError::Refused(message)
+/// A replay that must not run, and why; nothing was touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the replay group must differ from the live group ({group})")]
+    SameGroup { group: String },
+    #[error("empty window: its end must be later than its start")]
+    WindowBackwards,
+    #[error("topic {topic} does not exist on {servers}")]
+    NoSuchTopic { topic: String, servers: String },
+    #[error("topic {topic} has {count} partitions (0 to {}); partition {asked} was asked for", count - 1)]
+    NoSuchPartition {
+        topic: String,
+        count: i32,
+        asked: i32,
+    },
+    #[error("explicit offsets belong to one partition, and {chosen} were chosen")]
+    OffsetsNeedOnePartition { chosen: usize },
+    #[error("empty window: [{start}, {stop}) holds no offset")]
+    EmptyRange { start: i64, stop: i64 },
+    #[error("retention removed part of the window on partition {partition}: offsets [0, {log_start}) are gone and the oldest kept record ({log_start}) is newer than the window's start")]
+    RetentionRemovedWindowStart { partition: i32, log_start: i64 },
+    #[error("retention removed part of the window on partition {partition}: offsets [{start}, {log_start}) are gone")]
+    RetentionRemovedOffsets {
+        partition: i32,
+        start: i64,
+        log_start: i64,
+    },
+    #[error("stop {stop} is beyond the end offset {end} of partition {partition}")]
+    StopBeyondEnd { partition: i32, stop: i64, end: i64 },
+    #[error("replay group {group} has committed offset {committed} on partition {partition}, outside this plan [{start}, {stop}): it belongs to another replay; choose a new replay group")]
+    ForeignReplayGroup {
+        group: String,
+        partition: i32,
+        committed: i64,
+        start: i64,
+        stop: i64,
+    },
+    #[error("replay group {group} already committed offset {committed} on partition {partition} inside this plan [{start}, {stop})")]
+    AlreadyStarted {
+        group: String,
+        partition: i32,
+        committed: i64,
+        start: i64,
+        stop: i64,
+    },
+    #[error("empty window: no record of {topic} falls inside it on partitions {partitions:?}")]
+    NothingInWindow { topic: String, partitions: Vec<i32> },
 }
 
 /// Looks everything up on the broker and decides, per partition, what the replay would do.
 pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, DayPlanError> {
     let r = request;
     if r.live_group == r.replay_group {
-        return Err(refuse(format!(
-            "the replay group must differ from the live group ({})",
-            r.live_group
-        )));
+        return Err(Refusal::SameGroup {
+            group: r.live_group.clone(),
+        }
+        .into());
     }
     if let Window::Time { since_ms, until_ms } = r.window {
         if until_ms <= since_ms {
-            return Err(refuse(
-                "empty window: --until must be later than --since".into(),
-            ));
+            return Err(Refusal::WindowBackwards.into());
         }
     }
     let count = broker.partitions(&r.topic)?;
     if count == 0 {
-        return Err(refuse(format!(
-            "topic {} does not exist on {}",
-            r.topic,
-            broker.servers()
-        )));
+        return Err(Refusal::NoSuchTopic {
+            topic: r.topic.clone(),
+            servers: broker.servers().to_owned(),
+        }
+        .into());
     }
     let partitions: Vec<i32> = match &r.partitions {
         Some(list) => {
-            if let Some(p) = list.iter().find(|&&p| p < 0 || p >= count) {
-                return Err(refuse(format!(
-                    "topic {} has {count} partitions (0 to {}); partition {p} was asked for",
-                    r.topic,
-                    count - 1
-                )));
+            if let Some(&asked) = list.iter().find(|&&p| p < 0 || p >= count) {
+                return Err(Refusal::NoSuchPartition {
+                    topic: r.topic.clone(),
+                    count,
+                    asked,
+                }
+                .into());
             }
             list.clone()
         }
         None => (0..count).collect(),
     };
     if matches!(r.window, Window::Offsets { .. }) && partitions.len() != 1 {
-        return Err(refuse(
-            "--start/--stop name offsets of one partition: give exactly one with --partitions"
-                .into(),
-        ));
+        return Err(Refusal::OffsetsNeedOnePartition {
+            chosen: partitions.len(),
+        }
+        .into());
     }
     let live = committed_offsets(broker, &r.live_group, &r.topic, &partitions)?;
     let replay = committed_offsets(broker, &r.replay_group, &r.topic, &partitions)?;
@@ -150,9 +222,11 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
                     // Records before log_start are gone: were any of them in the window?
                     let oldest = broker.record_timestamp(&r.topic, partition, log_start)?;
                     if oldest.is_some_and(|ts| ts > since_ms) {
-                        return Err(refuse(format!(
-                            "retention removed part of the window on partition {partition}: offsets [0, {log_start}) are gone and the oldest kept record ({log_start}) is newer than --since"
-                        )));
+                        return Err(Refusal::RetentionRemovedWindowStart {
+                            partition,
+                            log_start,
+                        }
+                        .into());
                     }
                 }
                 (log_start, window.end, since, window.until, start, stop)
@@ -160,19 +234,23 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
             Window::Offsets { start, stop } => {
                 let (log_start, end) = broker.watermarks(&r.topic, partition)?;
                 if stop <= start || start < 0 {
-                    return Err(refuse(format!(
-                        "empty window: [{start}, {stop}) holds no offset"
-                    )));
+                    return Err(Refusal::EmptyRange { start, stop }.into());
                 }
                 if start < log_start {
-                    return Err(refuse(format!(
-                        "retention removed part of the window on partition {partition}: offsets [{start}, {log_start}) are gone"
-                    )));
+                    return Err(Refusal::RetentionRemovedOffsets {
+                        partition,
+                        start,
+                        log_start,
+                    }
+                    .into());
                 }
                 if stop > end {
-                    return Err(refuse(format!(
-                        "stop {stop} is beyond the end offset {end} of partition {partition}"
-                    )));
+                    return Err(Refusal::StopBeyondEnd {
+                        partition,
+                        stop,
+                        end,
+                    }
+                    .into());
                 }
                 (log_start, end, None, None, start, stop)
             }
@@ -180,18 +258,26 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
         let replay_committed = replay[i];
         let resume_from = match replay_committed {
             None => start,
-            Some(c) if c < start || c > stop => {
-                return Err(refuse(format!(
-                    "replay group {} has committed offset {c} on partition {partition}, outside this plan [{start}, {stop}): it belongs to another replay; choose a new replay group",
-                    r.replay_group
-                )))
+            Some(committed) if committed < start || committed > stop => {
+                return Err(Refusal::ForeignReplayGroup {
+                    group: r.replay_group.clone(),
+                    partition,
+                    committed,
+                    start,
+                    stop,
+                }
+                .into())
             }
             Some(c) if r.resume => c,
-            Some(c) => {
-                return Err(refuse(format!(
-                    "replay group {} already committed offset {c} on partition {partition} inside this plan [{start}, {stop}): rerun with --resume to continue from there",
-                    r.replay_group
-                )))
+            Some(committed) => {
+                return Err(Refusal::AlreadyStarted {
+                    group: r.replay_group.clone(),
+                    partition,
+                    committed,
+                    start,
+                    stop,
+                }
+                .into())
             }
         };
         plans.push(PartitionPlan {
@@ -208,10 +294,11 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
         });
     }
     if plans.iter().all(|p| p.records() == 0) {
-        return Err(refuse(format!(
-            "empty window: no record of {} falls inside it on partitions {partitions:?}",
-            r.topic
-        )));
+        return Err(Refusal::NothingInWindow {
+            topic: r.topic.clone(),
+            partitions,
+        }
+        .into());
     }
     Ok(DayPlan {
         request: request.clone(),

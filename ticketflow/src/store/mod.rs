@@ -44,9 +44,7 @@ pub trait AuditStore: Send {
         bad: &[Quarantined],
     ) -> Result<BatchOutcome, StoreError> {
         if !bad.is_empty() {
-            return Err(StoreError::Unavailable(
-                "this store has no quarantine for undecodable records".into(),
-            ));
+            return Err(StoreError::NoQuarantine);
         }
         let mut outcome = BatchOutcome::default();
         for event in events {
@@ -66,9 +64,19 @@ pub trait AuditStore: Send {
 /// Why an effect did not happen. Messages pass through unchanged so callers see the cause.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The store could not be reached or refused the work for a reason of its own.
+    /// The store refused the work for a reason of its own, in its own words.
     #[error("{0}")]
     Unavailable(String),
+    #[error("invalid PostgreSQL URL: {reason}")]
+    InvalidUrl { reason: String },
+    /// No connection could be made; `place` is host, port and database, never a password.
+    #[error("cannot connect to {place}: {reason}")]
+    Connect { place: String, reason: String },
+    /// The client failed without an answer from the server (a lost connection, a timeout).
+    #[error("{place}: {reason}")]
+    Lost { place: String, reason: String },
+    #[error("this store has no quarantine for undecodable records")]
+    NoQuarantine,
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     /// The server refused the statement: SQLSTATE and its message.

@@ -37,14 +37,17 @@ pub struct PostgresAuditStore {
 pub fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreError> {
     let mut config: Config = url
         .parse()
-        .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+        .map_err(|e: postgres::Error| StoreError::InvalidUrl {
+            reason: e.to_string(),
+        })?;
     let place = describe(&config);
     config
         .connect_timeout(timeout)
         .tcp_user_timeout(timeout)
         .application_name("lessonprobe");
-    let client = config.connect(NoTls).map_err(|e| {
-        StoreError::Unavailable(format!("cannot connect to {place}: {}", pg_reason(&e)))
+    let client = config.connect(NoTls).map_err(|e| StoreError::Connect {
+        place: place.clone(),
+        reason: pg_reason(&e),
     })?;
     Ok((client, place))
 }
@@ -196,7 +199,10 @@ impl StoreError {
                 code: db.code().code().to_owned(),
                 message: format!("{}: {}", place, db.message()),
             },
-            None => StoreError::Unavailable(format!("{place}: {e}")),
+            None => StoreError::Lost {
+                place: place.to_owned(),
+                reason: e.to_string(),
+            },
         }
     }
 }

@@ -1,0 +1,119 @@
+//! Flat, serializable rows of a plan and of a report, one per partition, for tables, CSV and
+//! JSON: the shape every front end prints.
+
+use serde::Serialize;
+
+use super::job::{PartitionOutcome, PartitionReport, ReplayReport};
+use super::window::{DayPlan, PartitionPlan};
+
+/// A partition of the plan as a flat row: the offsets found, the range, what it holds, both
+/// groups' committed offsets and where execution begins.
+#[derive(Serialize)]
+pub struct PlanRow {
+    pub partition: i32,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub log_start: i64,
+    pub end: i64,
+    pub start: i64,
+    pub stop: i64,
+    pub records: i64,
+    pub live: Option<i64>,
+    pub replay: Option<i64>,
+    pub resume_from: i64,
+}
+
+impl From<&PartitionPlan> for PlanRow {
+    fn from(p: &PartitionPlan) -> Self {
+        PlanRow {
+            partition: p.partition,
+            since: p.since_offset,
+            until: p.until_offset,
+            log_start: p.log_start,
+            end: p.end,
+            start: p.start,
+            stop: p.stop,
+            records: p.records(),
+            live: p.live_committed,
+            replay: p.replay_committed,
+            resume_from: p.resume_from,
+        }
+    }
+}
+
+/// A partition of the report as a flat row: what this run did, where the replay group stands,
+/// and the live group's offsets before and after.
+#[derive(Serialize)]
+pub struct ReportRow {
+    pub partition: i32,
+    pub records: u64,
+    pub inserted: u64,
+    pub duplicates: u64,
+    pub quarantined: u64,
+    pub replay_offset: i64,
+    pub stop: i64,
+    pub live_before: Option<i64>,
+    pub live_after: Option<i64>,
+    pub status: String,
+}
+
+impl From<&PartitionReport> for ReportRow {
+    fn from(p: &PartitionReport) -> Self {
+        let s = &p.summary;
+        ReportRow {
+            partition: p.partition,
+            records: s.records,
+            inserted: s.inserted,
+            duplicates: s.duplicates,
+            quarantined: s.quarantined,
+            replay_offset: s.final_offset,
+            stop: p.stop,
+            live_before: p.live_before,
+            live_after: p.live_after,
+            status: match &p.outcome {
+                PartitionOutcome::Replayed => "ok".to_owned(),
+                PartitionOutcome::CompleteBefore => "complete before this run".to_owned(),
+                PartitionOutcome::Failed(e) => format!("error: {e}"),
+            },
+        }
+    }
+}
+
+/// The whole plan as one document: where, which groups, which window, and every partition.
+#[derive(Serialize)]
+pub struct PlanDocument<'a> {
+    pub brokers: &'a str,
+    pub topic: &'a str,
+    pub live_group: &'a str,
+    pub replay_group: &'a str,
+    pub window: String,
+    pub partitions: &'a [PartitionPlan],
+}
+
+impl<'a> PlanDocument<'a> {
+    pub fn new(plan: &'a DayPlan, brokers: &'a str) -> Self {
+        let r = &plan.request;
+        PlanDocument {
+            brokers,
+            topic: &r.topic,
+            live_group: &r.live_group,
+            replay_group: &r.replay_group,
+            window: r.window.to_string(),
+            partitions: &plan.partitions,
+        }
+    }
+}
+
+impl DayPlan {
+    /// One row per partition.
+    pub fn rows(&self) -> Vec<PlanRow> {
+        self.partitions.iter().map(PlanRow::from).collect()
+    }
+}
+
+impl ReplayReport {
+    /// One row per partition.
+    pub fn rows(&self) -> Vec<ReportRow> {
+        self.partitions.iter().map(ReportRow::from).collect()
+    }
+}
