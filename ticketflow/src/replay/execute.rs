@@ -37,7 +37,7 @@ impl<F: Fn(i32, &ReplaySummary) + Sync> Progress for F {
 
 /// One partition's result.
 #[derive(Debug)]
-pub struct PartitionResult {
+pub(crate) struct PartitionResult {
     pub partition: i32,
     pub result: Result<ReplaySummary, PartitionError>,
 }
@@ -81,7 +81,7 @@ struct Worker {
 }
 
 /// Runs every partition of `plan` with work left into `db`; `progress` follows each batch.
-pub fn execute_day(
+pub(crate) fn execute_day(
     kafka: &KafkaTarget,
     plan: &DayPlan,
     options: ExecuteOptions,

@@ -8,10 +8,7 @@ mod job;
 mod rows;
 mod window;
 
-pub use execute::{
-    execute_day, ExecuteOptions, PartitionError, PartitionResult, Progress, SetupError,
-    CONNECT_TIMEOUT,
-};
+pub use execute::{ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT};
 pub use job::{ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport};
 pub use rows::{PlanDocument, PlanRow, ReportRow};
 pub use window::{
