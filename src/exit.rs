@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::checkpoint::CatalogError;
+use crate::remote::HostsError;
+
 /// Exit codes, distinct per cause so scripts can tell them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
@@ -27,15 +30,13 @@ impl From<Code> for ExitCode {
 /// An error that stops the program before or outside the probes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A command-line value that makes no sense.
     #[error("{0}")]
     Usage(String),
-    #[error("{path}:{line}:{column}: {message}")]
-    Manifest {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
     #[error("{0}")]
@@ -45,7 +46,13 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> Code {
         match self {
-            Error::Usage(_) | Error::Manifest { .. } => Code::Usage,
+            Error::Usage(_) => Code::Usage,
+            Error::Catalog(
+                CatalogError::UnreadableFolder { .. } | CatalogError::UnreadableManifest { .. },
+            ) => Code::Io,
+            Error::Catalog(_) => Code::Usage,
+            Error::Hosts(HostsError::Unreadable { .. }) => Code::Io,
+            Error::Hosts(_) => Code::Usage,
             Error::Io { .. } => Code::Io,
             Error::Operation(_) => Code::Operation,
         }

@@ -189,7 +189,11 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
     let manifests = copy_manifests(dir.path());
     let path = manifests.join("30-replay-audit.toml");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replacen("timeout = \"10s\"", "timeout = 10", 1)).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("timeout = \"10s\"", "timeout = \"ten\"", 1),
+    )
+    .unwrap();
     let line = text.lines().position(|l| l == "timeout = \"10s\"").unwrap() + 1;
     let xml = dir.path().join("never.xml");
     let out = lessonprobe(dir.path())
@@ -200,7 +204,9 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("30-replay-audit.toml:{line}:")),
+        stderr.contains(&format!(
+            "30-replay-audit.toml:{line}:11: timeout \"ten\" is not a duration"
+        )),
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -272,7 +278,7 @@ name = "sleeps-past-deadline"
 claim = "a probe that outlives its deadline is killed with its whole process group"
 kind = "command"
 argv = ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; sleep 60"]
-timeout = "1s"
+timeout = 1
 "#;
 
 #[test]

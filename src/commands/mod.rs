@@ -11,7 +11,7 @@ use lessonprobe_probes::{registry, KafkaTarget};
 
 use crate::cli::{Cli, Command, HostArgs, KafkaArgs};
 use crate::exit::{Code, Error};
-use crate::remote::{AuthorizedHost, HostsFile};
+use crate::remote::{AuthorizedHost, HostsError, HostsFile};
 
 /// Runs the subcommand the command line names (`run` when it names none).
 pub fn dispatch(cli: Cli) -> Result<Code, Error> {
@@ -71,10 +71,11 @@ fn remote_enabled() -> bool {
 /// The host remote probes run on: `Ok(Err(why))` when none is configured, which makes each
 /// remote probe an ERROR naming why; a malformed hosts file is an error before anything runs.
 fn authorized_host(args: &HostArgs) -> Result<Result<AuthorizedHost, String>, Error> {
-    match HostsFile::find(args.hosts.as_deref())? {
+    match HostsFile::find(args.hosts.as_deref()) {
         Ok(file) => Ok(Ok(file.pick(args.host.as_deref())?.clone())),
-        Err(none) => Ok(Err(format!(
+        Err(none @ HostsError::NotFound(_)) => Ok(Err(format!(
             "TICKETFLOW_REMOTE_TESTS=1 but no authorized host is configured: {none}"
         ))),
+        Err(e) => Err(e.into()),
     }
 }
