@@ -4,6 +4,7 @@ use crate::checkpoint::{Catalog, ProbeKind};
 use crate::cli::{HostsAction, HostsArgs};
 use crate::exit::{Code, Error};
 use crate::remote::{check_host, HostsError, HostsFile};
+use crate::run::RemoteFlag;
 
 pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
     match args.action {
@@ -38,10 +39,11 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
             hosts,
             catalog,
         } => {
-            if !super::remote_enabled() {
-                return Err(Error::Usage(
-                    "hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into(),
-                ));
+            let flag = RemoteFlag::from_env();
+            if !flag.is_on() {
+                return Err(Error::Usage(format!(
+                    "hosts check connects to the host: {flag}; set it to 1"
+                )));
             }
             let file = HostsFile::find(hosts.hosts.as_deref())?;
             let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;

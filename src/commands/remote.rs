@@ -42,10 +42,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         course_root: PathBuf::from("."),
         sql: Vec::new(),
         kafka: lessonprobe_probes::KafkaTarget::Embedded,
-        remote: match super::remote_enabled() {
-            true => Some(super::authorized_host(&args.hosts)?),
-            false => None,
-        },
+        remote: super::remote_host(&args.hosts, true)?,
     };
     let reporting = Reporting {
         junit: Some(args.junit.clone().unwrap_or_else(|| {

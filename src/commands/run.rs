@@ -97,10 +97,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         course_root: args.course.clone(),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
-        remote: match wants_remote && super::remote_enabled() {
-            true => Some(super::authorized_host(&args.hosts)?),
-            false => None,
-        },
+        remote: super::remote_host(&args.hosts, wants_remote)?,
     };
     let report = Reporting {
         junit: (!args.no_junit).then(|| {

@@ -10,7 +10,7 @@ use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, Plan, PlannedCase};
-use super::{command, remote, Outcome, RunConfig, Verdict};
+use super::{command, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
 
 /// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
@@ -91,8 +91,13 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
         Decision::Run => {}
     }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
-    if let (ProbeKind::Remote { selector, .. }, Some(host)) = (&probe.kind, &config.remote) {
-        return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
+    if let ProbeKind::Remote { selector, .. } = &probe.kind {
+        if let RemoteHost::Host(host) = &config.remote {
+            return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
+        }
+        outcome.verdict = Verdict::Error;
+        outcome.message = config.remote.unavailable_reason();
+        return vec![outcome];
     }
     let started = Instant::now();
     let result = match &probe.kind {

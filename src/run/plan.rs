@@ -79,9 +79,10 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         ProbeKind::Prose { .. } => Some(Decision::Skip(
             "prose exercise: answered in writing, no executable form".into(),
         )),
-        ProbeKind::Remote { .. } if config.remote.is_none() => Some(Decision::Pending(
-            "TICKETFLOW_REMOTE_TESTS is not set".into(),
-        )),
+        ProbeKind::Remote { selector, .. } => config
+            .remote
+            .pending_reason(selector)
+            .map(Decision::Pending),
         ProbeKind::Command { requires, cwd, .. } => {
             missing_requirement(requires, cwd.as_deref(), &config.course_root)
         }
