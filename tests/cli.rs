@@ -457,3 +457,82 @@ fn verbose_shows_claims_and_answer_keys() {
         "no colour when stdout is not a terminal"
     );
 }
+
+const NAPPER: &str = r#"[checkpoint]
+lesson = 79
+title = "status line"
+
+[[probe]]
+id = "napper"
+name = "sleeps-a-second"
+claim = "a case that runs a while is named on the status line while it runs"
+kind = "command"
+argv = ["sleep", "1"]
+"#;
+
+/// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
+fn on_a_terminal(dir: &std::path::Path, no_color: bool) -> String {
+    let command = format!(
+        "{} --lesson 79 --no-junit",
+        env!("CARGO_BIN_EXE_lessonprobe")
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .current_dir(dir)
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .env_remove("NO_COLOR")
+        .env_remove("LESSONPROBE_CHECKPOINTS");
+    if no_color {
+        script.env("NO_COLOR", "1");
+    }
+    let out = script.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
+    if !tool("script") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
+    std::fs::write(dir.path().join("checkpoints/79-status.toml"), NAPPER).unwrap();
+
+    let tty = on_a_terminal(dir.path(), false);
+    assert!(
+        tty.contains("0/1 running: napper sleeps-a-second"),
+        "{tty:?}"
+    );
+    assert!(
+        tty.contains("\u{1b}[32mPASS"),
+        "colour on a terminal: {tty:?}"
+    );
+    assert!(tty.contains("1 passed, 0 failed"), "{tty:?}");
+
+    let no_color = on_a_terminal(dir.path(), true);
+    assert!(
+        no_color.contains("running: napper sleeps-a-second"),
+        "{no_color:?}"
+    );
+    assert!(
+        !no_color.contains("\u{1b}[32m") && no_color.contains("PASS    ["),
+        "no colour with NO_COLOR: {no_color:?}"
+    );
+
+    let piped = lessonprobe(dir.path())
+        .args(["--lesson", "79", "--no-junit"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        !stdout.contains("running:") && !stdout.contains('\u{1b}'),
+        "{stdout:?}"
+    );
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "a line for the case and the counts: {stdout:?}"
+    );
+}

@@ -1,15 +1,17 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use lessonprobe_probes::DbTarget;
 
 use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
 use crate::cli::RunArgs;
 use crate::exit::{Code, Error};
-use crate::report::{self, Format};
-use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
+use crate::report::json::Json;
+use crate::report::junit::Junit;
+use crate::report::terminal::Terminal;
+use crate::report::{Format, Reporter, Reporters};
+use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
 fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
     let postgres_from_env = || match std::env::var("LESSONPROBE_POSTGRES") {
@@ -80,7 +82,6 @@ fn sqlite_target(value: &str) -> Result<SqlTarget, Error> {
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
-    let started = Instant::now();
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
     let wants_remote = selection
@@ -111,7 +112,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         strict: args.strict,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    execute_and_report(&selection, &config, &run_id, &report, started)
+    execute_and_report(&selection, &config, &run_id, &report)
 }
 
 /// A run id unique on this machine: time to the millisecond and process id.
@@ -131,35 +132,29 @@ pub(super) struct Reporting {
     pub strict: bool,
 }
 
-/// Plans and executes the selection, feeds every outcome to the reporters, and maps the
-/// counts to the exit code.
+/// Plans and executes the selection, feeds the run's events to the reporters (JUnit first,
+/// so a report that cannot be written stops the closing lines), and maps the run to its exit
+/// code.
 pub(super) fn execute_and_report(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,
     reporting: &Reporting,
-    started: Instant,
 ) -> Result<Code, Error> {
     let plan = Plan::new(selection, config);
-    let terminal = report::terminal::Terminal::new(reporting.verbose);
-    let outcomes = run::execute(&plan, config, run_id, |o| {
-        if reporting.format == Format::Human {
-            terminal.outcome(o);
-        }
-    });
-    let counts = Counts::of(&outcomes);
+    let mut reporters = Reporters::default();
     if let Some(path) = &reporting.junit {
-        let xml = report::junit::render(&outcomes, started.elapsed())
-            .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
-        report::junit::write(path, &xml)?;
+        reporters.add(Junit::new(path));
     }
     match reporting.format {
-        Format::Human => terminal.finish(&counts, reporting.junit.as_deref()),
-        Format::Json => println!("{}", report::json::render(run_id, &outcomes)),
+        Format::Human => {
+            reporters.add(Terminal::stdout(reporting.verbose, reporting.junit.clone()))
+        }
+        Format::Json => reporters.add(Json::stdout()),
     }
-    Ok(if counts.succeeded(reporting.strict) {
-        Code::Ok
-    } else {
-        Code::ProbesFailed
-    })
+    let summary = run::execute(&plan, config, run_id, &Interrupt::new(), |event| {
+        reporters.event(event)
+    });
+    reporters.finish()?;
+    Ok(Code::of_run(&summary, reporting.strict))
 }

@@ -1,17 +1,22 @@
 //! Running a selection: the plan (what runs, what is SKIP or PENDING and why), execution with
-//! deadlines and a concurrency limit, and the outcomes handed to the reporters.
+//! deadlines and a concurrency limit, and the run told as events to whatever reports it.
 
 mod command;
+mod events;
 mod execute;
 mod outcome;
 mod plan;
 mod remote;
 mod remote_host;
+mod schedule;
+#[cfg(test)]
+pub(crate) mod testing;
 
-pub use execute::execute;
+pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
 pub use outcome::{Counts, Outcome, Verdict};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
 pub use remote_host::{RemoteFlag, RemoteHost};
+pub use schedule::execute;
 
 use std::path::PathBuf;
 use std::time::Duration;
