@@ -590,3 +590,52 @@ fn a_report_without_test_cases_is_error_selector_matched_nothing() {
     );
     assert!(dir.path().join("teardown-ran").exists());
 }
+
+#[test]
+fn a_manifest_selector_the_command_line_would_refuse_exits_2_before_connecting() {
+    let Some(s) = ssh() else { return };
+    let watch = listener();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
+    let manifests = copy_manifests(dir.path());
+    let path = manifests.join("30-replay-audit.toml");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let line = original
+        .lines()
+        .position(|l| l.starts_with("selector = "))
+        .expect("lesson 30 has a remote selector")
+        + 1;
+    let marker = dir.path().join("p");
+    for (selector, why) in [
+        (
+            format!("x;touch {}", marker.display()),
+            "';' is not allowed",
+        ),
+        ("-k".to_owned(), "must not start with '-'"),
+    ] {
+        let text: String = original
+            .lines()
+            .map(|l| match l.starts_with("selector = ") {
+                true => format!("selector = \"{selector}\"\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let out = lessonprobe(&repo())
+            .env("TICKETFLOW_REMOTE_TESTS", "1")
+            .env("LESSONPROBE_HOSTS", &hosts)
+            .args(["--lesson", "30", "--no-junit", "--checkpoints"])
+            .arg(&manifests)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{}:{line}:", path.display())) && stderr.contains(why),
+            "{selector}: {stderr}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists());
+    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected");
+}

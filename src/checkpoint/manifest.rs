@@ -286,12 +286,8 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             },
             _ => {
                 let s = raw.selector.ok_or_else(|| missing("selector"))?;
-                if s.get_ref().trim().is_empty() {
-                    return Err(at(
-                        s.span(),
-                        format!("probe {id}: selector must not be empty"),
-                    ));
-                }
+                crate::selector::validate_selector(s.get_ref())
+                    .map_err(|e| at(s.span(), format!("probe {id}: {e}")))?;
                 ProbeKind::Remote {
                     selector: s.into_inner(),
                     script: raw.script,
@@ -469,6 +465,11 @@ selector = \"tests/a.py::b\"
                 .contains("`expect` does not apply")
         );
         assert!(err(&probe("kind = \"remote\"")).contains("needs `selector`"));
+        let e = err(&probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\""));
+        assert!(e.starts_with("30.toml:9:12:") && e.contains("';'"), "{e}");
+        assert!(
+            err(&probe("kind = \"remote\"\nselector = \"-k\"")).contains("must not start with '-'")
+        );
         assert!(err(&probe(
             "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]"
         ))
