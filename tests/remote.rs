@@ -639,3 +639,60 @@ fn a_manifest_selector_the_command_line_would_refuse_exits_2_before_connecting()
     assert!(!marker.exists());
     assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected");
 }
+
+/// Writes a JUnit report for `run = "cp FILE {report}"`.
+fn fixture_report(dir: &Path, xml: &str) -> PathBuf {
+    let path = dir.join("fixture.xml");
+    std::fs::write(&path, xml).unwrap();
+    path
+}
+
+#[test]
+fn remote_case_times_come_from_the_report_and_a_lone_unnamed_testsuite_is_read() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_report(
+        dir.path(),
+        r#"<?xml version="1.0"?>
+<testsuite tests="2" failures="1" timestamp="2026-11-30T10:00:00.123456">
+  <testcase classname="tests.t" name="test_slow" time="120.5"/>
+  <testcase classname="tests.t" name="test_quick" time="0.25"><failure message="no">assert 1 == 2</failure></testcase>
+</testsuite>"#,
+    );
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "run", format!("\"cp {} {{report}}\"", fixture.display()))
+    });
+    let out = remote_cmd(dir.path(), &hosts, "tests/t.py")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let xml = dir.path().join("remote.xml");
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
+    let cases: Vec<(String, Option<Duration>)> = report.test_suites[0]
+        .test_cases
+        .iter()
+        .map(|c| (c.name.to_string(), c.time))
+        .collect();
+    assert_eq!(
+        cases,
+        vec![
+            (
+                "remote selector :: tests.t::test_slow".to_owned(),
+                Some(Duration::from_millis(120_500))
+            ),
+            (
+                "remote selector :: tests.t::test_quick".to_owned(),
+                Some(Duration::from_millis(250))
+            ),
+        ]
+    );
+    let found: Vec<String> = verdicts(&report).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(found, ["PASS", "FAIL"]);
+}
