@@ -948,3 +948,96 @@ fn remote_case_times_come_from_the_report_and_a_lone_unnamed_testsuite_is_read()
     let found: Vec<String> = verdicts(&report).into_iter().map(|(_, v)| v).collect();
     assert_eq!(found, ["PASS", "FAIL"]);
 }
+
+#[test]
+fn host_environment_reaches_every_command_quoted_and_hosts_check_prints_it() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pwned = dir.path().join("pwned");
+    let odd = format!("it's $HOME; `touch {}`", pwned.display());
+    let fixture = fixture_report(
+        dir.path(),
+        r#"<testsuites><testsuite name="t"><testcase name="ok"/></testsuite></testsuites>"#,
+    );
+    let seen = |step: &str| dir.path().join(format!("{step}.env"));
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        f.push((
+            "env".into(),
+            format!("{{ KAFKA_PROFILE = \"replay\", ODD = {odd:?} }}"),
+        ));
+        f.push((
+            "prepare".into(),
+            format!("\"env > {}\"", seen("prepare").display()),
+        ));
+        set(
+            f,
+            "run",
+            format!(
+                "\"env > {}; cp {} {{report}}\"",
+                seen("run").display(),
+                fixture.display()
+            ),
+        );
+        set(
+            f,
+            "teardown",
+            format!("\"env > {}\"", seen("teardown").display()),
+        );
+    });
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in ["prepare", "run", "teardown"] {
+        let env = std::fs::read_to_string(seen(step)).unwrap();
+        assert!(
+            env.lines().any(|l| l == "KAFKA_PROFILE=replay"),
+            "{step}: {env}"
+        );
+        assert!(
+            env.lines().any(|l| l == format!("ODD={odd}")),
+            "{step}: {env}"
+        );
+    }
+    assert!(!pwned.exists(), "a value was interpreted by the shell");
+
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args(["hosts", "check", "--hosts"])
+        .arg(&hosts)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("  env       KAFKA_PROFILE='replay' ODD='it'\\''s $HOME; `touch "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_environment_variable_name_in_the_hosts_file_exits_2_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        "[[host]]\nname = \"h\"\naddress = \"127.0.0.1\"\nuser = \"u\"\nagent = true\nknown_hosts = \"k\"\nenv = { \"KAFKA_PROFILE;id\" = \"x\" }\n",
+    )
+    .unwrap();
+    let out = lessonprobe(dir.path())
+        .args(["hosts", "list", "--hosts"])
+        .arg(&hosts)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:7:", hosts.display()))
+            && stderr.contains("\"KAFKA_PROFILE;id\""),
+        "{stderr}"
+    );
+}

@@ -1,13 +1,14 @@
 //! Authorized hosts: the TOML file that lists them, its validation with file:line errors, and
 //! where it is looked for.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::selector::{render, unknown_placeholder, CommandSet};
+use super::selector::{invalid_env, render, render_env, unknown_placeholder, CommandSet};
 use crate::exit::Error;
 
 /// The default `run` template: a pytest selector writing JUnit.
@@ -30,6 +31,8 @@ pub struct AuthorizedHost {
     pub prepare: Option<String>,
     pub run: String,
     pub teardown: Option<String>,
+    /// Environment variables of prepare, run and teardown, set in their command line.
+    pub env: BTreeMap<String, String>,
     pub connect_timeout: Duration,
     pub teardown_timeout: Duration,
 }
@@ -43,6 +46,7 @@ impl AuthorizedHost {
     /// The commands a run of `selector` for `checkpoint` would execute, writing `report`.
     pub fn commands(&self, checkpoint: u32, selector: &str, report: &str) -> CommandSet {
         CommandSet {
+            env: render_env(&self.env),
             prepare: self
                 .prepare
                 .as_deref()
@@ -89,6 +93,7 @@ struct RawHost {
     prepare: Option<Spanned<String>>,
     run: Option<Spanned<String>>,
     teardown: Option<Spanned<String>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
     connect_timeout: Option<Spanned<String>>,
     teardown_timeout: Option<Spanned<String>>,
 }
@@ -216,6 +221,11 @@ impl HostsFile {
                     ));
                 }
             }
+            if let Some(env) = &h.env {
+                if let Some(why) = env.get_ref().iter().find_map(|(k, v)| invalid_env(k, v)) {
+                    return Err(at(env.span(), format!("host {name}: {why}")));
+                }
+            }
             let duration = |field: &Option<Spanned<String>>,
                             default: u64|
              -> Result<Duration, Error> {
@@ -241,6 +251,7 @@ impl HostsFile {
                     .run
                     .map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
                 teardown: h.teardown.map(Spanned::into_inner),
+                env: h.env.map(Spanned::into_inner).unwrap_or_default(),
             });
         }
         Ok(HostsFile {
@@ -332,5 +343,12 @@ teardown = "rm -f {report}"
         let e = err(&format!("{GOOD}{GOOD}"));
         assert!(e.contains("duplicate host name"), "{e}");
         assert!(err(&format!("{GOOD}password = \"x\"\n")).contains("unknown field `password`"));
+        let e = err(&format!(
+            "{GOOD}env = {{ \"KAFKA-PROFILE\" = \"replay\" }}\n"
+        ));
+        assert!(
+            e.starts_with("hosts.toml:10:") && e.contains("\"KAFKA-PROFILE\""),
+            "{e}"
+        );
     }
 }

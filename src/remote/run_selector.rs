@@ -118,7 +118,7 @@ fn prepare_run_fetch(
     let fail = |reason: String, output: String| error(host, reason, Some(facts.clone()), output);
     let step = |doing: &str, pidfile: &str, command: &str| {
         let limit = end.remaining() + HOST_KILL_GRACE;
-        let wrapped = in_own_group(host, "", &folder.file(pidfile), limit, command);
+        let wrapped = in_own_group(host, &commands.env, &folder.file(pidfile), limit, command);
         session
             .exec(doing, &wrapped, end)
             .map_err(|cut| fail(cut.error.to_string(), cut.output))
@@ -187,7 +187,7 @@ fn teardown(
                 }
             },
         };
-        match teardown_on(host, &current, folder, "", &mut command) {
+        match teardown_on(host, &current, folder, &commands.env, &mut command) {
             Ok(()) => return,
             Err(e) if attempt == 1 => tracing::warn!(
                 "{}: teardown: {e}; finishing it over a new connection",
