@@ -336,33 +336,29 @@ fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
         dir.path().join("teardown-ran").exists(),
         "teardown did not run"
     );
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 37.25"])
-        .output()
-        .unwrap();
+    let left = processes_with("sleep 37.25");
     assert!(
-        left.stdout.is_empty(),
-        "the remote command is still running: {}",
-        String::from_utf8_lossy(&left.stdout)
+        left.is_empty(),
+        "the remote command is still running: {left:?}"
     );
 }
 
-#[test]
-fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
-    let Some(s) = ssh() else { return };
+/// Runs a selector on a host that accepts connections and never speaks SSH, with the host's
+/// `connect_timeout` and extra arguments; returns how long that took and the ERROR message.
+fn against_a_silent_listener(connect_timeout: &str, args: &[&str]) -> Option<(Duration, String)> {
+    let s = ssh()?;
     let silent = listener();
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| {
         set(f, "port", silent.port.to_string());
-        set(f, "connect_timeout", "\"2s\"".into());
+        set(f, "connect_timeout", format!("\"{connect_timeout}\""));
     });
     let started = Instant::now();
-    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
+    let out = output_within(
+        remote_cmd(dir.path(), &hosts, "EX-30-01").args(args),
+        Duration::from_secs(30),
     );
+    let took = started.elapsed();
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
@@ -371,24 +367,78 @@ fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
         "{message}"
     );
     assert_eq!(silent.count.load(Ordering::SeqCst), 1);
+    Some((took, message))
 }
 
 #[test]
-fn an_injection_attempt_in_the_selector_exits_2_and_nothing_runs() {
+fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
+    let Some((took, message)) = against_a_silent_listener("2s", &[]) else {
+        return;
+    };
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        message.contains("the connect timeout of 2s exceeded"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_injection_attempt_in_a_selector_exits_2_and_nothing_runs_from_the_command_line_or_a_manifest()
+{
     let Some(s) = ssh() else { return };
     let watch = listener();
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
     let marker = dir.path().join("pwned");
+    let refused = |out: std::process::Output, selector: &str, says: &[&str]| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
+        assert!(
+            says.iter().all(|w| stderr.contains(w)),
+            "{selector}: {stderr}"
+        );
+    };
     for selector in [
         format!("EX-30-01; touch {}", marker.display()),
         format!("$(touch {})", marker.display()),
         "-k x".into(),
     ] {
         let out = remote_cmd(dir.path(), &hosts, &selector).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
-        assert!(stderr.contains("--selector"), "{stderr}");
+        refused(out, &selector, &["--selector"]);
+    }
+    // A manifest's selector is held to the same rule, and the error names its line.
+    let manifests = copy_manifests(dir.path());
+    let path = manifests.join("30-replay-audit.toml");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let line = original
+        .lines()
+        .position(|l| l.starts_with("selector = "))
+        .expect("lesson 30 has a remote selector")
+        + 1;
+    let place = format!("{}:{line}:", path.display());
+    for (selector, why) in [
+        (
+            format!("x;touch {}", marker.display()),
+            "';' is not allowed",
+        ),
+        ("-k".to_owned(), "must not start with '-'"),
+    ] {
+        let text: String = original
+            .lines()
+            .map(|l| match l.starts_with("selector = ") {
+                true => format!("selector = \"{selector}\"\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let out = lessonprobe(&repo())
+            .env("TICKETFLOW_REMOTE_TESTS", "1")
+            .env("LESSONPROBE_HOSTS", &hosts)
+            .args(["--lesson", "30", "--no-junit", "--checkpoints"])
+            .arg(&manifests)
+            .output()
+            .unwrap();
+        refused(out, &selector, &[&place, why]);
     }
     std::thread::sleep(Duration::from_millis(200));
     assert!(!marker.exists());
@@ -501,24 +551,30 @@ fn a_host_with_another_os_is_error_carrying_the_verified_key_and_os() {
     assert_verified_facts(dir.path());
 }
 
-#[test]
-fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
-    let Some(s) = ssh() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let hosts = hosts_file(dir.path(), &s, |_| {});
+/// `hosts check` with the remote flag set, which must succeed; its stdout.
+fn hosts_check(hosts: &Path) -> String {
     let out = lessonprobe(&repo())
         .env("TICKETFLOW_REMOTE_TESTS", "1")
         .args(["hosts", "check", "--hosts"])
-        .arg(&hosts)
+        .arg(hosts)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(
         out.status.code(),
         Some(0),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &s, |_| {});
+    let stdout = hosts_check(&hosts);
     let expected = std::process::Command::new("ssh-keygen")
         .args([
             "-l",
@@ -790,76 +846,11 @@ fn a_hung_prepare_is_killed_at_the_deadline_and_teardown_runs() {
 
 #[test]
 fn the_deadline_bounds_connecting_too() {
-    let Some(s) = ssh() else { return };
-    let silent = listener();
-    let dir = tempfile::tempdir().unwrap();
-    let hosts = hosts_file(dir.path(), &s, |f| {
-        set(f, "port", silent.port.to_string());
-        set(f, "connect_timeout", "\"10s\"".into());
-    });
-    let started = Instant::now();
-    let out = output_within(
-        remote_cmd(dir.path(), &hosts, "EX-30-01").args(["--timeout", "2s"]),
-        Duration::from_secs(15),
-    );
-    let took = started.elapsed();
+    let Some((took, message)) = against_a_silent_listener("10s", &["--timeout", "2s"]) else {
+        return;
+    };
     assert!(took < Duration::from_secs(3), "took {took:?}");
-    assert_eq!(out.status.code(), Some(1));
-    let (verdict, _, message) = case(dir.path());
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains("the deadline of 2s exceeded") && message.contains("SSH handshake"),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_manifest_selector_the_command_line_would_refuse_exits_2_before_connecting() {
-    let Some(s) = ssh() else { return };
-    let watch = listener();
-    let dir = tempfile::tempdir().unwrap();
-    let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
-    let manifests = copy_manifests(dir.path());
-    let path = manifests.join("30-replay-audit.toml");
-    let original = std::fs::read_to_string(&path).unwrap();
-    let line = original
-        .lines()
-        .position(|l| l.starts_with("selector = "))
-        .expect("lesson 30 has a remote selector")
-        + 1;
-    let marker = dir.path().join("p");
-    for (selector, why) in [
-        (
-            format!("x;touch {}", marker.display()),
-            "';' is not allowed",
-        ),
-        ("-k".to_owned(), "must not start with '-'"),
-    ] {
-        let text: String = original
-            .lines()
-            .map(|l| match l.starts_with("selector = ") {
-                true => format!("selector = \"{selector}\"\n"),
-                false => format!("{l}\n"),
-            })
-            .collect();
-        std::fs::write(&path, text).unwrap();
-        let out = lessonprobe(&repo())
-            .env("TICKETFLOW_REMOTE_TESTS", "1")
-            .env("LESSONPROBE_HOSTS", &hosts)
-            .args(["--lesson", "30", "--no-junit", "--checkpoints"])
-            .arg(&manifests)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
-        assert!(
-            stderr.contains(&format!("{}:{line}:", path.display())) && stderr.contains(why),
-            "{selector}: {stderr}"
-        );
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!marker.exists());
-    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected");
+    assert!(message.contains("the deadline of 2s exceeded"), "{message}");
 }
 
 #[test]
@@ -1005,14 +996,7 @@ fn host_environment_reaches_every_command_quoted_and_hosts_check_prints_it() {
     }
     assert!(!pwned.exists(), "a value was interpreted by the shell");
 
-    let out = lessonprobe(&repo())
-        .env("TICKETFLOW_REMOTE_TESTS", "1")
-        .args(["hosts", "check", "--hosts"])
-        .arg(&hosts)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let stdout = hosts_check(&hosts);
     assert!(
         stdout.contains("  env       KAFKA_PROFILE='replay' ODD='it'\\''s $HOME; `touch "),
         "{stdout}"
