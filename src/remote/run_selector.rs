@@ -71,7 +71,7 @@ impl TempFolder {
         format!("{}/{name}", self.0)
     }
 
-    /// Kills the process group of every command started in this folder.
+    /// A shell command that kills the process group of every command started in this folder.
     fn kill_groups(&self) -> String {
         format!(
             "for f in {}/*.pid; do [ -f \"$f\" ] && kill -KILL -- \"-$(cat \"$f\")\"; done 2>/dev/null; true",
