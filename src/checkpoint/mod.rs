@@ -2,9 +2,11 @@
 //! finds and selects them.
 
 mod catalog;
+mod error;
 mod manifest;
 mod select;
 
 pub use catalog::{Catalog, CatalogSource};
+pub use error::CatalogError;
 pub use manifest::{Backend, Checkpoint, Probe, ProbeKind};
 pub use select::Selection;

@@ -1,7 +1,6 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use lessonprobe_probes::DbTarget;
 
@@ -9,8 +8,11 @@ use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
-use crate::report::{self, Format};
-use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
+use crate::report::json::Json;
+use crate::report::junit::Junit;
+use crate::report::terminal::Terminal;
+use crate::report::{Format, Reporter, Reporters};
+use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
 fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
@@ -36,7 +38,6 @@ fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
-    let started = Instant::now();
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
     let wants_remote = selection
@@ -53,10 +54,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         course_root: args.course.clone(),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
-        remote: match wants_remote && super::remote_enabled() {
-            true => Some(super::authorized_host(&args.hosts)?),
-            false => None,
-        },
+        remote: super::remote_host(&args.hosts, wants_remote)?,
     };
     let report = Reporting {
         junit: (!args.no_junit).then(|| {
@@ -70,7 +68,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         strict: args.strict,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    execute_and_report(&selection, &config, &run_id, &report, started)
+    execute_and_report(&selection, &config, &run_id, &report)
 }
 
 /// A run id unique on this machine: time to the millisecond and process id.
@@ -90,35 +88,29 @@ pub(super) struct Reporting {
     pub strict: bool,
 }
 
-/// Plans and executes the selection, feeds every outcome to the reporters, and maps the
-/// counts to the exit code.
+/// Plans and executes the selection, feeds the run's events to the reporters (JUnit first,
+/// so a report that cannot be written stops the closing lines), and maps the run to its exit
+/// code.
 pub(super) fn execute_and_report(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,
     reporting: &Reporting,
-    started: Instant,
 ) -> Result<Code, Error> {
     let plan = Plan::new(selection, config);
-    let terminal = report::terminal::Terminal::new(reporting.verbose);
-    let outcomes = run::execute(&plan, config, run_id, |o| {
-        if reporting.format == Format::Human {
-            terminal.outcome(o);
-        }
-    });
-    let counts = Counts::of(&outcomes);
+    let mut reporters = Reporters::default();
     if let Some(path) = &reporting.junit {
-        let xml = report::junit::render(&outcomes, started.elapsed())
-            .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
-        report::junit::write(path, &xml)?;
+        reporters.add(Junit::new(path));
     }
     match reporting.format {
-        Format::Human => terminal.finish(&counts, reporting.junit.as_deref()),
-        Format::Json => println!("{}", report::json::render(run_id, &outcomes)),
+        Format::Human => {
+            reporters.add(Terminal::stdout(reporting.verbose, reporting.junit.clone()))
+        }
+        Format::Json => reporters.add(Json::stdout()),
     }
-    Ok(if counts.succeeded(reporting.strict) {
-        Code::Ok
-    } else {
-        Code::ProbesFailed
-    })
+    let summary = run::execute(&plan, config, run_id, &Interrupt::new(), |event| {
+        reporters.event(event)
+    });
+    reporters.finish()?;
+    Ok(Code::of_run(&summary, reporting.strict))
 }

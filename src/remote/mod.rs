@@ -7,7 +7,7 @@ mod run_selector;
 mod selector;
 mod session;
 
-pub use hosts::{AuthorizedHost, HostsFile, NoHostsFile};
+pub use hosts::{AuthorizedHost, HostsError, HostsFile, NoHostsFile};
 pub use run_selector::{check_host, run_selector, HostFacts};
 pub use selector::CommandSet;
 
@@ -27,6 +27,8 @@ pub struct RemoteCase {
     pub verdict: RemoteVerdict,
     pub message: Option<String>,
     pub output: String,
+    /// The case's own time, as the report gives it.
+    pub time: Option<std::time::Duration>,
 }
 
 /// What a remote selector run brought back.
