@@ -71,10 +71,16 @@ pub fn table<T: Serialize>(rows: &[T]) -> Result<String, RenderError> {
     table
         .column_iter_mut()
         .for_each(|c| c.set_cell_alignment(CellAlignment::Right));
-    // The preset pads every line, the last column too; trailing spaces are noise.
+    // The preset pads each cell by a space on both sides: the first column's left pad and the
+    // last column's right pad are noise.
     Ok(table
         .lines()
-        .map(|line| line.trim_end().to_owned())
+        .map(|line| {
+            line.strip_prefix(' ')
+                .unwrap_or(&line)
+                .trim_end()
+                .to_owned()
+        })
         .collect::<Vec<_>>()
         .join("\n"))
 }
@@ -126,6 +132,7 @@ mod tests {
         assert!(lines[0].contains("partition") && lines[0].contains("status"));
         assert!(lines[2].contains(" - "), "{text}");
         assert!(lines.iter().all(|l| !l.ends_with(' ')), "{text}");
+        assert!(lines[0].starts_with("partition"), "{text}");
         let json: serde_json::Value = serde_json::from_str(&json(&sample()).unwrap()).unwrap();
         assert_eq!(json[1]["live"], serde_json::Value::Null);
     }

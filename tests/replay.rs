@@ -17,7 +17,8 @@ const LIVE: &str = "ticketflow-audit-v1";
 const SINCE: &str = "2026-09-22T00:00:00Z";
 const UNTIL: &str = "2026-09-23T00:00:00Z";
 
-fn replay(dir: &Path, servers: &str, db: &str, extra: &[&str]) -> Command {
+/// `lessonprobe replay` of the sample topic, with no target database named.
+fn replay_anywhere(dir: &Path, servers: &str, extra: &[&str]) -> Command {
     let mut cmd = lessonprobe(dir);
     cmd.args([
         "replay",
@@ -30,8 +31,13 @@ fn replay(dir: &Path, servers: &str, db: &str, extra: &[&str]) -> Command {
         "--replay-group",
         "ticketflow-replay-20260922",
     ])
-    .args(["--db", db])
     .args(extra);
+    cmd
+}
+
+fn replay(dir: &Path, servers: &str, db: &str, extra: &[&str]) -> Command {
+    let mut cmd = replay_anywhere(dir, servers, &["--db", db]);
+    cmd.args(extra);
     cmd
 }
 
@@ -323,23 +329,11 @@ fn a_replay_into_an_empty_postgres_database_makes_audit_tables_only() {
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
     let dir = tempfile::tempdir().unwrap();
     // The target comes from LESSONPROBE_REPLAY_DB; the runner's LESSONPROBE_DB is not used.
-    let mut cmd = lessonprobe(dir.path());
-    cmd.env("LESSONPROBE_REPLAY_DB", target.url())
+    let out = replay_anywhere(dir.path(), &broker.servers, &window(&["--execute"]))
+        .env("LESSONPROBE_REPLAY_DB", target.url())
         .env("LESSONPROBE_DB", runners.url())
-        .args([
-            "replay",
-            "--kafka",
-            &broker.servers,
-            "--topic",
-            TOPIC,
-            "--live-group",
-            LIVE,
-            "--replay-group",
-            "ticketflow-replay-20260922",
-            "--execute",
-        ])
-        .args(window(&[]));
-    let out = cmd.output().unwrap();
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(target.tables(), AUDIT_TABLES);
     let rows: i64 = postgres::Client::connect(&target.url(), postgres::NoTls)
@@ -359,20 +353,10 @@ fn the_runners_database_variable_never_becomes_a_replays_target() {
     let scratch = OwnDatabase::create(&admin, "runner_only");
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "300"]);
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = lessonprobe(dir.path());
-    cmd.env("LESSONPROBE_DB", scratch.url()).args([
-        "replay",
-        "--kafka",
-        &broker.servers,
-        "--topic",
-        TOPIC,
-        "--live-group",
-        LIVE,
-        "--replay-group",
-        "ticketflow-replay-20260922",
-        "--execute",
-    ]);
-    let out = cmd.args(window(&[])).output().unwrap();
+    let out = replay_anywhere(dir.path(), &broker.servers, &window(&["--execute"]))
+        .env("LESSONPROBE_DB", scratch.url())
+        .output()
+        .unwrap();
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     for words in [
