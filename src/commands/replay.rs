@@ -111,9 +111,9 @@ fn refused(e: DayPlanError) -> Error {
             ": rerun with --resume to continue from there"
         }
         DayPlanError::Refused(Refusal::OffsetsNeedOnePartition { .. }) => {
-            ": --start/--stop name offsets of one partition: give exactly one with --partitions"
+            ": give exactly one with --partitions"
         }
-        DayPlanError::Refused(Refusal::WindowBackwards) => ": --until must be later than --since",
+        DayPlanError::Refused(Refusal::WindowBackwards) => " (--until must be later than --since)",
         _ => "",
     };
     match e {
