@@ -6,6 +6,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod exit;
+pub mod lesson;
+pub mod process;
 pub mod remote;
 pub mod report;
 pub mod run;

@@ -16,6 +16,9 @@ pub struct Checkpoint {
     pub lesson: u32,
     pub title: String,
     pub source: PathBuf,
+    /// The lesson document this checkpoint verifies, relative to the course root, when the
+    /// manifest names one (else the course's `lessons/NN-*.md` convention finds it).
+    pub document: Option<PathBuf>,
     pub probes: Vec<Probe>,
 }
 
@@ -30,6 +33,13 @@ pub struct Probe {
     pub backends: Vec<Backend>,
     pub timeout: Option<Duration>,
     pub expect: Option<String>,
+    /// Line of the probe in its file (the manifest's `id`, a lesson's exercise heading).
+    pub line: Option<usize>,
+    /// The part of the lesson document this probe mirrors: an exercise or snippet id for a
+    /// builtin, `*` (the whole document) for a command.
+    pub doc: Option<String>,
+    /// Set when a course is given and this probe's `expect` disagrees with the document.
+    pub drift: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +66,8 @@ pub enum ProbeKind {
         selector: String,
         script: Option<String>,
     },
+    /// An exercise or snippet of a lesson document, run in a scratch copy of the course.
+    Document(Box<crate::lesson::DocProbe>),
 }
 
 impl ProbeKind {
@@ -65,6 +77,7 @@ impl ProbeKind {
             ProbeKind::Command { .. } => "command",
             ProbeKind::Prose { .. } => "prose",
             ProbeKind::Remote { .. } => "remote",
+            ProbeKind::Document(_) => "document",
         }
     }
 }
@@ -103,6 +116,7 @@ struct RawManifest {
 struct RawCheckpoint {
     lesson: Spanned<u32>,
     title: String,
+    document: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +145,8 @@ struct RawProbe {
     // remote
     selector: Option<Spanned<String>>,
     script: Option<String>,
+    // builtin (an exercise id) or command (`*`)
+    doc: Option<Spanned<String>>,
 }
 
 /// Parses and validates one manifest. `known_builtins` are the registered probe names.
@@ -216,11 +232,12 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             ("answer", raw.answer.is_some()),
             ("selector", raw.selector.is_some()),
             ("script", raw.script.is_some()),
+            ("doc", raw.doc.is_some()),
         ];
         let allowed: &[&str] = match raw.kind.get_ref().as_str() {
             // An exercise made executable keeps its question and answer key.
-            "builtin" => &["builtin", "question", "answer"],
-            "command" => &["argv", "cwd", "env", "requires"],
+            "builtin" => &["builtin", "question", "answer", "doc"],
+            "command" => &["argv", "cwd", "env", "requires", "doc"],
             "prose" => &["question", "answer"],
             "remote" => &["selector", "script"],
             other => {
@@ -316,6 +333,20 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
                 ),
             ));
         }
+        let doc = match raw.doc {
+            None => None,
+            Some(d) => {
+                let whole = d.get_ref() == "*";
+                let command = matches!(kind, ProbeKind::Command { .. });
+                if whole != command || d.get_ref().trim().is_empty() {
+                    return Err(at(
+                        d.span(),
+                        format!("probe {id}: `doc` names an exercise or snippet id for a builtin, or \"*\" (the whole lesson document) for a command"),
+                    ));
+                }
+                Some(d.into_inner())
+            }
+        };
         let mut backends = raw.backends;
         backends.sort_unstable();
         backends.dedup();
@@ -327,12 +358,29 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
             backends,
             timeout,
             expect: raw.expect,
+            line: Some(line_column(text, id_span.start).0),
+            doc,
+            drift: None,
         });
     }
+    let document = match raw.checkpoint.document {
+        None => None,
+        Some(d) => {
+            let p = PathBuf::from(d.get_ref());
+            if !crate::lesson::is_inside(&p) {
+                return Err(at(
+                    d.span(),
+                    "checkpoint.document must be a path inside the course".into(),
+                ));
+            }
+            Some(p)
+        }
+    };
     Ok(Checkpoint {
         lesson,
         title: raw.checkpoint.title,
         source: path.to_owned(),
+        document,
         probes,
     })
 }

@@ -19,6 +19,7 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
                 ProbeKind::Prose { .. } => "-".to_owned(),
                 ProbeKind::Remote { .. } => "remote host".to_owned(),
                 ProbeKind::Command { .. } => "local command".to_owned(),
+                ProbeKind::Document(doc) => format!("{}:{}", doc.file.display(), doc.line),
                 ProbeKind::Builtin { .. } if probe.backends.is_empty() => "in process".to_owned(),
                 ProbeKind::Builtin { .. } => probe
                     .backends

@@ -20,6 +20,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         lesson: args.checkpoint,
         title,
         source: PathBuf::from("--selector"),
+        document: None,
         probes: vec![Probe {
             id: "remote".into(),
             name: "selector".into(),
@@ -31,6 +32,9 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
             backends: Vec::new(),
             timeout: Some(args.timeout),
             expect: None,
+            line: None,
+            doc: None,
+            drift: None,
         }],
     };
     let selection = Selection {

@@ -216,15 +216,14 @@ impl HostsFile {
                     ));
                 }
             }
-            let duration = |field: &Option<Spanned<String>>,
-                            default: u64|
-             -> Result<Duration, Error> {
-                match field {
-                    None => Ok(Duration::from_secs(default)),
-                    Some(v) => crate::config::duration::parse(v.get_ref())
-                        .map_err(|e| at(v.span(), format!("host {name}: {e}"))),
-                }
-            };
+            let duration =
+                |field: &Option<Spanned<String>>, default: u64| -> Result<Duration, Error> {
+                    match field {
+                        None => Ok(Duration::from_secs(default)),
+                        Some(v) => crate::config::duration::parse(v.get_ref())
+                            .map_err(|e| at(v.span(), format!("host {name}: {e}"))),
+                    }
+                };
             hosts.push(AuthorizedHost {
                 connect_timeout: duration(&h.connect_timeout, 10)?,
                 teardown_timeout: duration(&h.teardown_timeout, 30)?,

@@ -10,8 +10,9 @@ use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, Plan, PlannedCase};
-use super::{command, remote, Outcome, RunConfig, Verdict};
+use super::{command, document, remote, Outcome, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
+use crate::lesson::DocBody;
 
 /// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
 /// all outcomes in plan order.
@@ -31,6 +32,9 @@ pub fn execute(
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(case) = plan.cases.get(i) else { break };
+                if case.decision == Decision::FromDocument {
+                    continue;
+                }
                 if tx
                     .send((
                         i,
@@ -43,19 +47,48 @@ pub fn execute(
             });
         }
         drop(tx);
-        for (i, outcomes) in rx {
+        for (i, mut outcomes) in rx {
+            outcomes.iter_mut().for_each(locate_message);
             outcomes.iter().for_each(&mut on_outcome);
             slots[i] = outcomes;
         }
     });
+    // Probes answered by their lesson document go last, when its probes' verdicts are known.
+    for (i, case) in plan.cases.iter().enumerate() {
+        if case.decision == Decision::FromDocument {
+            let done: Vec<Outcome> = slots.iter().flatten().cloned().collect();
+            let mut outcome = document::answer(base_outcome(case), case.checkpoint, &done, config);
+            locate_message(&mut outcome);
+            on_outcome(&outcome);
+            slots[i] = vec![outcome];
+        }
+    }
     slots.into_iter().flatten().collect()
 }
 
-/// One planned case's outcomes: exactly one, except a remote selector whose report holds
-/// several test cases.
-fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
+/// A failure's message starts with where the probe is written, unless it names it already.
+fn locate_message(outcome: &mut Outcome) {
+    if !matches!(outcome.verdict, Verdict::Fail | Verdict::Error) {
+        return;
+    }
+    let (Some(location), Some(file)) = (outcome.location(), outcome.file.as_deref()) else {
+        return;
+    };
+    match &outcome.message {
+        Some(m) if m.contains(file) => {}
+        Some(m) => outcome.message = Some(format!("{location}: {m}")),
+        None => outcome.message = Some(location),
+    }
+}
+
+/// A case's outcome before it ran: what it is and where it is written.
+fn base_outcome(case: &PlannedCase<'_>) -> Outcome {
     let probe = case.probe;
-    let mut outcome = Outcome {
+    let file = match &probe.kind {
+        ProbeKind::Document(doc) => doc.file.clone(),
+        _ => case.checkpoint.source.clone(),
+    };
+    Outcome {
         lesson: case.checkpoint.lesson,
         checkpoint: case.checkpoint.title.clone(),
         id: probe.id.clone(),
@@ -70,13 +103,26 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
         expected: probe.expect.clone(),
         answer: match &probe.kind {
             ProbeKind::Prose { answer, .. } | ProbeKind::Builtin { answer, .. } => answer.clone(),
+            ProbeKind::Document(doc) => match &doc.body {
+                DocBody::Prose { answer } => Some(answer.clone()),
+                _ => None,
+            },
             _ => None,
         },
         duration: Duration::ZERO,
         host: None,
         remote_case: None,
         properties: Vec::new(),
-    };
+        file: Some(file.display().to_string()),
+        line: probe.line,
+    }
+}
+
+/// One planned case's outcomes: exactly one, except a remote selector whose report holds
+/// several test cases.
+fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
+    let probe = case.probe;
+    let mut outcome = base_outcome(case);
     match &case.decision {
         Decision::Skip(reason) => {
             outcome.verdict = Verdict::Skip;
@@ -88,11 +134,14 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             outcome.message = Some(reason.clone());
             return vec![outcome];
         }
-        Decision::Run => {}
+        Decision::Run | Decision::FromDocument => {}
     }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
     if let (ProbeKind::Remote { selector, .. }, Some(host)) = (&probe.kind, &config.remote) {
         return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
+    }
+    if let ProbeKind::Document(doc) = &probe.kind {
+        return vec![document::run(outcome, doc, deadline)];
     }
     let started = Instant::now();
     let result = match &probe.kind {
@@ -119,15 +168,22 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             );
             run_command(argv, &dir, env, deadline)
         }
-        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } => Err(ProbeError::Broken(
-            "this kind has no local execution".into(),
-        )),
+        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } | ProbeKind::Document(_) => Err(
+            ProbeError::Broken("this kind has no local execution".into()),
+        ),
     };
     outcome.duration = started.elapsed();
     match result {
         Ok(output) => {
             outcome.output = output;
             judge(&mut outcome);
+            if let Some(drift) = &probe.drift {
+                outcome.verdict = Verdict::Fail;
+                outcome.message = Some(match outcome.message.take() {
+                    Some(m) => format!("{drift}; {m}"),
+                    None => drift.clone(),
+                });
+            }
         }
         Err(ProbeError::Failed(message)) => {
             outcome.verdict = Verdict::Fail;

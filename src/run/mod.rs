@@ -2,6 +2,7 @@
 //! deadlines and a concurrency limit, and the outcomes handed to the reporters.
 
 mod command;
+mod document;
 mod execute;
 mod outcome;
 mod plan;

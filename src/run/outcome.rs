@@ -53,10 +53,23 @@ pub struct Outcome {
     /// The remote test case this outcome reports, when a selector yielded several.
     pub remote_case: Option<String>,
     pub properties: Vec<(String, String)>,
+    /// Where the probe is written: its manifest, or its lesson file.
+    pub file: Option<String>,
+    /// The probe's line in that file, where known.
+    pub line: Option<usize>,
 }
 
 impl Outcome {
     /// The case's name in reports: id, name, and the backend where the probe has several.
+    /// `file:line` (or `file`) of the probe, for messages and annotations.
+    pub fn location(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(match self.line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_owned(),
+        })
+    }
+
     pub fn display_name(&self) -> String {
         let mut name = format!("{} {}", self.id, self.name);
         if let Some(b) = self.backend {

@@ -7,6 +7,7 @@ use lessonprobe_probes::DbTarget;
 
 use super::RunConfig;
 use crate::checkpoint::{Backend, Checkpoint, Probe, ProbeKind, Selection};
+use crate::lesson::DocBody;
 
 /// One SQL backend chosen with `--db`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub enum Decision {
     Run,
     Skip(String),
     Pending(String),
+    /// The course's own verifier is absent: the verdicts of the lesson document's probes
+    /// answer this probe, once they are known.
+    FromDocument,
 }
 
 #[derive(Debug, Clone)]
@@ -60,7 +64,12 @@ impl<'a> Plan<'a> {
         let mut cases = Vec::new();
         for (checkpoint, probes) in &selection.checkpoints {
             for probe in probes {
-                for (sql, decision) in decide(probe, config) {
+                for (sql, mut decision) in decide(probe, config) {
+                    if matches!(decision, Decision::Skip(_))
+                        && super::document::answers_for_document(checkpoint, probe)
+                    {
+                        decision = Decision::FromDocument;
+                    }
                     cases.push(PlannedCase {
                         checkpoint,
                         probe,
@@ -79,6 +88,9 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         ProbeKind::Prose { .. } => Some(Decision::Skip(
             "prose exercise: answered in writing, no executable form".into(),
         )),
+        ProbeKind::Document(doc) if matches!(doc.body, DocBody::Prose { .. }) => Some(
+            Decision::Skip("prose exercise: answered in writing, no executable form".into()),
+        ),
         ProbeKind::Remote { .. } if config.remote.is_none() => Some(Decision::Pending(
             "TICKETFLOW_REMOTE_TESTS is not set".into(),
         )),
