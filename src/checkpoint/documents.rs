@@ -50,6 +50,7 @@ impl Catalog {
             let probes: Vec<Probe> = doc.probes.into_iter().map(probe_of).collect();
             match self.checkpoints.iter_mut().find(|c| c.lesson == doc.lesson) {
                 Some(checkpoint) => {
+                    checkpoint.document = Some(doc.relative);
                     for probe in &mut checkpoint.probes {
                         probe.drift = drift(probe, &probes, &doc.file);
                     }

@@ -58,6 +58,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         format: args.format,
         verbose: false,
         strict: args.strict,
+        junit_family: crate::report::junit::Family::default(),
     };
     execute_and_report(&selection, &config, &new_run_id(), &reporting, started)
 }

@@ -11,6 +11,8 @@ use crate::exit::{Code, Error};
 use crate::report::{self, Format};
 use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
 
+use super::course::OpenCourse;
+
 fn sql_targets(values: &[String]) -> Result<Vec<SqlTarget>, Error> {
     let postgres_from_env = || match std::env::var("LESSONPROBE_POSTGRES") {
         Ok(url) if !url.trim().is_empty() => Ok(SqlTarget {
@@ -81,7 +83,21 @@ fn sqlite_target(value: &str) -> Result<SqlTarget, Error> {
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
     let started = Instant::now();
-    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    if let Some(course) = &course {
+        course.attach(&mut catalog, args.strict)?;
+    }
+    if let Some(rev) = &args.changed_since {
+        let course = course.as_ref().ok_or_else(|| {
+            Error::Usage("--changed-since needs a course: give --course DIR".into())
+        })?;
+        let kept = course.keep_changed(&mut catalog, rev)?;
+        if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
+            println!("nothing to verify: no lesson file or project file changed since {rev}");
+            return Ok(Code::Ok);
+        }
+    }
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
     let wants_remote = selection
         .checkpoints
@@ -94,7 +110,9 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             usize::from,
         ),
         default_timeout: args.timeout,
-        course_root: args.course.clone(),
+        course_root: course
+            .as_ref()
+            .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
         remote: match wants_remote && super::remote_enabled() {
@@ -112,6 +130,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         format: args.format,
         verbose: args.verbose,
         strict: args.strict,
+        junit_family: args.junit_family,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     execute_and_report(&selection, &config, &run_id, &report, started)
@@ -132,6 +151,7 @@ pub(super) struct Reporting {
     pub format: Format,
     pub verbose: bool,
     pub strict: bool,
+    pub junit_family: report::junit::Family,
 }
 
 /// Plans and executes the selection, feeds every outcome to the reporters, and maps the
@@ -152,7 +172,7 @@ pub(super) fn execute_and_report(
     });
     let counts = Counts::of(&outcomes);
     if let Some(path) = &reporting.junit {
-        let xml = report::junit::render(&outcomes, started.elapsed())
+        let xml = report::junit::render(&outcomes, started.elapsed(), reporting.junit_family)
             .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
         report::junit::write(path, &xml)?;
     }

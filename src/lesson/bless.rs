@@ -65,7 +65,7 @@ fn continuation(prefix: &str) -> Option<String> {
 
 /// Writes `text` to `path` through a temporary file beside it, so a crash leaves either the
 /// old file or the new one.
-pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     std::io::Write::write_all(&mut tmp, text.as_bytes())?;

@@ -12,7 +12,7 @@ mod scratch;
 
 use std::path::PathBuf;
 
-pub use bless::{bless, Blessed};
+pub use bless::{bless, write_atomically, Blessed};
 pub use course::{is_inside, Course, CONFIG_FILE};
 pub use document::{Block, CodeProbe, DocBody, DocProbe, LessonDoc, SavedFile};
 pub use labels::Label;

@@ -47,6 +47,11 @@ pub struct DocRun {
 }
 
 impl DocRun {
+    /// An ERROR for a probe that could not be run at all.
+    pub fn not_run(why: &str) -> DocRun {
+        DocRun::error(why.to_owned())
+    }
+
     fn error(message: String) -> DocRun {
         DocRun {
             verdict: DocVerdict::Error,

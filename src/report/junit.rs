@@ -11,8 +11,18 @@ use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, Te
 use crate::exit::Error;
 use crate::run::{Outcome, Verdict};
 
+/// Which JUnit dialect to write, as pytest's `junit_family` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Family {
+    /// `file` and `line` on every test case that has them (GitHub and GitLab annotations).
+    Xunit1,
+    /// The strict Jenkins schema: no `file` or `line` on test cases.
+    #[default]
+    Xunit2,
+}
+
 /// Renders the outcomes, grouped by lesson in the order they come.
-pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, String> {
+pub fn render(outcomes: &[Outcome], wall: Duration, family: Family) -> Result<String, String> {
     let now = chrono::Local::now().fixed_offset();
     let hostname = hostname();
     let mut report = Report::new("lessonprobe");
@@ -35,7 +45,16 @@ pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, String> {
                     value.as_str(),
                 ));
             }
-            suite.add_test_case(test_case(lesson, o));
+            let mut case = test_case(lesson, o);
+            if family == Family::Xunit1 {
+                if let Some(file) = &o.file {
+                    case.extra.insert("file".into(), file.as_str().into());
+                }
+                if let Some(line) = o.line {
+                    case.extra.insert("line".into(), line.to_string().into());
+                }
+            }
+            suite.add_test_case(case);
         }
         report.add_test_suite(suite);
     }
