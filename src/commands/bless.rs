@@ -25,7 +25,9 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         .flat_map(|(_, probes)| probes)
         .filter_map(|p| match &p.kind {
             ProbeKind::Document(doc) => match &doc.body {
-                DocBody::Code(code) if code.expected.is_some() => Some((doc.as_ref(), code)),
+                DocBody::Code(code) if code.expected.is_some() => {
+                    Some((doc.as_ref(), code.as_ref()))
+                }
                 _ => None,
             },
             _ => None,
@@ -43,7 +45,9 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     );
     let runs = run_all(&probes, jobs, args.timeout);
 
-    let mut by_file: BTreeMap<PathBuf, (PathBuf, Vec<(&Block, String)>)> = BTreeMap::new();
+    // Per lesson file (as read): how it is shown, and its blocks with their new content.
+    type Edits<'a> = (PathBuf, Vec<(&'a Block, String)>);
+    let mut by_file: BTreeMap<PathBuf, Edits> = BTreeMap::new();
     let mut unblessed = 0;
     for ((doc, code), run) in probes.iter().zip(&runs) {
         match (&run.verdict, &run.blessable, &code.expected) {

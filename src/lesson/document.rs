@@ -53,7 +53,7 @@ pub struct DocProbe {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DocBody {
-    Code(CodeProbe),
+    Code(Box<CodeProbe>),
     /// A `[prose]` exercise: never run; its text is the answer key.
     Prose {
         answer: String,
@@ -535,7 +535,13 @@ impl<'a> Parse<'a> {
             .first()
             .map_or("exercise".to_owned(), |(f, _, _)| file_name(&f.path));
         let code = self.code_probe(ex.parts, ex.line, &ex.id)?;
-        self.push(ex.id, name, ex.line, ex.title, DocBody::Code(code))
+        self.push(
+            ex.id,
+            name,
+            ex.line,
+            ex.title,
+            DocBody::Code(Box::new(code)),
+        )
     }
 
     fn finish_snippet(&mut self) -> Result<(), CourseError> {
@@ -549,7 +555,13 @@ impl<'a> Parse<'a> {
         let title = format!("snippet {id}");
         self.claim_id(&id, sn.line)?;
         let code = self.code_probe(sn.parts, sn.line, &id)?;
-        self.push(id, "snippet".into(), sn.line, title, DocBody::Code(code))
+        self.push(
+            id,
+            "snippet".into(),
+            sn.line,
+            title,
+            DocBody::Code(Box::new(code)),
+        )
     }
 
     fn code_probe(&self, parts: Parts, line: usize, id: &str) -> Result<CodeProbe, CourseError> {

@@ -85,10 +85,10 @@ impl Labels {
         if text.is_empty() {
             return None;
         }
-        if self.run.iter().any(|w| *w == text) {
+        if self.run.contains(&text) {
             return Some(Label::Run);
         }
-        if self.expected.iter().any(|w| *w == text) {
+        if self.expected.contains(&text) {
             return Some(Label::Expected);
         }
         self.save.iter().find_map(|re| {
