@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
-# PostgreSQL cluster and sshd on loopback, runs every test in release mode, stops both.
+# PostgreSQL cluster and sshd on loopback, makes a Python virtual environment with SQLAlchemy for
+# the sample course, runs every test in release mode, stops both.
 # Arguments, if any, replace the default `--workspace -- --test-threads 2` of `cargo test`
 # (e.g. `bash scripts/test.sh --test replay -- sigkill`), for running part of the suite.
 set -euo pipefail
