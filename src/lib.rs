@@ -12,6 +12,7 @@ pub mod remote;
 pub mod report;
 pub mod run;
 pub mod selector;
+pub mod wildcard;
 
 use std::process::ExitCode;
 

@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 use common::*;
 
 #[test]
-fn schema_copy_matches_the_shared_contract() {
-    let shared = repo().join("../shared/schemas/junit-10.xsd");
-    if shared.exists() {
-        assert_eq!(
-            std::fs::read_to_string(&shared).unwrap(),
-            std::fs::read_to_string(repo().join("tests/schemas/junit-10.xsd")).unwrap(),
-            "tests/schemas/junit-10.xsd differs from ../shared/schemas/junit-10.xsd"
-        );
+fn schema_copies_match_the_shared_contracts() {
+    for schema in ["junit-10.xsd", "junit-10-xunit1.xsd"] {
+        let shared = repo().join("../shared/schemas").join(schema);
+        if shared.exists() {
+            assert_eq!(
+                std::fs::read_to_string(&shared).unwrap(),
+                std::fs::read_to_string(repo().join("tests/schemas").join(schema)).unwrap(),
+                "tests/schemas/{schema} differs from ../shared/schemas/{schema}"
+            );
+        }
     }
 }
 

@@ -39,6 +39,25 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A copy of the sample course in `dir/course`, and its lesson 30 file with its text.
+fn sample_copy(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let course = dir.join("course");
+    copy_dir(&sample(), &course);
+    let lesson = course.join("lessons/30-replay-audit.md");
+    let text = std::fs::read_to_string(&lesson).unwrap();
+    (course, lesson, text)
+}
+
+/// `lessonprobe ARGS --course COURSE --python PYTHON`, run from the repository.
+fn with_course(args: &[&str], course: &Path, python: &str) -> Command {
+    let mut cmd = lessonprobe(&repo());
+    cmd.args(args)
+        .arg("--course")
+        .arg(course)
+        .args(["--python", python]);
+    cmd
+}
+
 /// Every file under `dir` with its bytes: what a run must leave unchanged.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
@@ -71,6 +90,13 @@ fn mini_course(dir: &Path, config: &str, lessons: &[(&str, &str)]) -> PathBuf {
 
 fn run(cwd: &Path, args: &[&str]) -> Output {
     lessonprobe(cwd).args(args).output().unwrap()
+}
+
+/// stdout and stderr of a run whose exit code must be `code`.
+fn status(out: &Output, code: i32) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert_eq!(out.status.code(), Some(code), "{stdout}{stderr}");
+    (stdout, stderr)
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -120,17 +146,6 @@ fn description(case: &quick_junit::TestCase) -> String {
 }
 
 #[test]
-fn xunit1_schema_copy_matches_the_shared_contract() {
-    let shared = repo().join("../shared/schemas/junit-10-xunit1.xsd");
-    if shared.exists() {
-        assert_eq!(
-            std::fs::read_to_string(&shared).unwrap(),
-            std::fs::read_to_string(repo().join("tests/schemas/junit-10-xunit1.xsd")).unwrap()
-        );
-    }
-}
-
-#[test]
 fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -147,8 +162,7 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
         .arg(&xml)
         .output()
         .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let (_, stderr) = status(&out, 0);
     assert!(!stderr.contains("not collected"), "{stderr}");
     validate_against(&xml, "junit-10-xunit1.xsd");
     let report = parse_junit(&xml);
@@ -215,10 +229,7 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
 fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactly_that_block() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let course = dir.path().join("course");
-    copy_dir(&sample(), &course);
-    let lesson = course.join("lessons/30-replay-audit.md");
-    let original = std::fs::read_to_string(&lesson).unwrap();
+    let (course, lesson, original) = sample_copy(dir.path());
     // The expected-output block's line is its opening fence's.
     let expected_line = line_of(
         &original,
@@ -230,17 +241,16 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
     std::fs::write(&lesson, &altered).unwrap();
 
     let xml = dir.path().join("f.xml");
-    let course_arg = course.to_str().unwrap();
-    let out = lessonprobe(&repo())
-        .args([
-            "--lesson", "30", "--select", "EX-30-01", "--course", course_arg,
-        ])
-        .args(["--python", &python, "--junit"])
-        .arg(&xml)
-        .output()
-        .unwrap();
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let out = with_course(
+        &["--lesson", "30", "--select", "EX-30-01"],
+        &course,
+        &python,
+    )
+    .arg("--junit")
+    .arg(&xml)
+    .output()
+    .unwrap();
+    let (stdout, _) = status(&out, 1);
     let at = format!("{}:{expected_line}", lesson.display());
     assert!(
         stdout.contains(&format!("{at}: output differs from the expected output")),
@@ -274,14 +284,9 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
         2
     );
 
-    let out = lessonprobe(&repo())
-        .args([
-            "bless", "--lesson", "30", "--course", course_arg, "--python", &python,
-        ])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let bless = ["bless", "--lesson", "30"];
+    let out = with_course(&bless, &course, &python).output().unwrap();
+    let (stdout, _) = status(&out, 0);
     assert!(stdout.contains("-True True 1\n+True False 1\n"), "{stdout}");
     assert!(
         stdout.contains("blessed 1 expected-output block"),
@@ -293,15 +298,11 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
         "bless touched other bytes"
     );
 
-    let out = lessonprobe(&repo())
-        .args([
-            "bless", "--lesson", "30", "--course", course_arg, "--python", &python,
-        ])
+    let out = with_course(&bless, &course, &python)
         .args(["--select", "EX-30-01"])
         .output()
         .unwrap();
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (stdout, _) = status(&out, 0);
     assert!(stdout.contains("nothing to bless"), "{stdout}");
 }
 
@@ -309,10 +310,7 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
 fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_an_error() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let course = dir.path().join("course");
-    copy_dir(&sample(), &course);
-    let lesson = course.join("lessons/30-replay-audit.md");
-    let text0 = std::fs::read_to_string(&lesson).unwrap();
+    let (course, lesson, text0) = sample_copy(dir.path());
     std::fs::write(
         &lesson,
         text0.replacen(
@@ -322,16 +320,14 @@ fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_a
         ),
     )
     .unwrap();
-    let course_arg = course.to_str().unwrap();
     let xml = dir.path().join("r.xml");
-    let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--select", "audit_sql_duplicate_probe.py"])
-        .args(["--course", course_arg, "--python", &python, "--junit"])
+    let select = ["--lesson", "30", "--select", "audit_sql_duplicate_probe.py"];
+    let out = with_course(&select, &course, &python)
+        .arg("--junit")
         .arg(&xml)
         .output()
         .unwrap();
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    status(&out, 1);
     let report = parse_junit(&xml);
     let c = case(&report, "EX-30-01 audit_sql_duplicate_probe.py");
     assert!(matches!(
@@ -353,19 +349,17 @@ fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_a
         "{details}"
     );
 
-    let out = lessonprobe(&repo())
-        .args(["--lesson", "30", "--select", "sql_audit_probe.py"])
-        .args([
-            "--course",
-            course_arg,
-            "--python",
-            "python3.99-missing",
-            "--no-junit",
-        ])
+    let select = [
+        "--lesson",
+        "30",
+        "--select",
+        "sql_audit_probe.py",
+        "--no-junit",
+    ];
+    let out = with_course(&select, &course, "python3.99-missing")
         .output()
         .unwrap();
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (stdout, _) = status(&out, 1);
     assert!(
         stdout.contains("ERROR")
             && stdout.contains("python interpreter \"python3.99-missing\" not found"),
@@ -441,8 +435,7 @@ fn deadlines_background_children_and_megabytes_leave_nothing_running() {
         "took {:?}",
         started.elapsed()
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    status(&out, 1);
     let report = parse_junit(&dir.path().join("reports/lesson-31.xml"));
     validate_junit(&dir.path().join("reports/lesson-31.xml"));
     assert_eq!(report.test_suites[0].name.as_str(), "lesson 31: Deadlines");
@@ -491,8 +484,7 @@ fn deadlines_background_children_and_megabytes_leave_nothing_running() {
             "--no-junit",
         ],
     );
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (stdout, _) = status(&out, 0);
     assert!(
         stdout.contains("PASS") && stdout.contains("lesson 31 EX-31-02 exercise"),
         "{stdout}"
@@ -539,8 +531,7 @@ fn an_uncollected_block_is_a_warning_and_fails_under_strict() {
         dir.path(),
         &["--lesson", "32", "--course", course_arg, "--no-junit"],
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let (stdout, stderr) = status(&out, 0);
     assert!(
         stdout.contains("PASS") && stdout.contains("hello.sh snippet"),
         "{stdout}"
@@ -562,8 +553,7 @@ fn an_uncollected_block_is_a_warning_and_fails_under_strict() {
             "--no-junit",
         ],
     );
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (stdout, _) = status(&out, 1);
     assert!(
         stdout.contains("FAIL") && stdout.contains(&format!("not collected: {at} ")),
         "{stdout}"
@@ -627,20 +617,20 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
     let course_arg = course.to_str().unwrap();
     let before = snapshot(&course);
 
-    let out = run(
-        dir.path(),
-        &[
+    let at_rev = |rev: &str| {
+        let args = [
             "--lesson",
             "33",
             "--course",
             course_arg,
             "--rev",
-            "HEAD~1",
+            rev,
             "--no-junit",
-        ],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        ];
+        run(dir.path(), &args)
+    };
+    let out = at_rev("HEAD~1");
+    let (stdout, _) = status(&out, 1);
     assert!(
         stdout.contains(&format!(
             "{}/lessons/33-rev.md:17: output differs",
@@ -648,18 +638,7 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
         )),
         "{stdout}"
     );
-    let out = run(
-        dir.path(),
-        &[
-            "--lesson",
-            "33",
-            "--course",
-            course_arg,
-            "--rev",
-            "HEAD",
-            "--no-junit",
-        ],
-    );
+    let out = at_rev("HEAD");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
     assert_eq!(snapshot(&course), before, "--rev touched the checkout");
     let out = run(
@@ -706,8 +685,7 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
         dir.path(),
         &["--course", course_arg, "--changed-since", "HEAD"],
     );
-    let (stdout, _) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (stdout, _) = status(&out, 0);
     assert!(
         stdout.contains("nothing to verify: no lesson file or project file changed since HEAD"),
         "{stdout}"
@@ -722,8 +700,7 @@ fn authoring_mistakes_and_a_missing_course_exit_2_naming_file_and_line_before_an
         dir.path(),
         &["--course", missing.to_str().unwrap(), "--strict"],
     );
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (_, stderr) = status(&out, 2);
     assert!(
         stderr.contains(&format!(
             "course folder {} does not exist",
@@ -772,8 +749,7 @@ fn authoring_mistakes_and_a_missing_course_exit_2_naming_file_and_line_before_an
             .arg(&xml)
             .output()
             .unwrap();
-        let (stdout, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stdout}{stderr}");
+        let (stdout, stderr) = status(&out, 2);
         let at = format!("{}/lessons/35-bad.md{wanted}", course.display());
         assert!(stderr.contains(&at), "{name}: wanted {at:?} in {stderr}");
         assert!(

@@ -499,23 +499,21 @@ impl<'a> Parse<'a> {
                     line,
                 ));
             }
-            Label::Run => {
-                if parts.command.is_some() {
-                    return Err(err(
-                        line,
-                        "a second run label in one exercise or snippet; give it its own".into(),
-                    ));
+            Label::Run | Label::Expected => {
+                let (slot, twice) = match pending.label {
+                    Label::Run => (
+                        &mut parts.command,
+                        "a second run label in one exercise or snippet; give it its own",
+                    ),
+                    _ => (
+                        &mut parts.expected,
+                        "a second expected-output label for one run command",
+                    ),
+                };
+                if slot.is_some() {
+                    return Err(err(line, twice.into()));
                 }
-                parts.command = Some(block);
-            }
-            Label::Expected => {
-                if parts.expected.is_some() {
-                    return Err(err(
-                        line,
-                        "a second expected-output label for one run command".into(),
-                    ));
-                }
-                parts.expected = Some(block);
+                *slot = Some(block);
             }
         }
         Ok(())

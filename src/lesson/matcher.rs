@@ -57,22 +57,7 @@ fn is_elided(line: &str) -> bool {
 
 /// One pattern line against one actual line: `[..]` matches any run of characters.
 fn line_matches(pattern: &str, line: &str) -> bool {
-    let parts: Vec<&str> = pattern.split(INLINE).collect();
-    if parts.len() == 1 {
-        return pattern == line;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if line.len() < first.len() + last.len() || !line.starts_with(first) || !line.ends_with(last) {
-        return false;
-    }
-    let mut rest = &line[first.len()..line.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    true
+    crate::wildcard::matches(pattern, INLINE, line)
 }
 
 /// Whole-text match with backtracking over `...`, one row of the table at a time.
