@@ -608,12 +608,13 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
             ("34-other.md", &echo_lesson("Other", "from the project")),
         ],
     );
-    git(&course, &["init", "-q"]);
-    git(&course, &["add", "."]);
-    git(&course, &["commit", "-q", "-m", "first"]);
+    // The course is a folder inside its repository, as examples/ticketflow-course is here.
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "course"]);
+    git(dir.path(), &["commit", "-q", "-m", "first"]);
     let right = echo_lesson("Revisions", "from the project");
     std::fs::write(course.join("lessons/33-rev.md"), &right).unwrap();
-    git(&course, &["commit", "-q", "-am", "fix"]);
+    git(dir.path(), &["commit", "-q", "-am", "fix"]);
     let course_arg = course.to_str().unwrap();
     let before = snapshot(&course);
 

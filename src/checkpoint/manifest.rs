@@ -465,6 +465,38 @@ selector = \"tests/a.py::b\"
     }
 
     #[test]
+    fn doc_links_and_documents_are_checked_and_lines_recorded() {
+        let probe = |kind: &str, doc: &str| {
+            format!("[checkpoint]\nlesson = 30\ntitle = \"t\"\ndocument = \"lessons/30.md\"\n\n[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{kind}\ndoc = \"{doc}\"\n")
+        };
+        let builtin = "kind = \"builtin\"\nbuiltin = \"apply_once_twice\"\nexpect = \"x\"";
+        let command = "kind = \"command\"\nargv = [\"true\"]";
+        let cp = parse_str(&probe(builtin, "EX-30-01")).unwrap();
+        assert_eq!(cp.document, Some(PathBuf::from("lessons/30.md")));
+        assert_eq!(cp.probes[0].doc.as_deref(), Some("EX-30-01"));
+        assert_eq!(cp.probes[0].line, Some(7));
+        assert_eq!(
+            parse_str(&probe(command, "*")).unwrap().probes[0]
+                .doc
+                .as_deref(),
+            Some("*")
+        );
+        assert!(err(&probe(builtin, "*")).contains("`doc` names an exercise or snippet id"));
+        assert!(err(&probe(command, "EX-30-01")).contains("`doc` names an exercise or snippet id"));
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"", "EX-30-02"))
+                .contains("field `doc` does not apply to kind prose")
+        );
+        let escaping = probe(builtin, "EX-30-01").replace("lessons/30.md", "../30.md");
+        assert!(
+            err(&escaping)
+                .starts_with("30.toml:4:12: checkpoint.document must be a path inside the course"),
+            "{}",
+            err(&escaping)
+        );
+    }
+
+    #[test]
     fn unknown_field_names_file_line_and_column() {
         let e = err(&format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\nkind = \"prose\"\nquestion = \"q\"\ncolour = 1\n"));
         assert!(e.starts_with("30.toml:10:1: unknown field `colour`"), "{e}");

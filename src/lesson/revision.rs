@@ -36,18 +36,16 @@ impl Snapshot {
                 e.map_or_else(String::new, |e| format!(": {e}"))
             ))
         })?;
-        let prefix = git(course, &["rev-parse", "--show-prefix"]).map_err(|e| {
-            CourseError::Revision(format!("{}: {}", course.display(), e.unwrap_or_default()))
-        })?;
         let dir = tempfile::Builder::new()
             .prefix("lessonprobe-rev-")
             .tempdir()
             .map_err(|e| CourseError::io(Path::new("(temporary folder)"), e))?;
-        let tree = format!("{commit}:{prefix}");
+        // Run from the course folder, `git archive COMMIT` holds that folder only, with paths
+        // relative to it, whether the course is the repository's root or a folder inside it.
         let mut archive = Command::new("git")
             .arg("-C")
             .arg(course)
-            .args(["archive", "--format=tar", &tree])
+            .args(["archive", "--format=tar", &commit])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -72,6 +70,13 @@ impl Snapshot {
                 course.display(),
                 String::from_utf8_lossy(&archived.stderr).trim(),
                 String::from_utf8_lossy(&tar.stderr).trim()
+            )));
+        }
+        let empty = std::fs::read_dir(dir.path()).map_or(true, |mut d| d.next().is_none());
+        if empty {
+            return Err(CourseError::Revision(format!(
+                "{rev} has no files in the course folder {}",
+                course.display()
             )));
         }
         Ok(Snapshot {
