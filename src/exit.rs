@@ -3,6 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::checkpoint::CatalogError;
+use crate::remote::HostsError;
+use crate::report::ReportError;
+use crate::run::{Interruption, RunSummary};
+
 /// Exit codes, distinct per cause so scripts can tell them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
@@ -16,6 +21,22 @@ pub enum Code {
     Io = 3,
     /// An operational command (`replay`, `broker`, `hosts check`) failed at run time.
     Operation = 4,
+    /// The run was interrupted with Ctrl-C (128 + SIGINT).
+    Interrupted = 130,
+    /// The run was stopped with SIGTERM (128 + SIGTERM).
+    Terminated = 143,
+}
+
+impl Code {
+    /// How a run of probes ends: interrupted, failed (PENDING too under `strict`), or not.
+    pub fn of_run(summary: &RunSummary, strict: bool) -> Code {
+        match summary.interrupted {
+            Some(Interruption::Interrupt) => Code::Interrupted,
+            Some(Interruption::Terminate) => Code::Terminated,
+            None if summary.counts.succeeded(strict) => Code::Ok,
+            None => Code::ProbesFailed,
+        }
+    }
 }
 
 impl From<Code> for ExitCode {
@@ -27,15 +48,15 @@ impl From<Code> for ExitCode {
 /// An error that stops the program before or outside the probes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A command-line value that makes no sense.
     #[error("{0}")]
     Usage(String),
-    #[error("{path}:{line}:{column}: {message}")]
-    Manifest {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
     #[error("{0}")]
@@ -45,8 +66,14 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> Code {
         match self {
-            Error::Usage(_) | Error::Manifest { .. } => Code::Usage,
-            Error::Io { .. } => Code::Io,
+            Error::Usage(_) => Code::Usage,
+            Error::Catalog(
+                CatalogError::UnreadableFolder { .. } | CatalogError::UnreadableManifest { .. },
+            ) => Code::Io,
+            Error::Catalog(_) => Code::Usage,
+            Error::Hosts(HostsError::Unreadable { .. }) => Code::Io,
+            Error::Hosts(_) => Code::Usage,
+            Error::Report(_) | Error::Io { .. } => Code::Io,
             Error::Operation(_) => Code::Operation,
         }
     }

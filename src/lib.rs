@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod diagnostics;
 pub mod exit;
 pub mod lesson;
 pub mod process;

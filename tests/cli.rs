@@ -191,7 +191,11 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
     let manifests = copy_manifests(dir.path());
     let path = manifests.join("30-replay-audit.toml");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replacen("timeout = \"10s\"", "timeout = 10", 1)).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("timeout = \"10s\"", "timeout = \"ten\"", 1),
+    )
+    .unwrap();
     let line = text.lines().position(|l| l == "timeout = \"10s\"").unwrap() + 1;
     let xml = dir.path().join("never.xml");
     let out = lessonprobe(dir.path())
@@ -202,7 +206,9 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("30-replay-audit.toml:{line}:")),
+        stderr.contains(&format!(
+            "30-replay-audit.toml:{line}:11: timeout \"ten\" is not a duration"
+        )),
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -274,7 +280,7 @@ name = "sleeps-past-deadline"
 claim = "a probe that outlives its deadline is killed with its whole process group"
 kind = "command"
 argv = ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; sleep 60"]
-timeout = "1s"
+timeout = 1
 "#;
 
 #[test]
@@ -432,5 +438,84 @@ fn verbose_shows_claims_and_answer_keys() {
     assert!(
         !stdout.contains('\u{1b}'),
         "no colour when stdout is not a terminal"
+    );
+}
+
+const NAPPER: &str = r#"[checkpoint]
+lesson = 79
+title = "status line"
+
+[[probe]]
+id = "napper"
+name = "sleeps-a-second"
+claim = "a case that runs a while is named on the status line while it runs"
+kind = "command"
+argv = ["sleep", "1"]
+"#;
+
+/// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
+fn on_a_terminal(dir: &std::path::Path, no_color: bool) -> String {
+    let command = format!(
+        "{} --lesson 79 --no-junit",
+        env!("CARGO_BIN_EXE_lessonprobe")
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .current_dir(dir)
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .env_remove("NO_COLOR")
+        .env_remove("LESSONPROBE_CHECKPOINTS");
+    if no_color {
+        script.env("NO_COLOR", "1");
+    }
+    let out = script.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
+    if !tool("script") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
+    std::fs::write(dir.path().join("checkpoints/79-status.toml"), NAPPER).unwrap();
+
+    let tty = on_a_terminal(dir.path(), false);
+    assert!(
+        tty.contains("0/1 running: napper sleeps-a-second"),
+        "{tty:?}"
+    );
+    assert!(
+        tty.contains("\u{1b}[32mPASS"),
+        "colour on a terminal: {tty:?}"
+    );
+    assert!(tty.contains("1 passed, 0 failed"), "{tty:?}");
+
+    let no_color = on_a_terminal(dir.path(), true);
+    assert!(
+        no_color.contains("running: napper sleeps-a-second"),
+        "{no_color:?}"
+    );
+    assert!(
+        !no_color.contains("\u{1b}[32m") && no_color.contains("PASS    ["),
+        "no colour with NO_COLOR: {no_color:?}"
+    );
+
+    let piped = lessonprobe(dir.path())
+        .args(["--lesson", "79", "--no-junit"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        !stdout.contains("running:") && !stdout.contains('\u{1b}'),
+        "{stdout:?}"
+    );
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "a line for the case and the counts: {stdout:?}"
     );
 }

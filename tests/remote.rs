@@ -590,3 +590,71 @@ fn a_report_without_test_cases_is_error_selector_matched_nothing() {
     );
     assert!(dir.path().join("teardown-ran").exists());
 }
+
+#[test]
+fn a_pending_remote_case_names_its_selector_its_host_and_the_flag_as_set() {
+    let watch = listener();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        format!(
+            "[[host]]\nname = \"ci-box\"\naddress = \"127.0.0.1\"\nport = {}\nuser = \"ci\"\nagent = true\nknown_hosts = \"/dev/null\"\n",
+            watch.port
+        ),
+    )
+    .unwrap();
+    for (flag, says) in [
+        (None, "TICKETFLOW_REMOTE_TESTS is not set"),
+        (Some("0"), "TICKETFLOW_REMOTE_TESTS=0"),
+        (Some("true"), "TICKETFLOW_REMOTE_TESTS=true"),
+    ] {
+        let mut cmd = lessonprobe(dir.path());
+        cmd.args([
+            "remote",
+            "--checkpoint",
+            "30",
+            "--selector",
+            "tests/x.py::test_y",
+            "--hosts",
+        ])
+        .arg(&hosts)
+        .arg("--junit")
+        .arg(dir.path().join("remote.xml"));
+        if let Some(value) = flag {
+            cmd.env("TICKETFLOW_REMOTE_TESTS", value);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{flag:?}: {stdout}");
+        let expected = format!(
+            "{says}; set it to 1 to run selector tests/x.py::test_y on ci-box (127.0.0.1:{})",
+            watch.port
+        );
+        let (verdict, _, message) = case(dir.path());
+        assert_eq!(verdict, "PENDING", "{flag:?}");
+        assert_eq!(message, format!("PENDING: {expected}"));
+        assert!(stdout.contains(&expected), "{stdout}");
+    }
+
+    // No hosts file anywhere: the manifest's selector, on an authorized host to be named.
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "yes")
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .args(["--lesson", "30", "--select", "L30-10", "--no-junit"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "remote-bounded-replay-preserves-live-offsets: TICKETFLOW_REMOTE_TESTS=yes; set it to 1 \
+             to run selector tests/integration/test_kafka_remote.py::\
+             test_bounded_replay_preserves_live_offsets_and_business_effect_counts on an authorized host"
+        ),
+        "{stdout}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(watch.count.load(Ordering::SeqCst), 0, "something connected");
+}

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::manifest::{self, Checkpoint};
-use crate::exit::Error;
+use super::CatalogError;
 
 /// The manifests shipped with this build, used when no folder is found.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -34,7 +34,7 @@ pub struct Catalog {
 
 impl Catalog {
     /// Loads `folder` if given, else `./checkpoints` if it exists, else the embedded copies.
-    pub fn load(folder: Option<&Path>, known_builtins: &[&str]) -> Result<Catalog, Error> {
+    pub fn load(folder: Option<&Path>, known_builtins: &[&str]) -> Result<Catalog, CatalogError> {
         let default = Path::new("checkpoints");
         match folder {
             Some(dir) => Self::from_folder(dir, known_builtins),
@@ -44,24 +44,17 @@ impl Catalog {
     }
 
     /// The checkpoint of `lesson`, or a usage error listing the known ones.
-    pub fn checkpoint(&self, lesson: u32) -> Result<&Checkpoint, Error> {
+    pub fn checkpoint(&self, lesson: u32) -> Result<&Checkpoint, CatalogError> {
         self.checkpoints
             .iter()
             .find(|c| c.lesson == lesson)
-            .ok_or_else(|| {
-                let known: Vec<String> = self
-                    .checkpoints
-                    .iter()
-                    .map(|c| c.lesson.to_string())
-                    .collect();
-                Error::Usage(format!(
-                    "no checkpoint for lesson {lesson} (known: {})",
-                    known.join(", ")
-                ))
+            .ok_or_else(|| CatalogError::UnknownLesson {
+                lesson,
+                known: self.checkpoints.iter().map(|c| c.lesson).collect(),
             })
     }
 
-    pub fn embedded(known_builtins: &[&str]) -> Result<Catalog, Error> {
+    pub fn embedded(known_builtins: &[&str]) -> Result<Catalog, CatalogError> {
         let files = EMBEDDED
             .iter()
             .map(|(p, t)| (PathBuf::from(p), (*t).to_owned()))
@@ -69,27 +62,30 @@ impl Catalog {
         Self::from_texts(CatalogSource::Embedded, files, known_builtins)
     }
 
-    fn from_folder(dir: &Path, known_builtins: &[&str]) -> Result<Catalog, Error> {
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(dir, format!("cannot read checkpoint folder: {e}")))?;
+    fn from_folder(dir: &Path, known_builtins: &[&str]) -> Result<Catalog, CatalogError> {
+        let unreadable = |source| CatalogError::UnreadableFolder {
+            dir: dir.to_owned(),
+            source,
+        };
         let mut paths = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+            let path = entry.map_err(unreadable)?.path();
             if path.extension().is_some_and(|x| x == "toml") {
                 paths.push(path);
             }
         }
         paths.sort();
         if paths.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: no checkpoint manifests (*.toml) found",
-                dir.display()
-            )));
+            return Err(CatalogError::NoManifests {
+                dir: dir.to_owned(),
+            });
         }
         let mut files = Vec::with_capacity(paths.len());
         for path in paths {
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-            files.push((path, text));
+            match std::fs::read_to_string(&path) {
+                Ok(text) => files.push((path, text)),
+                Err(source) => return Err(CatalogError::UnreadableManifest { path, source }),
+            }
         }
         Self::from_texts(CatalogSource::Folder(dir.to_owned()), files, known_builtins)
     }
@@ -98,17 +94,16 @@ impl Catalog {
         source: CatalogSource,
         files: Vec<(PathBuf, String)>,
         known: &[&str],
-    ) -> Result<Catalog, Error> {
+    ) -> Result<Catalog, CatalogError> {
         let mut checkpoints: Vec<Checkpoint> = Vec::with_capacity(files.len());
         for (path, text) in files {
             let cp = manifest::parse(&path, &text, known)?;
             if let Some(other) = checkpoints.iter().find(|c| c.lesson == cp.lesson) {
-                return Err(Error::Usage(format!(
-                    "{}: lesson {} is already defined by {}",
-                    path.display(),
-                    cp.lesson,
-                    other.source.display()
-                )));
+                return Err(CatalogError::DuplicateLesson {
+                    path,
+                    lesson: cp.lesson,
+                    first: other.source.clone(),
+                });
             }
             checkpoints.push(cp);
         }

@@ -2,13 +2,15 @@
 //! the file, line and column.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::exit::Error;
+use crate::config::duration::TomlDuration;
+use crate::diagnostics::{Diagnostic, Source};
 
 /// One numbered checkpoint and its probes, in manifest order.
 #[derive(Debug, Clone)]
@@ -128,7 +130,7 @@ struct RawProbe {
     kind: Spanned<String>,
     #[serde(default)]
     backends: Vec<Backend>,
-    timeout: Option<Spanned<String>>,
+    timeout: Option<Spanned<TomlDuration>>,
     expect: Option<String>,
     // builtin
     builtin: Option<Spanned<String>>,
@@ -149,231 +151,86 @@ struct RawProbe {
     doc: Option<Spanned<String>>,
 }
 
-/// Parses and validates one manifest. `known_builtins` are the registered probe names.
-pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpoint, Error> {
-    let at = |span: std::ops::Range<usize>, message: String| {
-        let (line, column) = line_column(text, span.start);
-        Error::Manifest {
-            path: path.to_owned(),
-            line,
-            column,
-            message,
-        }
-    };
-    let raw: RawManifest = toml::from_str(text).map_err(|e| {
-        let message = e.message().to_owned();
-        match e.span() {
-            Some(span) => at(span, message),
-            None => Error::Manifest {
-                path: path.to_owned(),
-                line: 1,
-                column: 1,
-                message,
-            },
-        }
-    })?;
+/// The fields whose meaning depends on the probe's kind; each kind takes some and refuses the
+/// others.
+struct KindFields {
+    expect: Option<String>,
+    builtin: Option<Spanned<String>>,
+    argv: Option<Spanned<Vec<String>>>,
+    cwd: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    requires: Vec<PathBuf>,
+    question: Option<String>,
+    answer: Option<String>,
+    selector: Option<Spanned<String>>,
+    script: Option<String>,
+    doc: Option<Spanned<String>>,
+}
 
+impl KindFields {
+    /// The first field given that `kind` does not take: a mistake, not decoration.
+    fn misplaced(&self, allowed: &[&str]) -> Option<&'static str> {
+        let given = [
+            ("builtin", self.builtin.is_some()),
+            ("argv", self.argv.is_some()),
+            ("cwd", self.cwd.is_some()),
+            ("env", !self.env.is_empty()),
+            ("requires", !self.requires.is_empty()),
+            ("question", self.question.is_some()),
+            ("answer", self.answer.is_some()),
+            ("selector", self.selector.is_some()),
+            ("script", self.script.is_some()),
+            ("expect", self.expect.is_some()),
+            ("doc", self.doc.is_some()),
+        ];
+        given
+            .into_iter()
+            .find(|(field, there)| *there && !allowed.contains(field))
+            .map(|(field, _)| field)
+    }
+}
+
+/// Parses and validates one manifest. `known_builtins` are the registered probe names.
+pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpoint, Diagnostic> {
+    let src = Source::new(path, text);
+    let raw: RawManifest = src.toml()?;
     let lesson_span = raw.checkpoint.lesson.span();
     let lesson = raw.checkpoint.lesson.into_inner();
     if lesson == 0 {
-        return Err(at(
+        return Err(src.error(
             lesson_span,
-            "checkpoint.lesson must be a positive lesson number".into(),
+            "checkpoint.lesson must be a positive lesson number",
         ));
     }
     if raw.probe.is_empty() {
-        return Err(at(0..0, "a checkpoint needs at least one [[probe]]".into()));
+        return Err(src.error(0..0, "a checkpoint needs at least one [[probe]]"));
     }
-
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut first_line: HashMap<String, usize> = HashMap::new();
     let mut probes = Vec::with_capacity(raw.probe.len());
-    for spanned in raw.probe {
-        let raw = spanned.into_inner();
-        let id_span = raw.id.span();
-        let id = raw.id.into_inner();
-        if !valid_name(&id) {
-            return Err(at(
-                id_span,
-                format!("probe id {id:?} may hold only letters, digits, '-', '_' and '.'"),
-            ));
-        }
-        if let Some(first) = seen.insert(id.clone(), line_column(text, id_span.start).0) {
-            return Err(at(
-                id_span,
-                format!("duplicate probe id {id:?} (first defined on line {first})"),
-            ));
-        }
-        let name_span = raw.name.span();
-        let name = raw.name.into_inner();
-        if !valid_name(&name) {
-            return Err(at(
-                name_span,
-                format!("probe name {name:?} may hold only letters, digits, '-', '_' and '.'"),
-            ));
-        }
-        let timeout = match raw.timeout {
-            None => None,
-            Some(t) => {
-                let span = t.span();
-                let d = crate::config::duration::parse(t.get_ref())
-                    .map_err(|e| at(span, format!("timeout {e}")))?;
-                Some(d)
-            }
-        };
-        let kind_span = raw.kind.span();
-        // Fields that belong to another kind are mistakes, not decoration.
-        let present: Vec<(&str, bool)> = vec![
-            ("builtin", raw.builtin.is_some()),
-            ("argv", raw.argv.is_some()),
-            ("cwd", raw.cwd.is_some()),
-            ("env", !raw.env.is_empty()),
-            ("requires", !raw.requires.is_empty()),
-            ("question", raw.question.is_some()),
-            ("answer", raw.answer.is_some()),
-            ("selector", raw.selector.is_some()),
-            ("script", raw.script.is_some()),
-            ("doc", raw.doc.is_some()),
-        ];
-        let allowed: &[&str] = match raw.kind.get_ref().as_str() {
-            // An exercise made executable keeps its question and answer key.
-            "builtin" => &["builtin", "question", "answer", "doc"],
-            "command" => &["argv", "cwd", "env", "requires", "doc"],
-            "prose" => &["question", "answer"],
-            "remote" => &["selector", "script"],
-            other => {
-                return Err(at(
-                    kind_span,
-                    format!(
-                        "unknown probe kind {other:?} (expected builtin, command, prose or remote)"
-                    ),
-                ))
-            }
-        };
-        if let Some((field, _)) = present
-            .iter()
-            .find(|(f, there)| *there && !allowed.contains(f))
-        {
-            return Err(at(
-                id_span,
+    for raw in raw.probe {
+        let probe = probe(&src, raw.into_inner(), known_builtins)?;
+        let line = src.line(probe.span.start);
+        if let Some(first) = first_line.insert(probe.probe.id.clone(), line) {
+            return Err(src.error(
+                probe.span,
                 format!(
-                    "probe {id}: field `{field}` does not apply to kind {}",
-                    raw.kind.get_ref()
+                    "duplicate probe id {:?} (first defined on line {first})",
+                    probe.probe.id
                 ),
             ));
         }
-        let missing = |field: &str| {
-            at(
-                id_span.clone(),
-                format!("probe {id}: kind {} needs `{field}`", raw.kind.get_ref()),
-            )
-        };
-        let kind = match raw.kind.get_ref().as_str() {
-            "builtin" => {
-                let b = raw.builtin.ok_or_else(|| missing("builtin"))?;
-                if !known_builtins.contains(&b.get_ref().as_str()) {
-                    return Err(at(
-                        b.span(),
-                        format!(
-                            "unknown builtin {:?}; known: {}",
-                            b.get_ref(),
-                            known_builtins.join(", ")
-                        ),
-                    ));
-                }
-                ProbeKind::Builtin {
-                    name: b.into_inner(),
-                    answer: raw.answer,
-                }
-            }
-            "command" => {
-                let argv = raw.argv.ok_or_else(|| missing("argv"))?;
-                if argv.get_ref().is_empty() || argv.get_ref()[0].is_empty() {
-                    return Err(at(argv.span(), format!("probe {id}: argv needs a program")));
-                }
-                ProbeKind::Command {
-                    argv: argv.into_inner(),
-                    cwd: raw.cwd,
-                    env: raw.env,
-                    requires: raw.requires,
-                }
-            }
-            "prose" => ProbeKind::Prose {
-                question: raw.question.ok_or_else(|| missing("question"))?,
-                answer: raw.answer,
-            },
-            _ => {
-                let s = raw.selector.ok_or_else(|| missing("selector"))?;
-                if s.get_ref().trim().is_empty() {
-                    return Err(at(
-                        s.span(),
-                        format!("probe {id}: selector must not be empty"),
-                    ));
-                }
-                ProbeKind::Remote {
-                    selector: s.into_inner(),
-                    script: raw.script,
-                }
-            }
-        };
-        // A builtin's claim is its printed line; a command may pin its exit status alone.
-        if matches!(kind, ProbeKind::Builtin { .. }) && raw.expect.is_none() {
-            return Err(at(
-                id_span,
-                format!("probe {id}: kind builtin needs `expect`, the exact output"),
-            ));
-        }
-        if !matches!(kind, ProbeKind::Builtin { .. } | ProbeKind::Command { .. })
-            && raw.expect.is_some()
-        {
-            return Err(at(
-                id_span,
-                format!(
-                    "probe {id}: field `expect` does not apply to kind {}",
-                    kind.label()
-                ),
-            ));
-        }
-        let doc = match raw.doc {
-            None => None,
-            Some(d) => {
-                let whole = d.get_ref() == "*";
-                let command = matches!(kind, ProbeKind::Command { .. });
-                if whole != command || d.get_ref().trim().is_empty() {
-                    return Err(at(
-                        d.span(),
-                        format!("probe {id}: `doc` names an exercise or snippet id for a builtin, or \"*\" (the whole lesson document) for a command"),
-                    ));
-                }
-                Some(d.into_inner())
-            }
-        };
-        let mut backends = raw.backends;
-        backends.sort_unstable();
-        backends.dedup();
-        probes.push(Probe {
-            id,
-            name,
-            claim: raw.claim,
-            kind,
-            backends,
-            timeout,
-            expect: raw.expect,
-            line: Some(line_column(text, id_span.start).0),
-            doc,
-            drift: None,
-        });
+        probes.push(probe.probe);
     }
     let document = match raw.checkpoint.document {
         None => None,
+        Some(d) if crate::lesson::is_inside(Path::new(d.get_ref())) => {
+            Some(PathBuf::from(d.into_inner()))
+        }
         Some(d) => {
-            let p = PathBuf::from(d.get_ref());
-            if !crate::lesson::is_inside(&p) {
-                return Err(at(
-                    d.span(),
-                    "checkpoint.document must be a path inside the course".into(),
-                ));
-            }
-            Some(p)
+            return Err(src.error(
+                d.span(),
+                "checkpoint.document must be a path inside the course",
+            ))
         }
     };
     Ok(Checkpoint {
@@ -385,18 +242,209 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
     })
 }
 
-fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+/// A probe and where its id is written, the place its errors point at.
+struct Placed {
+    probe: Probe,
+    span: Range<usize>,
 }
 
-/// 1-based line and column of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
+fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Placed, Diagnostic> {
+    let span = raw.id.span();
+    let id = valid_name(src, raw.id, "probe id")?;
+    let name = valid_name(src, raw.name, "probe name")?;
+    let timeout = match raw.timeout {
+        None => None,
+        Some(t) => Some(
+            t.get_ref()
+                .duration()
+                .map_err(|e| src.error(t.span(), format!("timeout {e}")))?,
+        ),
+    };
+    let at = Kind {
+        src,
+        id: &id,
+        span: span.clone(),
+        label: raw.kind.get_ref(),
+    };
+    let mut fields = KindFields {
+        expect: raw.expect,
+        builtin: raw.builtin,
+        argv: raw.argv,
+        cwd: raw.cwd,
+        env: raw.env,
+        requires: raw.requires,
+        question: raw.question,
+        answer: raw.answer,
+        selector: raw.selector,
+        script: raw.script,
+        doc: raw.doc,
+    };
+    let kind = match raw.kind.get_ref().as_str() {
+        "builtin" => at.builtin(&mut fields, known_builtins)?,
+        "command" => at.command(&mut fields)?,
+        "prose" => at.prose(&mut fields)?,
+        "remote" => at.remote(&mut fields)?,
+        other => {
+            return Err(src.error(
+                raw.kind.span(),
+                format!(
+                    "unknown probe kind {other:?} (expected builtin, command, prose or remote)"
+                ),
+            ))
+        }
+    };
+    let doc = at.doc(&mut fields, &kind)?;
+    let mut backends = raw.backends;
+    backends.sort_unstable();
+    backends.dedup();
+    Ok(Placed {
+        probe: Probe {
+            id,
+            name,
+            claim: raw.claim,
+            kind,
+            backends,
+            timeout,
+            expect: fields.expect,
+            line: Some(src.line(span.start)),
+            doc,
+            drift: None,
+        },
+        span,
+    })
+}
+
+/// One probe's kind being read: each kind is a method that takes its fields.
+struct Kind<'s> {
+    src: &'s Source<'s>,
+    id: &'s str,
+    /// The probe's id, where errors without a field of their own point.
+    span: Range<usize>,
+    label: &'s str,
+}
+
+impl Kind<'_> {
+    fn builtin(&self, f: &mut KindFields, known: &[&str]) -> Result<ProbeKind, Diagnostic> {
+        // An exercise made executable keeps its question and answer key.
+        self.only(f, &["builtin", "question", "answer", "expect", "doc"])?;
+        let b = f.builtin.take().ok_or_else(|| self.missing("builtin"))?;
+        if !known.contains(&b.get_ref().as_str()) {
+            return Err(self.src.error(
+                b.span(),
+                format!(
+                    "unknown builtin {:?}; known: {}",
+                    b.get_ref(),
+                    known.join(", ")
+                ),
+            ));
+        }
+        // A builtin's claim is its printed line.
+        if f.expect.is_none() {
+            return Err(self.error("kind builtin needs `expect`, the exact output"));
+        }
+        Ok(ProbeKind::Builtin {
+            name: b.into_inner(),
+            answer: f.answer.take(),
+        })
+    }
+
+    /// A command may pin its exit status alone, without `expect`.
+    fn command(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+        self.only(f, &["argv", "cwd", "env", "requires", "expect", "doc"])?;
+        let argv = f.argv.take().ok_or_else(|| self.missing("argv"))?;
+        if argv.get_ref().first().map_or(true, String::is_empty) {
+            return Err(self.src.error(
+                argv.span(),
+                format!("probe {}: argv needs a program", self.id),
+            ));
+        }
+        Ok(ProbeKind::Command {
+            argv: argv.into_inner(),
+            cwd: f.cwd.take(),
+            env: std::mem::take(&mut f.env),
+            requires: std::mem::take(&mut f.requires),
+        })
+    }
+
+    fn prose(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+        self.only(f, &["question", "answer"])?;
+        Ok(ProbeKind::Prose {
+            question: f.question.take().ok_or_else(|| self.missing("question"))?,
+            answer: f.answer.take(),
+        })
+    }
+
+    fn remote(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+        self.only(f, &["selector", "script"])?;
+        let s = f.selector.take().ok_or_else(|| self.missing("selector"))?;
+        if s.get_ref().trim().is_empty() {
+            return Err(self.src.error(
+                s.span(),
+                format!("probe {}: selector must not be empty", self.id),
+            ));
+        }
+        Ok(ProbeKind::Remote {
+            selector: s.into_inner(),
+            script: f.script.take(),
+        })
+    }
+
+    /// `doc`: an exercise or snippet id on a builtin, `*` (the whole lesson document) on a
+    /// command.
+    fn doc(&self, f: &mut KindFields, kind: &ProbeKind) -> Result<Option<String>, Diagnostic> {
+        let Some(d) = f.doc.take() else {
+            return Ok(None);
+        };
+        let whole = d.get_ref() == "*";
+        if whole != matches!(kind, ProbeKind::Command { .. }) || d.get_ref().trim().is_empty() {
+            return Err(self.src.error(
+                d.span(),
+                format!(
+                    "probe {}: `doc` names an exercise or snippet id for a builtin, or \"*\" (the whole lesson document) for a command",
+                    self.id
+                ),
+            ));
+        }
+        Ok(Some(d.into_inner()))
+    }
+
+    fn only(&self, f: &KindFields, allowed: &[&str]) -> Result<(), Diagnostic> {
+        match f.misplaced(allowed) {
+            None => Ok(()),
+            Some(field) => Err(self.error(&format!(
+                "field `{field}` does not apply to kind {}",
+                self.label
+            ))),
+        }
+    }
+
+    fn missing(&self, field: &str) -> Diagnostic {
+        self.error(&format!("kind {} needs `{field}`", self.label))
+    }
+
+    fn error(&self, what: &str) -> Diagnostic {
+        self.src
+            .error(self.span.clone(), format!("probe {}: {what}", self.id))
+    }
+}
+
+/// An id or name: letters, digits, '-', '_' and '.'.
+fn valid_name(src: &Source<'_>, value: Spanned<String>, what: &str) -> Result<String, Diagnostic> {
+    let ok = !value.get_ref().is_empty()
+        && value
+            .get_ref()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(src.error(
+            value.span(),
+            format!(
+                "{what} {:?} may hold only letters, digits, '-', '_' and '.'",
+                value.get_ref()
+            ),
+        ));
+    }
+    Ok(value.into_inner())
 }
 
 #[cfg(test)]
@@ -405,7 +453,7 @@ mod tests {
 
     const KNOWN: &[&str] = &["apply_once_twice"];
 
-    fn parse_str(text: &str) -> Result<Checkpoint, Error> {
+    fn parse_str(text: &str) -> Result<Checkpoint, Diagnostic> {
         parse(Path::new("30.toml"), text, KNOWN)
     }
 
@@ -436,6 +484,7 @@ claim = \"c\"
 kind = \"command\"
 argv = [\"echo\", \"hi\"]
 env = {{ A = \"1\" }}
+timeout = 7
 expect = \"hi\"
 
 [[probe]]
@@ -461,6 +510,7 @@ selector = \"tests/a.py::b\"
             vec![Backend::Sqlite, Backend::Postgres]
         );
         assert_eq!(cp.probes[0].timeout, Some(Duration::from_secs(5)));
+        assert_eq!(cp.probes[1].timeout, Some(Duration::from_secs(7)));
         assert!(matches!(cp.probes[1].kind, ProbeKind::Command { ref env, .. } if env["A"] == "1"));
     }
 
@@ -534,6 +584,14 @@ selector = \"tests/a.py::b\"
             "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\""
         ))
         .contains("timeout \"soon\""));
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = 0"))
+                .starts_with("30.toml:10:11: timeout \"0\": a duration must be positive")
+        );
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = true"))
+                .starts_with("30.toml:10:11: a duration: a string such as")
+        );
         assert!(
             err(&probe("kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]"))
                 .contains("field `argv` does not apply to kind prose")

@@ -3,9 +3,11 @@
 
 mod catalog;
 mod documents;
+mod error;
 mod manifest;
 mod select;
 
 pub use catalog::{Catalog, CatalogSource};
+pub use error::CatalogError;
 pub use manifest::{Backend, Checkpoint, Probe, ProbeKind};
 pub use select::Selection;

@@ -1,8 +1,7 @@
 //! Selection of probes by lesson and by `--select` patterns over probe ids and names.
 
 use super::manifest::{Checkpoint, Probe};
-use super::Catalog;
-use crate::exit::Error;
+use super::{Catalog, CatalogError};
 
 /// The checkpoints and probes a run covers, in catalog order.
 #[derive(Debug, Clone)]
@@ -17,25 +16,23 @@ impl<'a> Selection<'a> {
         catalog: &'a Catalog,
         lesson: Option<u32>,
         patterns: &[String],
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, CatalogError> {
         let chosen: Vec<&Checkpoint> = match lesson {
             Some(n) => vec![catalog.checkpoint(n)?],
             None => catalog.checkpoints.iter().collect(),
         };
         for pattern in patterns {
             if pattern.trim().is_empty() {
-                return Err(Error::Usage("--select needs a non-empty pattern".into()));
+                return Err(CatalogError::EmptyPattern);
             }
             let hit = chosen
                 .iter()
                 .any(|c| c.probes.iter().any(|p| matches(pattern, p)));
             if !hit {
-                return Err(Error::Usage(format!(
-                    "--select {pattern:?} matches no probe{}",
-                    lesson
-                        .map(|n| format!(" of lesson {n}"))
-                        .unwrap_or_default()
-                )));
+                return Err(CatalogError::NoMatch {
+                    pattern: pattern.clone(),
+                    lesson,
+                });
             }
         }
         let checkpoints = chosen

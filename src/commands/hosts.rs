@@ -3,17 +3,19 @@
 use crate::checkpoint::{Catalog, ProbeKind};
 use crate::cli::{HostsAction, HostsArgs};
 use crate::exit::{Code, Error};
-use crate::remote::{check_host, HostsFile};
+use crate::remote::{check_host, HostsError, HostsFile};
+use crate::run::RemoteFlag;
 
 pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
     match args.action {
         HostsAction::List { hosts } => {
-            let file = match HostsFile::find(hosts.hosts.as_deref())? {
+            let file = match HostsFile::find(hosts.hosts.as_deref()) {
                 Ok(file) => file,
-                Err(none) => {
+                Err(HostsError::NotFound(none)) => {
                     println!("{none}");
                     return Ok(Code::Ok);
                 }
+                Err(e) => return Err(e.into()),
             };
             println!("{}", file.path.display());
             for h in &file.hosts {
@@ -37,13 +39,13 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
             hosts,
             catalog,
         } => {
-            if !super::remote_enabled() {
-                return Err(Error::Usage(
-                    "hosts check connects to the host: set TICKETFLOW_REMOTE_TESTS=1".into(),
-                ));
+            let flag = RemoteFlag::from_env();
+            if !flag.is_on() {
+                return Err(Error::Usage(format!(
+                    "hosts check connects to the host: {flag}; set it to 1"
+                )));
             }
-            let file = HostsFile::find(hosts.hosts.as_deref())?
-                .map_err(|none| Error::Usage(none.to_string()))?;
+            let file = HostsFile::find(hosts.hosts.as_deref())?;
             let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;
             let catalog = Catalog::load(catalog.checkpoints.as_deref(), &super::builtin_names())?;
             let facts = check_host(host).map_err(|e| Error::Operation(e.to_string()))?;

@@ -13,7 +13,8 @@ use lessonprobe_probes::{registry, KafkaTarget};
 
 use crate::cli::{Cli, Command, HostArgs, KafkaArgs};
 use crate::exit::{Code, Error};
-use crate::remote::{AuthorizedHost, HostsFile};
+use crate::remote::{AuthorizedHost, HostsError, HostsFile};
+use crate::run::{RemoteFlag, RemoteHost};
 
 /// Runs the subcommand the command line names (`run` when it names none).
 pub fn dispatch(cli: Cli) -> Result<Code, Error> {
@@ -66,18 +67,27 @@ fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
     }
 }
 
-/// `TICKETFLOW_REMOTE_TESTS=1`: remote probes may connect.
-fn remote_enabled() -> bool {
-    std::env::var("TICKETFLOW_REMOTE_TESTS").is_ok_and(|v| v == "1")
+/// Where remote probes run. Only `TICKETFLOW_REMOTE_TESTS=1` lets them connect; without it
+/// the host they would run on is only named. When `wanted` (remote probes are selected), a
+/// hosts file that is unreadable, invalid or lacks the named host stops the run; a missing
+/// one makes each remote probe an ERROR saying so.
+fn remote_host(args: &HostArgs, wanted: bool) -> Result<RemoteHost, Error> {
+    let flag = RemoteFlag::from_env();
+    let host = configured_host(args);
+    Ok(match (flag.is_on(), host) {
+        (true, Ok(host)) => RemoteHost::Host(Box::new(host)),
+        (true, Err(e @ HostsError::NotFound(_))) => RemoteHost::Unavailable(e),
+        (true, Err(e)) if wanted => return Err(e.into()),
+        (true, Err(e)) => RemoteHost::Unavailable(e),
+        (false, host) => RemoteHost::Disabled {
+            flag,
+            host: host.ok().map(|h| h.label()),
+        },
+    })
 }
 
-/// The host remote probes run on: `Ok(Err(why))` when none is configured, which makes each
-/// remote probe an ERROR naming why; a malformed hosts file is an error before anything runs.
-fn authorized_host(args: &HostArgs) -> Result<Result<AuthorizedHost, String>, Error> {
-    match HostsFile::find(args.hosts.as_deref())? {
-        Ok(file) => Ok(Ok(file.pick(args.host.as_deref())?.clone())),
-        Err(none) => Ok(Err(format!(
-            "TICKETFLOW_REMOTE_TESTS=1 but no authorized host is configured: {none}"
-        ))),
-    }
+/// The host `--host` names in the hosts file, or its first.
+fn configured_host(args: &HostArgs) -> Result<AuthorizedHost, HostsError> {
+    let file = HostsFile::find(args.hosts.as_deref())?;
+    file.pick(args.host.as_deref()).cloned()
 }

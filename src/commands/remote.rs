@@ -2,7 +2,6 @@
 //! any probe. Without TICKETFLOW_REMOTE_TESTS=1 it is PENDING and nothing connects.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use super::run::{execute_and_report, new_run_id, Reporting};
 use crate::checkpoint::{Catalog, Checkpoint, Probe, ProbeKind, Selection};
@@ -12,7 +11,6 @@ use crate::run::RunConfig;
 use crate::selector::validate_selector;
 
 pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
-    let started = Instant::now();
     validate_selector(&args.selector).map_err(|e| Error::Usage(format!("--selector: {e}")))?;
     let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let title = catalog.checkpoint(args.checkpoint)?.title.clone();
@@ -46,10 +44,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         course_root: PathBuf::from("."),
         sql: Vec::new(),
         kafka: lessonprobe_probes::KafkaTarget::Embedded,
-        remote: match super::remote_enabled() {
-            true => Some(super::authorized_host(&args.hosts)?),
-            false => None,
-        },
+        remote: super::remote_host(&args.hosts, true)?,
     };
     let reporting = Reporting {
         junit: Some(args.junit.clone().unwrap_or_else(|| {
@@ -60,5 +55,5 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         strict: args.strict,
         junit_family: crate::report::junit::Family::default(),
     };
-    execute_and_report(&selection, &config, &new_run_id(), &reporting, started)
+    execute_and_report(&selection, &config, &new_run_id(), &reporting)
 }

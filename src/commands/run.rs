@@ -1,15 +1,17 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use lessonprobe_probes::DbTarget;
 
 use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
 use crate::cli::RunArgs;
 use crate::exit::{Code, Error};
-use crate::report::{self, Format};
-use crate::run::{self, Counts, Plan, RunConfig, SqlTarget};
+use crate::report::json::Json;
+use crate::report::junit::Junit;
+use crate::report::terminal::Terminal;
+use crate::report::{Format, Reporter, Reporters};
+use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
 use super::course::OpenCourse;
 
@@ -82,7 +84,6 @@ fn sqlite_target(value: &str) -> Result<SqlTarget, Error> {
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
-    let started = Instant::now();
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
     if let Some(course) = &course {
@@ -115,10 +116,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
-        remote: match wants_remote && super::remote_enabled() {
-            true => Some(super::authorized_host(&args.hosts)?),
-            false => None,
-        },
+        remote: super::remote_host(&args.hosts, wants_remote)?,
     };
     let report = Reporting {
         junit: (!args.no_junit).then(|| {
@@ -133,7 +131,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         junit_family: args.junit_family,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    execute_and_report(&selection, &config, &run_id, &report, started)
+    execute_and_report(&selection, &config, &run_id, &report)
 }
 
 /// A run id unique on this machine: time to the millisecond and process id.
@@ -151,38 +149,32 @@ pub(super) struct Reporting {
     pub format: Format,
     pub verbose: bool,
     pub strict: bool,
-    pub junit_family: report::junit::Family,
+    pub junit_family: crate::report::junit::Family,
 }
 
-/// Plans and executes the selection, feeds every outcome to the reporters, and maps the
-/// counts to the exit code.
+/// Plans and executes the selection, feeds the run's events to the reporters (JUnit first,
+/// so a report that cannot be written stops the closing lines), and maps the run to its exit
+/// code.
 pub(super) fn execute_and_report(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,
     reporting: &Reporting,
-    started: Instant,
 ) -> Result<Code, Error> {
     let plan = Plan::new(selection, config);
-    let terminal = report::terminal::Terminal::new(reporting.verbose);
-    let outcomes = run::execute(&plan, config, run_id, |o| {
-        if reporting.format == Format::Human {
-            terminal.outcome(o);
-        }
-    });
-    let counts = Counts::of(&outcomes);
+    let mut reporters = Reporters::default();
     if let Some(path) = &reporting.junit {
-        let xml = report::junit::render(&outcomes, started.elapsed(), reporting.junit_family)
-            .map_err(|e| Error::io(path, format!("cannot render JUnit: {e}")))?;
-        report::junit::write(path, &xml)?;
+        reporters.add(Junit::new(path).with_family(reporting.junit_family));
     }
     match reporting.format {
-        Format::Human => terminal.finish(&counts, reporting.junit.as_deref()),
-        Format::Json => println!("{}", report::json::render(run_id, &outcomes)),
+        Format::Human => {
+            reporters.add(Terminal::stdout(reporting.verbose, reporting.junit.clone()))
+        }
+        Format::Json => reporters.add(Json::stdout()),
     }
-    Ok(if counts.succeeded(reporting.strict) {
-        Code::Ok
-    } else {
-        Code::ProbesFailed
-    })
+    let summary = run::execute(&plan, config, run_id, &Interrupt::new(), |event| {
+        reporters.event(event)
+    });
+    reporters.finish()?;
+    Ok(Code::of_run(&summary, reporting.strict))
 }

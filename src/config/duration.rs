@@ -35,6 +35,31 @@ pub fn from_seconds(secs: u64) -> Result<Duration, DurationError> {
     parse(&secs.to_string())
 }
 
+/// A duration as a TOML file writes it: a string in the grammar above (`"30s"`, `"30"`) or an
+/// integer of seconds (`30`). Parsed by [`TomlDuration::duration`], so the caller can place and
+/// word the error.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a duration: a string such as \"30s\" or \"2m\", or an integer of seconds"
+)]
+pub enum TomlDuration {
+    Text(String),
+    Seconds(i64),
+}
+
+impl TomlDuration {
+    pub fn duration(&self) -> Result<Duration, DurationError> {
+        match self {
+            TomlDuration::Text(text) => parse(text),
+            TomlDuration::Seconds(secs) => match u64::try_from(*secs) {
+                Ok(secs) => from_seconds(secs),
+                Err(_) => parse(&secs.to_string()),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +77,27 @@ mod tests {
         assert!(soon.starts_with("\"soon\" is not a duration"), "{soon}");
         assert!(soon.ends_with("(write e.g. 30, 30s or 2m)"), "{soon}");
         assert!(parse("-5").is_err());
+    }
+
+    #[test]
+    fn toml_takes_a_string_or_an_integer_of_seconds() {
+        #[derive(serde::Deserialize)]
+        struct T {
+            t: TomlDuration,
+        }
+        let read = |text: &str| toml::from_str::<T>(text).map(|t| t.t.duration());
+        assert_eq!(read("t = 30").unwrap(), Ok(Duration::from_secs(30)));
+        assert_eq!(read("t = \"30\"").unwrap(), Ok(Duration::from_secs(30)));
+        assert_eq!(read("t = \"2m\"").unwrap(), Ok(Duration::from_secs(120)));
+        assert!(matches!(
+            read("t = 0").unwrap(),
+            Err(DurationError::Zero { .. })
+        ));
+        assert!(matches!(
+            read("t = -5").unwrap(),
+            Err(DurationError::Invalid { .. })
+        ));
+        let wrong = read("t = true").err().unwrap().message().to_owned();
+        assert!(wrong.contains("an integer of seconds"), "{wrong}");
     }
 }

@@ -1,6 +1,7 @@
 //! Authorized hosts: the TOML file that lists them, its validation with file:line errors, and
 //! where it is looked for.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -8,7 +9,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::selector::{render, unknown_placeholder, CommandSet};
-use crate::exit::Error;
+use crate::config::duration::TomlDuration;
+use crate::diagnostics::{Diagnostic, Source};
 
 /// The default `run` template: a pytest selector writing JUnit.
 pub const DEFAULT_RUN: &str = "python -m pytest {selector} --junitxml={report}";
@@ -38,6 +40,11 @@ impl AuthorizedHost {
     /// `address:port`, as messages name it.
     pub fn place(&self) -> String {
         format!("{}:{}", self.address, self.port)
+    }
+
+    /// `name (address:port)`, as reports name the host a case would run on.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.place())
     }
 
     /// The commands a run of `selector` for `checkpoint` would execute, writing `report`.
@@ -89,8 +96,8 @@ struct RawHost {
     prepare: Option<Spanned<String>>,
     run: Option<Spanned<String>>,
     teardown: Option<Spanned<String>>,
-    connect_timeout: Option<Spanned<String>>,
-    teardown_timeout: Option<Spanned<String>>,
+    connect_timeout: Option<Spanned<TomlDuration>>,
+    teardown_timeout: Option<Spanned<TomlDuration>>,
 }
 
 fn default_port() -> u16 {
@@ -108,13 +115,37 @@ fn default_workdir() -> String {
 #[error("no hosts file (give --hosts FILE or LESSONPROBE_HOSTS; looked in {})", .0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
 pub struct NoHostsFile(pub Vec<PathBuf>);
 
+/// Why no authorized host could be had from the hosts file.
+#[derive(Debug, thiserror::Error)]
+pub enum HostsError {
+    /// Nothing to read: the caller decides whether that is an error.
+    #[error(transparent)]
+    NotFound(#[from] NoHostsFile),
+    #[error("{}: cannot read hosts file: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Malformed or invalid, at file:line:column.
+    #[error(transparent)]
+    Invalid(#[from] Diagnostic),
+    #[error("{}: no host named {name:?} (known: {})", path.display(), known.join(", "))]
+    UnknownHost {
+        path: PathBuf,
+        name: String,
+        known: Vec<String>,
+    },
+    #[error("{}: no hosts", path.display())]
+    Empty { path: PathBuf },
+}
+
 impl HostsFile {
     /// The hosts file to use: `explicit` (from --hosts or LESSONPROBE_HOSTS), else
     /// `./lessonprobe-hosts.toml`, else `$XDG_CONFIG_HOME/lessonprobe/hosts.toml`
-    /// (`~/.config/lessonprobe/hosts.toml`). The inner error names the places looked at.
-    pub fn find(explicit: Option<&Path>) -> Result<Result<HostsFile, NoHostsFile>, Error> {
+    /// (`~/.config/lessonprobe/hosts.toml`). [`HostsError::NotFound`] names the places looked at.
+    pub fn find(explicit: Option<&Path>) -> Result<HostsFile, HostsError> {
         if let Some(path) = explicit {
-            return Self::load(path).map(Ok);
+            return Self::load(path);
         }
         let mut candidates = vec![PathBuf::from("lessonprobe-hosts.toml")];
         let config_home = std::env::var_os("XDG_CONFIG_HOME")
@@ -123,124 +154,31 @@ impl HostsFile {
         if let Some(dir) = config_home {
             candidates.push(dir.join("lessonprobe/hosts.toml"));
         }
-        for path in &candidates {
-            if path.is_file() {
-                return Self::load(path).map(Ok);
-            }
+        match candidates.iter().find(|path| path.is_file()) {
+            Some(path) => Self::load(path),
+            None => Err(NoHostsFile(candidates).into()),
         }
-        Ok(Err(NoHostsFile(candidates)))
     }
 
-    pub fn load(path: &Path) -> Result<HostsFile, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(path, format!("cannot read hosts file: {e}")))?;
-        Self::parse(path, &text)
-    }
-
-    pub fn parse(path: &Path, text: &str) -> Result<HostsFile, Error> {
-        let at = |span: std::ops::Range<usize>, message: String| {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            Error::Manifest {
-                path: path.to_owned(),
-                line,
-                column,
-                message,
-            }
-        };
-        let raw: RawFile = toml::from_str(text).map_err(|e| match e.span() {
-            Some(span) => at(span, e.message().to_owned()),
-            None => at(0..0, e.message().to_owned()),
+    pub fn load(path: &Path) -> Result<HostsFile, HostsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| HostsError::Unreadable {
+            path: path.to_owned(),
+            source,
         })?;
+        Ok(Self::parse(path, &text)?)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<HostsFile, Diagnostic> {
+        let src = Source::new(path, text);
+        let raw: RawFile = src.toml()?;
         if raw.host.is_empty() {
-            return Err(at(0..0, "no [[host]] entries".into()));
+            return Err(src.error(0..0, "no [[host]] entries"));
         }
         let mut hosts: Vec<AuthorizedHost> = Vec::new();
         for spanned in raw.host {
             let whole = spanned.span();
-            let h = spanned.into_inner();
-            let name = h.name.get_ref().clone();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(at(
-                    h.name.span(),
-                    format!("host name {name:?} may hold only letters, digits, '-', '_' and '.'"),
-                ));
-            }
-            if hosts.iter().any(|o| o.name == name) {
-                return Err(at(h.name.span(), format!("duplicate host name {name:?}")));
-            }
-            if h.address.get_ref().trim().is_empty() {
-                return Err(at(
-                    h.address.span(),
-                    format!("host {name}: address must not be empty"),
-                ));
-            }
-            if h.user.get_ref().trim().is_empty() {
-                return Err(at(
-                    h.user.span(),
-                    format!("host {name}: user must not be empty"),
-                ));
-            }
-            let identity = match (&h.identity, h.agent) {
-                (Some(i), false) => Some(expand_home(i.get_ref())),
-                (None, true) => None,
-                (Some(i), true) => {
-                    return Err(at(
-                        i.span(),
-                        format!("host {name}: give `identity` or `agent = true`, not both"),
-                    ))
-                }
-                (None, false) => {
-                    return Err(at(
-                        whole,
-                        format!("host {name}: needs `identity = \"PATH\"` or `agent = true`"),
-                    ))
-                }
-            };
-            let known_hosts = match &h.known_hosts {
-                Some(k) => expand_home(k.get_ref()),
-                None => {
-                    return Err(at(whole, format!("host {name}: needs `known_hosts`: a host is authorized only by a key listed there")))
-                }
-            };
-            for template in [&h.prepare, &h.run, &h.teardown].into_iter().flatten() {
-                if let Some(unknown) = unknown_placeholder(template.get_ref()) {
-                    return Err(at(
-                        template.span(),
-                        format!("host {name}: unknown placeholder {{{unknown}}} (known: {{checkpoint}}, {{selector}}, {{report}})"),
-                    ));
-                }
-            }
-            let duration =
-                |field: &Option<Spanned<String>>, default: u64| -> Result<Duration, Error> {
-                    match field {
-                        None => Ok(Duration::from_secs(default)),
-                        Some(v) => crate::config::duration::parse(v.get_ref())
-                            .map_err(|e| at(v.span(), format!("host {name}: {e}"))),
-                    }
-                };
-            hosts.push(AuthorizedHost {
-                connect_timeout: duration(&h.connect_timeout, 10)?,
-                teardown_timeout: duration(&h.teardown_timeout, 30)?,
-                name,
-                address: h.address.into_inner(),
-                port: h.port,
-                user: h.user.into_inner(),
-                identity,
-                known_hosts,
-                os: h.os,
-                workdir: h.workdir,
-                prepare: h.prepare.map(Spanned::into_inner),
-                run: h
-                    .run
-                    .map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
-                teardown: h.teardown.map(Spanned::into_inner),
-            });
+            let host = host(&src, whole, spanned.into_inner(), &hosts)?;
+            hosts.push(host);
         }
         Ok(HostsFile {
             path: path.to_owned(),
@@ -249,22 +187,119 @@ impl HostsFile {
     }
 
     /// The host named `name`, or the first one.
-    pub fn pick(&self, name: Option<&str>) -> Result<&AuthorizedHost, Error> {
+    pub fn pick(&self, name: Option<&str>) -> Result<&AuthorizedHost, HostsError> {
         match name {
-            None => self
-                .hosts
-                .first()
-                .ok_or_else(|| Error::Usage(format!("{}: no hosts", self.path.display()))),
-            Some(n) => self.hosts.iter().find(|h| h.name == n).ok_or_else(|| {
-                let known: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
-                Error::Usage(format!(
-                    "{}: no host named {n:?} (known: {})",
-                    self.path.display(),
-                    known.join(", ")
-                ))
+            None => self.hosts.first().ok_or_else(|| HostsError::Empty {
+                path: self.path.clone(),
             }),
+            Some(n) => {
+                self.hosts
+                    .iter()
+                    .find(|h| h.name == n)
+                    .ok_or_else(|| HostsError::UnknownHost {
+                        path: self.path.clone(),
+                        name: n.to_owned(),
+                        known: self.hosts.iter().map(|h| h.name.clone()).collect(),
+                    })
+            }
         }
     }
+}
+
+/// One `[[host]]` entry, `whole` its span; `earlier` are the entries before it.
+fn host(
+    src: &Source<'_>,
+    whole: Range<usize>,
+    h: RawHost,
+    earlier: &[AuthorizedHost],
+) -> Result<AuthorizedHost, Diagnostic> {
+    let name = host_name(src, &h.name, earlier)?;
+    let at = |span: Range<usize>, what: String| src.error(span, format!("host {name}: {what}"));
+    for (field, value) in [("address", &h.address), ("user", &h.user)] {
+        if value.get_ref().trim().is_empty() {
+            return Err(at(value.span(), format!("{field} must not be empty")));
+        }
+    }
+    let identity = match (&h.identity, h.agent) {
+        (Some(i), false) => Some(expand_home(i.get_ref())),
+        (None, true) => None,
+        (Some(i), true) => {
+            return Err(at(
+                i.span(),
+                "give `identity` or `agent = true`, not both".into(),
+            ))
+        }
+        (None, false) => {
+            return Err(at(
+                whole,
+                "needs `identity = \"PATH\"` or `agent = true`".into(),
+            ))
+        }
+    };
+    let known_hosts = match &h.known_hosts {
+        Some(k) => expand_home(k.get_ref()),
+        None => {
+            return Err(at(
+                whole,
+                "needs `known_hosts`: a host is authorized only by a key listed there".into(),
+            ))
+        }
+    };
+    for template in [&h.prepare, &h.run, &h.teardown].into_iter().flatten() {
+        if let Some(unknown) = unknown_placeholder(template.get_ref()) {
+            return Err(at(
+                template.span(),
+                format!("unknown placeholder {{{unknown}}} (known: {{checkpoint}}, {{selector}}, {{report}})"),
+            ));
+        }
+    }
+    let duration = |field: &Option<Spanned<TomlDuration>>, what: &str, default: u64| match field {
+        None => Ok(Duration::from_secs(default)),
+        Some(v) => v
+            .get_ref()
+            .duration()
+            .map_err(|e| at(v.span(), format!("{what} {e}"))),
+    };
+    Ok(AuthorizedHost {
+        connect_timeout: duration(&h.connect_timeout, "connect_timeout", 10)?,
+        teardown_timeout: duration(&h.teardown_timeout, "teardown_timeout", 30)?,
+        address: h.address.into_inner(),
+        port: h.port,
+        user: h.user.into_inner(),
+        identity,
+        known_hosts,
+        os: h.os,
+        workdir: h.workdir,
+        prepare: h.prepare.map(Spanned::into_inner),
+        run: h
+            .run
+            .map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
+        teardown: h.teardown.map(Spanned::into_inner),
+        name,
+    })
+}
+
+/// A host's name: letters, digits, '-', '_' and '.', unique in the file.
+fn host_name(
+    src: &Source<'_>,
+    name: &Spanned<String>,
+    earlier: &[AuthorizedHost],
+) -> Result<String, Diagnostic> {
+    let text = name.get_ref();
+    if text.is_empty()
+        || !text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(src.error(
+            name.span(),
+            format!("host name {text:?} may hold only letters, digits, '-', '_' and '.'"),
+        ));
+    }
+    if earlier.iter().any(|o| o.name == *text) {
+        return Err(src.error(name.span(), format!("duplicate host name {text:?}")));
+    }
+    Ok(text.clone())
 }
 
 fn expand_home(path: &str) -> PathBuf {
@@ -331,5 +366,34 @@ teardown = "rm -f {report}"
         let e = err(&format!("{GOOD}{GOOD}"));
         assert!(e.contains("duplicate host name"), "{e}");
         assert!(err(&format!("{GOOD}password = \"x\"\n")).contains("unknown field `password`"));
+    }
+
+    #[test]
+    fn timeouts_are_strings_or_integers_of_seconds_and_errors_name_the_field() {
+        let text = format!("{GOOD}connect_timeout = 5\nteardown_timeout = \"1m\"\n");
+        let file = HostsFile::parse(Path::new("hosts.toml"), &text).unwrap();
+        let host = file.pick(None).unwrap();
+        assert_eq!(
+            (host.connect_timeout, host.teardown_timeout),
+            (Duration::from_secs(5), Duration::from_secs(60))
+        );
+        let defaults = HostsFile::parse(Path::new("hosts.toml"), GOOD).unwrap();
+        assert_eq!(
+            defaults.hosts[0].connect_timeout,
+            Duration::from_secs(10),
+            "the default"
+        );
+        let e = err(&format!("{GOOD}connect_timeout = \"soon\"\n"));
+        assert!(
+            e.starts_with(
+                "hosts.toml:10:19: host ubuntu-ci: connect_timeout \"soon\" is not a duration"
+            ),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}teardown_timeout = 0\n"));
+        assert!(
+            e.starts_with("hosts.toml:10:20: host ubuntu-ci: teardown_timeout \"0\": a duration must be positive"),
+            "{e}"
+        );
     }
 }

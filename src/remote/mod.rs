@@ -7,7 +7,7 @@ mod run_selector;
 mod selector;
 mod session;
 
-pub use hosts::{AuthorizedHost, HostsFile, NoHostsFile};
+pub use hosts::{AuthorizedHost, HostsError, HostsFile, NoHostsFile};
 pub use run_selector::{check_host, run_selector, HostFacts};
 pub use selector::CommandSet;
 

@@ -3,13 +3,54 @@
 //! schema, which has no `skipped` on `<testsuites>` and no properties on test cases: case
 //! properties go on the suite, prefixed with the case name.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{
+    NonSuccessKind, Property, Report, SerializeError, TestCase, TestCaseStatus, TestSuite,
+};
 
-use crate::exit::Error;
-use crate::run::{Outcome, Verdict};
+use super::{Gathered, ReportError, Reporter};
+use crate::run::{Outcome, RunEvent, Verdict};
+
+/// Gathers the run's outcomes and writes them to `path` when the run is over.
+pub struct Junit {
+    path: PathBuf,
+    family: Family,
+    gathered: Gathered,
+}
+
+impl Junit {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Junit {
+            path: path.into(),
+            family: Family::default(),
+            gathered: Gathered::default(),
+        }
+    }
+
+    /// Writes this dialect instead of the default xunit2.
+    pub fn with_family(mut self, family: Family) -> Self {
+        self.family = family;
+        self
+    }
+}
+
+impl Reporter for Junit {
+    fn event(&mut self, event: &RunEvent<'_>) {
+        self.gathered.take(event);
+    }
+
+    fn finish(&mut self) -> Result<(), ReportError> {
+        let xml = render(&self.gathered.outcomes(), self.gathered.wall, self.family).map_err(
+            |source| ReportError::Render {
+                path: self.path.clone(),
+                source,
+            },
+        )?;
+        write(&self.path, &xml)
+    }
+}
 
 /// Which JUnit dialect to write, as pytest's `junit_family` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -22,7 +63,11 @@ pub enum Family {
 }
 
 /// Renders the outcomes, grouped by lesson in the order they come.
-pub fn render(outcomes: &[Outcome], wall: Duration, family: Family) -> Result<String, String> {
+pub fn render(
+    outcomes: &[Outcome],
+    wall: Duration,
+    family: Family,
+) -> Result<String, SerializeError> {
     let now = chrono::Local::now().fixed_offset();
     let hostname = hostname();
     let mut report = Report::new("lessonprobe");
@@ -58,17 +103,20 @@ pub fn render(outcomes: &[Outcome], wall: Duration, family: Family) -> Result<St
         }
         report.add_test_suite(suite);
     }
-    let xml = report.to_string().map_err(|e| e.to_string())?;
-    Ok(drop_root_skipped(xml))
+    Ok(drop_root_skipped(report.to_string()?))
 }
 
-pub fn write(path: &Path, xml: &str) -> Result<(), Error> {
+pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(dir, format!("cannot create report folder: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
+            dir: dir.to_owned(),
+            source,
+        })?;
     }
-    std::fs::write(path, xml)
-        .map_err(|e| Error::io(path, format!("cannot write JUnit report: {e}")))
+    std::fs::write(path, xml).map_err(|source| ReportError::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn test_case(lesson: u32, o: &Outcome) -> TestCase {
@@ -147,6 +195,66 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::testing;
+
+    #[test]
+    fn an_interrupted_run_is_written_whole_with_unfinished_cases_as_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reports/i.xml");
+        let mut junit = Junit::new(&path);
+        testing::run(Some(1), |e| junit.event(e));
+        junit.finish().unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        let report = Report::deserialize_from_str(&xml).unwrap();
+        let suite = &report.test_suites[0];
+        assert_eq!((suite.tests, suite.errors, suite.skipped), (4, 2, 1));
+        let cases: Vec<(String, String)> = suite
+            .test_cases
+            .iter()
+            .map(|c| {
+                let status = match &c.status {
+                    TestCaseStatus::Success { .. } => "PASS".to_owned(),
+                    TestCaseStatus::NonSuccess { kind, message, .. } => {
+                        format!("{kind:?}: {}", message.as_deref().unwrap_or(""))
+                    }
+                    TestCaseStatus::Skipped { message, .. } => {
+                        message.as_deref().unwrap_or("").to_owned()
+                    }
+                };
+                (c.name.to_string(), status)
+            })
+            .collect();
+        let expected = [
+            ("first prints", "PASS"),
+            (
+                "second prints-too",
+                "Error: interrupted (SIGINT) while it ran",
+            ),
+            (
+                "prose answered-in-writing",
+                "SKIP: prose exercise: answered in writing, no executable form",
+            ),
+            (
+                "third fails",
+                "Error: interrupted (SIGINT) before it started",
+            ),
+        ];
+        assert_eq!(cases, expected.map(|(n, s)| (n.to_owned(), s.to_owned())),);
+    }
+
+    #[test]
+    fn an_unwritable_path_is_a_write_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "").unwrap();
+        let mut junit = Junit::new(blocker.join("r.xml"));
+        testing::run(None, |e| junit.event(e));
+        let e = junit.finish().unwrap_err();
+        assert!(
+            matches!(e, ReportError::Folder { ref dir, .. } if *dir == blocker),
+            "{e}"
+        );
+    }
 
     #[test]
     fn root_skipped_attribute_is_removed_and_nothing_else() {

@@ -1,143 +1,99 @@
-//! Executes a plan: cases decided Run are run with a deadline each, at most `jobs` at once;
-//! every case, run or not, yields at least one outcome (a remote selector one per remote test
-//! case), in plan order.
+//! Executes one planned case: a builtin probe, a command or a remote selector under its
+//! deadline, judged against the expected output; a case decided SKIP or PENDING only reports
+//! its reason.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
-use super::plan::{Decision, Plan, PlannedCase};
-use super::{command, document, remote, Outcome, RunConfig, Verdict};
+use super::plan::{Decision, PlannedCase};
+use super::{command, document, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
-use crate::lesson::DocBody;
 
-/// Runs the plan, calling `on_outcome` as each case ends (in completion order), and returns
-/// all outcomes in plan order.
-pub fn execute(
-    plan: &Plan<'_>,
-    config: &RunConfig,
-    run_id: &str,
-    mut on_outcome: impl FnMut(&Outcome),
-) -> Vec<Outcome> {
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Vec<Outcome>)>();
-    let mut slots: Vec<Vec<Outcome>> = vec![Vec::new(); plan.cases.len()];
-    std::thread::scope(|scope| {
-        for _ in 0..config.jobs.max(1).min(plan.cases.len().max(1)) {
-            let tx = tx.clone();
-            let next = &next;
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(case) = plan.cases.get(i) else { break };
-                if case.decision == Decision::FromDocument {
-                    continue;
-                }
-                if tx
-                    .send((
-                        i,
-                        run_case(case, config, &format!("{run_id}-{}", case.slug())),
-                    ))
-                    .is_err()
-                {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        for (i, mut outcomes) in rx {
-            outcomes.iter_mut().for_each(locate_message);
-            outcomes.iter().for_each(&mut on_outcome);
-            slots[i] = outcomes;
-        }
-    });
-    // Probes answered by their lesson document go last, when its probes' verdicts are known.
-    for (i, case) in plan.cases.iter().enumerate() {
-        if case.decision == Decision::FromDocument {
-            let done: Vec<Outcome> = slots.iter().flatten().cloned().collect();
-            let mut outcome = document::answer(base_outcome(case), case.checkpoint, &done, config);
-            locate_message(&mut outcome);
-            on_outcome(&outcome);
-            slots[i] = vec![outcome];
-        }
-    }
-    slots.into_iter().flatten().collect()
+/// Why a case that ran has no output to judge. Its verdict is FAIL when the claim did not
+/// hold and ERROR when the case could not run or finish.
+#[derive(Debug, thiserror::Error)]
+enum CaseError {
+    /// The probe ran and its claim did not hold.
+    #[error("{0}")]
+    ClaimFailed(String),
+    /// The probe could not run or finish, in its own words.
+    #[error("{0}")]
+    ProbeBroken(String),
+    #[error("no builtin probe named {name}")]
+    UnknownBuiltin { name: String },
+    #[error("cannot start probe thread: {source}")]
+    Thread { source: std::io::Error },
+    #[error("probe panicked: {what}")]
+    Panicked { what: String },
+    #[error("deadline of {} exceeded", humantime::format_duration(*.limit))]
+    Deadline { limit: Duration },
+    #[error("cannot start {program:?} in {}: {source}", dir.display())]
+    Spawn {
+        program: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("deadline of {} exceeded; process group killed{}", humantime::format_duration(*.limit), tail("stderr", stderr))]
+    CommandDeadline { limit: Duration, stderr: String },
+    /// The command ran and exited unsuccessfully: its claim did not hold.
+    #[error("exited with status {code}{}", tail("stderr", stderr))]
+    Exited { code: i32, stderr: String },
+    #[error("killed by a signal{}", tail("stderr", stderr))]
+    Killed { stderr: String },
+    /// A remote probe with no host to run on.
+    #[error("{0}")]
+    NoRemoteHost(String),
+    #[error("this kind has no local execution")]
+    NotLocal,
 }
 
-/// A failure's message starts with where the probe is written, unless it names it already.
-fn locate_message(outcome: &mut Outcome) {
-    if !matches!(outcome.verdict, Verdict::Fail | Verdict::Error) {
-        return;
-    }
-    let (Some(location), Some(file)) = (outcome.location(), outcome.file.as_deref()) else {
-        return;
-    };
-    match &outcome.message {
-        Some(m) if m.contains(file) => {}
-        Some(m) => outcome.message = Some(format!("{location}: {m}")),
-        None => outcome.message = Some(location),
+impl CaseError {
+    fn verdict(&self) -> Verdict {
+        match self {
+            CaseError::ClaimFailed(_) | CaseError::Exited { .. } => Verdict::Fail,
+            _ => Verdict::Error,
+        }
     }
 }
 
-/// A case's outcome before it ran: what it is and where it is written.
-fn base_outcome(case: &PlannedCase<'_>) -> Outcome {
-    let probe = case.probe;
-    let file = match &probe.kind {
-        ProbeKind::Document(doc) => doc.file.clone(),
-        _ => case.checkpoint.source.clone(),
-    };
-    Outcome {
-        lesson: case.checkpoint.lesson,
-        checkpoint: case.checkpoint.title.clone(),
-        id: probe.id.clone(),
-        name: probe.name.clone(),
-        claim: probe.claim.clone(),
-        kind: probe.kind.label(),
-        backend: case.sql.as_ref().map(|s| s.backend.label()),
-        verdict: Verdict::Error,
-        message: None,
-        diff: None,
-        output: String::new(),
-        expected: probe.expect.clone(),
-        answer: match &probe.kind {
-            ProbeKind::Prose { answer, .. } | ProbeKind::Builtin { answer, .. } => answer.clone(),
-            ProbeKind::Document(doc) => match &doc.body {
-                DocBody::Prose { answer } => Some(answer.clone()),
-                _ => None,
-            },
-            _ => None,
-        },
-        duration: Duration::ZERO,
-        host: None,
-        remote_case: None,
-        properties: Vec::new(),
-        file: Some(file.display().to_string()),
-        line: probe.line,
+impl From<ProbeError> for CaseError {
+    fn from(e: ProbeError) -> Self {
+        match e {
+            ProbeError::Failed(message) => CaseError::ClaimFailed(message),
+            ProbeError::Broken(message) => CaseError::ProbeBroken(message),
+        }
     }
+}
+
+/// The outcome of a case decided SKIP or PENDING; `None` for a case to run.
+pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
+    let (verdict, reason) = match &case.decision {
+        Decision::Skip(reason) => (Verdict::Skip, reason),
+        Decision::Pending(reason) => (Verdict::Pending, reason),
+        Decision::Run | Decision::FromDocument => return None,
+    };
+    let mut outcome = Outcome::of(case);
+    outcome.verdict = verdict;
+    outcome.message = Some(reason.clone());
+    Some(outcome)
 }
 
 /// One planned case's outcomes: exactly one, except a remote selector whose report holds
 /// several test cases.
-fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
-    let probe = case.probe;
-    let mut outcome = base_outcome(case);
-    match &case.decision {
-        Decision::Skip(reason) => {
-            outcome.verdict = Verdict::Skip;
-            outcome.message = Some(reason.clone());
-            return vec![outcome];
-        }
-        Decision::Pending(reason) => {
-            outcome.verdict = Verdict::Pending;
-            outcome.message = Some(reason.clone());
-            return vec![outcome];
-        }
-        Decision::Run | Decision::FromDocument => {}
+pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
+    if let Some(outcome) = decided(case) {
+        return vec![outcome];
     }
+    let probe = case.probe;
+    let mut outcome = Outcome::of(case);
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
-    if let (ProbeKind::Remote { selector, .. }, Some(host)) = (&probe.kind, &config.remote) {
+    if let (ProbeKind::Remote { selector, .. }, RemoteHost::Host(host)) =
+        (&probe.kind, &config.remote)
+    {
         return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
     }
     if let ProbeKind::Document(doc) = &probe.kind {
@@ -168,9 +124,10 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
             );
             run_command(argv, &dir, env, deadline)
         }
-        ProbeKind::Prose { .. } | ProbeKind::Remote { .. } | ProbeKind::Document(_) => Err(
-            ProbeError::Broken("this kind has no local execution".into()),
-        ),
+        ProbeKind::Remote { .. } => Err(CaseError::NoRemoteHost(
+            config.remote.unavailable_reason().unwrap_or_default(),
+        )),
+        ProbeKind::Prose { .. } | ProbeKind::Document(_) => Err(CaseError::NotLocal),
     };
     outcome.duration = started.elapsed();
     match result {
@@ -185,13 +142,9 @@ fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Out
                 });
             }
         }
-        Err(ProbeError::Failed(message)) => {
-            outcome.verdict = Verdict::Fail;
-            outcome.message = Some(message);
-        }
-        Err(ProbeError::Broken(message)) => {
-            outcome.verdict = Verdict::Error;
-            outcome.message = Some(message);
+        Err(e) => {
+            outcome.verdict = e.verdict();
+            outcome.message = Some(e.to_string());
         }
     }
     vec![outcome]
@@ -218,9 +171,10 @@ fn judge(outcome: &mut Outcome) {
     }
 }
 
-fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<String, ProbeError> {
-    let probe = registry::builtin(name)
-        .ok_or_else(|| ProbeError::Broken(format!("no builtin probe named {name}")))?;
+fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<String, CaseError> {
+    let probe = registry::builtin(name).ok_or_else(|| CaseError::UnknownBuiltin {
+        name: name.to_owned(),
+    })?;
     let (tx, rx) = mpsc::channel();
     let run = probe.run;
     // A probe bounds its own waits by the deadline; should one not, the run still moves on and
@@ -231,54 +185,47 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (run)(&ctx)));
             let _ = tx.send(result);
         })
-        .map_err(|e| ProbeError::Broken(format!("cannot start probe thread: {e}")))?;
+        .map_err(|source| CaseError::Thread { source })?;
     match rx.recv_timeout(deadline) {
-        Ok(Ok(result)) => result,
+        Ok(Ok(result)) => result.map_err(CaseError::from),
         Ok(Err(panic)) => {
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(ProbeError::Broken(format!("probe panicked: {what}")))
+            Err(CaseError::Panicked { what })
         }
-        Err(_) => Err(ProbeError::Broken(format!(
-            "deadline of {} exceeded",
-            humantime::format_duration(deadline)
-        ))),
+        Err(_) => Err(CaseError::Deadline { limit: deadline }),
     }
 }
 
 fn run_command(
     argv: &[String],
-    dir: &std::path::Path,
+    dir: &Path,
     env: &std::collections::BTreeMap<String, String>,
     deadline: Duration,
-) -> Result<String, ProbeError> {
-    let done = command::run(argv, dir, env, deadline).map_err(|e| {
-        ProbeError::Broken(format!(
-            "cannot start {:?} in {}: {e}",
-            argv[0],
-            dir.display()
-        ))
+) -> Result<String, CaseError> {
+    let done = command::run(argv, dir, env, deadline).map_err(|source| CaseError::Spawn {
+        program: argv.first().cloned().unwrap_or_default(),
+        dir: dir.to_owned(),
+        source,
     })?;
     if done.timed_out {
-        return Err(ProbeError::Broken(format!(
-            "deadline of {} exceeded; process group killed{}",
-            humantime::format_duration(deadline),
-            tail("stderr", &done.stderr)
-        )));
+        return Err(CaseError::CommandDeadline {
+            limit: deadline,
+            stderr: done.stderr,
+        });
     }
     match done.status.and_then(|s| s.code()) {
         Some(0) => Ok(done.stdout),
-        Some(code) => Err(ProbeError::Failed(format!(
-            "exited with status {code}{}",
-            tail("stderr", &done.stderr)
-        ))),
-        None => Err(ProbeError::Broken(format!(
-            "killed by a signal{}",
-            tail("stderr", &done.stderr)
-        ))),
+        Some(code) => Err(CaseError::Exited {
+            code,
+            stderr: done.stderr,
+        }),
+        None => Err(CaseError::Killed {
+            stderr: done.stderr,
+        }),
     }
 }
 

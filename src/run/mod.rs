@@ -1,26 +1,31 @@
 //! Running a selection: the plan (what runs, what is SKIP or PENDING and why), execution with
-//! deadlines and a concurrency limit, and the outcomes handed to the reporters.
+//! deadlines and a concurrency limit, and the run told as events to whatever reports it.
 
 mod command;
 mod document;
+mod events;
 mod execute;
 mod outcome;
 mod plan;
 mod remote;
+mod remote_host;
+mod schedule;
+#[cfg(test)]
+pub(crate) mod testing;
 
-pub use execute::execute;
+pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
 pub use outcome::{Counts, Outcome, Verdict};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
+pub use remote_host::{RemoteFlag, RemoteHost};
+pub use schedule::execute;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use lessonprobe_probes::KafkaTarget;
 
-use crate::remote::AuthorizedHost;
-
 /// Everything a run needs to know, decided once from the command line and the environment.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunConfig {
     pub jobs: usize,
     pub default_timeout: Duration,
@@ -29,7 +34,6 @@ pub struct RunConfig {
     /// SQL backends selected with `--db`; SQL probes run once per entry they support.
     pub sql: Vec<SqlTarget>,
     pub kafka: KafkaTarget,
-    /// `None` unless `TICKETFLOW_REMOTE_TESTS=1`: remote probes are PENDING and nothing
-    /// connects. Otherwise the authorized host remote probes run on, or why there is none.
-    pub remote: Option<Result<AuthorizedHost, String>>,
+    /// Whether remote probes run, and where.
+    pub remote: RemoteHost,
 }

@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::PlannedCase;
+use crate::checkpoint::ProbeKind;
+use crate::lesson::DocBody;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
@@ -60,6 +64,62 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A planned case's outcome before it is decided: ERROR until something sets the verdict.
+    pub fn of(case: &PlannedCase<'_>) -> Outcome {
+        let probe = case.probe;
+        Outcome {
+            lesson: case.checkpoint.lesson,
+            checkpoint: case.checkpoint.title.clone(),
+            id: probe.id.clone(),
+            name: probe.name.clone(),
+            claim: probe.claim.clone(),
+            kind: probe.kind.label(),
+            backend: case.backend(),
+            verdict: Verdict::Error,
+            message: None,
+            diff: None,
+            output: String::new(),
+            expected: probe.expect.clone(),
+            answer: match &probe.kind {
+                ProbeKind::Prose { answer, .. } | ProbeKind::Builtin { answer, .. } => {
+                    answer.clone()
+                }
+                ProbeKind::Document(doc) => match &doc.body {
+                    DocBody::Prose { answer } => Some(answer.clone()),
+                    _ => None,
+                },
+                _ => None,
+            },
+            duration: Duration::ZERO,
+            host: None,
+            remote_case: None,
+            properties: Vec::new(),
+            file: Some(
+                match &probe.kind {
+                    ProbeKind::Document(doc) => doc.file.display(),
+                    _ => case.checkpoint.source.display(),
+                }
+                .to_string(),
+            ),
+            line: probe.line,
+        }
+    }
+
+    /// A failure's message starts with where the probe is written, unless it names it already.
+    pub fn locate_message(&mut self) {
+        if !matches!(self.verdict, Verdict::Fail | Verdict::Error) {
+            return;
+        }
+        let (Some(location), Some(file)) = (self.location(), self.file.as_deref()) else {
+            return;
+        };
+        match &self.message {
+            Some(m) if m.contains(file) => {}
+            Some(m) => self.message = Some(format!("{location}: {m}")),
+            None => self.message = Some(location),
+        }
+    }
+
     /// The case's name in reports: id, name, and the backend where the probe has several.
     /// `file:line` (or `file`) of the probe, for messages and annotations.
     pub fn location(&self) -> Option<String> {
@@ -71,15 +131,30 @@ impl Outcome {
     }
 
     pub fn display_name(&self) -> String {
-        let mut name = format!("{} {}", self.id, self.name);
-        if let Some(b) = self.backend {
-            name.push_str(&format!(" [{b}]"));
-        }
-        if let Some(case) = &self.remote_case {
-            name.push_str(&format!(" :: {case}"));
-        }
-        name
+        display_name(
+            &self.id,
+            &self.name,
+            self.backend,
+            self.remote_case.as_deref(),
+        )
     }
+}
+
+/// `ID NAME [backend] :: remote case`, the one way reports name a case.
+pub(super) fn display_name(
+    id: &str,
+    name: &str,
+    backend: Option<&str>,
+    remote_case: Option<&str>,
+) -> String {
+    let mut text = format!("{id} {name}");
+    if let Some(b) = backend {
+        text.push_str(&format!(" [{b}]"));
+    }
+    if let Some(case) = remote_case {
+        text.push_str(&format!(" :: {case}"));
+    }
+    text
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -99,16 +174,20 @@ pub struct Counts {
 impl Counts {
     pub fn of(outcomes: &[Outcome]) -> Counts {
         let mut c = Counts::default();
+        c.add(outcomes);
+        c
+    }
+
+    pub fn add(&mut self, outcomes: &[Outcome]) {
         for o in outcomes {
             match o.verdict {
-                Verdict::Pass => c.passed += 1,
-                Verdict::Fail => c.failed += 1,
-                Verdict::Error => c.errors += 1,
-                Verdict::Skip => c.skipped += 1,
-                Verdict::Pending => c.pending += 1,
+                Verdict::Pass => self.passed += 1,
+                Verdict::Fail => self.failed += 1,
+                Verdict::Error => self.errors += 1,
+                Verdict::Skip => self.skipped += 1,
+                Verdict::Pending => self.pending += 1,
             }
         }
-        c
     }
 
     /// The run succeeded: nothing failed or errored, and under `strict` nothing is pending.

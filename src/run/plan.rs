@@ -36,6 +36,16 @@ pub struct PlannedCase<'a> {
 }
 
 impl PlannedCase<'_> {
+    /// The SQL backend's label, for a case that runs on one.
+    pub fn backend(&self) -> Option<&'static str> {
+        self.sql.as_ref().map(|s| s.backend.label())
+    }
+
+    /// The case's name in reports, as its outcomes carry it.
+    pub fn display_name(&self) -> String {
+        super::outcome::display_name(&self.probe.id, &self.probe.name, self.backend(), None)
+    }
+
     /// A name for this case that is safe in topic, group, schema and file names.
     pub fn slug(&self) -> String {
         let raw = match &self.sql {
@@ -91,9 +101,10 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         ProbeKind::Document(doc) if matches!(doc.body, DocBody::Prose { .. }) => Some(
             Decision::Skip("prose exercise: answered in writing, no executable form".into()),
         ),
-        ProbeKind::Remote { .. } if config.remote.is_none() => Some(Decision::Pending(
-            "TICKETFLOW_REMOTE_TESTS is not set".into(),
-        )),
+        ProbeKind::Remote { selector, .. } => config
+            .remote
+            .pending_reason(selector)
+            .map(Decision::Pending),
         ProbeKind::Command { requires, cwd, .. } => {
             missing_requirement(requires, cwd.as_deref(), &config.course_root)
         }

@@ -6,23 +6,15 @@ use std::time::{Duration, Instant};
 use super::{Outcome, Verdict};
 use crate::remote::{self, AuthorizedHost, HostFacts, RemoteVerdict};
 
-/// Runs on `host`, or is an ERROR saying why there is none. (Without the remote flag the plan
-/// has already made the case PENDING; it never gets here.)
+/// Runs on `host`. (Without the remote flag the plan has already made the case PENDING, and
+/// without a host it is an ERROR saying why; neither gets here.)
 pub fn run(
     mut base: Outcome,
-    host: &Result<AuthorizedHost, String>,
+    host: &AuthorizedHost,
     checkpoint: u32,
     selector: &str,
     deadline: Duration,
 ) -> Vec<Outcome> {
-    let host = match host {
-        Ok(host) => host,
-        Err(why) => {
-            base.verdict = Verdict::Error;
-            base.message = Some(why.clone());
-            return vec![base];
-        }
-    };
     base.host = Some(host.name.clone());
     base.properties.push(("host".into(), host.place()));
     let started = Instant::now();

@@ -1,0 +1,105 @@
+//! Where in a file a problem is: byte spans of a TOML text (manifests, hosts files) become
+//! `file:line:column` errors, one routine for every file the program validates.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+/// A problem at a place in a file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}:{column}: {message}", path.display())]
+pub struct Diagnostic {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub column: usize,
+    pub message: String,
+}
+
+/// A file's text, to parse and to locate problems in.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl<'a> Source<'a> {
+    pub fn new(path: &'a Path, text: &'a str) -> Self {
+        Source { path, text }
+    }
+
+    pub fn path(&self) -> &'a Path {
+        self.path
+    }
+
+    /// Deserializes the whole text as TOML; a syntax or type error points at its place (the
+    /// file's start when TOML names none).
+    pub fn toml<T: DeserializeOwned>(&self) -> Result<T, Diagnostic> {
+        toml::from_str(self.text)
+            .map_err(|e| self.error(e.span().unwrap_or(0..0), e.message().to_owned()))
+    }
+
+    /// `message` at the start of `span`.
+    pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> Diagnostic {
+        let (line, column) = self.line_column(span.start);
+        Diagnostic {
+            path: self.path.to_owned(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// The 1-based line of a byte offset.
+    pub fn line(&self, offset: usize) -> usize {
+        self.line_column(offset).0
+    }
+
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        let mut end = offset.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = &self.text[..end];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, column)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_become_one_based_lines_and_character_columns() {
+        let text = "a = 1\nb = \"é\"\nc = x\n";
+        let src = Source::new(Path::new("f.toml"), text);
+        assert_eq!(src.error(0..1, "m").to_string(), "f.toml:1:1: m");
+        let c = text.find("c =").unwrap();
+        assert_eq!(src.error(c + 4..c + 5, "m").to_string(), "f.toml:3:5: m");
+        let accent = text.find('é').unwrap();
+        assert_eq!(src.error(accent + 2..accent + 2, "m").column, 7, "after é");
+        assert_eq!(
+            src.error(accent + 1..accent + 1, "m").column,
+            6,
+            "inside é: at it"
+        );
+        assert_eq!(src.line(usize::MAX), 4, "past the end is the last line");
+    }
+
+    #[test]
+    fn toml_errors_carry_their_place() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            a: u32,
+        }
+        let src = Source::new(Path::new("f.toml"), "\na = \"x\"\n");
+        let e = src.toml::<T>().unwrap_err();
+        assert_eq!((e.line, e.column), (2, 5), "{e}");
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+}

@@ -1,0 +1,280 @@
+//! Runs a plan's cases on at most `jobs` workers and tells the run as events, from the calling
+//! thread. An interruption stops new cases from starting and ends every unfinished one.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::events::{Interrupt, Interruption, RunEvent, RunSummary};
+use super::execute::{decided, run_case};
+use super::plan::{Decision, Plan, PlannedCase};
+use super::{Counts, Outcome, RunConfig, Verdict};
+
+/// How often the calling thread looks for an interruption while no case reports.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What a worker tells the calling thread.
+enum Progress {
+    Started(usize),
+    Finished(usize, Vec<Outcome>),
+}
+
+/// Where a case is.
+enum Slot {
+    Waiting,
+    Running,
+    Done(Vec<Outcome>),
+}
+
+/// Runs the plan, handing `sink` every event of the run in order: `RunStarted`, then
+/// `CaseStarted`/`CaseFinished` as cases start and end (in completion order), `RunInterrupted`
+/// if `interrupt` is requested, and `RunFinished`. Every case finishes exactly once.
+pub fn execute(
+    plan: &Plan<'_>,
+    config: &RunConfig,
+    run_id: &str,
+    interrupt: &Interrupt,
+    mut sink: impl FnMut(&RunEvent<'_>),
+) -> RunSummary {
+    let started = Instant::now();
+    let cases = &plan.cases;
+    sink(&RunEvent::RunStarted { run_id, cases });
+    let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
+    let mut interrupted = None;
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<Progress>();
+    std::thread::scope(|scope| {
+        for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || {
+                while interrupt.requested().is_none() {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(case) = cases.get(i) else { break };
+                    // Answered once the lesson document's probes are done, below.
+                    if case.decision == Decision::FromDocument {
+                        continue;
+                    }
+                    let runs = case.decision == Decision::Run;
+                    if runs && tx.send(Progress::Started(i)).is_err() {
+                        break;
+                    }
+                    let outcomes = run_case(case, config, &format!("{run_id}-{}", case.slug()));
+                    if tx.send(Progress::Finished(i, outcomes)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        loop {
+            let progress = rx.recv_timeout(POLL);
+            let disconnected = matches!(progress, Err(RecvTimeoutError::Disconnected));
+            if interrupted.is_none() {
+                match progress {
+                    Ok(Progress::Started(index)) => {
+                        slots[index] = Slot::Running;
+                        sink(&RunEvent::CaseStarted {
+                            index,
+                            case: &cases[index],
+                        });
+                    }
+                    Ok(Progress::Finished(index, mut outcomes)) => {
+                        outcomes.iter_mut().for_each(Outcome::locate_message);
+                        sink(&RunEvent::CaseFinished {
+                            index,
+                            case: &cases[index],
+                            outcomes: &outcomes,
+                        });
+                        slots[index] = Slot::Done(outcomes);
+                    }
+                    Err(_) => {}
+                }
+                if let Some(why) = interrupt.requested() {
+                    interrupted = Some(why);
+                    end_unfinished(cases, &mut slots, why, &mut sink);
+                }
+            }
+            // After an interruption, what running cases still report is dropped: they have
+            // ended as interrupted. Their workers are still waited for, each bounded by its
+            // case's deadline.
+            if disconnected {
+                break;
+            }
+        }
+    });
+    if interrupted.is_none() {
+        answer_from_documents(plan, config, &mut slots, &mut sink);
+    }
+    let mut counts = Counts::default();
+    for slot in &slots {
+        if let Slot::Done(outcomes) = slot {
+            counts.add(outcomes);
+        }
+    }
+    let summary = RunSummary {
+        counts,
+        wall: started.elapsed(),
+        interrupted,
+    };
+    sink(&RunEvent::RunFinished { summary });
+    summary
+}
+
+/// Cases answered by their lesson document, once its probes' outcomes are known.
+fn answer_from_documents(
+    plan: &Plan<'_>,
+    config: &RunConfig,
+    slots: &mut [Slot],
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    for (index, case) in plan.cases.iter().enumerate() {
+        if case.decision != Decision::FromDocument {
+            continue;
+        }
+        sink(&RunEvent::CaseStarted { index, case });
+        let done: Vec<Outcome> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Done(outcomes) => Some(outcomes.iter().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let mut outcome =
+            super::document::answer(Outcome::of(case), case.checkpoint, &done, config);
+        outcome.locate_message();
+        let outcomes = vec![outcome];
+        sink(&RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes: &outcomes,
+        });
+        slots[index] = Slot::Done(outcomes);
+    }
+}
+
+/// Announces the interruption and finishes every case that has not finished: ERROR
+/// "interrupted", or its SKIP/PENDING decision.
+fn end_unfinished(
+    cases: &[PlannedCase<'_>],
+    slots: &mut [Slot],
+    why: Interruption,
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    let running = slots.iter().filter(|s| matches!(s, Slot::Running)).count();
+    let not_started = slots
+        .iter()
+        .zip(cases)
+        .filter(|(s, c)| matches!(s, Slot::Waiting) && c.decision == Decision::Run)
+        .count();
+    sink(&RunEvent::RunInterrupted {
+        reason: why,
+        running,
+        not_started,
+    });
+    for (index, slot) in slots.iter_mut().enumerate() {
+        let case = &cases[index];
+        let outcome = match slot {
+            Slot::Done(_) => continue,
+            Slot::Running => interrupted(case, why, "while it ran"),
+            Slot::Waiting => {
+                decided(case).unwrap_or_else(|| interrupted(case, why, "before it started"))
+            }
+        };
+        let outcomes = vec![outcome];
+        sink(&RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes: &outcomes,
+        });
+        *slot = Slot::Done(outcomes);
+    }
+}
+
+fn interrupted(case: &PlannedCase<'_>, why: Interruption, when: &str) -> Outcome {
+    let mut outcome = Outcome::of(case);
+    outcome.verdict = Verdict::Error;
+    outcome.message = Some(format!("interrupted ({}) {when}", why.signal_name()));
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::testing;
+
+    /// Each event as a line: its kind, the case and the verdicts.
+    fn describe(event: &RunEvent<'_>) -> String {
+        match event {
+            RunEvent::RunStarted { run_id, cases } => format!("started {run_id} {}", cases.len()),
+            RunEvent::CaseStarted { index, .. } => format!("case {index} started"),
+            RunEvent::CaseFinished {
+                index, outcomes, ..
+            } => {
+                let verdicts: Vec<String> = outcomes
+                    .iter()
+                    .map(|o| {
+                        format!(
+                            "{} {}",
+                            o.verdict.label(),
+                            o.message.as_deref().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                format!("case {index} finished {}", verdicts.join(", "))
+            }
+            RunEvent::RunInterrupted {
+                reason,
+                running,
+                not_started,
+            } => format!(
+                "interrupted {} running={running} not_started={not_started}",
+                reason.signal_name()
+            ),
+            RunEvent::RunFinished { summary } => format!("finished {}", summary.counts),
+        }
+    }
+
+    #[test]
+    fn every_case_starts_and_finishes_in_order_between_run_started_and_finished() {
+        let mut seen = Vec::new();
+        let summary = testing::run(None, |e| seen.push(testing::without_temp_dir(&describe(e))));
+        assert_eq!(
+            seen,
+            [
+                "started t 4",
+                "case 0 started",
+                "case 0 finished PASS ",
+                "case 1 started",
+                "case 1 finished PASS ",
+                "case 2 finished SKIP prose exercise: answered in writing, no executable form",
+                "case 3 started",
+                "case 3 finished FAIL 90.toml:30: exited with status 3",
+                "finished 2 passed, 1 failed, 0 errors, 1 skipped, 0 pending",
+            ]
+        );
+        assert_eq!(summary.interrupted, None);
+    }
+
+    #[test]
+    fn an_interruption_ends_every_unfinished_case_as_error_and_starts_no_other() {
+        let mut seen = Vec::new();
+        let summary = testing::run(Some(1), |e| seen.push(describe(e)));
+        assert_eq!(
+            seen,
+            [
+                "started t 4",
+                "case 0 started",
+                "case 0 finished PASS ",
+                "case 1 started",
+                "interrupted SIGINT running=1 not_started=1",
+                "case 1 finished ERROR interrupted (SIGINT) while it ran",
+                "case 2 finished SKIP prose exercise: answered in writing, no executable form",
+                "case 3 finished ERROR interrupted (SIGINT) before it started",
+                "finished 1 passed, 0 failed, 2 errors, 1 skipped, 0 pending",
+            ]
+        );
+        assert_eq!(summary.interrupted, Some(Interruption::Interrupt));
+    }
+}

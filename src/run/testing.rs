@@ -1,0 +1,87 @@
+//! A small real run for unit tests of the runner and its reporters: four command and prose
+//! cases of a checkpoint written to a temporary folder, run with one worker.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{execute, Interrupt, Interruption, Plan, RemoteFlag, RemoteHost, RunConfig};
+use super::{RunEvent, RunSummary};
+use crate::checkpoint::{Catalog, Selection};
+
+const MANIFEST: &str = r#"
+[checkpoint]
+lesson = 90
+title = "events"
+
+[[probe]]
+id = "first"
+name = "prints"
+claim = "c"
+kind = "command"
+argv = ["echo", "one"]
+expect = "one"
+
+[[probe]]
+id = "second"
+name = "prints-too"
+claim = "c"
+kind = "command"
+argv = ["echo", "two"]
+expect = "two"
+
+[[probe]]
+id = "prose"
+name = "answered-in-writing"
+claim = "c"
+kind = "prose"
+question = "why?"
+
+[[probe]]
+id = "third"
+name = "fails"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "exit 3"]
+"#;
+
+/// Runs the four cases as run `t` (PASS, PASS, SKIP, FAIL), handing every event to `sink`;
+/// with `interrupt_at`, Ctrl-C is requested as that case starts.
+pub(crate) fn run(interrupt_at: Option<usize>, mut sink: impl FnMut(&RunEvent<'_>)) -> RunSummary {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("90.toml"), MANIFEST).unwrap();
+    let catalog = Catalog::load(Some(dir.path()), &[]).unwrap();
+    let selection = Selection::new(&catalog, Some(90), &[]).unwrap();
+    let config = RunConfig {
+        jobs: 1,
+        default_timeout: Duration::from_secs(10),
+        course_root: PathBuf::from("."),
+        sql: Vec::new(),
+        kafka: lessonprobe_probes::KafkaTarget::Embedded,
+        remote: RemoteHost::Disabled {
+            flag: RemoteFlag::Unset,
+            host: None,
+        },
+    };
+    let plan = Plan::new(&selection, &config);
+    let interrupt = Interrupt::new();
+    execute(&plan, &config, "t", &interrupt, |event| {
+        if let (RunEvent::CaseStarted { index, .. }, Some(at)) = (event, interrupt_at) {
+            if *index == at {
+                interrupt.request(Interruption::Interrupt);
+            }
+        }
+        sink(event);
+    })
+}
+
+/// `line` with the temporary folder before `90.toml` removed, so messages that name where a
+/// probe is written compare equal across runs.
+pub(crate) fn without_temp_dir(line: &str) -> String {
+    match line.find("/90.toml") {
+        Some(i) => {
+            let start = line[..i].rfind(' ').map_or(0, |s| s + 1);
+            format!("{}{}", &line[..start], &line[i + 1..])
+        }
+        None => line.to_owned(),
+    }
+}
