@@ -1,29 +1,38 @@
 //! What a remote test selector may contain: the characters of pytest node ids and probe names,
 //! nothing a shell would interpret.
 
-use crate::exit::Error;
-
 /// Longest selector accepted.
 const MAX_LEN: usize = 512;
 
+/// Why a selector is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("selector must be 1 to {MAX_LEN} characters")]
+    Length,
+    #[error("selector {selector:?}: character {bad:?} is not allowed (letters, digits and _./:-[],=+@* only)")]
+    Character { selector: String, bad: char },
+    #[error("selector {0:?} must not start with '-'")]
+    LeadingDash(String),
+}
+
 /// A selector made only of characters that pytest node ids and probe names use. Shell
-/// metacharacters, spaces, quotes and a leading '-' are refused.
-pub fn validate_selector(selector: &str) -> Result<(), Error> {
-    let bad = selector
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "_./:-[],=+@*".contains(*c)));
+/// metacharacters, spaces, quotes and a leading '-' are refused. The command line and the
+/// manifests both hold their selectors to this rule before anything connects.
+pub fn validate_selector(selector: &str) -> Result<(), SelectorError> {
     if selector.is_empty() || selector.len() > MAX_LEN {
-        return Err(Error::Usage(format!(
-            "selector must be 1 to {MAX_LEN} characters"
-        )));
+        return Err(SelectorError::Length);
     }
-    if let Some(c) = bad {
-        return Err(Error::Usage(format!("selector {selector:?}: character {c:?} is not allowed (letters, digits and _./:-[],=+@* only)")));
+    if let Some(bad) = selector
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_./:-[],=+@*".contains(*c)))
+    {
+        return Err(SelectorError::Character {
+            selector: selector.to_owned(),
+            bad,
+        });
     }
     if selector.starts_with('-') {
-        return Err(Error::Usage(format!(
-            "selector {selector:?} must not start with '-'"
-        )));
+        return Err(SelectorError::LeadingDash(selector.to_owned()));
     }
     Ok(())
 }

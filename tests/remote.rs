@@ -153,6 +153,28 @@ fn case(dir: &Path) -> (String, String, String) {
     )
 }
 
+/// The suite of `dir/remote.xml` carries the verified host key and the host's OS.
+fn assert_verified_facts(dir: &Path) {
+    let report = parse_junit(&dir.join("remote.xml"));
+    let props: Vec<(String, String)> = report.test_suites[0]
+        .properties
+        .iter()
+        .map(|p| (p.name.to_string(), p.value.to_string()))
+        .collect();
+    assert!(
+        props
+            .iter()
+            .any(|(k, v)| k.ends_with(".host_key") && v.starts_with("SHA256:")),
+        "{props:?}"
+    );
+    assert!(
+        props
+            .iter()
+            .any(|(k, v)| k.ends_with(".os") && *v == os_id()),
+        "{props:?}"
+    );
+}
+
 /// Whether sshd logged an authentication attempt for `user`.
 fn auth_attempted(s: &Ssh, user: &str) -> bool {
     std::thread::sleep(Duration::from_millis(300));
@@ -180,24 +202,7 @@ fn a_passing_selector_round_trips_as_pass_with_the_host_in_classname() {
         (verdict.as_str(), classname.as_str()),
         ("PASS", "lessonprobe.lesson30.remote.loopback")
     );
-    let report = parse_junit(&dir.path().join("remote.xml"));
-    let props: Vec<(String, String)> = report.test_suites[0]
-        .properties
-        .iter()
-        .map(|p| (p.name.to_string(), p.value.to_string()))
-        .collect();
-    assert!(
-        props
-            .iter()
-            .any(|(k, v)| k.ends_with(".host_key") && v.starts_with("SHA256:")),
-        "{props:?}"
-    );
-    assert!(
-        props
-            .iter()
-            .any(|(k, v)| k.ends_with(".os") && *v == os_id()),
-        "{props:?}"
-    );
+    assert_verified_facts(dir.path());
     assert!(dir.path().join("teardown-ran").exists());
     let xml = std::fs::read_to_string(dir.path().join("remote.xml")).unwrap();
     assert!(!xml.contains("PRIVATE KEY") && !stdout.contains("PRIVATE KEY"));
@@ -331,33 +336,29 @@ fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
         dir.path().join("teardown-ran").exists(),
         "teardown did not run"
     );
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 37.25"])
-        .output()
-        .unwrap();
+    let left = processes_with("sleep 37.25");
     assert!(
-        left.stdout.is_empty(),
-        "the remote command is still running: {}",
-        String::from_utf8_lossy(&left.stdout)
+        left.is_empty(),
+        "the remote command is still running: {left:?}"
     );
 }
 
-#[test]
-fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
-    let Some(s) = ssh() else { return };
+/// Runs a selector on a host that accepts connections and never speaks SSH, with the host's
+/// `connect_timeout` and extra arguments; returns how long that took and the ERROR message.
+fn against_a_silent_listener(connect_timeout: &str, args: &[&str]) -> Option<(Duration, String)> {
+    let s = ssh()?;
     let silent = listener();
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| {
         set(f, "port", silent.port.to_string());
-        set(f, "connect_timeout", "\"2s\"".into());
+        set(f, "connect_timeout", format!("\"{connect_timeout}\""));
     });
     let started = Instant::now();
-    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
+    let out = output_within(
+        remote_cmd(dir.path(), &hosts, "EX-30-01").args(args),
+        Duration::from_secs(30),
     );
+    let took = started.elapsed();
     assert_eq!(out.status.code(), Some(1));
     let (verdict, _, message) = case(dir.path());
     assert_eq!(verdict, "ERROR");
@@ -366,24 +367,78 @@ fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
         "{message}"
     );
     assert_eq!(silent.count.load(Ordering::SeqCst), 1);
+    Some((took, message))
 }
 
 #[test]
-fn an_injection_attempt_in_the_selector_exits_2_and_nothing_runs() {
+fn a_listener_that_never_speaks_ssh_is_error_within_the_connect_deadline() {
+    let Some((took, message)) = against_a_silent_listener("2s", &[]) else {
+        return;
+    };
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        message.contains("the connect timeout of 2s exceeded"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_injection_attempt_in_a_selector_exits_2_and_nothing_runs_from_the_command_line_or_a_manifest()
+{
     let Some(s) = ssh() else { return };
     let watch = listener();
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| set(f, "port", watch.port.to_string()));
     let marker = dir.path().join("pwned");
+    let refused = |out: std::process::Output, selector: &str, says: &[&str]| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
+        assert!(
+            says.iter().all(|w| stderr.contains(w)),
+            "{selector}: {stderr}"
+        );
+    };
     for selector in [
         format!("EX-30-01; touch {}", marker.display()),
         format!("$(touch {})", marker.display()),
         "-k x".into(),
     ] {
         let out = remote_cmd(dir.path(), &hosts, &selector).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{selector}: {stderr}");
-        assert!(stderr.contains("--selector"), "{stderr}");
+        refused(out, &selector, &["--selector"]);
+    }
+    // A manifest's selector is held to the same rule, and the error names its line.
+    let manifests = copy_manifests(dir.path());
+    let path = manifests.join("30-replay-audit.toml");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let line = original
+        .lines()
+        .position(|l| l.starts_with("selector = "))
+        .expect("lesson 30 has a remote selector")
+        + 1;
+    let place = format!("{}:{line}:", path.display());
+    for (selector, why) in [
+        (
+            format!("x;touch {}", marker.display()),
+            "';' is not allowed",
+        ),
+        ("-k".to_owned(), "must not start with '-'"),
+    ] {
+        let text: String = original
+            .lines()
+            .map(|l| match l.starts_with("selector = ") {
+                true => format!("selector = \"{selector}\"\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let out = lessonprobe(&repo())
+            .env("TICKETFLOW_REMOTE_TESTS", "1")
+            .env("LESSONPROBE_HOSTS", &hosts)
+            .args(["--lesson", "30", "--no-junit", "--checkpoints"])
+            .arg(&manifests)
+            .output()
+            .unwrap();
+        refused(out, &selector, &[&place, why]);
     }
     std::thread::sleep(Duration::from_millis(200));
     assert!(!marker.exists());
@@ -477,7 +532,7 @@ fn the_manifest_selector_runs_on_the_host_and_a_selector_that_matches_nothing_is
 }
 
 #[test]
-fn a_host_with_another_os_is_error() {
+fn a_host_with_another_os_is_error_carrying_the_verified_key_and_os() {
     let Some(s) = ssh() else { return };
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |f| set(f, "os", "\"plan9\"".into()));
@@ -492,6 +547,26 @@ fn a_host_with_another_os_is_error() {
         )),
         "{message}"
     );
+    // The key was verified before the OS was read: the error says what the host is.
+    assert_verified_facts(dir.path());
+}
+
+/// `hosts check` with the remote flag set, which must succeed; its stdout.
+fn hosts_check(hosts: &Path) -> String {
+    let out = lessonprobe(&repo())
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args(["hosts", "check", "--hosts"])
+        .arg(hosts)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 #[test]
@@ -499,19 +574,7 @@ fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
     let Some(s) = ssh() else { return };
     let dir = tempfile::tempdir().unwrap();
     let hosts = hosts_file(dir.path(), &s, |_| {});
-    let out = lessonprobe(&repo())
-        .env("TICKETFLOW_REMOTE_TESTS", "1")
-        .args(["hosts", "check", "--hosts"])
-        .arg(&hosts)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = hosts_check(&hosts);
     let expected = std::process::Command::new("ssh-keygen")
         .args([
             "-l",
@@ -589,6 +652,378 @@ fn a_report_without_test_cases_is_error_selector_matched_nothing() {
         "{message}"
     );
     assert!(dir.path().join("teardown-ran").exists());
+}
+
+/// Runs `cmd` to its end, failing the test (and killing it) if that takes longer than `limit`.
+fn output_within(cmd: &mut std::process::Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Processes on this machine (the "remote" host too) whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(needle).then_some((pid, cmd))
+        })
+        .collect()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn cmdline(pid: u32) -> String {
+    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+        .replace('\0', " ")
+}
+
+/// Waits up to `within` for every process with `needle` in its command line to be gone;
+/// returns those still there.
+fn gone_within(needle: &str, within: Duration) -> Vec<(u32, String)> {
+    let started = Instant::now();
+    loop {
+        let left = processes_with(needle);
+        if left.is_empty() || started.elapsed() > within {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A `run` template that notes the remote temp folder (through `{report}`) in `dir/report-path`
+/// and then runs `then`.
+fn noting_the_report(dir: &Path, then: &str) -> String {
+    format!(
+        "\"echo {{report}} > {}; {then}\"",
+        dir.join("report-path").display()
+    )
+}
+
+/// The remote temp folder the run used, as `noting_the_report` recorded it.
+fn remote_temp_folder(dir: &Path) -> PathBuf {
+    let report =
+        std::fs::read_to_string(dir.join("report-path")).expect("the run noted its report path");
+    let folder = Path::new(report.trim()).parent().unwrap().to_owned();
+    assert!(
+        folder.to_string_lossy().starts_with("/tmp/lessonprobe."),
+        "{}",
+        folder.display()
+    );
+    folder
+}
+
+/// Writes a JUnit report for `run = "cp FILE {report}"`.
+fn fixture_report(dir: &Path, xml: &str) -> PathBuf {
+    let path = dir.join("fixture.xml");
+    std::fs::write(&path, xml).unwrap();
+    path
+}
+
+#[test]
+fn a_dropped_connection_is_error_and_teardown_cleans_up_over_a_fresh_session() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("sleep 97.{}", std::process::id());
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "run", noting_the_report(dir.path(), &marker))
+    });
+    let mut cmd = remote_cmd(dir.path(), &hosts, "EX-30-01");
+    cmd.args(["--timeout", "60s"]);
+    let dir_path = dir.path().to_owned();
+    let killer = std::thread::spawn(move || {
+        // The sleeping run, then the sshd process serving its connection.
+        let started = Instant::now();
+        let sleeper = loop {
+            let found = processes_with(&marker)
+                .into_iter()
+                .find(|(_, cmd)| cmd.trim_end() == marker);
+            if let Some((pid, _)) = found {
+                break pid;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the remote run never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut pid = sleeper;
+        let sshd = loop {
+            pid = parent_of(pid).expect("an sshd ancestor");
+            let cmd = cmdline(pid);
+            if cmd.starts_with("sshd: ") && cmd.contains("@notty") {
+                break pid;
+            }
+            assert!(pid > 1, "no sshd ancestor of the run");
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &sshd.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        (marker, dir_path)
+    });
+    let out = output_within(&mut cmd, Duration::from_secs(45));
+    let (marker, dir_path) = killer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (verdict, _, message) = case(&dir_path);
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("running the selector"), "{message}");
+    assert!(
+        dir_path.join("teardown-ran").exists(),
+        "teardown did not run: {stderr}"
+    );
+    let left = gone_within(&marker, Duration::from_secs(3));
+    assert!(left.is_empty(), "the remote run survived: {left:?}");
+    let folder = remote_temp_folder(&dir_path);
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+}
+
+#[test]
+fn a_hung_prepare_is_killed_at_the_deadline_and_teardown_runs() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("sleep 291.{}", std::process::id());
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        f.push(("prepare".into(), format!("\"{marker}\"")));
+        set(f, "run", noting_the_report(dir.path(), "true"));
+    });
+    let started = Instant::now();
+    let out = output_within(
+        remote_cmd(dir.path(), &hosts, "EX-30-01").args(["--timeout", "6s"]),
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(took < Duration::from_secs(11), "took {took:?}");
+    let (verdict, _, message) = case(dir.path());
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.contains("the deadline of 6s exceeded while preparing"),
+        "{message}"
+    );
+    assert!(
+        dir.path().join("teardown-ran").exists(),
+        "teardown did not run"
+    );
+    assert!(
+        !dir.path().join("report-path").exists(),
+        "the run must not start after a failed prepare"
+    );
+    let left = gone_within(&marker, Duration::from_secs(3));
+    assert!(left.is_empty(), "the prepare survived: {left:?}");
+}
+
+#[test]
+fn the_deadline_bounds_connecting_too() {
+    let Some((took, message)) = against_a_silent_listener("10s", &["--timeout", "2s"]) else {
+        return;
+    };
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(message.contains("the deadline of 2s exceeded"), "{message}");
+}
+
+#[test]
+fn a_hung_teardown_is_killed_at_its_deadline_and_the_temp_folder_removed() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("sleep 293.{}", std::process::id());
+    let fixture = fixture_report(
+        dir.path(),
+        r#"<testsuites><testsuite name="t"><testcase name="ok" time="0.5"/></testsuite></testsuites>"#,
+    );
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(
+            f,
+            "run",
+            noting_the_report(dir.path(), &format!("cp {} {{report}}", fixture.display())),
+        );
+        set(f, "teardown", format!("\"{marker}\""));
+        f.push(("teardown_timeout".into(), "\"2s\"".into()));
+    });
+    let started = Instant::now();
+    let out = output_within(
+        &mut remote_cmd(dir.path(), &hosts, "EX-30-01"),
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert!(
+        stderr.contains("teardown killed at the teardown timeout of 2s"),
+        "{stderr}"
+    );
+    let left = gone_within(&marker, Duration::from_secs(3));
+    assert!(left.is_empty(), "the teardown survived: {left:?}");
+    let folder = remote_temp_folder(dir.path());
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+}
+
+#[test]
+fn remote_case_times_come_from_the_report_and_a_lone_unnamed_testsuite_is_read() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_report(
+        dir.path(),
+        r#"<?xml version="1.0"?>
+<testsuite tests="2" failures="1" timestamp="2026-11-30T10:00:00.123456">
+  <testcase classname="tests.t" name="test_slow" time="120.5"/>
+  <testcase classname="tests.t" name="test_quick" time="0.25"><failure message="no">assert 1 == 2</failure></testcase>
+</testsuite>"#,
+    );
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        set(f, "run", format!("\"cp {} {{report}}\"", fixture.display()))
+    });
+    let out = remote_cmd(dir.path(), &hosts, "tests/t.py")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let xml = dir.path().join("remote.xml");
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
+    let cases: Vec<(String, Option<Duration>)> = report.test_suites[0]
+        .test_cases
+        .iter()
+        .map(|c| (c.name.to_string(), c.time))
+        .collect();
+    assert_eq!(
+        cases,
+        vec![
+            (
+                "remote selector :: tests.t::test_slow".to_owned(),
+                Some(Duration::from_millis(120_500))
+            ),
+            (
+                "remote selector :: tests.t::test_quick".to_owned(),
+                Some(Duration::from_millis(250))
+            ),
+        ]
+    );
+    let found: Vec<String> = verdicts(&report).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(found, ["PASS", "FAIL"]);
+}
+
+#[test]
+fn host_environment_reaches_every_command_quoted_and_hosts_check_prints_it() {
+    let Some(s) = ssh() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pwned = dir.path().join("pwned");
+    let odd = format!("it's $HOME; `touch {}`", pwned.display());
+    let fixture = fixture_report(
+        dir.path(),
+        r#"<testsuites><testsuite name="t"><testcase name="ok"/></testsuite></testsuites>"#,
+    );
+    let seen = |step: &str| dir.path().join(format!("{step}.env"));
+    let hosts = hosts_file(dir.path(), &s, |f| {
+        f.push((
+            "env".into(),
+            format!("{{ KAFKA_PROFILE = \"replay\", ODD = {odd:?} }}"),
+        ));
+        f.push((
+            "prepare".into(),
+            format!("\"env > {}\"", seen("prepare").display()),
+        ));
+        set(
+            f,
+            "run",
+            format!(
+                "\"env > {}; cp {} {{report}}\"",
+                seen("run").display(),
+                fixture.display()
+            ),
+        );
+        set(
+            f,
+            "teardown",
+            format!("\"env > {}\"", seen("teardown").display()),
+        );
+    });
+    let out = remote_cmd(dir.path(), &hosts, "EX-30-01").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in ["prepare", "run", "teardown"] {
+        let env = std::fs::read_to_string(seen(step)).unwrap();
+        assert!(
+            env.lines().any(|l| l == "KAFKA_PROFILE=replay"),
+            "{step}: {env}"
+        );
+        assert!(
+            env.lines().any(|l| l == format!("ODD={odd}")),
+            "{step}: {env}"
+        );
+    }
+    assert!(!pwned.exists(), "a value was interpreted by the shell");
+
+    let stdout = hosts_check(&hosts);
+    assert!(
+        stdout.contains("  env       KAFKA_PROFILE='replay' ODD='it'\\''s $HOME; `touch "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_environment_variable_name_in_the_hosts_file_exits_2_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        "[[host]]\nname = \"h\"\naddress = \"127.0.0.1\"\nuser = \"u\"\nagent = true\nknown_hosts = \"k\"\nenv = { \"KAFKA_PROFILE;id\" = \"x\" }\n",
+    )
+    .unwrap();
+    let out = lessonprobe(dir.path())
+        .args(["hosts", "list", "--hosts"])
+        .arg(&hosts)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:7:", hosts.display()))
+            && stderr.contains("\"KAFKA_PROFILE;id\""),
+        "{stderr}"
+    );
 }
 
 #[test]

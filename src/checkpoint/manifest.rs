@@ -377,12 +377,8 @@ impl Kind<'_> {
     fn remote(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
         self.only(f, &["selector", "script"])?;
         let s = f.selector.take().ok_or_else(|| self.missing("selector"))?;
-        if s.get_ref().trim().is_empty() {
-            return Err(self.src.error(
-                s.span(),
-                format!("probe {}: selector must not be empty", self.id),
-            ));
-        }
+        crate::selector::validate_selector(s.get_ref())
+            .map_err(|e| self.src.error(s.span(), format!("probe {}: {e}", self.id)))?;
         Ok(ProbeKind::Remote {
             selector: s.into_inner(),
             script: f.script.take(),
@@ -607,6 +603,11 @@ selector = \"tests/a.py::b\"
                 .contains("`expect` does not apply")
         );
         assert!(err(&probe("kind = \"remote\"")).contains("needs `selector`"));
+        let e = err(&probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\""));
+        assert!(e.starts_with("30.toml:9:12:") && e.contains("';'"), "{e}");
+        assert!(
+            err(&probe("kind = \"remote\"\nselector = \"-k\"")).contains("must not start with '-'")
+        );
         assert!(err(&probe(
             "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]"
         ))

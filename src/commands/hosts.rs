@@ -62,6 +62,9 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
                     if let ProbeKind::Remote { selector, script } = &probe.kind {
                         let cmds = host.commands(cp.lesson, selector, "<temp>/report.xml");
                         println!("lesson {} {} {}:", cp.lesson, probe.id, probe.name);
+                        if !cmds.env.is_empty() {
+                            println!("  env       {}", cmds.env);
+                        }
                         if let Some(p) = &cmds.prepare {
                             println!("  prepare   {p}");
                         }

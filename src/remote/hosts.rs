@@ -1,6 +1,7 @@
 //! Authorized hosts: the TOML file that lists them, its validation with file:line errors, and
 //! where it is looked for.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::selector::{render, unknown_placeholder, CommandSet};
+use super::selector::{invalid_env, render, render_env, unknown_placeholder, CommandSet};
 use crate::config::duration::TomlDuration;
 use crate::diagnostics::{Diagnostic, Source};
 
@@ -32,6 +33,8 @@ pub struct AuthorizedHost {
     pub prepare: Option<String>,
     pub run: String,
     pub teardown: Option<String>,
+    /// Environment variables of prepare, run and teardown, set in their command line.
+    pub env: BTreeMap<String, String>,
     pub connect_timeout: Duration,
     pub teardown_timeout: Duration,
 }
@@ -50,6 +53,7 @@ impl AuthorizedHost {
     /// The commands a run of `selector` for `checkpoint` would execute, writing `report`.
     pub fn commands(&self, checkpoint: u32, selector: &str, report: &str) -> CommandSet {
         CommandSet {
+            env: render_env(&self.env),
             prepare: self
                 .prepare
                 .as_deref()
@@ -96,6 +100,7 @@ struct RawHost {
     prepare: Option<Spanned<String>>,
     run: Option<Spanned<String>>,
     teardown: Option<Spanned<String>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
     connect_timeout: Option<Spanned<TomlDuration>>,
     teardown_timeout: Option<Spanned<TomlDuration>>,
 }
@@ -253,6 +258,11 @@ fn host(
             ));
         }
     }
+    if let Some(env) = &h.env {
+        if let Some(why) = env.get_ref().iter().find_map(|(k, v)| invalid_env(k, v)) {
+            return Err(at(env.span(), why));
+        }
+    }
     let duration = |field: &Option<Spanned<TomlDuration>>, what: &str, default: u64| match field {
         None => Ok(Duration::from_secs(default)),
         Some(v) => v
@@ -275,6 +285,7 @@ fn host(
             .run
             .map_or_else(|| DEFAULT_RUN.to_owned(), Spanned::into_inner),
         teardown: h.teardown.map(Spanned::into_inner),
+        env: h.env.map(Spanned::into_inner).unwrap_or_default(),
         name,
     })
 }
@@ -366,6 +377,13 @@ teardown = "rm -f {report}"
         let e = err(&format!("{GOOD}{GOOD}"));
         assert!(e.contains("duplicate host name"), "{e}");
         assert!(err(&format!("{GOOD}password = \"x\"\n")).contains("unknown field `password`"));
+        let e = err(&format!(
+            "{GOOD}env = {{ \"KAFKA-PROFILE\" = \"replay\" }}\n"
+        ));
+        assert!(
+            e.starts_with("hosts.toml:10:") && e.contains("\"KAFKA-PROFILE\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct RemoteCase {
     pub verdict: RemoteVerdict,
     pub message: Option<String>,
     pub output: String,
+    /// The case's own time, as the report gives it.
+    pub time: Option<std::time::Duration>,
 }
 
 /// What a remote selector run brought back.

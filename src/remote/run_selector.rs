@@ -1,13 +1,18 @@
-//! One remote selector run: connect and verify, check the OS, make a temp folder, prepare,
-//! run under the deadline, fetch the JUnit report, and always tear down and clean up — over a
-//! fresh session if the deadline killed the first.
+//! One remote selector run under one deadline — connect and verify, check the OS, make a temp
+//! folder, prepare, run, fetch the JUnit report — then always teardown and cleanup, over a
+//! fresh session when the first one failed. Prepare, run and teardown each lead a process group
+//! of their own that the host kills at their deadline, so nothing they start outlives the run.
 
 use std::time::{Duration, Instant};
 
 use super::hosts::AuthorizedHost;
-use super::selector::quote;
-use super::session::{SshSession, StepError};
+use super::selector::{quote, CommandSet};
+use super::session::{Deadline, SshSession, StepError};
 use super::{junit_in, RemoteError, RemoteReport};
+
+/// How long after this side's deadline the host kills prepare and run by itself: late enough
+/// that this side reports the deadline, soon enough that nothing lingers if this side is gone.
+const HOST_KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// What was verified about a host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,232 +21,286 @@ pub struct HostFacts {
     pub os: String,
 }
 
-/// Connects, verifies the host key and the OS; runs nothing else.
+/// Connects, verifies the host key and the OS, within the connect timeout; runs nothing else.
 pub fn check_host(host: &AuthorizedHost) -> Result<HostFacts, RemoteError> {
-    let session = open(host)?;
-    session.deadline(Instant::now() + host.connect_timeout);
-    let os = check_os(host, &session)?;
-    Ok(HostFacts {
-        fingerprint: session.fingerprint.clone(),
-        os,
-    })
+    let session = open(host, &connect_timeout(host))?;
+    check_os(host, &session, &connect_timeout(host))
 }
 
-/// Runs `selector` of `checkpoint` on `host` within `deadline` (teardown has its own bound).
+/// Runs `selector` of `checkpoint` on `host`. `deadline` bounds everything up to the fetched
+/// report, connecting included; teardown has its own bound.
 pub fn run_selector(
     host: &AuthorizedHost,
     checkpoint: u32,
     selector: &str,
     deadline: Duration,
 ) -> Result<RemoteReport, RemoteError> {
-    let started = Instant::now();
-    let session = open(host)?;
-    let step = |session: &SshSession,
-                what: &str,
-                bound: Instant,
-                command: &str|
-     -> Result<(String, i32), RemoteError> {
-        session.deadline(bound);
-        session
-            .exec(command)
-            .map_err(|e| error(host, format!("{what}: {}", e.reason), None, String::new()))
-    };
-    let short = Instant::now() + host.connect_timeout;
-    let os = check_os(host, &session)?;
-    let facts = HostFacts {
-        fingerprint: session.fingerprint.clone(),
-        os,
-    };
-    let (tmp, status) = step(
-        &session,
-        "creating a temp folder",
-        short,
-        "mktemp -d /tmp/lessonprobe.XXXXXX",
-    )?;
-    let tmp = tmp.trim().to_owned();
-    if status != 0 || !tmp.starts_with("/tmp/lessonprobe.") {
+    let end = Deadline::after(deadline, "the deadline");
+    let session = open(host, &end)?;
+    // Steps that should answer at once get the connect timeout, within the deadline.
+    let quick = || end.clone().or(connect_timeout(host));
+    let facts = check_os(host, &session, &quick())?;
+    let made = session
+        .exec(
+            "creating a temp folder",
+            "mktemp -d /tmp/lessonprobe.XXXXXX",
+            &quick(),
+        )
+        .map_err(|cut| error(host, cut.error.to_string(), Some(facts.clone()), cut.output))?;
+    let path = made.output.trim();
+    if made.status != 0 || !path.starts_with("/tmp/lessonprobe.") || path.contains('\n') {
         return Err(error(
             host,
-            format!("mktemp failed ({status}): {tmp}"),
+            format!("mktemp failed ({}): {path}", made.status),
             Some(facts),
             String::new(),
         ));
     }
-    let report = format!("{tmp}/report.xml");
-    let pidfile = format!("{tmp}/run.pid");
-    let commands = host.commands(checkpoint, selector, &report);
-    let cd = format!("cd {} && ", quote(&host.workdir));
-    let end = started + deadline;
-
-    let outcome = (|| {
-        if let Some(prepare) = &commands.prepare {
-            let (out, status) = step(&session, "prepare", end, &format!("{cd}{prepare}"))?;
-            if status != 0 {
-                return Err(error(
-                    host,
-                    format!("prepare exited with status {status}"),
-                    Some(facts.clone()),
-                    out,
-                ));
-            }
-        }
-        // Its own session and process group, so teardown can kill whatever it leaves behind.
-        let wrapped = format!(
-            "{cd}setsid -w sh -c 'echo $$ > \"$1\"; exec sh -c \"$2\"' lessonprobe-run {} {}",
-            quote(&pidfile),
-            quote(&commands.run)
-        );
-        session.deadline(end);
-        let (output, status) = match session.exec(&wrapped) {
-            Ok(done) => done,
-            Err(StepError {
-                timed_out: true, ..
-            }) => {
-                return Err(error(
-                    host,
-                    format!(
-                        "deadline of {} exceeded while running the selector",
-                        humantime::format_duration(deadline)
-                    ),
-                    Some(facts.clone()),
-                    String::new(),
-                ))
-            }
-            Err(e) => {
-                return Err(error(
-                    host,
-                    format!("run: {}", e.reason),
-                    Some(facts.clone()),
-                    String::new(),
-                ))
-            }
-        };
-        session.deadline(Instant::now() + host.connect_timeout);
-        let xml = session.read_file(&report).map_err(|e| {
-            error(
-                host,
-                format!("fetching {report}: {}", e.reason),
-                Some(facts.clone()),
-                output.clone(),
-            )
-        })?;
-        let Some(xml) = xml else {
-            return Err(error(
-                host,
-                format!("selector matched nothing on {}: no report was written (run exited with status {status})", host.name),
-                Some(facts.clone()),
-                output,
-            ));
-        };
-        let cases = junit_in::cases(&xml)
-            .map_err(|e| error(host, e, Some(facts.clone()), output.clone()))?;
-        if cases.is_empty() {
-            return Err(error(
-                host,
-                format!("selector matched nothing on {}", host.name),
-                Some(facts.clone()),
-                output,
-            ));
-        }
-        Ok(RemoteReport {
-            facts: facts.clone(),
-            cases,
-            output,
-        })
-    })();
-
-    teardown(
-        host,
-        session,
-        &cd,
-        commands.teardown.as_deref(),
-        &pidfile,
-        &tmp,
-    );
+    let folder = TempFolder(path.to_owned());
+    let commands = host.commands(checkpoint, selector, &folder.file("report.xml"));
+    let outcome = prepare_run_fetch(host, &session, &folder, &commands, &end, &facts);
+    teardown(host, session, &folder, &commands);
     outcome
 }
 
-/// Kills what the run left, runs the teardown command, removes the temp folder. Uses a fresh
-/// session when the first one was shut by the deadline. Failures are logged: the outcome of
-/// the run stands.
+/// The run's remote temp folder: the report and each command's process-group id live there.
+struct TempFolder(String);
+
+impl TempFolder {
+    fn file(&self, name: &str) -> String {
+        format!("{}/{name}", self.0)
+    }
+
+    /// A shell command that kills the process group of every command started in this folder.
+    fn kill_groups(&self) -> String {
+        format!(
+            "for f in {}/*.pid; do [ -f \"$f\" ] && kill -KILL -- \"-$(cat \"$f\")\"; done 2>/dev/null; true",
+            quote(&self.0)
+        )
+    }
+}
+
+/// `command` in the host's workdir with its environment, as the leader of a new session and
+/// process group whose id goes to `pidfile`. The host kills the whole group after `limit` by
+/// itself (`timeout` signals its own group), so it ends even when this side cannot reconnect;
+/// teardown kills it again by its id.
+fn in_own_group(
+    host: &AuthorizedHost,
+    env: &str,
+    pidfile: &str,
+    limit: Duration,
+    command: &str,
+) -> String {
+    // `timeout 0` would mean no limit at all.
+    let millis = limit.as_millis().max(1);
+    let env = match env {
+        "" => String::new(),
+        vars => format!("env {vars} "),
+    };
+    format!(
+        "cd {} && setsid -w {env}sh -c 'echo $$ > \"$1\" && exec timeout -s KILL \"$2\" sh -c \"$3\"' lessonprobe {} {}.{:03}s {}",
+        quote(&host.workdir),
+        quote(pidfile),
+        millis / 1000,
+        millis % 1000,
+        quote(command)
+    )
+}
+
+fn prepare_run_fetch(
+    host: &AuthorizedHost,
+    session: &SshSession,
+    folder: &TempFolder,
+    commands: &CommandSet,
+    end: &Deadline,
+    facts: &HostFacts,
+) -> Result<RemoteReport, RemoteError> {
+    let fail = |reason: String, output: String| error(host, reason, Some(facts.clone()), output);
+    let step = |doing: &str, pidfile: &str, command: &str| {
+        let limit = end.remaining() + HOST_KILL_GRACE;
+        let wrapped = in_own_group(host, &commands.env, &folder.file(pidfile), limit, command);
+        session
+            .exec(doing, &wrapped, end)
+            .map_err(|cut| fail(cut.error.to_string(), cut.output))
+    };
+    if let Some(prepare) = &commands.prepare {
+        let ran = step("preparing", "prepare.pid", prepare)?;
+        if ran.status != 0 {
+            return Err(fail(
+                format!("prepare exited with status {}", ran.status),
+                ran.output,
+            ));
+        }
+    }
+    let ran = step("running the selector", "run.pid", &commands.run)?;
+    let report = folder.file("report.xml");
+    let xml = session
+        .read_file(&report, &end.clone().or(connect_timeout(host)))
+        .map_err(|e| fail(e.to_string(), ran.output.clone()))?;
+    let Some(xml) = xml else {
+        return Err(fail(
+            format!(
+                "selector matched nothing on {}: no report was written (run exited with status {})",
+                host.name, ran.status
+            ),
+            ran.output,
+        ));
+    };
+    let cases = junit_in::cases(&xml).map_err(|e| fail(e, ran.output.clone()))?;
+    if cases.is_empty() {
+        return Err(fail(
+            format!("selector matched nothing on {}", host.name),
+            ran.output,
+        ));
+    }
+    Ok(RemoteReport {
+        facts: facts.clone(),
+        cases,
+        output: ran.output,
+    })
+}
+
+/// Kills every process group the run started, runs the teardown command in a group of its own
+/// under the teardown timeout, kills what it left, and removes the temp folder. A session that
+/// failed is replaced by a fresh one, and a teardown that fails midway is finished on another;
+/// the teardown command runs at most once. Problems are logged: the outcome of the run stands.
 fn teardown(
     host: &AuthorizedHost,
     session: SshSession,
-    cd: &str,
-    command: Option<&str>,
-    pidfile: &str,
-    tmp: &str,
+    folder: &TempFolder,
+    commands: &CommandSet,
 ) {
-    let session = if session.is_dead() {
-        drop(session);
-        match SshSession::open(host) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(
-                    "{}: teardown could not reconnect: {}",
-                    host.place(),
-                    e.reason
-                );
-                return;
-            }
-        }
-    } else {
-        session
-    };
-    session.deadline(Instant::now() + host.teardown_timeout);
-    let kill = format!(
-        "[ -f {p} ] && kill -KILL -- -$(cat {p}) 2>/dev/null; true",
-        p = quote(pidfile)
-    );
-    let mut steps = vec![kill];
-    if let Some(command) = command {
-        steps.push(format!("{cd}{command}"));
-    }
-    steps.push(format!("rm -rf {}", quote(tmp)));
-    for step in steps {
-        match session.exec(&step) {
-            Ok((_, 0)) => {}
-            Ok((out, status)) => tracing::warn!(
-                "{}: teardown step exited {status}: {}",
-                host.place(),
-                out.trim()
+    let mut session = Some(session).filter(|s| !s.is_broken());
+    let mut command = commands.teardown.as_deref();
+    for attempt in 1..=2 {
+        let current = match session.take() {
+            Some(s) => s,
+            None => match SshSession::open(host, &connect_timeout(host)) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: teardown could not reconnect ({e}): {} is left behind, and what the run started there ends only at its own deadline",
+                        host.place(),
+                        folder.0
+                    );
+                    return;
+                }
+            },
+        };
+        match teardown_on(host, &current, folder, &commands.env, &mut command) {
+            Ok(()) => return,
+            Err(e) if attempt == 1 => tracing::warn!(
+                "{}: teardown: {e}; finishing it over a new connection",
+                host.place()
             ),
-            Err(e) => tracing::warn!("{}: teardown step failed: {}", host.place(), e.reason),
+            Err(e) => tracing::warn!("{}: teardown: {e}", host.place()),
         }
     }
 }
 
-fn open(host: &AuthorizedHost) -> Result<SshSession, RemoteError> {
-    SshSession::open(host).map_err(|e| error(host, e.reason, None, String::new()))
+fn teardown_on(
+    host: &AuthorizedHost,
+    session: &SshSession,
+    folder: &TempFolder,
+    env: &str,
+    command: &mut Option<&str>,
+) -> Result<(), StepError> {
+    let exec = |doing: &str, script: &str, limit: &Deadline| {
+        session.exec(doing, script, limit).map_err(|cut| cut.error)
+    };
+    exec(
+        "stopping what the run started",
+        &folder.kill_groups(),
+        &connect_timeout(host),
+    )?;
+    if let Some(teardown) = command.take() {
+        let wrapped = in_own_group(
+            host,
+            env,
+            &folder.file("teardown.pid"),
+            host.teardown_timeout,
+            teardown,
+        );
+        // The host kills the teardown at its timeout; this side waits a connect timeout more
+        // for that answer, so the folder can still be removed over this session.
+        let limit = Deadline::after(host.teardown_timeout, "the teardown timeout")
+            .extended(host.connect_timeout);
+        let started = Instant::now();
+        let ran = exec("tearing down", &wrapped, &limit)?;
+        if ran.status != 0 {
+            let why = if ran.status == 137 && started.elapsed() >= host.teardown_timeout {
+                format!(
+                    "killed at the teardown timeout of {}",
+                    humantime::format_duration(host.teardown_timeout)
+                )
+            } else {
+                format!("exited with status {}", ran.status)
+            };
+            tracing::warn!("{}: teardown {why}: {}", host.place(), ran.output.trim());
+        }
+        exec(
+            "stopping what the teardown started",
+            &folder.kill_groups(),
+            &connect_timeout(host),
+        )?;
+    }
+    let ran = exec(
+        "removing the temp folder",
+        &format!("rm -rf {}", quote(&folder.0)),
+        &connect_timeout(host),
+    )?;
+    if ran.status != 0 {
+        tracing::warn!(
+            "{}: removing {} exited with status {}: {}",
+            host.place(),
+            folder.0,
+            ran.status,
+            ran.output.trim()
+        );
+    }
+    Ok(())
 }
 
-fn check_os(host: &AuthorizedHost, session: &SshSession) -> Result<String, RemoteError> {
-    session.deadline(Instant::now() + host.connect_timeout);
-    let (text, _) = session.exec("cat /etc/os-release").map_err(|e| {
-        error(
-            host,
-            format!("reading /etc/os-release: {}", e.reason),
-            None,
-            String::new(),
-        )
-    })?;
-    let id = text
+fn connect_timeout(host: &AuthorizedHost) -> Deadline {
+    Deadline::after(host.connect_timeout, "the connect timeout")
+}
+
+fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshSession, RemoteError> {
+    SshSession::open(host, deadline).map_err(|e| error(host, e.to_string(), None, String::new()))
+}
+
+/// The host's OS as /etc/os-release names it; another than the host entry expects is an error
+/// that still carries what was verified.
+fn check_os(
+    host: &AuthorizedHost,
+    session: &SshSession,
+    limit: &Deadline,
+) -> Result<HostFacts, RemoteError> {
+    let ran = session
+        .exec("reading /etc/os-release", "cat /etc/os-release", limit)
+        .map_err(|cut| error(host, cut.error.to_string(), None, cut.output))?;
+    let id = ran
+        .output
         .lines()
         .find_map(|l| l.strip_prefix("ID="))
         .map(|v| v.trim().trim_matches('"').to_owned())
         .unwrap_or_default();
-    if id != host.os {
+    let facts = HostFacts {
+        fingerprint: session.fingerprint.clone(),
+        os: id,
+    };
+    if facts.os != host.os {
         return Err(error(
             host,
             format!(
                 "expected OS {:?}, the host reports {:?} in /etc/os-release",
-                host.os, id
+                host.os, facts.os
             ),
-            None,
+            Some(facts),
             String::new(),
         ));
     }
-    Ok(id)
+    Ok(facts)
 }
 
 fn error(
@@ -255,5 +314,36 @@ fn error(
         reason,
         facts,
         output,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_in_its_own_group_is_quoted_and_limited() {
+        let host = crate::remote::HostsFile::parse(
+            std::path::Path::new("hosts.toml"),
+            "[[host]]\nname = \"h\"\naddress = \"a\"\nuser = \"u\"\nagent = true\nknown_hosts = \"k\"\nworkdir = \"/srv/it's\"\n",
+        )
+        .unwrap()
+        .hosts
+        .remove(0);
+        let cmd = in_own_group(
+            &host,
+            "K='v'",
+            "/tmp/lessonprobe.x/run.pid",
+            Duration::from_millis(2500),
+            "pytest 'a b'",
+        );
+        assert_eq!(
+            cmd,
+            "cd '/srv/it'\\''s' && setsid -w env K='v' sh -c 'echo $$ > \"$1\" && exec timeout -s KILL \"$2\" sh -c \"$3\"' lessonprobe '/tmp/lessonprobe.x/run.pid' 2.500s 'pytest '\\''a b'\\'''"
+        );
+        assert_eq!(
+            in_own_group(&host, "", "p", Duration::ZERO, "x"),
+            "cd '/srv/it'\\''s' && setsid -w sh -c 'echo $$ > \"$1\" && exec timeout -s KILL \"$2\" sh -c \"$3\"' lessonprobe 'p' 0.001s 'x'"
+        );
     }
 }

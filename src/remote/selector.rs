@@ -1,4 +1,4 @@
-//! Quoting selectors and paths into command templates.
+//! Quoting selectors, paths and a host's environment into command templates.
 
 /// Single-quotes `s` for a POSIX shell.
 pub fn quote(s: &str) -> String {
@@ -31,9 +31,35 @@ pub fn render(template: &str, checkpoint: u32, selector: &str, report: &str) -> 
         .replace("{report}", &quote(report))
 }
 
-/// The commands one remote run executes, rendered.
+/// Why a host's environment variable is refused.
+pub fn invalid_env(name: &str, value: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let starts_well = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !starts_well || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Some(format!(
+            "environment variable name {name:?} must be letters, digits and '_', not starting with a digit"
+        ));
+    }
+    value
+        .contains('\0')
+        .then(|| format!("environment variable {name}: its value must not contain NUL"))
+}
+
+/// `NAME='value' …` for `env`, each value shell-quoted; empty without variables.
+pub fn render_env<'a>(vars: impl IntoIterator<Item = (&'a String, &'a String)>) -> String {
+    vars.into_iter()
+        .map(|(k, v)| format!("{k}={}", quote(v)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The commands one remote run executes, rendered, and the environment they get.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSet {
+    /// `NAME='value' …`, empty when the host sets none.
+    pub env: String,
     pub prepare: Option<String>,
     pub run: String,
     pub teardown: Option<String>,
@@ -61,5 +87,22 @@ mod tests {
             Some("oops".into())
         );
         assert_eq!(unknown_placeholder("run {selector} {report}"), None);
+    }
+
+    #[test]
+    fn environment_names_are_checked_and_values_quoted() {
+        for bad in ["", "1X", "A-B", "A B", "A=B", "$(id)"] {
+            assert!(invalid_env(bad, "v").is_some(), "{bad:?} passed");
+        }
+        assert!(invalid_env("KAFKA_PROFILE", "a\0b").is_some());
+        assert_eq!(invalid_env("_KAFKA_PROFILE2", "it's $HOME; `id`"), None);
+        let vars = [
+            ("A".to_owned(), "replay".to_owned()),
+            ("B".to_owned(), "it's $HOME".to_owned()),
+        ];
+        assert_eq!(
+            render_env(vars.iter().map(|(k, v)| (k, v))),
+            "A='replay' B='it'\\''s $HOME'"
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! One SSH session under a watchdog: TCP connect, handshake, host-key verification against the
 //! host's known_hosts (before any authentication; no trust on first use), key or agent
-//! authentication, commands and file reads. At the watchdog's deadline the socket is shut, so
-//! every pending libssh2 call returns with an error instead of hanging.
+//! authentication, commands and file reads. Every step runs under a deadline; when it passes,
+//! the watchdog shuts the socket so every pending libssh2 call returns instead of hanging.
 
 use std::io::Read;
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -14,32 +14,99 @@ use ssh2::{CheckResult, HashType, KnownHostFileKind, Session};
 
 use super::hosts::AuthorizedHost;
 
-/// Shuts a socket when its deadline passes.
+/// A moment a step must end by, and how messages name it ("the deadline of 2s").
+#[derive(Debug, Clone)]
+pub struct Deadline {
+    at: Instant,
+    name: String,
+}
+
+impl Deadline {
+    /// `span` from now; `what` names it in messages ("the connect timeout").
+    pub fn after(span: Duration, what: &str) -> Deadline {
+        Deadline {
+            at: Instant::now() + span,
+            name: format!("{what} of {}", humantime::format_duration(span)),
+        }
+    }
+
+    /// The same deadline, under the same name, `by` later: a grace for an answer.
+    pub fn extended(mut self, by: Duration) -> Deadline {
+        self.at += by;
+        self
+    }
+
+    /// Whichever of the two comes first.
+    pub fn or(self, other: Deadline) -> Deadline {
+        if other.at < self.at {
+            other
+        } else {
+            self
+        }
+    }
+
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Why a session step failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StepError {
+    /// The deadline passed and the watchdog shut the connection.
+    #[error("{limit} exceeded while {doing}")]
+    TimedOut { doing: String, limit: String },
+    /// The server or the connection failed the step.
+    #[error("{doing}: {reason}")]
+    Failed { doing: String, reason: String },
+    /// The host is not the one known_hosts lists, or it cannot be checked.
+    #[error("{0}")]
+    HostKey(String),
+}
+
+/// A command that ran to its end.
+#[derive(Debug)]
+pub struct Ran {
+    /// stdout and stderr together.
+    pub output: String,
+    pub status: i32,
+}
+
+/// A command cut short, with what it had printed so far.
+#[derive(Debug)]
+pub struct Cut {
+    pub error: StepError,
+    pub output: String,
+}
+
+/// Shuts a socket when its deadline passes, and remembers which deadline that was.
 struct Watchdog {
-    deadline: Arc<Mutex<Instant>>,
+    deadline: Arc<Mutex<Deadline>>,
     done: Arc<AtomicBool>,
-    fired: Arc<AtomicBool>,
+    fired: Arc<Mutex<Option<String>>>,
 }
 
 impl Watchdog {
-    fn start(stream: TcpStream, deadline: Instant) -> Watchdog {
+    fn start(stream: TcpStream, deadline: Deadline) -> Watchdog {
         let dog = Watchdog {
             deadline: Arc::new(Mutex::new(deadline)),
             done: Arc::new(AtomicBool::new(false)),
-            fired: Arc::new(AtomicBool::new(false)),
+            fired: Arc::new(Mutex::new(None)),
         };
         let (deadline, done, fired) = (dog.deadline.clone(), dog.done.clone(), dog.fired.clone());
         std::thread::spawn(move || loop {
             if done.load(Ordering::SeqCst) {
                 return;
             }
-            let due = deadline
-                .lock()
-                .map(|d| *d)
-                .unwrap_or_else(|_| Instant::now());
+            let (due, name) = match deadline.lock() {
+                Ok(d) => (d.at, d.name.clone()),
+                Err(_) => (Instant::now(), "the deadline".to_owned()),
+            };
             let now = Instant::now();
             if now >= due {
-                fired.store(true, Ordering::SeqCst);
+                if let Ok(mut f) = fired.lock() {
+                    *f = Some(name);
+                }
                 let _ = stream.shutdown(Shutdown::Both);
                 return;
             }
@@ -48,14 +115,15 @@ impl Watchdog {
         dog
     }
 
-    fn set(&self, deadline: Instant) {
+    fn set(&self, deadline: &Deadline) {
         if let Ok(mut d) = self.deadline.lock() {
-            *d = deadline;
+            *d = deadline.clone();
         }
     }
 
-    fn fired(&self) -> bool {
-        self.fired.load(Ordering::SeqCst)
+    /// The deadline that shut the socket, if one did.
+    fn fired(&self) -> Option<String> {
+        self.fired.lock().ok().and_then(|f| f.clone())
     }
 }
 
@@ -65,60 +133,72 @@ impl Drop for Watchdog {
     }
 }
 
-/// Why a session step failed; `timed_out` when the watchdog ended it.
-#[derive(Debug)]
-pub struct StepError {
-    pub reason: String,
-    pub timed_out: bool,
-}
-
 pub struct SshSession {
     session: Session,
     watchdog: Watchdog,
+    /// Shut when the session is dropped, so freeing libssh2's state never waits on the peer.
+    socket: TcpStream,
+    /// Set by any failed libssh2 call: the connection may be gone, open a new one.
+    broken: AtomicBool,
     pub fingerprint: String,
 }
 
 impl SshSession {
-    /// Connects, verifies the host key and authenticates, all within `host.connect_timeout`.
-    pub fn open(host: &AuthorizedHost) -> Result<SshSession, StepError> {
-        let started = Instant::now();
-        let fail = |reason: String| StepError {
-            reason,
-            timed_out: false,
+    /// Connects, verifies the host key and authenticates, all by `deadline` and within the
+    /// host's connect timeout.
+    pub fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshSession, StepError> {
+        let deadline = deadline
+            .clone()
+            .or(Deadline::after(host.connect_timeout, "the connect timeout"));
+        let timed_out = |doing: &str| StepError::TimedOut {
+            doing: doing.to_owned(),
+            limit: deadline.name.clone(),
         };
-        let addr = (host.address.as_str(), host.port)
-            .to_socket_addrs()
-            .map_err(|e| fail(format!("cannot resolve: {e}")))?
-            .next()
-            .ok_or_else(|| fail("the address resolves to nothing".into()))?;
-        let stream = TcpStream::connect_timeout(&addr, host.connect_timeout)
-            .map_err(|e| fail(format!("cannot connect: {e}")))?;
-        let dog_stream = stream
-            .try_clone()
-            .map_err(|e| fail(format!("socket: {e}")))?;
-        let watchdog = Watchdog::start(dog_stream, started + host.connect_timeout);
-        let timed_out = |watchdog: &Watchdog, what: &str, e: ssh2::Error| StepError {
-            reason: if watchdog.fired() {
-                format!(
-                    "{what}: no answer within the connect timeout of {}",
-                    humantime::format_duration(host.connect_timeout)
-                )
+        let failed = |doing: &str, reason: String| StepError::Failed {
+            doing: doing.to_owned(),
+            reason,
+        };
+        let addr = resolve(&host.address, host.port, &deadline)?;
+        let remaining = deadline.remaining();
+        if remaining.is_zero() {
+            return Err(timed_out("connecting"));
+        }
+        let stream = TcpStream::connect_timeout(&addr, remaining).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                timed_out("connecting")
             } else {
-                format!("{what}: {e}")
+                failed("connecting", e.to_string())
+            }
+        })?;
+        let clone = || {
+            stream
+                .try_clone()
+                .map_err(|e| failed("connecting", e.to_string()))
+        };
+        let (dog_stream, socket) = (clone()?, clone()?);
+        let watchdog = Watchdog::start(dog_stream, deadline.clone());
+        let ssh_error = |doing: &str, e: ssh2::Error| match watchdog.fired() {
+            Some(limit) => StepError::TimedOut {
+                doing: doing.to_owned(),
+                limit,
             },
-            timed_out: watchdog.fired(),
+            None => failed(doing, e.to_string()),
         };
 
-        let mut session = Session::new().map_err(|e| fail(format!("ssh: {e}")))?;
+        let mut session = Session::new().map_err(|e| failed("starting SSH", e.to_string()))?;
         session.set_tcp_stream(stream);
-        session
-            .handshake()
-            .map_err(|e| timed_out(&watchdog, "SSH handshake", e))?;
+        let handshake = session.handshake();
+        // From here on a failure must not leave the socket to a drop that waits on the peer.
+        let close = |e: StepError| {
+            let _ = socket.shutdown(Shutdown::Both);
+            e
+        };
+        handshake.map_err(|e| close(ssh_error("doing the SSH handshake", e)))?;
 
         // Host key first: nothing is sent about the user before the key is known.
         let (key, _) = session
             .host_key()
-            .ok_or_else(|| fail("the server sent no host key".into()))?;
+            .ok_or_else(|| close(StepError::HostKey("the server sent no host key".into())))?;
         let key = key.to_vec();
         let fingerprint = session
             .host_key_hash(HashType::Sha256)
@@ -129,14 +209,14 @@ impl SshSession {
                 )
             })
             .unwrap_or_else(|| "unknown".into());
-        verify_host_key(&session, host, &key, &fingerprint).map_err(fail)?;
+        verify_host_key(&session, host, &key, &fingerprint)
+            .map_err(|e| close(StepError::HostKey(e)))?;
 
         let auth = match &host.identity {
             Some(identity) => session
                 .userauth_pubkey_file(&host.user, None, identity, None)
                 .map_err(|e| {
-                    timed_out(
-                        &watchdog,
+                    ssh_error(
                         &format!(
                             "authentication as {} with key {} refused",
                             host.user,
@@ -146,8 +226,7 @@ impl SshSession {
                     )
                 }),
             None => session.userauth_agent(&host.user).map_err(|e| {
-                timed_out(
-                    &watchdog,
+                ssh_error(
                     &format!(
                         "authentication as {} through the SSH agent refused",
                         host.user
@@ -156,84 +235,130 @@ impl SshSession {
                 )
             }),
         };
-        auth?;
+        auth.map_err(close)?;
         if !session.authenticated() {
-            return Err(fail(format!("authentication as {} refused", host.user)));
+            return Err(close(failed(
+                &format!("authenticating as {}", host.user),
+                "refused".into(),
+            )));
         }
         Ok(SshSession {
             session,
             watchdog,
+            socket,
+            broken: AtomicBool::new(false),
             fingerprint,
         })
     }
 
-    /// Moves the watchdog's deadline.
-    pub fn deadline(&self, deadline: Instant) {
-        self.watchdog.set(deadline);
+    /// Whether a step failed on this session: its connection may be gone.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst) || self.watchdog.fired().is_some()
     }
 
-    pub fn is_dead(&self) -> bool {
-        self.watchdog.fired()
-    }
-
-    /// Runs `command` (stderr merged into stdout); returns its output and exit status.
-    pub fn exec(&self, command: &str) -> Result<(String, i32), StepError> {
-        let err = |what: &str, e: ssh2::Error| StepError {
-            reason: if self.watchdog.fired() {
-                format!("{what}: deadline reached")
-            } else {
-                format!("{what}: {e}")
+    fn error(&self, doing: &str, reason: impl std::fmt::Display) -> StepError {
+        self.broken.store(true, Ordering::SeqCst);
+        match self.watchdog.fired() {
+            Some(limit) => StepError::TimedOut {
+                doing: doing.to_owned(),
+                limit,
             },
-            timed_out: self.watchdog.fired(),
-        };
-        let mut channel = self
-            .session
-            .channel_session()
-            .map_err(|e| err("opening a channel", e))?;
-        channel
-            .exec(&format!("{command} 2>&1"))
-            .map_err(|e| err("starting the command", e))?;
+            None => StepError::Failed {
+                doing: doing.to_owned(),
+                reason: reason.to_string(),
+            },
+        }
+    }
+
+    /// Runs `command` (stderr merged into stdout) by `deadline`; `doing` names it in errors.
+    pub fn exec(&self, doing: &str, command: &str, deadline: &Deadline) -> Result<Ran, Cut> {
+        self.watchdog.set(deadline);
+        let cut = |error: StepError, output: String| Cut { error, output };
+        let mut channel = self.session.channel_session().map_err(|e| {
+            cut(
+                self.error(doing, format!("opening a channel: {e}")),
+                String::new(),
+            )
+        })?;
+        channel.exec(&format!("{command} 2>&1")).map_err(|e| {
+            cut(
+                self.error(doing, format!("starting the command: {e}")),
+                String::new(),
+            )
+        })?;
         let mut bytes = Vec::new();
         let read = channel.read_to_end(&mut bytes);
         let output = String::from_utf8_lossy(&bytes).into_owned();
         if let Err(e) = read {
-            return Err(StepError {
-                reason: if self.watchdog.fired() {
-                    "deadline reached".into()
-                } else {
-                    format!("reading output: {e}")
-                },
-                timed_out: self.watchdog.fired(),
-            });
+            return Err(cut(
+                self.error(doing, format!("reading its output: {e}")),
+                output,
+            ));
         }
-        channel
-            .wait_close()
-            .map_err(|e| err("closing the channel", e))?;
-        let status = channel
-            .exit_status()
-            .map_err(|e| err("reading the exit status", e))?;
-        Ok((output, status))
+        if let Err(e) = channel.wait_close() {
+            return Err(cut(
+                self.error(doing, format!("closing the channel: {e}")),
+                output,
+            ));
+        }
+        match channel.exit_status() {
+            Ok(status) => Ok(Ran { output, status }),
+            Err(e) => Err(cut(
+                self.error(doing, format!("reading the exit status: {e}")),
+                output,
+            )),
+        }
     }
 
-    /// Reads a remote file over SFTP; `Ok(None)` when it does not exist.
-    pub fn read_file(&self, path: &str) -> Result<Option<Vec<u8>>, StepError> {
-        let err = |what: &str, e: String| StepError {
-            reason: format!("{what}: {e}"),
-            timed_out: self.watchdog.fired(),
-        };
+    /// Reads a remote file over SFTP by `deadline`; `Ok(None)` when it does not exist.
+    pub fn read_file(&self, path: &str, deadline: &Deadline) -> Result<Option<Vec<u8>>, StepError> {
+        self.watchdog.set(deadline);
+        let doing = format!("fetching {path}");
         let sftp = self
             .session
             .sftp()
-            .map_err(|e| err("opening SFTP", e.to_string()))?;
+            .map_err(|e| self.error(&doing, format!("opening SFTP: {e}")))?;
         let mut file = match sftp.open(std::path::Path::new(path)) {
             Ok(f) => f,
             Err(e) if e.code() == ssh2::ErrorCode::SFTP(2) => return Ok(None), // no such file
-            Err(e) => return Err(err(&format!("opening {path}"), e.to_string())),
+            Err(e) => return Err(self.error(&doing, e)),
         };
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
-            .map_err(|e| err(&format!("reading {path}"), e.to_string()))?;
+            .map_err(|e| self.error(&doing, e))?;
         Ok(Some(bytes))
+    }
+}
+
+impl Drop for SshSession {
+    fn drop(&mut self) {
+        // libssh2 may wait for the peer while freeing a channel or the session (ssh2-rs
+        // issue 165); a shut socket makes those waits return at once.
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+}
+
+/// Resolves `address:port` by `deadline`: a resolver that does not answer must not hold the run.
+fn resolve(address: &str, port: u16, deadline: &Deadline) -> Result<SocketAddr, StepError> {
+    let (tx, rx) = mpsc::channel();
+    let name = (address.to_owned(), port);
+    std::thread::spawn(move || {
+        let _ = tx.send(name.to_socket_addrs().map(|mut a| a.next()));
+    });
+    match rx.recv_timeout(deadline.remaining()) {
+        Ok(Ok(Some(addr))) => Ok(addr),
+        Ok(Ok(None)) => Err(StepError::Failed {
+            doing: "resolving the address".into(),
+            reason: "it resolves to nothing".into(),
+        }),
+        Ok(Err(e)) => Err(StepError::Failed {
+            doing: "resolving the address".into(),
+            reason: e.to_string(),
+        }),
+        Err(_) => Err(StepError::TimedOut {
+            doing: "resolving the address".into(),
+            limit: deadline.name.clone(),
+        }),
     }
 }
 
@@ -272,5 +397,18 @@ fn verify_host_key(
             path.display()
         )),
         CheckResult::Failure => Err(format!("cannot check the host key against {}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_earlier_deadline_wins_and_keeps_its_name() {
+        let long = Deadline::after(Duration::from_secs(10), "the connect timeout");
+        let short = Deadline::after(Duration::from_secs(2), "the deadline");
+        assert_eq!(long.clone().or(short.clone()).name, "the deadline of 2s");
+        assert_eq!(short.or(long).name, "the deadline of 2s");
     }
 }

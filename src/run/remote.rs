@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Outcome, Verdict};
-use crate::remote::{self, AuthorizedHost, HostFacts, RemoteVerdict};
+use crate::remote::{self, AuthorizedHost, HostFacts, RemoteCase, RemoteVerdict};
 
 /// Runs on `host`. (Without the remote flag the plan has already made the case PENDING, and
 /// without a host it is an ERROR saying why; neither gets here.)
@@ -21,11 +21,12 @@ pub fn run(
     match remote::run_selector(host, checkpoint, selector, deadline) {
         Ok(report) => {
             add_facts(&mut base, &report.facts);
-            let each = started.elapsed() / report.cases.len().max(1) as u32;
+            let times = case_times(&report.cases, started.elapsed());
             report
                 .cases
                 .into_iter()
-                .map(|case| {
+                .zip(times)
+                .map(|(case, time)| {
                     let mut o = base.clone();
                     o.remote_case = Some(case.name);
                     o.verdict = match case.verdict {
@@ -42,7 +43,7 @@ pub fn run(
                     } else {
                         case.output
                     };
-                    o.duration = each;
+                    o.duration = time;
                     o
                 })
                 .collect()
@@ -60,8 +61,40 @@ pub fn run(
     }
 }
 
+/// Each case's time as the remote report gives it. Cases it gives none share what is left of
+/// the run's wall time, so the times still add up to the run.
+fn case_times(cases: &[RemoteCase], wall: Duration) -> Vec<Duration> {
+    let known: Duration = cases.iter().filter_map(|c| c.time).sum();
+    let unknown = cases.iter().filter(|c| c.time.is_none()).count();
+    let share = wall.saturating_sub(known) / unknown.max(1) as u32;
+    cases.iter().map(|c| c.time.unwrap_or(share)).collect()
+}
+
 fn add_facts(o: &mut Outcome, facts: &HostFacts) {
     o.properties
         .push(("host_key".into(), facts.fingerprint.clone()));
     o.properties.push(("os".into(), facts.os.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(time: Option<Duration>) -> RemoteCase {
+        RemoteCase {
+            name: "c".into(),
+            verdict: RemoteVerdict::Pass,
+            message: None,
+            output: String::new(),
+            time,
+        }
+    }
+
+    #[test]
+    fn times_come_from_the_report_and_missing_ones_share_the_rest() {
+        let s = Duration::from_secs;
+        let cases = [case(Some(s(120))), case(None), case(Some(s(1))), case(None)];
+        assert_eq!(case_times(&cases, s(125)), [s(120), s(2), s(1), s(2)]);
+        assert_eq!(case_times(&cases[..1], s(3)), [s(120)]);
+    }
 }
