@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
-# PostgreSQL cluster and sshd on loopback, runs every test in release mode, stops both.
+# PostgreSQL cluster and sshd on loopback, makes a Python virtual environment with SQLAlchemy for
+# the sample course, runs every test in release mode, stops both.
 # Arguments, if any, replace the default `--workspace -- --test-threads 2` of `cargo test`
 # (e.g. `bash scripts/test.sh --test replay -- sigkill`), for running part of the suite.
 set -euo pipefail
@@ -16,6 +17,8 @@ command -v xmllint >/dev/null || need+=(libxml2-utils)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v python3 >/dev/null || need+=(python3)
+python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
+command -v git >/dev/null || need+=(git)
 command -v cc >/dev/null || need+=(build-essential)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
@@ -108,6 +111,12 @@ export LESSONPROBE_TEST_SSH_KEY="$ssh_dir/client_key"
 export LESSONPROBE_TEST_SSH_OTHER_KEY="$ssh_dir/other_key"
 export LESSONPROBE_TEST_SSH_KNOWN_HOSTS="$ssh_dir/known_hosts"
 export LESSONPROBE_TEST_SSH_LOG="$ssh_dir/sshd.log"
+
+# --- Python for the sample course: a virtual environment with SQLAlchemy -------------------------
+log "creating a Python virtual environment with SQLAlchemy"
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --disable-pip-version-check 'sqlalchemy>=2,<3'
+export LESSONPROBE_TEST_PYTHON="$work/venv/bin/python"
 
 # --- the tests --------------------------------------------------------------------------------
 log "running the test suite"

@@ -39,6 +39,9 @@ pub enum Command {
     /// Replay a time window (or offsets) of a real topic into SQL: audit rows only, with its own
     /// consumer group, leaving the live group alone. Prints the plan; --execute runs it.
     Replay(ReplayArgs),
+    /// Rewrite the expected-output blocks of a lesson's failing document probes with the actual
+    /// output (only those bytes), and print the diff.
+    Bless(BlessArgs),
     /// Host the embedded Kafka-protocol broker (librdkafka's mock cluster) until interrupted.
     ///
     /// The first line of standard output is the bootstrap address. The mock cluster keeps only
@@ -59,6 +62,41 @@ pub struct ListArgs {
     /// Only this lesson's checkpoint.
     #[arg(long, visible_alias = "checkpoint", value_name = "N")]
     pub lesson: Option<u32>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    #[command(flatten)]
+    pub course: CourseArgs,
+}
+
+/// The course checkout whose lesson documents become probes.
+#[derive(Debug, Args)]
+pub struct CourseArgs {
+    /// The course checkout: its lessons become document probes, and `command` probes run in it
+    /// [default: ., a course only if it has lessonprobe.toml or lessons/].
+    #[arg(long, env = "LESSONPROBE_COURSE", value_name = "DIR")]
+    pub course: Option<PathBuf>,
+    /// The interpreter that replaces a leading `python`/`python3` in a lesson's run command
+    /// [default: the course's lessonprobe.toml, else python3].
+    #[arg(long, env = "LESSONPROBE_PYTHON", value_name = "INTERP")]
+    pub python: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BlessArgs {
+    /// The lesson whose document to bless.
+    #[arg(long, visible_alias = "checkpoint", value_name = "N")]
+    pub lesson: u32,
+    /// Only document probes whose id or name matches (substring, or `*` glob); repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub select: Vec<String>,
+    /// Probes run at once [default: the number of CPUs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Deadline of a probe whose course sets none (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::config::duration::parse)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub course: CourseArgs,
     #[command(flatten)]
     pub catalog: CatalogArgs,
 }
@@ -116,14 +154,20 @@ pub struct RunArgs {
     /// Show each probe's claim, output and, for exercises, the answer key.
     #[arg(long, short)]
     pub verbose: bool,
-    /// The course checkout that `command` probes run in.
-    #[arg(
-        long,
-        env = "LESSONPROBE_COURSE",
-        value_name = "DIR",
-        default_value = "."
-    )]
-    pub course: PathBuf,
+    #[command(flatten)]
+    pub course: CourseArgs,
+    /// Verify the course's lessons and project as of this git revision (extracted into a
+    /// temporary folder; the checkout is not touched).
+    #[arg(long, value_name = "REV", conflicts_with = "changed_since")]
+    pub rev: Option<String>,
+    /// Run only the checkpoints whose lesson file or project files changed since this git
+    /// revision of the course.
+    #[arg(long, value_name = "REV")]
+    pub changed_since: Option<String>,
+    /// JUnit flavour: xunit2 (the strict Jenkins schema) or xunit1 (adds file and line to
+    /// each test case, for annotations).
+    #[arg(long, value_enum, default_value_t = crate::report::junit::Family::Xunit2)]
+    pub junit_family: crate::report::junit::Family,
     /// Names this run on shared services (topics, groups, schemas, database files)
     /// [default: time and process id]. Lower-case letters, digits and '-'.
     #[arg(long, env = "LESSONPROBE_RUN_ID", value_name = "ID", value_parser = parse_run_id)]

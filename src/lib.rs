@@ -7,12 +7,15 @@ pub mod commands;
 pub mod config;
 pub mod diagnostics;
 pub mod exit;
+pub mod lesson;
+pub mod process;
 pub mod progress;
 pub mod remote;
 pub mod render;
 pub mod report;
 pub mod run;
 pub mod selector;
+pub mod wildcard;
 
 use std::process::ExitCode;
 

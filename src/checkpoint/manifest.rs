@@ -18,6 +18,9 @@ pub struct Checkpoint {
     pub lesson: u32,
     pub title: String,
     pub source: PathBuf,
+    /// The lesson document this checkpoint verifies, relative to the course root, when the
+    /// manifest names one (else the course's `lessons/NN-*.md` convention finds it).
+    pub document: Option<PathBuf>,
     pub probes: Vec<Probe>,
 }
 
@@ -32,6 +35,13 @@ pub struct Probe {
     pub backends: Vec<Backend>,
     pub timeout: Option<Duration>,
     pub expect: Option<String>,
+    /// Line of the probe in its file (the manifest's `id`, a lesson's exercise heading).
+    pub line: Option<usize>,
+    /// The part of the lesson document this probe mirrors: an exercise or snippet id for a
+    /// builtin, `*` (the whole document) for a command.
+    pub doc: Option<String>,
+    /// Set when a course is given and this probe's `expect` disagrees with the document.
+    pub drift: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +68,8 @@ pub enum ProbeKind {
         selector: String,
         script: Option<String>,
     },
+    /// An exercise or snippet of a lesson document, run in a scratch copy of the course.
+    Document(Box<crate::lesson::DocProbe>),
 }
 
 impl ProbeKind {
@@ -67,6 +79,7 @@ impl ProbeKind {
             ProbeKind::Command { .. } => "command",
             ProbeKind::Prose { .. } => "prose",
             ProbeKind::Remote { .. } => "remote",
+            ProbeKind::Document(_) => "document",
         }
     }
 }
@@ -105,6 +118,7 @@ struct RawManifest {
 struct RawCheckpoint {
     lesson: Spanned<u32>,
     title: String,
+    document: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +147,8 @@ struct RawProbe {
     // remote
     selector: Option<Spanned<String>>,
     script: Option<String>,
+    // builtin (an exercise id) or command (`*`)
+    doc: Option<Spanned<String>>,
 }
 
 /// The fields whose meaning depends on the probe's kind; each kind takes some and refuses the
@@ -148,6 +164,7 @@ struct KindFields {
     answer: Option<String>,
     selector: Option<Spanned<String>>,
     script: Option<String>,
+    doc: Option<Spanned<String>>,
 }
 
 impl KindFields {
@@ -164,6 +181,7 @@ impl KindFields {
             ("selector", self.selector.is_some()),
             ("script", self.script.is_some()),
             ("expect", self.expect.is_some()),
+            ("doc", self.doc.is_some()),
         ];
         given
             .into_iter()
@@ -203,10 +221,23 @@ pub fn parse(path: &Path, text: &str, known_builtins: &[&str]) -> Result<Checkpo
         }
         probes.push(probe.probe);
     }
+    let document = match raw.checkpoint.document {
+        None => None,
+        Some(d) if crate::lesson::is_inside(Path::new(d.get_ref())) => {
+            Some(PathBuf::from(d.into_inner()))
+        }
+        Some(d) => {
+            return Err(src.error(
+                d.span(),
+                "checkpoint.document must be a path inside the course",
+            ))
+        }
+    };
     Ok(Checkpoint {
         lesson,
         title: raw.checkpoint.title,
         source: path.to_owned(),
+        document,
         probes,
     })
 }
@@ -246,6 +277,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
         answer: raw.answer,
         selector: raw.selector,
         script: raw.script,
+        doc: raw.doc,
     };
     let kind = match raw.kind.get_ref().as_str() {
         "builtin" => at.builtin(&mut fields, known_builtins)?,
@@ -261,6 +293,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
             ))
         }
     };
+    let doc = at.doc(&mut fields, &kind)?;
     let mut backends = raw.backends;
     backends.sort_unstable();
     backends.dedup();
@@ -273,6 +306,9 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
             backends,
             timeout,
             expect: fields.expect,
+            line: Some(src.line(span.start)),
+            doc,
+            drift: None,
         },
         span,
     })
@@ -290,7 +326,7 @@ struct Kind<'s> {
 impl Kind<'_> {
     fn builtin(&self, f: &mut KindFields, known: &[&str]) -> Result<ProbeKind, Diagnostic> {
         // An exercise made executable keeps its question and answer key.
-        self.only(f, &["builtin", "question", "answer", "expect"])?;
+        self.only(f, &["builtin", "question", "answer", "expect", "doc"])?;
         let b = f.builtin.take().ok_or_else(|| self.missing("builtin"))?;
         if !known.contains(&b.get_ref().as_str()) {
             return Err(self.src.error(
@@ -314,7 +350,7 @@ impl Kind<'_> {
 
     /// A command may pin its exit status alone, without `expect`.
     fn command(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
-        self.only(f, &["argv", "cwd", "env", "requires", "expect"])?;
+        self.only(f, &["argv", "cwd", "env", "requires", "expect", "doc"])?;
         let argv = f.argv.take().ok_or_else(|| self.missing("argv"))?;
         if argv.get_ref().first().map_or(true, String::is_empty) {
             return Err(self.src.error(
@@ -347,6 +383,25 @@ impl Kind<'_> {
             selector: s.into_inner(),
             script: f.script.take(),
         })
+    }
+
+    /// `doc`: an exercise or snippet id on a builtin, `*` (the whole lesson document) on a
+    /// command.
+    fn doc(&self, f: &mut KindFields, kind: &ProbeKind) -> Result<Option<String>, Diagnostic> {
+        let Some(d) = f.doc.take() else {
+            return Ok(None);
+        };
+        let whole = d.get_ref() == "*";
+        if whole != matches!(kind, ProbeKind::Command { .. }) || d.get_ref().trim().is_empty() {
+            return Err(self.src.error(
+                d.span(),
+                format!(
+                    "probe {}: `doc` names an exercise or snippet id for a builtin, or \"*\" (the whole lesson document) for a command",
+                    self.id
+                ),
+            ));
+        }
+        Ok(Some(d.into_inner()))
     }
 
     fn only(&self, f: &KindFields, allowed: &[&str]) -> Result<(), Diagnostic> {
@@ -453,6 +508,38 @@ selector = \"tests/a.py::b\"
         assert_eq!(cp.probes[0].timeout, Some(Duration::from_secs(5)));
         assert_eq!(cp.probes[1].timeout, Some(Duration::from_secs(7)));
         assert!(matches!(cp.probes[1].kind, ProbeKind::Command { ref env, .. } if env["A"] == "1"));
+    }
+
+    #[test]
+    fn doc_links_and_documents_are_checked_and_lines_recorded() {
+        let probe = |kind: &str, doc: &str| {
+            format!("[checkpoint]\nlesson = 30\ntitle = \"t\"\ndocument = \"lessons/30.md\"\n\n[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{kind}\ndoc = \"{doc}\"\n")
+        };
+        let builtin = "kind = \"builtin\"\nbuiltin = \"apply_once_twice\"\nexpect = \"x\"";
+        let command = "kind = \"command\"\nargv = [\"true\"]";
+        let cp = parse_str(&probe(builtin, "EX-30-01")).unwrap();
+        assert_eq!(cp.document, Some(PathBuf::from("lessons/30.md")));
+        assert_eq!(cp.probes[0].doc.as_deref(), Some("EX-30-01"));
+        assert_eq!(cp.probes[0].line, Some(7));
+        assert_eq!(
+            parse_str(&probe(command, "*")).unwrap().probes[0]
+                .doc
+                .as_deref(),
+            Some("*")
+        );
+        assert!(err(&probe(builtin, "*")).contains("`doc` names an exercise or snippet id"));
+        assert!(err(&probe(command, "EX-30-01")).contains("`doc` names an exercise or snippet id"));
+        assert!(
+            err(&probe("kind = \"prose\"\nquestion = \"q\"", "EX-30-02"))
+                .contains("field `doc` does not apply to kind prose")
+        );
+        let escaping = probe(builtin, "EX-30-01").replace("lessons/30.md", "../30.md");
+        assert!(
+            err(&escaping)
+                .starts_with("30.toml:4:12: checkpoint.document must be a path inside the course"),
+            "{}",
+            err(&escaping)
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! finds and selects them.
 
 mod catalog;
+mod documents;
 mod error;
 mod manifest;
 mod select;

@@ -5,7 +5,10 @@ use crate::cli::ListArgs;
 use crate::exit::{Code, Error};
 
 pub fn list(args: ListArgs) -> Result<Code, Error> {
-    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    if let Some(course) = super::course::OpenCourse::find(&args.course, None)? {
+        course.attach(&mut catalog, false)?;
+    }
     let selection = Selection::new(&catalog, args.lesson, &[])?;
     for (checkpoint, probes) in &selection.checkpoints {
         println!(
@@ -19,6 +22,7 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
                 ProbeKind::Prose { .. } => "-".to_owned(),
                 ProbeKind::Remote { .. } => "remote host".to_owned(),
                 ProbeKind::Command { .. } => "local command".to_owned(),
+                ProbeKind::Document(doc) => format!("{}:{}", doc.file.display(), doc.line),
                 ProbeKind::Builtin { .. } if probe.backends.is_empty() => "in process".to_owned(),
                 ProbeKind::Builtin { .. } => probe
                     .backends
@@ -28,7 +32,7 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
                     .join(", "),
             };
             println!(
-                "  {:<10} {:<66} {:<8} {}",
+                "  {:<24} {:<66} {:<8} {}",
                 probe.id,
                 probe.name,
                 probe.kind.label(),

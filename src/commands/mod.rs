@@ -1,6 +1,8 @@
 //! One module per subcommand: each turns its parsed arguments into work and an exit code.
 
+pub mod bless;
 pub mod broker;
+mod course;
 pub mod hosts;
 pub mod list;
 pub mod remote;
@@ -22,6 +24,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::List(args)) => list::list(args),
         Some(Command::Broker(args)) => broker::broker(args),
+        Some(Command::Bless(args)) => bless::bless(args),
         Some(Command::Replay(args)) => replay::replay(args),
         Some(Command::Remote(args)) => remote::remote(args),
         Some(Command::Hosts(args)) => hosts::hosts(args),

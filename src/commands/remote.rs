@@ -18,6 +18,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         lesson: args.checkpoint,
         title,
         source: PathBuf::from("--selector"),
+        document: None,
         probes: vec![Probe {
             id: "remote".into(),
             name: "selector".into(),
@@ -29,6 +30,9 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
             backends: Vec::new(),
             timeout: Some(args.timeout),
             expect: None,
+            line: None,
+            doc: None,
+            drift: None,
         }],
     };
     let selection = Selection {
@@ -49,6 +53,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         format: args.format,
         verbose: false,
         strict: args.strict,
+        junit_family: crate::report::junit::Family::default(),
     };
     execute_and_report(&selection, &config, &new_run_id(), &reporting)
 }

@@ -14,6 +14,8 @@ use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
+use super::course::OpenCourse;
+
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
 fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
     let postgres_env = std::env::var("LESSONPROBE_POSTGRES").ok();
@@ -38,7 +40,21 @@ fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
-    let catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
+    let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    if let Some(course) = &course {
+        course.attach(&mut catalog, args.strict)?;
+    }
+    if let Some(rev) = &args.changed_since {
+        let course = course.as_ref().ok_or_else(|| {
+            Error::Usage("--changed-since needs a course: give --course DIR".into())
+        })?;
+        let kept = course.keep_changed(&mut catalog, rev)?;
+        if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
+            println!("nothing to verify: no lesson file or project file changed since {rev}");
+            return Ok(Code::Ok);
+        }
+    }
     let selection = Selection::new(&catalog, args.lesson, &args.select)?;
     let wants_remote = selection
         .checkpoints
@@ -51,7 +67,9 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             usize::from,
         ),
         default_timeout: args.timeout,
-        course_root: args.course.clone(),
+        course_root: course
+            .as_ref()
+            .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
         remote: super::remote_host(&args.hosts, wants_remote)?,
@@ -66,6 +84,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         format: args.format,
         verbose: args.verbose,
         strict: args.strict,
+        junit_family: args.junit_family,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     execute_and_report(&selection, &config, &run_id, &report)
@@ -86,6 +105,7 @@ pub(super) struct Reporting {
     pub format: Format,
     pub verbose: bool,
     pub strict: bool,
+    pub junit_family: crate::report::junit::Family,
 }
 
 /// Plans and executes the selection, feeds the run's events to the reporters (JUnit first,
@@ -100,7 +120,7 @@ pub(super) fn execute_and_report(
     let plan = Plan::new(selection, config);
     let mut reporters = Reporters::default();
     if let Some(path) = &reporting.junit {
-        reporters.add(Junit::new(path));
+        reporters.add(Junit::new(path).with_family(reporting.junit_family));
     }
     match reporting.format {
         Format::Human => {

@@ -16,6 +16,7 @@ use crate::run::{Outcome, RunEvent, Verdict};
 /// Gathers the run's outcomes and writes them to `path` when the run is over.
 pub struct Junit {
     path: PathBuf,
+    family: Family,
     gathered: Gathered,
 }
 
@@ -23,8 +24,15 @@ impl Junit {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Junit {
             path: path.into(),
+            family: Family::default(),
             gathered: Gathered::default(),
         }
+    }
+
+    /// Writes this dialect instead of the default xunit2.
+    pub fn with_family(mut self, family: Family) -> Self {
+        self.family = family;
+        self
     }
 }
 
@@ -34,18 +42,32 @@ impl Reporter for Junit {
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
-        let xml = render(&self.gathered.outcomes(), self.gathered.wall).map_err(|source| {
-            ReportError::Render {
+        let xml = render(&self.gathered.outcomes(), self.gathered.wall, self.family).map_err(
+            |source| ReportError::Render {
                 path: self.path.clone(),
                 source,
-            }
-        })?;
+            },
+        )?;
         write(&self.path, &xml)
     }
 }
 
+/// Which JUnit dialect to write, as pytest's `junit_family` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Family {
+    /// `file` and `line` on every test case that has them (GitHub and GitLab annotations).
+    Xunit1,
+    /// The strict Jenkins schema: no `file` or `line` on test cases.
+    #[default]
+    Xunit2,
+}
+
 /// Renders the outcomes, grouped by lesson in the order they come.
-pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, SerializeError> {
+pub fn render(
+    outcomes: &[Outcome],
+    wall: Duration,
+    family: Family,
+) -> Result<String, SerializeError> {
     let now = chrono::Local::now().fixed_offset();
     let hostname = hostname();
     let mut report = Report::new("lessonprobe");
@@ -68,7 +90,16 @@ pub fn render(outcomes: &[Outcome], wall: Duration) -> Result<String, SerializeE
                     value.as_str(),
                 ));
             }
-            suite.add_test_case(test_case(lesson, o));
+            let mut case = test_case(lesson, o);
+            if family == Family::Xunit1 {
+                if let Some(file) = &o.file {
+                    case.extra.insert("file".into(), file.as_str().into());
+                }
+                if let Some(line) = o.line {
+                    case.extra.insert("line".into(), line.to_string().into());
+                }
+            }
+            suite.add_test_case(case);
         }
         report.add_test_suite(suite);
     }

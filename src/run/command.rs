@@ -2,11 +2,9 @@
 //! group when its deadline passes.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
+use std::time::Duration;
 
 pub struct Finished {
     pub status: Option<ExitStatus>,
@@ -25,55 +23,12 @@ pub fn run(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty argv"))?;
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
-    let pgid = child.id() as libc::pid_t;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let started = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if started.elapsed() >= deadline {
-            timed_out = true;
-            kill_group(pgid);
-            break child.wait()?;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    // The leader is gone; whatever it left in its group goes with it, so the pipes close.
-    kill_group(pgid);
+    let done = crate::process::run(program, args, cwd, env, deadline)?;
     Ok(Finished {
-        status: (!timed_out).then_some(status),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        timed_out,
-    })
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
-}
-
-fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
+        status: done.status,
+        stdout: done.stdout.text,
+        stderr: done.stderr.text,
+        timed_out: done.timed_out,
     })
 }
 

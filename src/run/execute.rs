@@ -10,7 +10,7 @@ use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, PlannedCase};
-use super::{command, remote, Outcome, RemoteHost, RunConfig, Verdict};
+use super::{command, document, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
 
 /// Why a case that ran has no output to judge. Its verdict is FAIL when the claim did not
@@ -75,7 +75,7 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     let (verdict, reason) = match &case.decision {
         Decision::Skip(reason) => (Verdict::Skip, reason),
         Decision::Pending(reason) => (Verdict::Pending, reason),
-        Decision::Run => return None,
+        Decision::Run | Decision::FromDocument => return None,
     };
     let mut outcome = Outcome::of(case);
     outcome.verdict = verdict;
@@ -96,6 +96,9 @@ pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str)
         (&probe.kind, &config.remote)
     {
         return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
+    }
+    if let ProbeKind::Document(doc) = &probe.kind {
+        return vec![document::run(outcome, doc, deadline)];
     }
     let started = Instant::now();
     let result = match &probe.kind {
@@ -125,13 +128,20 @@ pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str)
         ProbeKind::Remote { .. } => Err(CaseError::NoRemoteHost(
             config.remote.unavailable_reason().unwrap_or_default(),
         )),
-        ProbeKind::Prose { .. } => Err(CaseError::NotLocal),
+        ProbeKind::Prose { .. } | ProbeKind::Document(_) => Err(CaseError::NotLocal),
     };
     outcome.duration = started.elapsed();
     match result {
         Ok(output) => {
             outcome.output = output;
             judge(&mut outcome);
+            if let Some(drift) = &probe.drift {
+                outcome.verdict = Verdict::Fail;
+                outcome.message = Some(match outcome.message.take() {
+                    Some(m) => format!("{drift}; {m}"),
+                    None => drift.clone(),
+                });
+            }
         }
         Err(e) => {
             outcome.verdict = e.verdict();

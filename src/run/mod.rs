@@ -2,6 +2,7 @@
 //! deadlines and a concurrency limit, and the run told as events to whatever reports it.
 
 mod command;
+mod document;
 mod events;
 mod execute;
 mod outcome;

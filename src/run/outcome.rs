@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::PlannedCase;
 use crate::checkpoint::ProbeKind;
+use crate::lesson::DocBody;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -56,6 +57,10 @@ pub struct Outcome {
     /// The remote test case this outcome reports, when a selector yielded several.
     pub remote_case: Option<String>,
     pub properties: Vec<(String, String)>,
+    /// Where the probe is written: its manifest, or its lesson file.
+    pub file: Option<String>,
+    /// The probe's line in that file, where known.
+    pub line: Option<usize>,
 }
 
 impl Outcome {
@@ -79,16 +84,52 @@ impl Outcome {
                 ProbeKind::Prose { answer, .. } | ProbeKind::Builtin { answer, .. } => {
                     answer.clone()
                 }
+                ProbeKind::Document(doc) => match &doc.body {
+                    DocBody::Prose { answer } => Some(answer.clone()),
+                    _ => None,
+                },
                 _ => None,
             },
             duration: Duration::ZERO,
             host: None,
             remote_case: None,
             properties: Vec::new(),
+            file: Some(
+                match &probe.kind {
+                    ProbeKind::Document(doc) => doc.file.display(),
+                    _ => case.checkpoint.source.display(),
+                }
+                .to_string(),
+            ),
+            line: probe.line,
+        }
+    }
+
+    /// A failure's message starts with where the probe is written, unless it names it already.
+    pub fn locate_message(&mut self) {
+        if !matches!(self.verdict, Verdict::Fail | Verdict::Error) {
+            return;
+        }
+        let (Some(location), Some(file)) = (self.location(), self.file.as_deref()) else {
+            return;
+        };
+        match &self.message {
+            Some(m) if m.contains(file) => {}
+            Some(m) => self.message = Some(format!("{location}: {m}")),
+            None => self.message = Some(location),
         }
     }
 
     /// The case's name in reports: id, name, and the backend where the probe has several.
+    /// `file:line` (or `file`) of the probe, for messages and annotations.
+    pub fn location(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(match self.line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_owned(),
+        })
+    }
+
     pub fn display_name(&self) -> String {
         display_name(
             &self.id,

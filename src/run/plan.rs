@@ -7,6 +7,7 @@ use lessonprobe_probes::DbTarget;
 
 use super::RunConfig;
 use crate::checkpoint::{Backend, Checkpoint, Probe, ProbeKind, Selection};
+use crate::lesson::DocBody;
 
 /// One SQL backend chosen with `--db`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub enum Decision {
     Run,
     Skip(String),
     Pending(String),
+    /// The course's own verifier is absent: the verdicts of the lesson document's probes
+    /// answer this probe, once they are known.
+    FromDocument,
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +74,12 @@ impl<'a> Plan<'a> {
         let mut cases = Vec::new();
         for (checkpoint, probes) in &selection.checkpoints {
             for probe in probes {
-                for (sql, decision) in decide(probe, config) {
+                for (sql, mut decision) in decide(probe, config) {
+                    if matches!(decision, Decision::Skip(_))
+                        && super::document::answers_for_document(checkpoint, probe)
+                    {
+                        decision = Decision::FromDocument;
+                    }
                     cases.push(PlannedCase {
                         checkpoint,
                         probe,
@@ -89,6 +98,9 @@ fn decide(probe: &Probe, config: &RunConfig) -> Vec<(Option<SqlTarget>, Decision
         ProbeKind::Prose { .. } => Some(Decision::Skip(
             "prose exercise: answered in writing, no executable form".into(),
         )),
+        ProbeKind::Document(doc) if matches!(doc.body, DocBody::Prose { .. }) => Some(
+            Decision::Skip("prose exercise: answered in writing, no executable form".into()),
+        ),
         ProbeKind::Remote { selector, .. } => config
             .remote
             .pending_reason(selector)

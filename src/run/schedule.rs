@@ -51,6 +51,10 @@ pub fn execute(
                 while interrupt.requested().is_none() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(case) = cases.get(i) else { break };
+                    // Answered once the lesson document's probes are done, below.
+                    if case.decision == Decision::FromDocument {
+                        continue;
+                    }
                     let runs = case.decision == Decision::Run;
                     if runs && tx.send(Progress::Started(i)).is_err() {
                         break;
@@ -75,7 +79,8 @@ pub fn execute(
                             case: &cases[index],
                         });
                     }
-                    Ok(Progress::Finished(index, outcomes)) => {
+                    Ok(Progress::Finished(index, mut outcomes)) => {
+                        outcomes.iter_mut().for_each(Outcome::locate_message);
                         sink(&RunEvent::CaseFinished {
                             index,
                             case: &cases[index],
@@ -98,6 +103,9 @@ pub fn execute(
             }
         }
     });
+    if interrupted.is_none() {
+        answer_from_documents(plan, config, &mut slots, &mut sink);
+    }
     let mut counts = Counts::default();
     for slot in &slots {
         if let Slot::Done(outcomes) = slot {
@@ -111,6 +119,39 @@ pub fn execute(
     };
     sink(&RunEvent::RunFinished { summary });
     summary
+}
+
+/// Cases answered by their lesson document, once its probes' outcomes are known.
+fn answer_from_documents(
+    plan: &Plan<'_>,
+    config: &RunConfig,
+    slots: &mut [Slot],
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    for (index, case) in plan.cases.iter().enumerate() {
+        if case.decision != Decision::FromDocument {
+            continue;
+        }
+        sink(&RunEvent::CaseStarted { index, case });
+        let done: Vec<Outcome> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Done(outcomes) => Some(outcomes.iter().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let mut outcome =
+            super::document::answer(Outcome::of(case), case.checkpoint, &done, config);
+        outcome.locate_message();
+        let outcomes = vec![outcome];
+        sink(&RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes: &outcomes,
+        });
+        slots[index] = Slot::Done(outcomes);
+    }
 }
 
 /// Announces the interruption and finishes every case that has not finished: ERROR
@@ -198,7 +239,7 @@ mod tests {
     #[test]
     fn every_case_starts_and_finishes_in_order_between_run_started_and_finished() {
         let mut seen = Vec::new();
-        let summary = testing::run(None, |e| seen.push(describe(e)));
+        let summary = testing::run(None, |e| seen.push(testing::without_temp_dir(&describe(e))));
         assert_eq!(
             seen,
             [
@@ -209,7 +250,7 @@ mod tests {
                 "case 1 finished PASS ",
                 "case 2 finished SKIP prose exercise: answered in writing, no executable form",
                 "case 3 started",
-                "case 3 finished FAIL exited with status 3",
+                "case 3 finished FAIL 90.toml:30: exited with status 3",
                 "finished 2 passed, 1 failed, 0 errors, 1 skipped, 0 pending",
             ]
         );

@@ -73,3 +73,15 @@ pub(crate) fn run(interrupt_at: Option<usize>, mut sink: impl FnMut(&RunEvent<'_
         sink(event);
     })
 }
+
+/// `line` with the temporary folder before `90.toml` removed, so messages that name where a
+/// probe is written compare equal across runs.
+pub(crate) fn without_temp_dir(line: &str) -> String {
+    match line.find("/90.toml") {
+        Some(i) => {
+            let start = line[..i].rfind(' ').map_or(0, |s| s + 1);
+            format!("{}{}", &line[..start], &line[i + 1..])
+        }
+        None => line.to_owned(),
+    }
+}

@@ -26,11 +26,36 @@ pub fn lessonprobe(cwd: &Path) -> Command {
         "LESSONPROBE_HOSTS",
         "TICKETFLOW_REMOTE_TESTS",
         "LESSONPROBE_RUN_ID",
+        "LESSONPROBE_COURSE",
+        "LESSONPROBE_PYTHON",
         "NO_COLOR",
     ] {
         cmd.env_remove(var);
     }
     cmd
+}
+
+/// Whether the process whose pid is in `pid_file` is gone (or a zombie) within 5 s: a SIGKILL
+/// takes effect when the process is next scheduled, which on a loaded machine is not at once.
+pub fn process_gone(pid_file: &Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file)
+        .unwrap_or_else(|e| panic!("read {}: {e}", pid_file.display()));
+    let started = Instant::now();
+    loop {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+        let running = status
+            .lines()
+            .any(|l| l.starts_with("State:") && !l.contains('Z'));
+        if !running {
+            return true;
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            eprintln!("process {} still running: {status}", pid.trim());
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub fn in_ci() -> bool {
@@ -65,12 +90,17 @@ pub fn tool(name: &str) -> bool {
 
 /// Validates a JUnit file against the schema with xmllint; panics with xmllint's words if invalid.
 pub fn validate_junit(path: &Path) {
+    validate_against(path, "junit-10.xsd");
+}
+
+/// Validates a JUnit file against `tests/schemas/SCHEMA` with xmllint.
+pub fn validate_against(path: &Path, schema: &str) {
     if !tool("xmllint") {
         return;
     }
     let out = Command::new("xmllint")
         .args(["--noout", "--schema"])
-        .arg(repo().join("tests/schemas/junit-10.xsd"))
+        .arg(repo().join("tests/schemas").join(schema))
         .arg(path)
         .output()
         .expect("run xmllint");

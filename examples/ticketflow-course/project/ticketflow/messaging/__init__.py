@@ -1,0 +1,1 @@
+"""Messaging: audit events, the audit consumer, and bounded replay."""

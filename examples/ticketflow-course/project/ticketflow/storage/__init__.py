@@ -1,0 +1,1 @@
+"""Durable storage: the SQL audit projection."""

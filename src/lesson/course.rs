@@ -1,0 +1,327 @@
+//! A course checkout: its optional `lessonprobe.toml` (where lessons live, the default run-from
+//! folder, the Python interpreter, a deadline, extra label words) and its lesson files.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::document::{self, LessonDoc};
+use super::labels::Labels;
+use super::CourseError;
+
+/// The course configuration file at the root of a course checkout.
+pub const CONFIG_FILE: &str = "lessonprobe.toml";
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    lessons: Option<Spanned<String>>,
+    run_from: Option<Spanned<String>>,
+    python: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    labels: RawLabels,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLabels {
+    #[serde(default)]
+    save: Vec<String>,
+    #[serde(default)]
+    run: Vec<String>,
+    #[serde(default)]
+    expected: Vec<String>,
+    #[serde(default)]
+    no_run: Vec<String>,
+}
+
+/// A course checkout and how its lessons are written.
+#[derive(Debug, Clone)]
+pub struct Course {
+    /// Where its files are read (a temporary tree when verifying a git revision).
+    pub root: PathBuf,
+    /// How the root is shown in messages and reports.
+    pub shown: PathBuf,
+    /// The lessons folder, relative to the root.
+    pub lessons: PathBuf,
+    lessons_configured: bool,
+    /// The default run-from folder, relative to the root.
+    pub run_from: PathBuf,
+    /// The interpreter put in place of a leading `python`/`python3` of a run command.
+    pub python: String,
+    /// The deadline of each document probe, when the course sets one.
+    pub timeout: Option<Duration>,
+    pub labels: Labels,
+    /// Info-string words that mark a fenced block as not meant to run.
+    pub no_run: Vec<String>,
+}
+
+impl Course {
+    /// The course in `dir`. An `explicit` folder (given with `--course` or
+    /// `LESSONPROBE_COURSE`) must exist; the default `.` is a course only when it holds
+    /// `lessonprobe.toml` or a `lessons/` folder.
+    pub fn find(dir: &Path, explicit: bool) -> Result<Option<Course>, CourseError> {
+        if !dir.is_dir() {
+            return match explicit {
+                true => Err(CourseError::Missing(dir.to_owned())),
+                false => Ok(None),
+            };
+        }
+        if !explicit && !dir.join(CONFIG_FILE).is_file() && !dir.join("lessons").is_dir() {
+            return Ok(None);
+        }
+        Course::open(dir, dir).map(Some)
+    }
+
+    /// Reads the course at `root`, showing its paths under `shown`.
+    pub fn open(root: &Path, shown: &Path) -> Result<Course, CourseError> {
+        let config_path = root.join(CONFIG_FILE);
+        let shown_config = show(shown, Path::new(CONFIG_FILE));
+        let (raw, text) = match std::fs::read(&config_path) {
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|e| CourseError::Lesson {
+                    path: shown_config.clone(),
+                    line: line_of(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
+                    message: "not valid UTF-8".into(),
+                })?;
+                let raw: RawConfig = toml::from_str(&text).map_err(|e| {
+                    config_error(&shown_config, &text, e.span().unwrap_or(0..0), e.message())
+                })?;
+                (raw, text)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (RawConfig::default(), String::new())
+            }
+            Err(e) => return Err(CourseError::io(&config_path, e)),
+        };
+        let at = |span: std::ops::Range<usize>, message: String| {
+            config_error(&shown_config, &text, span, &message)
+        };
+        let folder = |value: Option<Spanned<String>>, default: &str, what: &str| {
+            let Some(value) = value else {
+                return Ok((PathBuf::from(default), false));
+            };
+            let path = PathBuf::from(value.get_ref());
+            if !is_inside(&path) {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "{what} {:?} must be a folder inside the course",
+                        value.get_ref()
+                    ),
+                ));
+            }
+            if !root.join(&path).is_dir() {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "{what} folder {:?} does not exist in the course",
+                        value.get_ref()
+                    ),
+                ));
+            }
+            Ok((path, true))
+        };
+        let (lessons, lessons_configured) = folder(raw.lessons, "lessons", "lessons")?;
+        let (run_from, _) = folder(raw.run_from, "project", "run_from")?;
+        let python = match raw.python {
+            Some(p) if p.get_ref().trim().is_empty() => {
+                return Err(at(p.span(), "python must name an interpreter".into()))
+            }
+            Some(p) => p.into_inner(),
+            None => "python3".to_owned(),
+        };
+        let timeout = match raw.timeout {
+            Some(t) => Some(
+                crate::config::duration::parse(t.get_ref())
+                    .map_err(|e| at(t.span(), format!("timeout {e}")))?,
+            ),
+            None => None,
+        };
+        let labels = Labels::new(&raw.labels.save, &raw.labels.run, &raw.labels.expected)
+            .map_err(|e| at(0..0, format!("[labels] {e}")))?;
+        Ok(Course {
+            root: root.to_owned(),
+            shown: shown.to_owned(),
+            lessons,
+            lessons_configured,
+            run_from,
+            python,
+            timeout,
+            labels,
+            no_run: ["no-run".to_owned()]
+                .into_iter()
+                .chain(raw.labels.no_run)
+                .collect(),
+        })
+    }
+
+    /// How `relative` (a path inside the course) is shown.
+    pub fn show(&self, relative: &Path) -> PathBuf {
+        show(&self.shown, relative)
+    }
+
+    /// Every lesson document: the files manifests name for their lesson (`named`, relative to
+    /// the course root), and the course's `lessons/NN-*.md` files by their leading number.
+    pub fn documents(&self, named: &[(u32, PathBuf)]) -> Result<Vec<LessonDoc>, CourseError> {
+        let mut files: Vec<(u32, PathBuf)> = Vec::new();
+        for (lesson, path) in named {
+            if !self.root.join(path).is_file() {
+                return Err(CourseError::Document {
+                    path: self.show(path),
+                    message: format!(
+                        "lesson {lesson}'s manifest names this document, which the course does not have"
+                    ),
+                });
+            }
+            files.push((*lesson, path.clone()));
+        }
+        let dir = self.root.join(&self.lessons);
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                let mut found = Vec::new();
+                for entry in entries {
+                    let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
+                    let name = name.to_string_lossy();
+                    if name.starts_with('.') || !name.ends_with(".md") {
+                        continue;
+                    }
+                    let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+                    if let Ok(lesson) = digits.parse::<u32>() {
+                        found.push((lesson, self.lessons.join(name.as_ref())));
+                    }
+                }
+                found.sort();
+                for (lesson, path) in found {
+                    if files.iter().any(|(_, p)| *p == path) {
+                        continue;
+                    }
+                    if let Some((_, other)) = files.iter().find(|(l, _)| *l == lesson) {
+                        return Err(CourseError::Document {
+                            path: self.show(&path),
+                            message: format!(
+                                "lesson {lesson} already has a document: {}",
+                                self.show(other).display()
+                            ),
+                        });
+                    }
+                    files.push((lesson, path));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.lessons_configured => {}
+            Err(e) => return Err(CourseError::io(&dir, e)),
+        }
+        files.sort();
+        files
+            .iter()
+            .map(|(lesson, path)| {
+                let source = self.root.join(path);
+                let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
+                document::parse(self, *lesson, path, &bytes)
+            })
+            .collect()
+    }
+}
+
+/// `shown/relative` without a leading `./`.
+fn show(shown: &Path, relative: &Path) -> PathBuf {
+    let joined = shown.join(relative);
+    match joined.strip_prefix(".") {
+        Ok(rest) if !rest.as_os_str().is_empty() => rest.to_owned(),
+        _ => joined,
+    }
+}
+
+/// A relative path that stays inside its folder: no root, no `..`.
+pub fn is_inside(path: &Path) -> bool {
+    !path.as_os_str().is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// 1-based line of the end of `before`.
+pub(super) fn line_of(before: &[u8]) -> usize {
+    before.iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+fn config_error(
+    path: &Path,
+    text: &str,
+    span: std::ops::Range<usize>,
+    message: &str,
+) -> CourseError {
+    let before = &text[..span.start.min(text.len())];
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    CourseError::Config {
+        path: path.to_owned(),
+        line: line_of(before.as_bytes()),
+        column,
+        message: message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_explicit_course_is_an_error_and_a_bare_folder_is_no_course() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("typo");
+        assert!(matches!(
+            Course::find(&missing, true),
+            Err(CourseError::Missing(_))
+        ));
+        assert!(Course::find(&missing, false).unwrap().is_none());
+        assert!(Course::find(dir.path(), false).unwrap().is_none());
+        let course = Course::find(dir.path(), true).unwrap().unwrap();
+        assert_eq!(course.run_from, PathBuf::from("project"));
+        assert_eq!(course.python, "python3");
+        assert!(course.documents(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn config_errors_name_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |text: &str| std::fs::write(dir.path().join(CONFIG_FILE), text).unwrap();
+        let err = |text: &str| {
+            write(text);
+            Course::open(dir.path(), Path::new("c"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("python = \"py\"\ncolour = 1\n"),
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `labels`"
+        );
+        assert!(err("run_from = \"app\"\n")
+            .starts_with("c/lessonprobe.toml:1:12: run_from folder \"app\" does not exist"));
+        assert!(err("lessons = \"../x\"\n").contains("must be a folder inside the course"));
+        assert!(err("timeout = \"soon\"\n").contains("timeout \"soon\" is not a duration"));
+        assert!(err("[labels]\nsave = [\"Keep it\"]\n").contains("must contain {file}"));
+        std::fs::create_dir(dir.path().join("app")).unwrap();
+        write("run_from = \"app\"\npython = \"python3.12\"\ntimeout = \"5s\"\n[labels]\nrun = [\"Command\"]\n");
+        let c = Course::open(dir.path(), Path::new(".")).unwrap();
+        assert_eq!(c.run_from, PathBuf::from("app"));
+        assert_eq!(c.python, "python3.12");
+        assert_eq!(c.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(
+            c.show(Path::new("lessons/30.md")),
+            PathBuf::from("lessons/30.md")
+        );
+    }
+
+    #[test]
+    fn paths_must_stay_inside() {
+        assert!(is_inside(Path::new("a/b.py")));
+        assert!(is_inside(Path::new("./a.py")));
+        assert!(!is_inside(Path::new("../x")));
+        assert!(!is_inside(Path::new("a/../../x")));
+        assert!(!is_inside(Path::new("/etc/passwd")));
+        assert!(!is_inside(Path::new("")));
+    }
+}

@@ -1,0 +1,862 @@
+//! One lesson file parsed into document probes: exercises (`### Answer EX-30-01 [code]`) and
+//! snippets (a save label outside an exercise), each with its saved files, run command and
+//! expected output bound through the prose labels, and the runnable blocks nothing collected.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
+use regex::Regex;
+
+use super::course::{is_inside, line_of, Course};
+use super::labels::Label;
+use super::CourseError;
+
+/// Fence languages that look runnable: such a block must be bound, in a prose exercise, or
+/// marked not-to-run.
+const RUNNABLE: &[&str] = &[
+    "python", "python3", "py", "bash", "sh", "shell", "console", "zsh",
+];
+
+/// One lesson's document and the probes it yields.
+#[derive(Debug, Clone)]
+pub struct LessonDoc {
+    pub lesson: u32,
+    /// The first level-1 heading, or the file name.
+    pub title: String,
+    /// The file as shown in messages (under the course folder as given).
+    pub file: PathBuf,
+    /// The file inside the course, relative to its root.
+    pub relative: PathBuf,
+    pub probes: Vec<DocProbe>,
+    /// Lines of runnable-looking blocks that no label binds.
+    pub uncollected: Vec<usize>,
+}
+
+/// An exercise or snippet of a lesson.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocProbe {
+    /// `EX-30-01`, or a snippet's file name.
+    pub id: String,
+    /// The saved file's name, `exercise` or `snippet`.
+    pub name: String,
+    pub lesson: u32,
+    /// The lesson file as shown, and the line of the exercise heading or the snippet's label.
+    pub file: PathBuf,
+    pub line: usize,
+    /// The exercise heading, or what the snippet saves.
+    pub title: String,
+    pub body: DocBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocBody {
+    Code(Box<CodeProbe>),
+    /// A `[prose]` exercise: never run; its text is the answer key.
+    Prose {
+        answer: String,
+    },
+    /// Runnable-looking blocks at these lines that nothing collects (a check of the whole
+    /// document, made under `--strict`).
+    Uncollected {
+        lines: Vec<usize>,
+    },
+}
+
+/// What a code exercise or snippet runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeProbe {
+    /// The folder copied for each run, as read (inside the course root).
+    pub run_from: PathBuf,
+    /// The same folder as named in the lesson (`project/`).
+    pub run_from_label: String,
+    pub files: Vec<SavedFile>,
+    pub command: Block,
+    pub expected: Option<Block>,
+    pub python: String,
+    pub timeout: Option<Duration>,
+    /// The lesson file itself, for rewriting an expected block.
+    pub source: PathBuf,
+}
+
+/// A file the lesson tells the student to save, relative to the run-from folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedFile {
+    pub path: PathBuf,
+    pub content: String,
+    pub line: usize,
+}
+
+/// A fenced block: where it is and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// Line of the opening fence.
+    pub line: usize,
+    /// The info string's first word (`python`, `bash`, `text`).
+    pub lang: String,
+    pub content: String,
+    /// The bytes between the opening and the closing fence lines.
+    pub content_range: Range<usize>,
+    /// What precedes the fence on its line (indentation, list or quote markers).
+    pub prefix: String,
+}
+
+/// A label waiting for its fenced block.
+struct Pending {
+    label: Label,
+    line: usize,
+}
+
+/// The parts of one exercise or snippet, as they are bound.
+#[derive(Default)]
+struct Parts {
+    files: Vec<(SavedFile, String, usize)>,
+    command: Option<Block>,
+    expected: Option<Block>,
+}
+
+struct Exercise {
+    id: String,
+    code: bool,
+    level: usize,
+    line: usize,
+    title: String,
+    answer: String,
+    parts: Parts,
+}
+
+struct Snippet {
+    line: usize,
+    parts: Parts,
+}
+
+/// Parses the lesson file at `relative` (inside the course) whose bytes are `bytes`.
+pub fn parse(
+    course: &Course,
+    lesson: u32,
+    relative: &Path,
+    bytes: &[u8],
+) -> Result<LessonDoc, CourseError> {
+    let file = course.show(relative);
+    let text = std::str::from_utf8(bytes).map_err(|e| CourseError::Lesson {
+        path: file.clone(),
+        line: line_of(&bytes[..e.valid_up_to()]),
+        message: format!(
+            "not valid UTF-8 (byte offset {}); save the lesson as UTF-8",
+            e.valid_up_to()
+        ),
+    })?;
+    Parse::new(course, lesson, relative, file, text).run()
+}
+
+struct Parse<'a> {
+    course: &'a Course,
+    lesson: u32,
+    relative: &'a Path,
+    file: PathBuf,
+    text: &'a str,
+    line_starts: Vec<usize>,
+    exercise_id: Regex,
+    title: Option<String>,
+    exercise: Option<Exercise>,
+    snippet: Option<Snippet>,
+    pending: Option<Pending>,
+    probes: Vec<DocProbe>,
+    uncollected: Vec<usize>,
+    ids: HashMap<String, usize>,
+}
+
+impl<'a> Parse<'a> {
+    fn new(
+        course: &'a Course,
+        lesson: u32,
+        relative: &'a Path,
+        file: PathBuf,
+        text: &'a str,
+    ) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Parse {
+            course,
+            lesson,
+            relative,
+            file,
+            text,
+            line_starts,
+            exercise_id: Regex::new(r"\bEX-(\d+)-(\d+)\b").unwrap_or_else(|_| unreachable!()),
+            title: None,
+            exercise: None,
+            snippet: None,
+            pending: None,
+            probes: Vec::new(),
+            uncollected: Vec::new(),
+            ids: HashMap::new(),
+        }
+    }
+
+    fn line(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&s| s <= offset)
+    }
+
+    fn error(&self, line: usize, message: impl Into<String>) -> CourseError {
+        CourseError::Lesson {
+            path: self.file.clone(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    fn run(mut self) -> Result<LessonDoc, CourseError> {
+        let mut inline: Option<String> = None;
+        let mut code: Option<(Range<usize>, String, String)> = None;
+        let mut heading_level = 0;
+        for (event, range) in Parser::new(self.text).into_offset_iter() {
+            match event {
+                Event::Start(Tag::Heading { level, .. }) => {
+                    self.unbound(range.start, "a heading")?;
+                    heading_level = level as usize;
+                    inline = Some(String::new());
+                }
+                Event::End(TagEnd::Heading(_)) => {
+                    let text = inline.take().unwrap_or_default();
+                    self.heading(heading_level, text.trim(), self.line(range.start))?;
+                }
+                Event::Start(Tag::Paragraph) => {
+                    self.unbound(range.start, "a paragraph")?;
+                    inline = Some(String::new());
+                }
+                Event::End(TagEnd::Paragraph) => {
+                    let text = inline.take().unwrap_or_default();
+                    self.paragraph(&text, self.line(range.start))?;
+                }
+                Event::Start(Tag::BlockQuote(_) | Tag::Table(_)) => {
+                    self.unbound(range.start, "a quote or table")?;
+                }
+                Event::Start(Tag::CodeBlock(kind)) => {
+                    let info = match kind {
+                        CodeBlockKind::Fenced(info) => info.to_string(),
+                        CodeBlockKind::Indented => String::new(),
+                    };
+                    code = Some((range, info, String::new()));
+                }
+                Event::End(TagEnd::CodeBlock) => {
+                    if let Some((range, info, content)) = code.take() {
+                        self.code_block(range, &info, content)?;
+                    }
+                }
+                Event::Text(t) => match (&mut code, &mut inline) {
+                    (Some((_, _, content)), _) => content.push_str(&t),
+                    (None, Some(s)) => s.push_str(&t),
+                    _ => {}
+                },
+                Event::Code(t) => {
+                    if let Some(s) = &mut inline {
+                        s.push('`');
+                        s.push_str(&t);
+                        s.push('`');
+                    }
+                }
+                Event::SoftBreak | Event::HardBreak => {
+                    if let Some(s) = &mut inline {
+                        s.push('\n');
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.unbound(self.text.len(), "the end of the lesson")?;
+        self.finish_snippet()?;
+        self.finish_exercise()?;
+        let title = self.title.clone().unwrap_or_else(|| {
+            self.relative
+                .file_stem()
+                .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+        });
+        Ok(LessonDoc {
+            lesson: self.lesson,
+            title,
+            file: self.file,
+            relative: self.relative.to_owned(),
+            probes: self.probes,
+            uncollected: self.uncollected,
+        })
+    }
+
+    /// A label followed by something other than its fenced block binds nothing.
+    fn unbound(&mut self, offset: usize, what: &str) -> Result<(), CourseError> {
+        match self.pending.take() {
+            Some(p) => Err(self.error(
+                p.line,
+                format!(
+                    "{} binds no fenced block: {what} follows it (line {})",
+                    p.label.describe(),
+                    self.line(offset.min(self.text.len().saturating_sub(1)))
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn heading(&mut self, level: usize, text: &str, line: usize) -> Result<(), CourseError> {
+        if level == 1 && self.title.is_none() {
+            self.title = Some(text.to_owned());
+        }
+        self.finish_snippet()?;
+        if self.exercise.as_ref().is_some_and(|e| level <= e.level) {
+            self.finish_exercise()?;
+        }
+        let Some(caps) = self.exercise_id.captures(text) else {
+            return Ok(());
+        };
+        let id = caps[0].to_owned();
+        let code = text.contains("[code]");
+        if !code && !text.contains("[prose]") {
+            return Err(self.error(
+                line,
+                format!("exercise {id} needs a tag: [code] or [prose]"),
+            ));
+        }
+        if caps[1].parse::<u32>().ok() != Some(self.lesson) {
+            return Err(self.error(
+                line,
+                format!("exercise {id} is in lesson {}'s document", self.lesson),
+            ));
+        }
+        self.finish_exercise()?;
+        self.claim_id(&id, line)?;
+        self.exercise = Some(Exercise {
+            id,
+            code,
+            level,
+            line,
+            title: text.to_owned(),
+            answer: String::new(),
+            parts: Parts::default(),
+        });
+        Ok(())
+    }
+
+    fn claim_id(&mut self, id: &str, line: usize) -> Result<(), CourseError> {
+        if let Some(first) = self.ids.insert(id.to_owned(), line) {
+            return Err(self.error(line, format!("duplicate id {id} (first on line {first})")));
+        }
+        Ok(())
+    }
+
+    fn paragraph(&mut self, text: &str, line: usize) -> Result<(), CourseError> {
+        if let Some(ex) = self.exercise.as_mut().filter(|e| !e.code) {
+            if !ex.answer.is_empty() {
+                ex.answer.push('\n');
+            }
+            ex.answer.push_str(text.trim());
+            return Ok(());
+        }
+        let Some(label) = self.course.labels.classify(text) else {
+            return Ok(());
+        };
+        let line = line + text.trim_end().lines().count().saturating_sub(1);
+        match &label {
+            Label::Save { .. } if self.exercise.is_none() => {
+                if self
+                    .snippet
+                    .as_ref()
+                    .is_some_and(|s| s.parts.command.is_some())
+                {
+                    self.finish_snippet()?;
+                }
+                if self.snippet.is_none() {
+                    self.snippet = Some(Snippet {
+                        line,
+                        parts: Parts::default(),
+                    });
+                }
+            }
+            Label::Save { .. } => {}
+            Label::Run | Label::Expected => {
+                let Some(parts) = self.parts() else {
+                    return Err(self.error(
+                        line,
+                        format!(
+                            "{} outside an exercise or a saved snippet binds nothing",
+                            label.describe()
+                        ),
+                    ));
+                };
+                if label == Label::Expected && parts.command.is_none() {
+                    return Err(self.error(
+                        line,
+                        "expected-output label before any run command binds nothing",
+                    ));
+                }
+            }
+        }
+        self.pending = Some(Pending { label, line });
+        Ok(())
+    }
+
+    fn parts(&mut self) -> Option<&mut Parts> {
+        match (&mut self.exercise, &mut self.snippet) {
+            (Some(ex), _) if ex.code => Some(&mut ex.parts),
+            (None, Some(sn)) => Some(&mut sn.parts),
+            _ => None,
+        }
+    }
+
+    fn code_block(
+        &mut self,
+        range: Range<usize>,
+        info: &str,
+        content: String,
+    ) -> Result<(), CourseError> {
+        let line = self.line(range.start);
+        let lang = info.split_whitespace().next().unwrap_or("").to_owned();
+        let fence = self.fence(&range);
+        let Some(fence) = fence else {
+            // An indented block: never bound, never runnable.
+            return Ok(());
+        };
+        if !fence.terminated {
+            return Err(self.error(
+                line,
+                "unterminated fence: no closing fence before the end of its section",
+            ));
+        }
+        let block = Block {
+            line,
+            lang: lang.clone(),
+            content,
+            content_range: fence.content,
+            prefix: fence.prefix,
+        };
+        if let Some(p) = self.pending.take() {
+            return self.bind(p, block);
+        }
+        if let Some(ex) = self.exercise.as_mut().filter(|e| !e.code) {
+            ex.answer.push('\n');
+            ex.answer.push_str(block.content.trim_end());
+            return Ok(());
+        }
+        let no_run = info
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .any(|w| self.course.no_run.iter().any(|n| n == w));
+        if !no_run && RUNNABLE.contains(&lang.to_ascii_lowercase().as_str()) {
+            self.uncollected.push(line);
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, pending: Pending, block: Block) -> Result<(), CourseError> {
+        let file = self.file.clone();
+        let course = self.course;
+        let err = |line: usize, message: String| CourseError::Lesson {
+            path: file.clone(),
+            line,
+            message,
+        };
+        let line = pending.line;
+        let Some(parts) = self.parts() else {
+            return Err(err(
+                line,
+                format!("{} binds nothing here", pending.label.describe()),
+            ));
+        };
+        match pending.label {
+            Label::Save { file: name, dir } => {
+                let path = PathBuf::from(&name);
+                if !is_inside(&path) {
+                    return Err(err(
+                        line,
+                        format!("save label: file name {name:?} escapes the run-from folder (use a relative path without '..')"),
+                    ));
+                }
+                let dir = dir.unwrap_or_else(|| course.run_from.display().to_string());
+                let dir_path = PathBuf::from(dir.trim_end_matches('/'));
+                if !is_inside(&dir_path) {
+                    return Err(err(
+                        line,
+                        format!("save label: run-from folder {dir:?} is not inside the course"),
+                    ));
+                }
+                if !course.root.join(&dir_path).is_dir() {
+                    return Err(err(
+                        line,
+                        format!(
+                            "save label: run-from folder {dir:?} does not exist in the course ({})",
+                            course.show(&dir_path).display()
+                        ),
+                    ));
+                }
+                parts.files.push((
+                    SavedFile {
+                        path,
+                        content: block.content,
+                        line,
+                    },
+                    dir,
+                    line,
+                ));
+            }
+            Label::Run | Label::Expected => {
+                let (slot, twice) = match pending.label {
+                    Label::Run => (
+                        &mut parts.command,
+                        "a second run label in one exercise or snippet; give it its own",
+                    ),
+                    _ => (
+                        &mut parts.expected,
+                        "a second expected-output label for one run command",
+                    ),
+                };
+                if slot.is_some() {
+                    return Err(err(line, twice.into()));
+                }
+                *slot = Some(block);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_exercise(&mut self) -> Result<(), CourseError> {
+        let Some(ex) = self.exercise.take() else {
+            return Ok(());
+        };
+        if !ex.code {
+            let body = DocBody::Prose { answer: ex.answer };
+            return self.push(ex.id, "exercise".into(), ex.line, ex.title, body);
+        }
+        let name = ex
+            .parts
+            .files
+            .first()
+            .map_or("exercise".to_owned(), |(f, _, _)| file_name(&f.path));
+        let code = self.code_probe(ex.parts, ex.line, &ex.id)?;
+        self.push(
+            ex.id,
+            name,
+            ex.line,
+            ex.title,
+            DocBody::Code(Box::new(code)),
+        )
+    }
+
+    fn finish_snippet(&mut self) -> Result<(), CourseError> {
+        let Some(sn) = self.snippet.take() else {
+            return Ok(());
+        };
+        let Some((first, _, _)) = sn.parts.files.first() else {
+            return Ok(());
+        };
+        let id = first.path.display().to_string();
+        let title = format!("snippet {id}");
+        self.claim_id(&id, sn.line)?;
+        let code = self.code_probe(sn.parts, sn.line, &id)?;
+        self.push(
+            id,
+            "snippet".into(),
+            sn.line,
+            title,
+            DocBody::Code(Box::new(code)),
+        )
+    }
+
+    fn code_probe(&self, parts: Parts, line: usize, id: &str) -> Result<CodeProbe, CourseError> {
+        let Some(command) = parts.command else {
+            return Err(self.error(
+                line,
+                format!("{id} has no run label with a command block, so nothing runs it"),
+            ));
+        };
+        let mut dirs = parts.files.iter().map(|(_, d, l)| (d.clone(), *l));
+        let (run_from_label, _) = dirs
+            .next()
+            .unwrap_or_else(|| (self.course.run_from.display().to_string(), line));
+        if let Some((other, l)) =
+            dirs.find(|(d, _)| d.trim_end_matches('/') != run_from_label.trim_end_matches('/'))
+        {
+            return Err(self.error(
+                l,
+                format!("{id}: saved files run from {run_from_label:?} and {other:?}; one exercise runs from one folder"),
+            ));
+        }
+        Ok(CodeProbe {
+            run_from: self.course.root.join(run_from_label.trim_end_matches('/')),
+            run_from_label,
+            files: parts.files.into_iter().map(|(f, _, _)| f).collect(),
+            command,
+            expected: parts.expected,
+            python: self.course.python.clone(),
+            timeout: self.course.timeout,
+            source: self.course.root.join(self.relative),
+        })
+    }
+
+    fn push(
+        &mut self,
+        id: String,
+        name: String,
+        line: usize,
+        title: String,
+        body: DocBody,
+    ) -> Result<(), CourseError> {
+        self.probes.push(DocProbe {
+            id,
+            name,
+            lesson: self.lesson,
+            file: self.file.clone(),
+            line,
+            title,
+            body,
+        });
+        Ok(())
+    }
+
+    /// Where a fenced block's content lies, and whether its closing fence is there.
+    fn fence(&self, range: &Range<usize>) -> Option<Fence> {
+        let text = self.text;
+        let open_start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+        let open_end = text[range.start..]
+            .find('\n')
+            .map_or(text.len(), |i| range.start + i);
+        let opening = &text[open_start..open_end];
+        let at = opening.find("```").or_else(|| opening.find("~~~"))?;
+        let marker_char = opening[at..].chars().next()?;
+        let marker_len = opening[at..]
+            .chars()
+            .take_while(|&c| c == marker_char)
+            .count();
+        let prefix = opening[..at].to_owned();
+        let content_start = (open_end + 1).min(text.len());
+        let end = range.end.min(text.len());
+        let body = text[..end].trim_end_matches(['\n', '\r']);
+        let last_start = body.rfind('\n').map_or(0, |i| i + 1);
+        let closing = body[last_start..].trim_start_matches([' ', '\t', '>']);
+        let terminated = last_start > open_start
+            && closing.chars().take_while(|&c| c == marker_char).count() >= marker_len
+            && closing.trim_start_matches(marker_char).trim().is_empty();
+        Some(Fence {
+            prefix,
+            content: content_start..last_start.max(content_start),
+            terminated,
+        })
+    }
+}
+
+struct Fence {
+    prefix: String,
+    content: Range<usize>,
+    terminated: bool,
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn course(dir: &Path) -> Course {
+        std::fs::create_dir_all(dir.join("project")).unwrap();
+        Course::open(dir, Path::new(".")).unwrap()
+    }
+
+    fn doc(text: &str) -> Result<LessonDoc, String> {
+        let dir = tempfile::tempdir().unwrap();
+        parse(
+            &course(dir.path()),
+            30,
+            Path::new("lessons/30-replay.md"),
+            text.as_bytes(),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    const CHINESE: &str = "# 第 30 课
+
+### 答案 EX-30-01 [code]
+
+保存为 `audit_sql_duplicate_probe.py`，从 `project/` 运行：
+
+```python
+print(\"True False 1\")
+```
+
+运行命令：
+
+```bash
+python audit_sql_duplicate_probe.py
+```
+
+预期输出：
+
+```text
+True False 1
+```
+
+### 答案 EX-30-02 [prose]
+
+因为 earliest 只在没有已提交位置时生效。
+
+## 附录
+
+```python no-run
+print('just reading')
+```
+
+```toml
+a = 1
+```
+";
+
+    #[test]
+    fn an_exercise_binds_its_file_command_and_expected_output_with_lines() {
+        let d = doc(CHINESE).unwrap();
+        assert_eq!(d.title, "第 30 课");
+        assert_eq!(d.probes.len(), 2);
+        let p = &d.probes[0];
+        assert_eq!((p.id.as_str(), p.line), ("EX-30-01", 3));
+        assert_eq!(p.name, "audit_sql_duplicate_probe.py");
+        let DocBody::Code(code) = &p.body else {
+            panic!("{p:?}")
+        };
+        assert_eq!(
+            code.files[0].path,
+            PathBuf::from("audit_sql_duplicate_probe.py")
+        );
+        assert_eq!(code.files[0].content, "print(\"True False 1\")\n");
+        assert_eq!(code.run_from_label, "project/");
+        assert_eq!(
+            code.command.content,
+            "python audit_sql_duplicate_probe.py\n"
+        );
+        let expected = code.expected.as_ref().unwrap();
+        assert_eq!(
+            (expected.line, expected.content.as_str()),
+            (19, "True False 1\n")
+        );
+        assert_eq!(&CHINESE[expected.content_range.clone()], "True False 1\n");
+        assert_eq!(
+            d.probes[1].body,
+            DocBody::Prose {
+                answer: "因为 earliest 只在没有已提交位置时生效。".into()
+            }
+        );
+        assert!(d.uncollected.is_empty());
+    }
+
+    #[test]
+    fn snippets_take_their_file_name_as_id_and_several_saves_before_a_run() {
+        let d = doc("# L\n\nSave the complete `helper.py` below:\n\n```python\nX = 1\n```\n\nSave as `sql_audit_probe.py`, run from `project/`:\n\n```python\nimport helper\nprint(helper.X)\n```\n\nRun:\n\n```bash\npython sql_audit_probe.py\n```\n\nSave as `other.py`, run from `project/`:\n\n```python\nprint(2)\n```\n\nRun:\n\n```sh\npython other.py\n```\n").unwrap();
+        let ids: Vec<&str> = d.probes.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["helper.py", "other.py"]);
+        let DocBody::Code(code) = &d.probes[0].body else {
+            panic!()
+        };
+        assert_eq!(code.files.len(), 2);
+        assert!(code.expected.is_none());
+        assert_eq!(d.probes[0].line, 3);
+    }
+
+    #[test]
+    fn runnable_blocks_nothing_binds_are_uncollected() {
+        let d = doc("# L\n\n```python\nprint(1)\n```\n\n```bash no-run\nrm -rf /\n```\n\n```text\nhello\n```\n\n### Answer EX-30-02 [prose]\n\nWhy?\n\n```python\nprint('an answer may show code')\n```\n\n## Next\n\n```sh\nls\n```\n").unwrap();
+        assert_eq!(d.uncollected, vec![3, 25]);
+    }
+
+    #[test]
+    fn labels_that_bind_nothing_are_errors_with_lines() {
+        let e =
+            doc("# L\n\n### Answer EX-30-01 [code]\n\nRun:\n\nThen something else.\n").unwrap_err();
+        assert_eq!(
+            e,
+            "lessons/30-replay.md:5: run label binds no fenced block: a paragraph follows it (line 7)"
+        );
+        let e = doc("# L\n\n### Answer EX-30-01 [code]\n\nExpected output:\n\n```text\nx\n```\n")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "lessons/30-replay.md:5: expected-output label before any run command binds nothing"
+        );
+        let e = doc("# L\n\nRun:\n\n```sh\nls\n```\n").unwrap_err();
+        assert!(
+            e.starts_with("lessons/30-replay.md:3: run label outside an exercise"),
+            "{e}"
+        );
+        let e = doc("# L\n\n### Answer EX-30-01 [code]\n\nRun:\n").unwrap_err();
+        assert!(
+            e.contains(":5: run label binds no fenced block: the end of the lesson follows it"),
+            "{e}"
+        );
+        let e = doc("### Answer EX-30-01 [code]\n\nSave as `a.py`, run from `project/`:\n\n```python\nx\n```\n").unwrap_err();
+        assert!(
+            e.starts_with("lessons/30-replay.md:1: EX-30-01 has no run label"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_ids_paths_and_fences_are_refused_with_lines() {
+        let twice = "### Answer EX-30-01 [prose]\n\nA.\n\n### Answer EX-30-01 [prose]\n\nB.\n";
+        assert_eq!(
+            doc(twice).unwrap_err(),
+            "lessons/30-replay.md:5: duplicate id EX-30-01 (first on line 1)"
+        );
+        assert!(doc("### Answer EX-29-01 [code]\n")
+            .unwrap_err()
+            .contains(":1: exercise EX-29-01 is in lesson 30's document"));
+        assert!(doc("### Answer EX-30-01\n")
+            .unwrap_err()
+            .contains("needs a tag"));
+        for name in ["../x.py", "/tmp/x.py"] {
+            let e = doc(&format!("### Answer EX-30-01 [code]\n\nSave as `{name}`, run from `project/`:\n\n```python\nx\n```\n")).unwrap_err();
+            assert!(
+                e.starts_with("lessons/30-replay.md:3: save label: file name"),
+                "{e}"
+            );
+            assert!(e.contains("escapes the run-from folder"), "{e}");
+        }
+        let e = doc(
+            "### Answer EX-30-01 [code]\n\nSave as `a.py`, run from `app/`:\n\n```python\nx\n```\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains(":3: save label: run-from folder \"app/\" does not exist"),
+            "{e}"
+        );
+        let e = doc("# L\n\ntext\n\n```python\nprint(1)\n").unwrap_err();
+        assert_eq!(e, "lessons/30-replay.md:5: unterminated fence: no closing fence before the end of its section");
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = parse(
+            &course(dir.path()),
+            30,
+            Path::new("lessons/30.md"),
+            b"# ok\n\nline two \xff\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("lessons/30.md:3: not valid UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn blocks_in_list_items_keep_their_prefix_and_exact_range() {
+        let text = "### Answer EX-30-01 [code]\n\n1. Run:\n\n   ```sh\n   echo hi\n   ```\n\n   Expected output:\n\n   ```text\n   hi\n   ```\n";
+        let d = doc(text).unwrap();
+        let DocBody::Code(code) = &d.probes[0].body else {
+            panic!()
+        };
+        assert_eq!(code.command.content, "echo hi\n");
+        let e = code.expected.as_ref().unwrap();
+        assert_eq!(e.prefix, "   ");
+        assert_eq!(&text[e.content_range.clone()], "   hi\n");
+    }
+}

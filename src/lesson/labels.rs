@@ -1,0 +1,236 @@
+//! The prose labels that bind a lesson's fenced blocks: save (`保存为 FILE，从 DIR 运行` /
+//! `Save as FILE, run from DIR`), run (`运行命令` / `Run`) and expected output (`预期输出` /
+//! `Expected output`), in Chinese or English, with full-width or ASCII punctuation.
+
+use regex::Regex;
+
+/// What a label paragraph asks of the next fenced block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Label {
+    /// The block is this file's content; `dir` is the run-from folder when the label names one.
+    Save { file: String, dir: Option<String> },
+    /// The block is the shell command to run.
+    Run,
+    /// The block is the exact expected stdout.
+    Expected,
+}
+
+impl Label {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Label::Save { .. } => "save label",
+            Label::Run => "run label",
+            Label::Expected => "expected-output label",
+        }
+    }
+}
+
+const SAVE: &[&str] = &[
+    "保存为 {file}，从 {dir} 运行",
+    "保存下面完整的 {file}",
+    "Save as {file}, run from {dir}",
+    "Save the complete {file} below",
+];
+const RUN: &[&str] = &["运行命令", "Run"];
+const EXPECTED: &[&str] = &["预期输出", "Expected output"];
+
+/// The label words of one course: the defaults plus the course's own.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    save: Vec<Regex>,
+    run: Vec<String>,
+    expected: Vec<String>,
+}
+
+/// A save template that is not `... {file} ...` with an optional `{dir}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("save label {template:?} must contain {{file}} once (and may contain {{dir}} once)")]
+pub struct BadTemplate {
+    pub template: String,
+}
+
+impl Labels {
+    /// The defaults plus `save` templates (`{file}`, optional `{dir}`) and extra run and
+    /// expected-output words.
+    pub fn new(
+        save: &[String],
+        run: &[String],
+        expected: &[String],
+    ) -> Result<Labels, BadTemplate> {
+        let templates = SAVE
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(save.iter().cloned());
+        let save = templates
+            .map(|t| template_regex(&t).ok_or(BadTemplate { template: t }))
+            .collect::<Result<Vec<_>, _>>()?;
+        let words = |defaults: &[&str], extra: &[String]| {
+            defaults
+                .iter()
+                .map(|w| normalize(w))
+                .chain(extra.iter().map(|w| normalize(w)))
+                .collect()
+        };
+        Ok(Labels {
+            save,
+            run: words(RUN, run),
+            expected: words(EXPECTED, expected),
+        })
+    }
+
+    /// The label a paragraph ends with, if any: its last line is the label.
+    pub fn classify(&self, paragraph: &str) -> Option<Label> {
+        let last = paragraph.trim_end().lines().last()?;
+        let text = normalize(last);
+        if text.is_empty() {
+            return None;
+        }
+        if self.run.contains(&text) {
+            return Some(Label::Run);
+        }
+        if self.expected.contains(&text) {
+            return Some(Label::Expected);
+        }
+        self.save.iter().find_map(|re| {
+            let caps = re.captures(&text)?;
+            Some(Label::Save {
+                file: caps.name("file")?.as_str().to_owned(),
+                dir: caps.name("dir").map(|d| d.as_str().to_owned()),
+            })
+        })
+    }
+}
+
+/// Full-width punctuation to ASCII, runs of spaces to one, no trailing colon, lower case.
+fn normalize(text: &str) -> String {
+    let mapped: String = text
+        .chars()
+        .map(|c| match c {
+            '，' | '、' => ',',
+            '：' => ':',
+            '。' => '.',
+            '；' => ';',
+            '（' => '(',
+            '）' => ')',
+            '\u{3000}' => ' ',
+            other => other,
+        })
+        .collect();
+    let collapsed = mapped.split_whitespace().collect::<Vec<_>>().join(" ");
+    collapsed.trim_end_matches([':', ' ']).trim().to_lowercase()
+}
+
+/// `Save as {file}, run from {dir}` → an anchored pattern where spaces are optional (Chinese
+/// labels have none), punctuation may be surrounded by spaces, and names may be in backticks.
+fn template_regex(template: &str) -> Option<Regex> {
+    let text = normalize(template);
+    if text.matches("{file}").count() != 1 || text.matches("{dir}").count() > 1 {
+        return None;
+    }
+    let name = |group: &str| format!(r"`?(?P<{group}>[^\s`]+?)`?");
+    let mut pattern = String::from("^");
+    let mut rest = text.as_str();
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("{file}") {
+            pattern.push_str(&name("file"));
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("{dir}") {
+            pattern.push_str(&name("dir"));
+            rest = after;
+        } else {
+            if c == ' ' {
+                pattern.push_str(r"\s*");
+            } else if c.is_ascii_punctuation() {
+                pattern.push_str(&format!(r"\s*{}\s*", regex::escape(&c.to_string())));
+            } else {
+                pattern.push_str(&regex::escape(&c.to_string()));
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    pattern.push('$');
+    Regex::new(&pattern).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> Labels {
+        Labels::new(&[], &[], &[]).unwrap()
+    }
+
+    fn save(file: &str, dir: Option<&str>) -> Option<Label> {
+        Some(Label::Save {
+            file: file.into(),
+            dir: dir.map(Into::into),
+        })
+    }
+
+    #[test]
+    fn chinese_and_english_labels_with_either_punctuation() {
+        let l = labels();
+        assert_eq!(
+            l.classify("保存为 `audit_fail_probe.py`，从 `project/` 运行："),
+            save("audit_fail_probe.py", Some("project/"))
+        );
+        assert_eq!(
+            l.classify("保存为 audit_fail_probe.py, 从 project/ 运行:"),
+            save("audit_fail_probe.py", Some("project/"))
+        );
+        assert_eq!(
+            l.classify("Save as `sql_audit_probe.py`, run from `project/`:"),
+            save("sql_audit_probe.py", Some("project/"))
+        );
+        assert_eq!(
+            l.classify("save as `x.py` ,  run from `project/`"),
+            save("x.py", Some("project/"))
+        );
+        assert_eq!(
+            l.classify("保存下面完整的 `ticketflow/storage/models.py`："),
+            save("ticketflow/storage/models.py", None)
+        );
+        assert_eq!(
+            l.classify("Save the complete `models.py` below:"),
+            save("models.py", None)
+        );
+        assert_eq!(l.classify("运行命令："), Some(Label::Run));
+        assert_eq!(l.classify("Run:"), Some(Label::Run));
+        assert_eq!(l.classify("预期输出："), Some(Label::Expected));
+        assert_eq!(l.classify("Expected output"), Some(Label::Expected));
+        assert_eq!(
+            l.classify("First we build it.\nExpected output:"),
+            Some(Label::Expected)
+        );
+    }
+
+    #[test]
+    fn prose_that_merely_mentions_a_label_word_is_not_a_label() {
+        let l = labels();
+        for text in [
+            "Run the consumer twice and compare.",
+            "Save as much as you can, run from here.",
+            "The expected output differs.",
+            "运行命令之前先检查偏移量。",
+        ] {
+            assert_eq!(l.classify(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_course_adds_its_own_words() {
+        let l = Labels::new(
+            &["Store {file} and run it from {dir}".into()],
+            &["Command".into()],
+            &["Output".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            l.classify("Store `a.py` and run it from `app/`:"),
+            save("a.py", Some("app/"))
+        );
+        assert_eq!(l.classify("Command:"), Some(Label::Run));
+        assert_eq!(l.classify("Output："), Some(Label::Expected));
+        assert!(Labels::new(&["no placeholder".into()], &[], &[]).is_err());
+    }
+}

@@ -1,0 +1,66 @@
+//! Lesson documents as probes: a course's Markdown lessons parsed into document probes
+//! (exercises and snippets with their saved files, run command and expected output), run in a
+//! scratch copy of the course project, linted, and blessed.
+
+mod bless;
+mod course;
+mod document;
+mod labels;
+mod matcher;
+mod revision;
+mod scratch;
+
+use std::path::PathBuf;
+
+pub use bless::{bless, write_atomically, Blessed};
+pub use course::{is_inside, Course, CONFIG_FILE};
+pub use document::{Block, CodeProbe, DocBody, DocProbe, LessonDoc, SavedFile};
+pub use labels::Label;
+pub use matcher::{check as match_output, Mismatch};
+pub use revision::{changed_files, Snapshot};
+pub use scratch::{run, DocRun, DocVerdict};
+
+/// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to
+/// fix and stops the run before anything runs.
+#[derive(Debug, thiserror::Error)]
+pub enum CourseError {
+    #[error("course folder {} does not exist", .0.display())]
+    Missing(PathBuf),
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Config {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}:{line}: {message}", path.display())]
+    Lesson {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    Document { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("{0}")]
+    Revision(String),
+}
+
+impl CourseError {
+    fn io(path: &std::path::Path, err: impl std::fmt::Display) -> Self {
+        CourseError::Io {
+            path: path.to_owned(),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<CourseError> for crate::exit::Error {
+    fn from(e: CourseError) -> Self {
+        match e {
+            CourseError::Io { path, message } => crate::exit::Error::Io { path, message },
+            other => crate::exit::Error::Usage(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Runs a child program in its own process group under a deadline, keeping bounded tails of
+//! its stdout and stderr, and kills the whole group when the deadline passes and after it exits.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Bytes of each stream kept: a block that prints megabytes keeps its last 64 KiB.
+pub const TAIL_BYTES: usize = 64 * 1024;
+
+/// The end of one output stream: at most [`TAIL_BYTES`] of its last bytes, and how many bytes
+/// it had in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub text: String,
+    pub total_bytes: u64,
+}
+
+impl Tail {
+    /// More was written than kept.
+    pub fn truncated(&self) -> bool {
+        self.total_bytes > self.text.len() as u64
+    }
+}
+
+pub struct Finished {
+    /// `None` when the deadline passed.
+    pub status: Option<ExitStatus>,
+    pub stdout: Tail,
+    pub stderr: Tail,
+    /// The deadline passed and the process group was killed.
+    pub timed_out: bool,
+}
+
+/// Runs `program args` in `cwd` with `env` added, stdin closed, in a process group of its own.
+pub fn run(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    deadline: Duration,
+) -> std::io::Result<Finished> {
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    let pgid = child.id() as libc::pid_t;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let started = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() >= deadline {
+            timed_out = true;
+            kill_group(pgid);
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The leader is gone; whatever it left running in its group goes with it, so the pipes
+    // close and nothing outlives the probe.
+    kill_group(pgid);
+    Ok(Finished {
+        status: (!timed_out).then_some(status),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        timed_out,
+    })
+}
+
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Tail> {
+    std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::new();
+        let mut total: u64 = 0;
+        if let Some(mut pipe) = pipe {
+            let mut buf = [0u8; 8192];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        total += n as u64;
+                        kept.extend_from_slice(&buf[..n]);
+                        // Trim in halves so the copying stays linear in what was read.
+                        if kept.len() > 2 * TAIL_BYTES {
+                            kept.drain(..kept.len() - TAIL_BYTES);
+                        }
+                    }
+                }
+            }
+        }
+        if kept.len() > TAIL_BYTES {
+            kept.drain(..kept.len() - TAIL_BYTES);
+        }
+        let mut text = String::from_utf8_lossy(&kept).into_owned();
+        // A cut inside a multi-byte character leaves a replacement character at the start.
+        if total > kept.len() as u64 {
+            text = text.trim_start_matches('\u{fffd}').to_owned();
+        }
+        Tail {
+            text,
+            total_bytes: total,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, deadline: Duration) -> Finished {
+        run(
+            "sh",
+            &["-c".to_string(), script.to_string()],
+            Path::new("."),
+            &BTreeMap::new(),
+            deadline,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn captures_output_and_status() {
+        let done = sh("echo out; echo err >&2; exit 3", Duration::from_secs(5));
+        assert_eq!(done.stdout.text, "out\n");
+        assert_eq!(done.stderr.text, "err\n");
+        assert_eq!(done.status.and_then(|s| s.code()), Some(3));
+        assert!(!done.timed_out && !done.stdout.truncated());
+    }
+
+    #[test]
+    fn megabytes_of_output_keep_a_bounded_tail() {
+        let done = sh(
+            "yes 0123456789 | head -c 5000000; echo END",
+            Duration::from_secs(20),
+        );
+        assert_eq!(done.stdout.total_bytes, 5_000_004);
+        assert!(done.stdout.truncated());
+        assert!(done.stdout.text.len() <= TAIL_BYTES);
+        assert!(done.stdout.text.ends_with("END\n"));
+    }
+
+    #[test]
+    fn a_missing_program_is_an_io_error() {
+        assert!(run(
+            "/nonexistent/program",
+            &[],
+            Path::new("."),
+            &BTreeMap::new(),
+            Duration::from_secs(1)
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn a_background_child_dies_with_its_group_after_the_leader_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("bg.pid");
+        let done = sh(
+            &format!("sleep 60 & echo $! > {}; echo started", pidfile.display()),
+            Duration::from_secs(10),
+        );
+        assert_eq!(done.stdout.text, "started\n");
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let state =
+            std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+        assert!(
+            !state
+                .lines()
+                .any(|l| l.starts_with("State:") && !l.contains('Z')),
+            "background child still running: {state}"
+        );
+    }
+}
