@@ -3,8 +3,10 @@
 //! job built on it (planning a window of a real topic, executing it, reporting). The audit
 //! store is the only effect this crate has: the live service's tables are not part of it.
 
+mod apply;
 mod execute;
 mod job;
+mod read;
 mod rows;
 mod window;
 
@@ -15,11 +17,11 @@ pub use window::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Refusal, Window,
 };
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::event::{AuditEvent, DecodeError};
+use crate::event::DecodeError;
 use crate::kafka::KafkaError;
-use crate::store::{AuditStore, Quarantined, StoreError};
+use crate::store::{AuditStore, StoreError};
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,9 +221,6 @@ pub enum ReplayErrorKind {
     Deadline { deadline: Duration, stop: i64 },
 }
 
-/// How long a batch that has begun waits for its next record before it is applied as it is.
-const GATHER_WAIT: Duration = Duration::from_millis(5);
-
 /// What to do with a record that is not an audit event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRecords {
@@ -269,9 +268,10 @@ pub fn run_bounded_replay(
 /// Replays `plan` through `consumer` into `store`, calling `progress` after each durable batch.
 ///
 /// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
-/// `start`; then gather records, each of the plan's partition and at exactly the next expected
-/// offset, up to a batch; apply the batch in one transaction, and only once it is durable
-/// commit the offset after it. Idle or deadline before `stop` is an error carrying the last
+/// `start` ([`read::Reader::open`]); then gather records, each of the plan's partition and at
+/// exactly the next expected offset, up to a batch ([`read::Reader::next_batch`]); apply the
+/// batch in one transaction, and only once it is durable commit the offset after it
+/// ([`apply::apply_batch`]). Idle or deadline before `stop` is an error carrying the last
 /// committed offset, never a partial success.
 pub fn run_bounded_replay_with(
     plan: &ReplayPlan,
@@ -281,11 +281,9 @@ pub fn run_bounded_replay_with(
     store: &mut dyn AuditStore,
     progress: &mut dyn FnMut(&ReplaySummary),
 ) -> Result<ReplaySummary, ReplayError> {
-    let started = Instant::now();
-    let (topic, partition) = (plan.topic.as_str(), plan.partition);
     let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
-        topic: topic.to_owned(),
-        partition,
+        topic: plan.topic.clone(),
+        partition: plan.partition,
         committed,
         kind,
     };
@@ -299,140 +297,36 @@ pub fn run_bounded_replay_with(
             },
         ));
     }
-    if consumer.group_id() != plan.replay_group {
-        return Err(fail(
-            None,
-            ReplayErrorKind::WrongGroup {
-                expected: plan.replay_group.clone(),
-                actual: consumer.group_id().to_owned(),
-            },
-        ));
-    }
-    let end = consumer
-        .end_offset(topic, partition)
-        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
-    if plan.stop > end {
-        return Err(fail(
-            None,
-            ReplayErrorKind::StopBeyondEnd {
-                stop: plan.stop,
-                end,
-            },
-        ));
-    }
-    consumer
-        .seek(topic, partition, plan.start)
-        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
-
+    let mut reader = read::Reader::open(plan, limits, consumer)?;
     let mut summary = ReplaySummary {
         final_offset: plan.start,
         ..ReplaySummary::default()
     };
-    let mut events: Vec<AuditEvent> = Vec::with_capacity(options.batch);
-    let mut bad: Vec<Quarantined> = Vec::new();
-    let mut next = plan.start; // the offset the next record must carry
     while summary.final_offset < plan.stop {
-        let committed = Some(summary.final_offset);
-        // Gather a batch: wait for its first record, then take what has already arrived. A
-        // record that stops the run ends the batch; what came before it is still applied.
-        let mut stopped_on: Option<ReplayErrorKind> = None;
-        while next < plan.stop && events.len() + bad.len() < options.batch {
-            let gathering = events.len() + bad.len() > 0;
-            let remaining = limits.deadline.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                if gathering {
-                    break;
-                }
-                return Err(fail(
-                    committed,
-                    ReplayErrorKind::Deadline {
-                        deadline: limits.deadline,
-                        stop: plan.stop,
-                    },
-                ));
-            }
-            let wait = if gathering {
-                GATHER_WAIT.min(remaining)
-            } else {
-                remaining.min(limits.idle_timeout)
-            };
-            let record = match consumer
-                .poll(wait)
-                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?
-            {
-                Some(record) => record,
-                None if gathering => break,
-                None if wait < limits.idle_timeout => continue, // the deadline check ends it
-                None => {
-                    return Err(fail(
-                        committed,
-                        ReplayErrorKind::Idle {
-                            idle: limits.idle_timeout,
-                            stop: plan.stop,
-                        },
-                    ))
-                }
-            };
-            if record.topic != topic || record.partition != partition {
-                stopped_on = Some(ReplayErrorKind::ForeignRecord {
-                    topic: record.topic,
-                    partition: record.partition,
-                });
-                break;
-            }
-            if record.offset != next {
-                stopped_on = Some(ReplayErrorKind::Gap {
-                    expected: next,
-                    got: record.offset,
-                });
-                break;
-            }
-            match AuditEvent::decode(&record.payload) {
-                Ok(event) => events.push(event),
-                Err(reason) if options.bad_records == BadRecords::Quarantine => {
-                    bad.push(Quarantined {
-                        topic: record.topic,
-                        partition: record.partition,
-                        offset: record.offset,
-                        raw: record.payload,
-                        reason: reason.to_string(),
-                    })
-                }
-                Err(source) => {
-                    stopped_on = Some(ReplayErrorKind::Undecodable {
-                        offset: record.offset,
-                        source,
-                    });
-                    break;
-                }
-            }
-            next += 1;
-        }
-        // Make what was gathered durable, then move the offset past it.
-        if !events.is_empty() || !bad.is_empty() {
-            let first = summary.final_offset;
-            let applied = store.apply_batch(&events, &bad).map_err(|source| {
-                fail(
-                    committed,
-                    ReplayErrorKind::Effect {
-                        offset: first,
-                        source,
-                    },
-                )
-            })?;
-            consumer
-                .commit(topic, partition, next)
-                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?;
-            summary.records += (events.len() + bad.len()) as u64;
-            summary.inserted += applied.inserted;
-            summary.duplicates += applied.duplicates;
-            summary.quarantined += applied.quarantined;
-            summary.final_offset = next;
-            events.clear();
-            bad.clear();
+        let committed = summary.final_offset;
+        let gathered = reader.next_batch(options.batch, committed)?;
+        let applied = apply::apply_batch(
+            plan,
+            options,
+            &gathered.records,
+            committed,
+            store,
+            reader.consumer(),
+        )?;
+        if let Some(applied) = applied.as_ref().filter(|a| a.records > 0) {
+            summary.records += applied.records;
+            summary.inserted += applied.outcome.inserted;
+            summary.duplicates += applied.outcome.duplicates;
+            summary.quarantined += applied.outcome.quarantined;
+            summary.final_offset = applied.next;
             progress(&summary);
         }
-        if let Some(kind) = stopped_on {
+        // A record that stopped the batch (or could not be decoded) ends the run there, after
+        // what came before it became durable.
+        let stopped = applied
+            .and_then(|a| a.stopped_on)
+            .or(gathered.stopped_on);
+        if let Some(kind) = stopped {
             return Err(fail(Some(summary.final_offset), kind));
         }
     }
@@ -442,6 +336,7 @@ pub fn run_bounded_replay_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::AuditEvent;
 
     /// Delivers `records` in order, then nothing; logs commits.
     struct Listed {
