@@ -1,10 +1,8 @@
 //! The CLI end to end: verdicts, exit codes and JUnit read back from the built binary.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use lessonprobe_testkit::*;
 
 #[test]
 fn schema_copies_match_the_shared_contracts() {
@@ -22,26 +20,19 @@ fn schema_copies_match_the_shared_contracts() {
 
 #[test]
 fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = lessonprobe(&repo())
+    let dir = Dir::new();
+    let xml = dir.join("r/l30.xml");
+    let ran = lessonprobe()
+        .in_repo()
         .args(["--lesson", "30", "--junit"])
-        .arg(dir.path().join("r/l30.xml"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let closing = stdout.lines().last().unwrap();
+        .arg(&xml)
+        .success();
+    let closing = ran.stdout.lines().last().unwrap();
     assert!(
         closing.ends_with("0 failed, 0 errors, 1 skipped, 1 pending"),
         "{closing}"
     );
 
-    let xml = dir.path().join("r/l30.xml");
     validate_junit(&xml);
     let report = parse_junit(&xml);
     assert_eq!(report.test_suites.len(), 1);
@@ -90,19 +81,9 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
 
 #[test]
 fn every_checkpoint_runs_when_no_lesson_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let xml = dir.path().join("all.xml");
-    let out = lessonprobe(&repo())
-        .arg("--junit")
-        .arg(&xml)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let dir = Dir::new();
+    let xml = dir.join("all.xml");
+    lessonprobe().in_repo().arg("--junit").arg(&xml).success();
     validate_junit(&xml);
     let report = parse_junit(&xml);
     let names: Vec<&str> = report.test_suites.iter().map(|s| s.name.as_str()).collect();
@@ -118,16 +99,13 @@ fn every_checkpoint_runs_when_no_lesson_is_given() {
 
 #[test]
 fn strict_turns_pending_into_exit_1() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = lessonprobe(&repo())
-        .args([
-            "--lesson", "30", "--strict", "--select", "L30-10", "--junit",
-        ])
-        .arg(dir.path().join("s.xml"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let cases = verdicts(&parse_junit(&dir.path().join("s.xml")));
+    let dir = Dir::new();
+    lessonprobe()
+        .in_repo()
+        .args(["--lesson", "30", "--strict", "--select", "L30-10", "--junit"])
+        .arg(dir.join("s.xml"))
+        .failure();
+    let cases = verdicts(&parse_junit(&dir.join("s.xml")));
     assert_eq!(
         cases,
         vec![(
@@ -139,29 +117,21 @@ fn strict_turns_pending_into_exit_1() {
 
 #[test]
 fn an_altered_expected_output_fails_with_a_diff() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifests = copy_manifests(dir.path());
-    let path = manifests.join("30-replay-audit.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replace("expect = \"True False 1\"", "expect = \"True True 1\""),
-    )
-    .unwrap();
-    let xml = dir.path().join("f.xml");
-    let out = lessonprobe(dir.path())
+    let dir = Dir::new();
+    copy_manifests(&dir);
+    dir.edit(
+        "checkpoints/30-replay-audit.toml",
+        "expect = \"True False 1\"",
+        "expect = \"True True 1\"",
+    );
+    let xml = dir.join("f.xml");
+    dir.lessonprobe()
         .args(["--lesson", "30", "--junit"])
         .arg(&xml)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("FAIL    ")
-            && stdout.contains("-True True 1")
-            && stdout.contains("+True False 1"),
-        "{stdout}"
-    );
+        .stdout_has("FAIL    ")
+        .stdout_has("-True True 1")
+        .stdout_has("+True False 1")
+        .failure();
     validate_junit(&xml);
     let report = parse_junit(&xml);
     let failed = report.test_suites[0]
@@ -187,37 +157,30 @@ fn an_altered_expected_output_fails_with_a_diff() {
 
 #[test]
 fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifests = copy_manifests(dir.path());
-    let path = manifests.join("30-replay-audit.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replacen("timeout = \"10s\"", "timeout = \"ten\"", 1),
-    )
-    .unwrap();
+    let dir = Dir::new();
+    copy_manifests(&dir);
+    let text = dir.edit(
+        "checkpoints/30-replay-audit.toml",
+        "timeout = \"10s\"",
+        "timeout = \"ten\"",
+    );
     let line = text.lines().position(|l| l == "timeout = \"10s\"").unwrap() + 1;
-    let xml = dir.path().join("never.xml");
-    let out = lessonprobe(dir.path())
+    let xml = dir.join("never.xml");
+    let ran = dir
+        .lessonprobe()
         .arg("--junit")
         .arg(&xml)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
+        .stdout("")
+        .stderr_has(format!(
             "30-replay-audit.toml:{line}:11: timeout \"ten\" is not a duration"
-        )),
-        "{stderr}"
-    );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(out.stdout.is_empty() && !xml.exists());
+        ))
+        .status(2);
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    assert!(!xml.exists());
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
     for args in [
         vec!["--lesson", "30", "--select", "no-such-probe"],
         vec!["--lesson", "99"],
@@ -225,40 +188,24 @@ fn usage_errors_exit_2() {
         vec!["--timeout", "0s"],
         vec!["--jobs", "0"],
     ] {
-        let out = lessonprobe(dir.path()).args(&args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        lessonprobe().args(args).stderr_lacks("panicked").status(2);
     }
-    let out = lessonprobe(dir.path())
+    lessonprobe()
         .args(["--lesson", "30", "--select", "nope"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("--select \"nope\" matches no probe of lesson 30"));
+        .stderr_has("--select \"nope\" matches no probe of lesson 30")
+        .status(2);
 }
 
 #[test]
 fn select_and_json_format_report_the_chosen_probes() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = lessonprobe(&repo())
-        .args([
-            "--lesson",
-            "30",
-            "--select",
-            "sql-audit",
-            "--select",
-            "EX-30-*",
-            "--format",
-            "json",
-            "--junit",
-        ])
-        .arg(dir.path().join("j.xml"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let doc: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let dir = Dir::new();
+    let doc = lessonprobe()
+        .in_repo()
+        .args(["--lesson", "30", "--select", "sql-audit", "--select", "EX-30-*"])
+        .args(["--format", "json", "--junit"])
+        .arg(dir.join("j.xml"))
+        .success()
+        .json();
     let ids: Vec<&str> = doc["outcomes"]
         .as_array()
         .unwrap()
@@ -285,31 +232,19 @@ timeout = 1
 
 #[test]
 fn a_command_past_its_deadline_is_error_and_its_process_group_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
-    std::fs::write(dir.path().join("checkpoints/77-deadline.toml"), SLEEPER).unwrap();
-    let started = Instant::now();
-    let out = lessonprobe(dir.path())
+    let dir = Dir::new();
+    dir.write("checkpoints/77-deadline.toml", SLEEPER);
+    dir.lessonprobe()
         .args(["--lesson", "77"])
-        .output()
-        .unwrap();
+        .within(Duration::from_secs(20))
+        .stdout_has("ERROR")
+        .stdout_has("deadline of 1s exceeded; process group killed")
+        .failure();
     assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("ERROR")
-            && stdout.contains("deadline of 1s exceeded; process group killed"),
-        "{stdout}"
-    );
-    assert!(
-        process_gone(&dir.path().join("grandchild.pid")),
+        process::process_gone(&dir.join("grandchild.pid")),
         "the grandchild outlived its probe"
     );
-    let report = parse_junit(&dir.path().join("reports/lesson-77.xml"));
+    let report = parse_junit(&dir.join("reports/lesson-77.xml"));
     assert_eq!(
         verdicts(&report),
         vec![(
@@ -321,61 +256,41 @@ fn a_command_past_its_deadline_is_error_and_its_process_group_is_gone() {
 
 #[test]
 fn list_shows_every_probe_with_kind() {
-    let out = lessonprobe(&repo())
+    lessonprobe()
+        .in_repo()
         .args(["list", "--lesson", "29"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        stdout.contains("EX-29-01")
-            && stdout.contains("EX-29-02")
-            && stdout.contains("sqlite, postgres, kafka"),
-        "{stdout}"
-    );
+        .stdout_has("EX-29-01")
+        .stdout_has("EX-29-02")
+        .stdout_has("sqlite, postgres, kafka")
+        .success();
 }
 
 #[test]
 fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no-such-folder");
-    let out = lessonprobe(dir.path())
+    let dir = Dir::new();
+    let missing = dir.join("no-such-folder");
+    dir.lessonprobe()
         .arg("--checkpoints")
         .arg(&missing)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains(&missing.display().to_string())
-            && stderr.contains("cannot read checkpoint folder"),
-        "{stderr}"
-    );
+        .stderr_has(missing.display().to_string())
+        .stderr_has("cannot read checkpoint folder")
+        .status(3);
 
-    let blocker = dir.path().join("file");
-    std::fs::write(&blocker, "").unwrap();
+    let blocker = dir.write("file", "");
     let report = blocker.join("r.xml"); // a folder that is a file
-    let out = lessonprobe(&repo())
+    lessonprobe()
+        .in_repo()
         .args(["--lesson", "29", "--select", "EX-29-01", "--junit"])
         .arg(&report)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains(&blocker.display().to_string()), "{stderr}");
+        .stderr_has(blocker.display().to_string())
+        .status(3);
 
-    let out = lessonprobe(&repo())
+    lessonprobe()
+        .in_repo()
         .env("TICKETFLOW_REMOTE_TESTS", "1")
         .args(["--lesson", "30", "--select", "L30-10", "--hosts"])
         .arg(&missing)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .status(3);
 }
 
 const NOISY: &str = r#"[checkpoint]
@@ -392,20 +307,10 @@ argv = ["printf", "\\033[31mred\\033[0m\\001\\002 done\\n"]
 
 #[test]
 fn ansi_escapes_and_control_characters_are_stripped_from_junit_output() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
-    std::fs::write(dir.path().join("checkpoints/78-noisy.toml"), NOISY).unwrap();
-    let out = lessonprobe(dir.path())
-        .args(["--lesson", "78"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let xml_path = dir.path().join("reports/lesson-78.xml");
+    let dir = Dir::new();
+    dir.write("checkpoints/78-noisy.toml", NOISY);
+    dir.lessonprobe().args(["--lesson", "78"]).success();
+    let xml_path = dir.join("reports/lesson-78.xml");
     validate_junit(&xml_path);
     let xml = std::fs::read_to_string(&xml_path).unwrap();
     assert!(
@@ -421,24 +326,14 @@ fn ansi_escapes_and_control_characters_are_stripped_from_junit_output() {
 
 #[test]
 fn verbose_shows_claims_and_answer_keys() {
-    let out = lessonprobe(&repo())
+    lessonprobe()
+        .in_repo()
         .args(["--lesson", "29", "--verbose", "--no-junit"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout.contains("claim: A store whose apply_once raises"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("answer key: Both carry the key tenant_id:ticket_id"),
-        "{stdout}"
-    );
-    assert!(
-        !stdout.contains('\u{1b}'),
-        "no colour when stdout is not a terminal"
-    );
+        .stdout_has("claim: A store whose apply_once raises")
+        .stdout_has("answer key: Both carry the key tenant_id:ticket_id")
+        // No colour when stdout is not a terminal.
+        .stdout_lacks("\u{1b}")
+        .success();
 }
 
 const NAPPER: &str = r#"[checkpoint]
@@ -454,24 +349,11 @@ argv = ["sleep", "1"]
 "#;
 
 /// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
-fn on_a_terminal(dir: &std::path::Path, no_color: bool) -> String {
-    let command = format!(
-        "{} --lesson 79 --no-junit",
-        env!("CARGO_BIN_EXE_lessonprobe")
-    );
-    let mut script = std::process::Command::new("script");
-    script
+fn on_a_terminal(dir: &Dir) -> Test {
+    let command = format!("{} --lesson 79 --no-junit", bin().display());
+    Test::new("script")
         .current_dir(dir)
         .args(["-q", "-e", "-c", &command, "/dev/null"])
-        .stdin(std::process::Stdio::null())
-        .env_remove("NO_COLOR")
-        .env_remove("LESSONPROBE_CHECKPOINTS");
-    if no_color {
-        script.env("NO_COLOR", "1");
-    }
-    let out = script.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -479,43 +361,34 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     if !tool("script") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
-    std::fs::write(dir.path().join("checkpoints/79-status.toml"), NAPPER).unwrap();
+    let dir = Dir::new();
+    dir.write("checkpoints/79-status.toml", NAPPER);
 
-    let tty = on_a_terminal(dir.path(), false);
-    assert!(
-        tty.contains("0/1 running: napper sleeps-a-second"),
-        "{tty:?}"
-    );
-    assert!(
-        tty.contains("\u{1b}[32mPASS"),
-        "colour on a terminal: {tty:?}"
-    );
-    assert!(tty.contains("1 passed, 0 failed"), "{tty:?}");
+    on_a_terminal(&dir)
+        .stdout_has("0/1 running: napper sleeps-a-second")
+        // Colour on a terminal.
+        .stdout_has("\u{1b}[32mPASS")
+        .stdout_has("1 passed, 0 failed")
+        .success();
 
-    let no_color = on_a_terminal(dir.path(), true);
-    assert!(
-        no_color.contains("running: napper sleeps-a-second"),
-        "{no_color:?}"
-    );
-    assert!(
-        !no_color.contains("\u{1b}[32m") && no_color.contains("PASS    ["),
-        "no colour with NO_COLOR: {no_color:?}"
-    );
+    on_a_terminal(&dir)
+        .env("NO_COLOR", "1")
+        .stdout_has("running: napper sleeps-a-second")
+        // No colour with NO_COLOR.
+        .stdout_lacks("\u{1b}[32m")
+        .stdout_has("PASS    [")
+        .success();
 
-    let piped = lessonprobe(dir.path())
+    let piped = dir
+        .lessonprobe()
         .args(["--lesson", "79", "--no-junit"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&piped.stdout);
-    assert!(
-        !stdout.contains("running:") && !stdout.contains('\u{1b}'),
-        "{stdout:?}"
-    );
+        .stdout_lacks("running:")
+        .stdout_lacks("\u{1b}")
+        .success();
     assert_eq!(
-        stdout.lines().count(),
+        piped.stdout.lines().count(),
         2,
-        "a line for the case and the counts: {stdout:?}"
+        "a line for the case and the counts: {:?}",
+        piped.stdout
     );
 }
