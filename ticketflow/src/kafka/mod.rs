@@ -6,7 +6,7 @@ mod offsets;
 mod replay_consumer;
 mod target;
 
-pub use broker::{Broker, KafkaError};
+pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
 pub use offsets::{
     committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
     TimeWindow,
