@@ -31,20 +31,22 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// `lessonprobe replay` of `topic` in the test window into `db`.
+/// `lessonprobe replay` of `topic` in the test window into `db`, as replay group `GROUP`
+/// unless `extra` names another.
 fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Command {
     let dir = std::env::temp_dir();
     let mut cmd = lessonprobe(&dir);
+    cmd.arg("replay");
+    if !extra.contains(&"--replay-group") {
+        cmd.args(["--replay-group", GROUP]);
+    }
     cmd.args([
-        "replay",
         "--kafka",
         servers,
         "--topic",
         topic,
         "--live-group",
         LIVE,
-        "--replay-group",
-        GROUP,
         "--db",
         db,
         "--since",
@@ -110,11 +112,12 @@ impl OwnDatabase {
     fn create(admin: &str, what: &str) -> OwnDatabase {
         let name = format!("lp_t_{what}_{}", std::process::id());
         let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
-        client
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"
-            ))
-            .unwrap();
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client.batch_execute(&sql).unwrap();
+        }
         OwnDatabase {
             admin: admin.to_owned(),
             name,
@@ -329,9 +332,23 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.db");
         let db = format!("sqlite:{}", file.display());
-        let mut cmd = replay(s, topic, &db, &["--execute", "--jobs", "4", "--batch", "7"]);
-        cmd.args(["--replay-group", &format!("conflict-{run}")]);
-        let out = cmd.output().unwrap();
+        let group = format!("conflict-{run}");
+        let out = replay(
+            s,
+            topic,
+            &db,
+            &[
+                "--execute",
+                "--jobs",
+                "4",
+                "--batch",
+                "7",
+                "--replay-group",
+                &group,
+            ],
+        )
+        .output()
+        .unwrap();
         let said = text(&out);
         assert_eq!(out.status.code(), Some(5), "run {run}: {said}");
         assert!(said.contains("1 CONFLICT(S)"), "{said}");
@@ -352,9 +369,20 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
     }
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite:{}", dir.path().join("w.db").display());
-    let mut cmd = replay(s, topic, &db, &["--execute", "--on-conflict", "warn"]);
-    cmd.args(["--replay-group", "conflict-warn"]);
-    let out = cmd.output().unwrap();
+    let out = replay(
+        s,
+        topic,
+        &db,
+        &[
+            "--execute",
+            "--on-conflict",
+            "warn",
+            "--replay-group",
+            "conflict-warn",
+        ],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("1 CONFLICT(S)"), "{}", text(&out));
 }
@@ -431,9 +459,14 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
         return;
     };
     let db = OwnDatabase::create(&admin, "raw");
-    let out = replay(s, "raw", &db.url(), &["--execute", "--partitions", "0"])
-        .output()
-        .unwrap();
+    let out = replay(
+        s,
+        "raw",
+        &db.url(),
+        &["--execute", "--partitions", "0", "--replay-group", "raw-pg"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let mut client = db.client();
     for (offset, raw) in raws.iter().enumerate() {
@@ -479,9 +512,15 @@ fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
         targets.push((db.url(), Some(db)));
     }
     for (target, pg) in targets {
-        let out = replay(s, "nul", &target, &["--execute", "--partitions", "0"])
-            .output()
-            .unwrap();
+        let group = if pg.is_some() { "nul-pg" } else { "nul-sqlite" };
+        let out = replay(
+            s,
+            "nul",
+            &target,
+            &["--execute", "--partitions", "0", "--replay-group", group],
+        )
+        .output()
+        .unwrap();
         let said = text(&out);
         assert_eq!(out.status.code(), Some(5), "{target}: {said}");
         assert!(said.contains("1 RECORD(S) QUARANTINED"), "{said}");
@@ -567,6 +606,12 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
                 "--batch",
                 "10000",
                 "--allow-quarantine",
+                "--replay-group",
+                if target.starts_with("sqlite:") {
+                    "split-sqlite"
+                } else {
+                    "split-pg"
+                },
             ],
         )
         .output()
