@@ -93,6 +93,7 @@ fn record(partition: i32, offset: i64, event_id: &str) -> ReplayRecord {
         topic: TOPIC.to_owned(),
         partition,
         offset,
+        timestamp: None,
         payload: AuditEvent::sample_with_id(event_id).to_json(),
     }
 }

@@ -171,7 +171,8 @@ impl Broker {
         KafkaError {
             servers: self.servers.clone(),
             what: what.into(),
-            reason: reason.to_string(),
+            // librdkafka's configuration errors echo the value: never a secret's.
+            reason: super::target::redact(&self.properties, &reason.to_string()),
         }
     }
 

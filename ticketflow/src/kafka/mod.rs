@@ -12,4 +12,4 @@ pub use offsets::{
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
-pub use target::{KafkaTarget, KafkaTargetError};
+pub use target::{is_secret_property, redact, KafkaTarget, KafkaTargetError};
