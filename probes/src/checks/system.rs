@@ -11,7 +11,7 @@ use ticketflow::replay::{
     run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
     ReplaySummary,
 };
-use ticketflow::store::{AuditStore, BatchOutcome, Quarantined, StoreError};
+use ticketflow::store::{AuditStore, StoreError};
 
 use crate::context::{ProbeContext, ProbeError};
 use crate::live::LiveStore;
@@ -96,13 +96,6 @@ struct Borrowed<'a>(&'a mut dyn AuditStore);
 impl AuditStore for Borrowed<'_> {
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         self.0.apply_once(event)
-    }
-    fn apply_batch(
-        &mut self,
-        events: &[AuditEvent],
-        bad: &[Quarantined],
-    ) -> Result<BatchOutcome, StoreError> {
-        self.0.apply_batch(events, bad)
     }
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
         self.0.audit_rows()
