@@ -32,6 +32,7 @@ pub mod ssh;
 
 mod files;
 mod junit;
+mod net;
 mod test;
 
 pub use files::{copy_dir, copy_manifests, repo, snapshot, Dir};
@@ -39,5 +40,6 @@ pub use junit::{
     case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
 };
 pub use kafka::BrokerProcess;
+pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use test::{bin, lessonprobe, Ran, Running, Test};

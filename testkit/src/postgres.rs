@@ -94,7 +94,11 @@ impl OwnCluster {
     }
 
     pub fn url(&self) -> String {
-        format!("postgres://{}@127.0.0.1:{}/postgres", self.user(), self.port)
+        format!(
+            "postgres://{}@127.0.0.1:{}/postgres",
+            self.user(),
+            self.port
+        )
     }
 
     /// Stops the server at once (`-m immediate`), as a crash would.
@@ -109,11 +113,24 @@ impl OwnCluster {
     /// Starts the (stopped) cluster on its port.
     #[track_caller]
     pub fn restart(&self) {
-        let opts = format!("-k {} -p {} -h 127.0.0.1", self.dir.path().display(), self.port);
+        let opts = format!(
+            "-k {} -p {} -h 127.0.0.1",
+            self.dir.path().display(),
+            self.port
+        );
         let log = self.dir.path().join("log");
         self.run(
             &self.pg_ctl,
-            &["-D", &self.data(), "-w", "-l", log.to_str().unwrap(), "-o", &opts, "start"],
+            &[
+                "-D",
+                &self.data(),
+                "-w",
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &opts,
+                "start",
+            ],
         );
     }
 
@@ -173,7 +190,7 @@ impl OwnDatabase {
         let mut client = connect(admin);
         // Two statements: a database cannot be created inside the implicit transaction of one.
         client
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
             .unwrap();
         client
             .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -187,6 +204,12 @@ impl OwnDatabase {
     pub fn url(&self) -> String {
         let (base, _) = self.admin.rsplit_once('/').unwrap();
         format!("{base}/{}", self.name)
+    }
+
+    /// A connection of the test's own to it.
+    #[track_caller]
+    pub fn client(&self) -> Client {
+        connect(&self.url())
     }
 
     /// Every table the database holds, whatever its schema.

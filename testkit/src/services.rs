@@ -32,7 +32,10 @@ pub fn tool(name: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(!in_ci(), "{name} is not installed: scripts/test.sh must install it");
+        assert!(
+            !in_ci(),
+            "{name} is not installed: scripts/test.sh must install it"
+        );
         eprintln!("skipped: {name} is not installed");
     }
     found
@@ -42,6 +45,15 @@ pub fn tool(name: &str) -> bool {
 #[track_caller]
 pub fn postgres() -> Option<String> {
     service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server")
+}
+
+/// The CA that signed the test PostgreSQL server's certificate (the server speaks TLS too).
+#[track_caller]
+pub fn postgres_ca() -> Option<String> {
+    service(
+        "LESSONPROBE_TEST_PG_CA",
+        "the CA of the test server's certificate",
+    )
 }
 
 /// `pg_ctl` of the installed PostgreSQL, for a test that starts (and stops) a cluster of its own.

@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use rusqlite::types::FromSql;
+
 /// The one integer `sql` answers (a `COUNT(*)`, a `SUM`).
 #[track_caller]
 pub fn count(db: &Path, sql: &str) -> i64 {
@@ -10,15 +12,24 @@ pub fn count(db: &Path, sql: &str) -> i64 {
         .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()))
 }
 
-/// The first column of every row `sql` answers, as text.
+/// The first column of every row `sql` answers.
 #[track_caller]
-pub fn strings(db: &Path, sql: &str) -> Vec<String> {
+pub fn rows<T: FromSql>(db: &Path, sql: &str) -> Vec<T> {
     let conn = open(db);
     let mut stmt = conn
         .prepare(sql)
         .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()));
-    let rows = stmt.query_map([], |r| r.get(0)).unwrap();
-    rows.map(Result::unwrap).collect()
+    let rows = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()));
+    rows.map(|r| r.unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display())))
+        .collect()
+}
+
+/// The first column of every row `sql` answers, as text.
+#[track_caller]
+pub fn strings(db: &Path, sql: &str) -> Vec<String> {
+    rows(db, sql)
 }
 
 /// Every table of the database, by name.

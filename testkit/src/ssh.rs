@@ -1,9 +1,5 @@
-//! The throwaway sshd that `scripts/test.sh` starts on loopback (its address, keys and
-//! known_hosts), and a listener that accepts connections and never speaks.
-
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+//! The throwaway sshd that `scripts/test.sh` starts on loopback: its address, keys and
+//! known_hosts.
 
 use crate::services::service;
 
@@ -60,32 +56,4 @@ pub fn os_id() -> String {
         .unwrap()
         .trim_matches('"')
         .to_owned()
-}
-
-/// A listener on 127.0.0.1 that counts connections and holds each open, silent.
-pub struct SilentListener {
-    pub port: u16,
-    count: Arc<AtomicUsize>,
-}
-
-impl SilentListener {
-    pub fn start() -> SilentListener {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let count = Arc::new(AtomicUsize::new(0));
-        let c = count.clone();
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for stream in l.incoming().flatten() {
-                c.fetch_add(1, Ordering::SeqCst);
-                held.push(stream);
-            }
-        });
-        SilentListener { port, count }
-    }
-
-    /// Connections accepted so far.
-    pub fn connections(&self) -> usize {
-        self.count.load(Ordering::SeqCst)
-    }
 }

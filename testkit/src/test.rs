@@ -481,10 +481,7 @@ mod tests {
         let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test.status(code)))
             .err()
             .expect("the checks must fail");
-        panic
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default()
+        panic.downcast_ref::<String>().cloned().unwrap_or_default()
     }
 
     #[test]
@@ -523,7 +520,10 @@ mod tests {
         sh("printf 'head 42 tail\\na\\nb\\nlast\\n'")
             .stdout_matches("head [..] tail\n...\nlast\n")
             .success();
-        let said = refusal(sh("echo 'head 42 tail'").stdout_matches("head [..] end\n"), 0);
+        let said = refusal(
+            sh("echo 'head 42 tail'").stdout_matches("head [..] end\n"),
+            0,
+        );
         assert!(said.contains("stdout does not match the pattern"), "{said}");
         // An exact expectation takes `[..]` literally.
         refusal(sh("echo 'a b'").stdout("a [..]\n"), 0);

@@ -102,7 +102,9 @@ fn strict_turns_pending_into_exit_1() {
     let dir = Dir::new();
     lessonprobe()
         .in_repo()
-        .args(["--lesson", "30", "--strict", "--select", "L30-10", "--junit"])
+        .args([
+            "--lesson", "30", "--strict", "--select", "L30-10", "--junit",
+        ])
         .arg(dir.join("s.xml"))
         .failure();
     let cases = verdicts(&parse_junit(&dir.join("s.xml")));
@@ -201,7 +203,14 @@ fn select_and_json_format_report_the_chosen_probes() {
     let dir = Dir::new();
     let doc = lessonprobe()
         .in_repo()
-        .args(["--lesson", "30", "--select", "sql-audit", "--select", "EX-30-*"])
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "sql-audit",
+            "--select",
+            "EX-30-*",
+        ])
         .args(["--format", "json", "--junit"])
         .arg(dir.join("j.xml"))
         .success()

@@ -15,9 +15,11 @@ use ticketflow::day::{self, DaySpec, YESTERDAY};
 fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     let mut broker = BrokerProcess::start(&[]);
     let dir = Dir::new();
-    lessonprobe()
+    let ran = lessonprobe()
         .in_repo()
-        .args(["--lesson", "30", "--select", "L30-1*", "--select", "EX-30-02"])
+        .args([
+            "--lesson", "30", "--select", "L30-1*", "--select", "EX-30-02",
+        ])
         .args(["--run-id", "kt1", "--kafka", &broker.servers])
         .arg(format!("--db=sqlite:{}", dir.display()))
         .arg("--junit")
@@ -34,10 +36,20 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     // The probe's topic and its live and replay groups carry the case's suffix.
     let topic = |suffix: &str| format!("ticketflow.audit.v1.{suffix}");
     let live_group = |suffix: &str, n| {
-        committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic(suffix), n)
+        committed(
+            s,
+            &format!("ticketflow-audit-v1.{suffix}"),
+            &topic(suffix),
+            n,
+        )
     };
     let replay_group = |suffix: &str, n| {
-        committed(s, &format!("ticketflow-replay-20260922.{suffix}"), &topic(suffix), n)
+        committed(
+            s,
+            &format!("ticketflow-replay-20260922.{suffix}"),
+            &topic(suffix),
+            n,
+        )
     };
 
     // L30-12: the live group is at the end of every partition, the replay group at yesterday's stop.
@@ -102,6 +114,26 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM audit_events"), 50);
 
+    // The broker process does not answer DeleteTopics: every topic the run created is still
+    // there, and the run said so, naming each one.
+    let stderr = &ran.stderr;
+    for suffix in [
+        "accept.kt1-l30-12-sqlite",
+        "earliest.kt1-ex-30-02-sqlite",
+        "beyond.kt1-l30-13-sqlite",
+        "midfail.kt1-l30-14-sqlite",
+    ] {
+        let topic = format!("ticketflow.audit.v1.{suffix}");
+        assert!(partitions_of(s, &topic) > 0, "{topic} is gone");
+        assert!(
+            stderr.lines().any(|l| l.contains("topics left behind: ")
+                && l.contains(&format!(
+                    "{topic} (the broker does not answer admin requests"
+                ))),
+            "no warning names {topic}: {stderr}"
+        );
+    }
+
     drop(consumer);
     assert_eq!(
         broker.terminate(),
@@ -130,6 +162,97 @@ fn the_sample_day_is_loaded_and_readable_by_another_client() {
     }
     let expected = day::generate(&day::sample_day(400)).len() as i64;
     assert_eq!(total, expected);
+    // It says what the broker holds, partition by partition, and that nothing was dropped.
+    assert!(
+        broker.report[0].ends_with(&format!("the broker holds {expected}:")),
+        "{:?}",
+        broker.report
+    );
+    assert_eq!(
+        broker
+            .report
+            .iter()
+            .filter(|l| l.starts_with("  partition "))
+            .count(),
+        4,
+        "{:?}",
+        broker.report
+    );
+    assert!(
+        !broker.report.iter().any(|l| l.contains("warning")),
+        "{:?}",
+        broker.report
+    );
+}
+
+#[test]
+fn a_sample_day_beyond_the_mock_retention_reports_what_is_held_and_warns_with_the_numbers() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "big",
+        "--partitions",
+        "1",
+        "--events",
+        "100000",
+    ]);
+    let sent = day::generate(&day::sample_day(100_000)).len() as i64;
+    let (low, high) = reader(&broker.servers, "test-retention")
+        .fetch_watermarks("big", 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(high, sent, "every record was stored once");
+    assert!(low > 0, "the mock cluster kept all {sent} records");
+    let report = broker.report.join("\n");
+    assert!(
+        report.contains(&format!(
+            "produced {sent} records to big (1 partition, 2026-09-21 to 2026-09-23); the broker holds {}:",
+            high - low
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "  partition 0: offsets [{low}, {high}), {} records",
+            high - low
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "lessonprobe broker: warning: the mock cluster dropped {low} of {sent} records (partition 0 lost offsets [0, {low})): it keeps only"
+        )),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_starts() {
+    let long = "x".repeat(250);
+    for (name, says) in [
+        ("", "a topic name must not be empty"),
+        (
+            "bad topic name!",
+            "topic name \"bad topic name!\" holds ' '",
+        ),
+        (".", "\".\" cannot be a topic name"),
+        ("..", "\"..\" cannot be a topic name"),
+        (
+            long.as_str(),
+            "has 250 characters; Kafka allows at most 249",
+        ),
+    ] {
+        let ran = lessonprobe()
+            .in_repo()
+            .args(["broker", "--sample-day", name])
+            .within(Duration::from_secs(10))
+            .stderr_has(says)
+            .stdout("")
+            .status(2);
+        assert!(
+            ran.stderr.starts_with("lessonprobe: --sample-day: "),
+            "{name:?}: {}",
+            ran.stderr
+        );
+    }
 }
 
 #[test]

@@ -63,7 +63,12 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let xml = dir.join("course.xml");
     lessonprobe()
         .in_repo()
-        .args(["--course", "examples/ticketflow-course", "--python", &python])
+        .args([
+            "--course",
+            "examples/ticketflow-course",
+            "--python",
+            &python,
+        ])
         .args(["--junit-family", "xunit1", "--jobs", "2", "--junit"])
         .arg(&xml)
         .stderr_lacks("not collected")
@@ -296,15 +301,18 @@ Expected output:
 fn deadlines_background_children_and_megabytes_leave_nothing_running() {
     let dir = Dir::new();
     let lesson = DEADLINES.replace("{dir}", dir.to_str().unwrap());
-    let course = mini_course(
-        &dir,
-        "timeout = \"1s\"\n",
-        &[("31-deadlines.md", &lesson)],
-    );
+    let course = mini_course(&dir, "timeout = \"1s\"\n", &[("31-deadlines.md", &lesson)]);
     let before = snapshot(&course);
     // Lesson 31 has no manifest: its document is a checkpoint of its own.
     dir.lessonprobe()
-        .args(["--lesson", "31", "--course", course.to_str().unwrap(), "--jobs", "3"])
+        .args([
+            "--lesson",
+            "31",
+            "--course",
+            course.to_str().unwrap(),
+            "--jobs",
+            "3",
+        ])
         .within(Duration::from_secs(20))
         .failure();
     let report = parse_junit(&dir.join("reports/lesson-31.xml"));
@@ -456,8 +464,15 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
     let before = snapshot(&course);
 
     let at_rev = |rev: &str| {
-        dir.lessonprobe()
-            .args(["--lesson", "33", "--course", course_arg, "--rev", rev, "--no-junit"])
+        dir.lessonprobe().args([
+            "--lesson",
+            "33",
+            "--course",
+            course_arg,
+            "--rev",
+            rev,
+            "--no-junit",
+        ])
     };
     at_rev("HEAD~1")
         .stdout_has(format!(

@@ -8,3 +8,4 @@ mod lesson_docs;
 mod postgres;
 mod remote;
 mod replay;
+mod replay_target;

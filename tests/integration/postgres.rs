@@ -100,8 +100,12 @@ fn two_runs_at_once_do_not_interfere_and_leave_no_schema_behind() {
     let spawn = |id: &str| {
         lessonprobe()
             .in_repo()
-            .args(["--lesson", "30", "--select", "EX-30-01", "--select", "L30-0*"])
-            .args(["--select", "L30-14", "--db", &url, "--run-id", id, "--junit"])
+            .args([
+                "--lesson", "30", "--select", "EX-30-01", "--select", "L30-0*",
+            ])
+            .args([
+                "--select", "L30-14", "--db", &url, "--run-id", id, "--junit",
+            ])
             .arg(dir.join(format!("{id}.xml")))
             .spawn()
     };
@@ -144,7 +148,9 @@ fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_p
         let xml = dir.join("down.xml");
         lessonprobe()
             .in_repo()
-            .args(["--lesson", "30", "--select", "L30-01", "--db", &db, "--junit"])
+            .args([
+                "--lesson", "30", "--select", "L30-01", "--db", &db, "--junit",
+            ])
             .arg(&xml)
             .within(Duration::from_secs(15))
             .stdout_has("ERROR")

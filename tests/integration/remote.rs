@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::process::{cmdline, gone_within, parent_of, processes_with};
-use lessonprobe_testkit::ssh::{os_id, SilentListener, Ssh};
+use lessonprobe_testkit::ssh::{os_id, Ssh};
 use lessonprobe_testkit::*;
 
 /// The freshly built binary, as the remote host's `run` command, reading `checkpoints`.
@@ -63,7 +63,14 @@ fn remote_cmd(dir: &Path, hosts: &Path, selector: &str) -> Test {
 fn pending_remote(dir: &Path, hosts: &Path, selector: &str) -> Test {
     lessonprobe()
         .current_dir(dir)
-        .args(["remote", "--checkpoint", "30", "--selector", selector, "--hosts"])
+        .args([
+            "remote",
+            "--checkpoint",
+            "30",
+            "--selector",
+            selector,
+            "--hosts",
+        ])
         .arg(hosts)
         .arg("--junit")
         .arg(dir.join("remote.xml"))
@@ -164,10 +171,7 @@ fn an_unknown_host_key_is_error_before_any_authentication() {
         message.contains(&format!("{}:{}", s.host, s.port)),
         "{message}"
     );
-    assert!(
-        !s.auth_attempted(&user),
-        "an authentication was attempted"
-    );
+    assert!(!s.auth_attempted(&user), "an authentication was attempted");
     assert!(!dir.join("teardown-ran").exists(), "nothing may run");
 }
 
@@ -190,10 +194,7 @@ fn a_changed_host_key_is_error_before_any_authentication() {
     let (verdict, _, message) = case(&dir);
     assert_eq!(verdict, "ERROR");
     assert!(message.contains("HOST KEY MISMATCH"), "{message}");
-    assert!(
-        !s.auth_attempted(&user),
-        "an authentication was attempted"
-    );
+    assert!(!s.auth_attempted(&user), "an authentication was attempted");
 }
 
 #[test]
@@ -228,10 +229,7 @@ fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
     let (verdict, _, message) = case(&dir);
     assert_eq!(verdict, "ERROR");
     assert!(message.contains("deadline of 2s exceeded"), "{message}");
-    assert!(
-        dir.join("teardown-ran").exists(),
-        "teardown did not run"
-    );
+    assert!(dir.join("teardown-ran").exists(), "teardown did not run");
     let left = processes_with("sleep 37.25");
     assert!(
         left.is_empty(),
@@ -364,11 +362,7 @@ fn without_the_flag_nothing_connects_and_remote_probes_are_pending() {
     let mut held = std::net::TcpStream::connect(("127.0.0.1", watch.port)).unwrap();
     let _ = held.set_read_timeout(Some(Duration::from_millis(10)));
     let _ = held.read(&mut [0u8; 1]);
-    assert_eq!(
-        watch.connections(),
-        1,
-        "the listener records connections"
-    );
+    assert_eq!(watch.connections(), 1, "the listener records connections");
 }
 
 #[test]
@@ -467,10 +461,7 @@ fn hosts_check_prints_the_fingerprint_os_and_commands_and_runs_nothing() {
             && stdout.contains("'tests/integration/test_kafka_remote.py::"),
         "{stdout}"
     );
-    assert!(
-        !dir.join("teardown-ran").exists(),
-        "check must run nothing"
-    );
+    assert!(!dir.join("teardown-ran").exists(), "check must run nothing");
 
     // Without the flag, check refuses.
     hosts_check_without_the_flag(&hosts).status(2);
@@ -606,10 +597,7 @@ fn a_hung_prepare_is_killed_at_the_deadline_and_teardown_runs() {
         message.contains("the deadline of 6s exceeded while preparing"),
         "{message}"
     );
-    assert!(
-        dir.join("teardown-ran").exists(),
-        "teardown did not run"
-    );
+    assert!(dir.join("teardown-ran").exists(), "teardown did not run");
     assert!(
         !dir.join("report-path").exists(),
         "the run must not start after a failed prepare"

@@ -70,12 +70,18 @@ fn sqlite_ids(db: &Path) -> HashSet<String> {
 }
 
 fn sqlite_quarantined(db: &Path) -> usize {
-    sqlite::count(db, "SELECT COUNT(*) FROM quarantined_records") as usize
+    sqlite::count(db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine") as usize
 }
 
-/// What a replay may create in an empty database: the audit rows, the quarantine, and the
-/// ledger of the audit store's migrations.
-const AUDIT_TABLES: [&str; 3] = ["audit_events", "quarantined_records", "schema_migrations"];
+/// What a replay may create in an empty database: the audit rows and its own bookkeeping.
+const AUDIT_TABLES: [&str; 6] = [
+    "audit_events",
+    "lessonprobe_replay_batches",
+    "lessonprobe_replay_conflicts",
+    "lessonprobe_replay_partitions",
+    "lessonprobe_replay_plans",
+    "lessonprobe_replay_quarantine",
+];
 
 /// Per partition, the first offset at or after `until`: the plan's stop.
 fn stops(servers: &str) -> Vec<i64> {
@@ -183,10 +189,15 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
     let dir = Dir::new();
     let db = dir.join("audit.db");
     let target = sqlite_target(&db);
-    replay(&dir, s, &target, &window(&["--execute", "--jobs", "2"]))
-        .output_has("replay result:")
-        .output_has("live_after")
-        .success();
+    replay(
+        &dir,
+        s,
+        &target,
+        &window(&["--execute", "--jobs", "2", "--allow-quarantine"]),
+    )
+    .output_has("replay result (plan p-")
+    .output_has("live_after")
+    .success();
     let live: Vec<Option<i64>> = ends.iter().copied().map(Some).collect();
     assert_complete(s, events, sqlite_ids(&db), sqlite_quarantined(&db), &live);
     assert_eq!(
@@ -195,13 +206,13 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
         "a replay into an empty file makes audit tables and its own bookkeeping only"
     );
 
-    // The same plan again: refused without --resume, nothing left to do with it.
-    replay(&dir, s, &target, &window(&["--execute"]))
-        .output_has("rerun with --resume")
-        .status(4);
-    replay(&dir, s, &target, &window(&["--execute", "--resume"]))
-        .output_has("complete before this run")
-        .success();
+    // The same plan again, with or without --resume: complete, nothing done.
+    for extra in [&["--execute"][..], &["--execute", "--resume"][..]] {
+        replay(&dir, s, &target, &window(extra))
+            .output_has("is complete")
+            .output_has("nothing to do")
+            .success();
+    }
 }
 
 #[test]
@@ -214,10 +225,14 @@ fn a_replay_into_an_empty_postgres_database_makes_audit_tables_only() {
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
     let dir = Dir::new();
     // The target comes from LESSONPROBE_REPLAY_DB; the runner's LESSONPROBE_DB is not used.
-    replay_anywhere(&dir, &broker.servers, &window(&["--execute"]))
-        .env("LESSONPROBE_REPLAY_DB", target.url())
-        .env("LESSONPROBE_DB", runners.url())
-        .success();
+    replay_anywhere(
+        &dir,
+        &broker.servers,
+        &window(&["--execute", "--allow-quarantine"]),
+    )
+    .env("LESSONPROBE_REPLAY_DB", target.url())
+    .env("LESSONPROBE_DB", runners.url())
+    .success();
     assert_eq!(target.tables(), AUDIT_TABLES);
     let rows = postgres::count(&target.url(), "SELECT COUNT(*) FROM audit_events");
     assert_eq!(rows as usize, expected(600).0.len());
@@ -263,14 +278,29 @@ fn refusals_name_the_reason_and_touch_nothing() {
         "must differ from the live group",
     );
     let plain = || replay(&dir, s, db, &[]);
-    refused(plain(), vec!["--since", UNTIL, "--until", SINCE], 4, "empty window");
     refused(
         plain(),
-        vec!["--since", "2030-01-01T00:00:00Z", "--until", "2030-01-02T00:00:00Z"],
+        vec!["--since", UNTIL, "--until", SINCE],
         4,
         "empty window",
     );
-    refused(plain(), window(&["--partitions", "7"]), 4, "has 3 partitions");
+    refused(
+        plain(),
+        vec![
+            "--since",
+            "2030-01-01T00:00:00Z",
+            "--until",
+            "2030-01-02T00:00:00Z",
+        ],
+        4,
+        "empty window",
+    );
+    refused(
+        plain(),
+        window(&["--partitions", "7"]),
+        4,
+        "has 3 partitions",
+    );
     refused(
         plain(),
         vec!["--partitions", "0", "--start", "5", "--stop", "100000"],
@@ -304,7 +334,12 @@ fn refusals_name_the_reason_and_touch_nothing() {
 
     // A replay group that committed outside the plan belongs to someone else.
     commit(s, REPLAY, TOPIC, &[1, 1, 1]);
-    refused(plain(), window(&["--resume"]), 4, "belongs to another replay");
+    refused(
+        plain(),
+        window(&["--resume"]),
+        4,
+        "choose a new --replay-group",
+    );
     assert!(!dir.join("refused.db").exists());
 }
 
@@ -360,12 +395,13 @@ fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
         &stop,
         "--execute",
         "--resume",
+        "--allow-quarantine",
     ];
     replay(&dir, s, &sqlite_target(&db), &args).success();
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (o, reason): (i64, String) = conn
         .query_row(
-            "SELECT record_offset, reason FROM quarantined_records",
+            "SELECT record_offset, reason FROM lessonprobe_replay_quarantine",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -407,7 +443,13 @@ fn sigkill_at_random_moments_loses_nothing() {
             &dir,
             s,
             &target,
-            &window(&["--execute", "--resume", "--batch", "1"]),
+            &window(&[
+                "--execute",
+                "--resume",
+                "--batch",
+                "1",
+                "--allow-quarantine",
+            ]),
         )
         .spawn();
         if kills < 30 {
@@ -491,9 +533,15 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
         "the replay made progress before the server stopped"
     );
 
-    replay(&dir, s, &url, &window(&["--execute", "--resume"])).success();
+    replay(
+        &dir,
+        s,
+        &url,
+        &window(&["--execute", "--resume", "--allow-quarantine"]),
+    )
+    .success();
     let ids = distinct(postgres::strings(&url, "SELECT event_id FROM audit_events"));
-    let q = postgres::count(&url, "SELECT COUNT(*) FROM quarantined_records");
+    let q = postgres::count(&url, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
     assert_complete(s, events, ids, q as usize, &[None, None, None]);
 }
 

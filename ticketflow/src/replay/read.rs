@@ -4,9 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{
-    ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan, ReplayRecord,
-};
+use super::{ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan, ReplayRecord};
 
 /// How long a batch that has begun waits for its next record before it is applied as it is.
 const GATHER_WAIT: Duration = Duration::from_millis(5);
@@ -82,9 +80,15 @@ impl<'a> Reader<'a> {
         &mut *self.consumer
     }
 
-    /// Gathers up to `max` records: waits for the first (idle timeout, deadline), then takes
-    /// what has already arrived. `committed` is the last durable offset, for errors.
-    pub fn next_batch(&mut self, max: usize, committed: i64) -> Result<Gathered, ReplayError> {
+    /// Gathers up to `max` records and about `max_bytes` of payload (at least one record):
+    /// waits for the first (idle timeout, deadline), then takes what has already arrived.
+    /// `committed` is the last durable offset, for errors.
+    pub fn next_batch(
+        &mut self,
+        max: usize,
+        max_bytes: usize,
+        committed: i64,
+    ) -> Result<Gathered, ReplayError> {
         let (plan, limits) = (self.plan, self.limits);
         let fail = |kind: ReplayErrorKind| ReplayError {
             topic: plan.topic().to_owned(),
@@ -94,7 +98,8 @@ impl<'a> Reader<'a> {
         };
         let mut records: Vec<ReplayRecord> = Vec::with_capacity(max.min(10_000));
         let mut stopped_on = None;
-        while self.next < plan.stop() && records.len() < max {
+        let mut bytes = 0usize;
+        while self.next < plan.stop() && records.len() < max && bytes < max_bytes {
             let gathering = !records.is_empty();
             let remaining = limits.deadline.saturating_sub(self.started.elapsed());
             if remaining.is_zero() {
@@ -140,6 +145,7 @@ impl<'a> Reader<'a> {
                 });
                 break;
             }
+            bytes = bytes.saturating_add(record.payload.len());
             records.push(record);
             self.next += 1;
         }

@@ -1,0 +1,34 @@
+//! A server that accepts connections and never speaks: what a hung SSH host or a black-hole
+//! database looks like to a client.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A listener on 127.0.0.1 that counts connections and holds each open, silent.
+pub struct SilentListener {
+    pub port: u16,
+    count: Arc<AtomicUsize>,
+}
+
+impl SilentListener {
+    pub fn start() -> SilentListener {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in l.incoming().flatten() {
+                c.fetch_add(1, Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        SilentListener { port, count }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
