@@ -24,6 +24,7 @@
 //! ([`services`]).
 
 pub mod kafka;
+pub mod net;
 pub mod postgres;
 pub mod process;
 pub mod services;
@@ -32,7 +33,6 @@ pub mod ssh;
 
 mod files;
 mod junit;
-mod net;
 mod test;
 
 pub use files::{copy_dir, copy_manifests, repo, snapshot, Dir};

@@ -1,9 +1,18 @@
-//! A server that accepts connections and never speaks: what a hung SSH host or a black-hole
-//! database looks like to a client.
+//! Loopback ports for tests: one where nothing listens, and a server that accepts connections
+//! and never speaks (what a hung SSH host or a black-hole database looks like to a client).
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// A port of 127.0.0.1 that was free a moment ago: nothing listens there unless a test starts
+/// something on it.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port of 127.0.0.1")
+        .port()
+}
 
 /// A listener on 127.0.0.1 that counts connections and holds each open, silent.
 pub struct SilentListener {

@@ -73,11 +73,7 @@ impl OwnCluster {
                 .unwrap()
                 .success());
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::net::free_port();
         let cluster = OwnCluster {
             dir,
             pg_ctl,

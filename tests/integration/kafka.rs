@@ -257,9 +257,7 @@ fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_star
 
 #[test]
 fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    drop(listener); // nothing listens there now
+    let addr = format!("127.0.0.1:{}", net::free_port()); // nothing listens there now
     lessonprobe()
         .in_repo()
         .args(["--lesson", "30", "--select", "L30-13", "--no-junit"])

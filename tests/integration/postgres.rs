@@ -125,11 +125,7 @@ fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_p
     let Some(url) = services::postgres() else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = net::free_port();
     let place = url
         .rsplit_once('@')
         .map_or(url.as_str(), |(_, p)| p)

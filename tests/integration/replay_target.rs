@@ -47,6 +47,18 @@ fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Test {
     .args(extra)
 }
 
+/// A broker for topics a test fills with [`produce`] (its sample day is one record elsewhere).
+fn broker_for_own_records() -> BrokerProcess {
+    BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ])
+}
+
 /// A record to produce: partition, payload.
 fn produce(servers: &str, topic: &str, records: &[(i32, Vec<u8>)]) {
     let producer: BaseProducer = ClientConfig::new()
@@ -203,14 +215,7 @@ fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read(
 
 #[test]
 fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jobs() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let topic = "conflict";
     let mut records: Vec<(i32, Vec<u8>)> = (0..400)
@@ -297,14 +302,7 @@ fn payload_text(raw: &[u8]) -> String {
 
 #[test]
 fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let raws = as_received();
     produce(
@@ -371,14 +369,7 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
 
 #[test]
 fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let nul = br#"{"event_id":"nul-1","tenant_id":"t","ticket_id":"t\u0000x","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{}}"#.to_vec();
     produce(
@@ -440,14 +431,7 @@ fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
 
 #[test]
 fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_record() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let records: Vec<(i32, Vec<u8>)> = (0..10_000)
         .map(|i| {

@@ -97,11 +97,7 @@ fn an_unreachable_server_or_refused_login_names_the_place_never_the_password() {
     let Some(url) = services::postgres() else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = lessonprobe_testkit::net::free_port();
     let err = PostgresAuditStore::open(&format!("postgres://u:hunter2@127.0.0.1:{port}/audit"), T)
         .err()
         .unwrap();
