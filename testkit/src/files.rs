@@ -107,6 +107,21 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Waits until `file` exists, at most `limit`, then a moment more for its writer to finish it.
+#[track_caller]
+pub fn wait_for(file: &Path, limit: std::time::Duration) {
+    let started = std::time::Instant::now();
+    while !file.exists() {
+        assert!(
+            started.elapsed() < limit,
+            "{} did not appear within {limit:?}",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+}
+
 /// Every file under `dir` with its bytes: what a run must leave unchanged.
 pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();

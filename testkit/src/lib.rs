@@ -35,11 +35,11 @@ mod files;
 mod junit;
 mod test;
 
-pub use files::{copy_dir, copy_manifests, repo, snapshot, Dir};
+pub use files::{copy_dir, copy_manifests, repo, snapshot, wait_for, Dir};
 pub use junit::{
     case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
 };
 pub use kafka::BrokerProcess;
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
-pub use test::{bin, lessonprobe, Ran, Running, Test};
+pub use test::{bin, lessonprobe, on_a_terminal, Ran, Running, Test};

@@ -1,5 +1,5 @@
-//! Processes on this machine read from /proc: whether one is gone, which still run with a given
-//! command line, and their parents.
+//! Processes on this machine: whether one or a whole process group is gone, which still run
+//! with a given command line, and their parents (read from /proc).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,6 +53,21 @@ pub fn gone_within(needle: &str, within: Duration) -> Vec<(u32, String)> {
             return left;
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether no process of group `pgid` is left within 5 s.
+pub fn group_gone(pgid: i32) -> bool {
+    let started = Instant::now();
+    loop {
+        // SAFETY: signal 0 only checks that the group exists.
+        if unsafe { libc::kill(-pgid, 0) } != 0 {
+            return true;
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

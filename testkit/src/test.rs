@@ -4,7 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -55,6 +55,14 @@ pub fn bin() -> PathBuf {
 /// The built `lessonprobe`, run in a fresh empty folder unless given one.
 pub fn lessonprobe() -> Test {
     Test::new(bin())
+}
+
+/// The built `lessonprobe` with `args` (as a shell reads them) under a pseudo-terminal
+/// (`script`), as a user at a terminal runs it: stdout is what the terminal showed, both
+/// streams together. Check first that `script` is there ([`crate::tool`]).
+pub fn on_a_terminal(args: &str) -> Test {
+    let command = format!("{} {args}", bin().display());
+    Test::new("script").args(["-q", "-e", "-c", &command, "/dev/null"])
 }
 
 enum Expect {
@@ -248,14 +256,19 @@ impl Test {
         // Both pipes are drained as the program writes, so it never blocks on a full pipe.
         let stdout = drain(child.stdout.take().unwrap());
         let stderr = drain(child.stderr.take().unwrap());
+        let started = Instant::now();
         Running {
             child,
+            exited: None,
             stdout,
             stderr,
-            started: Instant::now(),
+            started,
             shown,
             expects: self.expects,
-            within: self.within,
+            limit: self.within.map(|limit| Limit {
+                limit,
+                ends: started + limit,
+            }),
             _scratch: scratch,
         }
     }
@@ -321,15 +334,31 @@ impl Drained {
     }
 }
 
+/// How long a run may take, and when that is up.
+#[derive(Clone, Copy)]
+struct Limit {
+    limit: Duration,
+    ends: Instant,
+}
+
+/// How a run ended: its status and the processor time it used (user and system).
+#[derive(Clone, Copy)]
+struct Exited {
+    status: ExitStatus,
+    cpu: Duration,
+}
+
 /// A started run (from [`Test::spawn`]).
 pub struct Running {
     child: Child,
+    /// Set once reaped: the child is waited for with `wait4`, which reports its processor time.
+    exited: Option<Exited>,
     stdout: Drained,
     stderr: Drained,
     started: Instant,
     shown: String,
     expects: Vec<(Stream, Expect)>,
-    within: Option<Duration>,
+    limit: Option<Limit>,
     _scratch: Option<tempfile::TempDir>,
 }
 
@@ -340,13 +369,38 @@ impl Running {
 
     /// Whether it has not ended yet.
     pub fn is_running(&mut self) -> bool {
-        self.child.try_wait().expect("wait for the child").is_none()
+        self.reap(false).is_none()
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGINT`, as Ctrl-C would) to the program alone.
+    #[track_caller]
+    pub fn signal(&mut self, signal: i32) {
+        assert!(
+            self.is_running(),
+            "{} ended before signal {signal}",
+            self.shown
+        );
+        // SAFETY: kill only sends a signal, to our own child, which is not reaped yet.
+        let sent = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(sent, 0, "signal {signal} to {}", self.shown);
+    }
+
+    /// From now on it must end within `limit` (replacing any earlier limit): past it, it is
+    /// killed and the test fails. For a bound counted from an event, such as a signal.
+    pub fn within(mut self, limit: Duration) -> Running {
+        self.limit = Some(Limit {
+            limit,
+            ends: Instant::now() + limit,
+        });
+        self
     }
 
     /// Ends it with SIGKILL, as a crash or an operator would, and reaps it.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if self.is_running() {
+            let _ = self.child.kill();
+            self.reap(true);
+        }
     }
 
     #[track_caller]
@@ -363,25 +417,31 @@ impl Running {
     /// and printed what was stated; every mismatch is reported at once, with both streams.
     #[track_caller]
     pub fn status(mut self, code: i32) -> Ran {
-        let (status, killed) = self.wait();
+        let (exited, killed) = self.wait();
         let ran = Ran {
-            code: status.code(),
+            code: exited.status.code(),
             elapsed: self.started.elapsed(),
+            cpu: exited.cpu,
             stdout: self.stdout.text(),
             stderr: self.stderr.text(),
         };
         let mut wrong = Vec::new();
-        match self.within {
-            Some(limit) if killed => wrong.push(format!("still running after {limit:?}; killed")),
+        match self.limit {
+            Some(Limit { limit, .. }) if killed => {
+                wrong.push(format!("still running after {limit:?}; killed"))
+            }
             // Output held open past the limit by something the run left behind counts too.
-            Some(limit) if ran.elapsed > limit => wrong.push(format!(
-                "took {:?}, more than its limit of {limit:?}",
+            Some(Limit { limit, ends }) if Instant::now() > ends => wrong.push(format!(
+                "took longer than its limit of {limit:?} ({:?} in all)",
                 ran.elapsed
             )),
             _ => {}
         }
         if !killed && ran.code != Some(code) {
-            wrong.push(format!("exit status {code} expected, got {status}"));
+            wrong.push(format!(
+                "exit status {code} expected, got {}",
+                exited.status
+            ));
         }
         for (stream, expect) in &self.expects {
             let actual = match stream {
@@ -404,22 +464,59 @@ impl Running {
         ran
     }
 
-    /// The exit status, and whether the run was killed at its limit.
-    fn wait(&mut self) -> (ExitStatus, bool) {
-        let Some(limit) = self.within else {
-            return (self.child.wait().expect("wait for the child"), false);
+    /// How it ended, and whether it was killed at its limit.
+    fn wait(&mut self) -> (Exited, bool) {
+        let Some(Limit { ends, .. }) = self.limit else {
+            return (self.reap(true).expect("a blocking wait reaps"), false);
         };
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the child") {
-                return (status, false);
+            if let Some(exited) = self.reap(false) {
+                return (exited, false);
             }
-            if self.started.elapsed() > limit {
+            if Instant::now() > ends {
                 // SAFETY: kill only sends a signal, to the group the child leads.
                 unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
-                return (self.child.wait().expect("wait for the child"), true);
+                return (self.reap(true).expect("a blocking wait reaps"), true);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Reaps the child if it has ended (waiting for that when `block`), with `wait4` so that
+    /// its processor time is known; the child is reaped once and the result kept.
+    fn reap(&mut self, block: bool) -> Option<Exited> {
+        if self.exited.is_none() {
+            let mut status = 0;
+            // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            let flags = if block { 0 } else { libc::WNOHANG };
+            let pid = self.child.id() as i32;
+            let got = loop {
+                // SAFETY: waits for our own child, writing into the two locals above.
+                let got = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+                if got >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break got;
+                }
+            };
+            assert!(
+                got >= 0,
+                "wait for {}: {}",
+                self.shown,
+                std::io::Error::last_os_error()
+            );
+            if got == pid {
+                let time = |t: libc::timeval| {
+                    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+                };
+                self.exited = Some(Exited {
+                    status: ExitStatus::from_raw(status),
+                    cpu: time(usage.ru_utime) + time(usage.ru_stime),
+                });
+            }
+        }
+        self.exited
     }
 }
 
@@ -450,8 +547,11 @@ pub struct Ran {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
-    /// From start until its output closed, for bounds on hangs (never a benchmark).
+    /// From start until it ended, for bounds on hangs (never a benchmark).
     pub elapsed: Duration,
+    /// The processor time it used itself (user and system), which other work on a shared
+    /// machine does not stretch as it does wall time.
+    pub cpu: Duration,
 }
 
 impl Ran {
@@ -535,6 +635,41 @@ mod tests {
         let said = refusal(sh("sleep 30").within(Duration::from_millis(300)), 0);
         assert!(started.elapsed() < Duration::from_secs(10));
         assert!(said.contains("still running after 300ms; killed"), "{said}");
+    }
+
+    #[test]
+    fn a_signal_reaches_the_program_and_a_limit_can_start_from_it() {
+        let mut run = sh("trap 'kill $!; exit 7' TERM; sleep 30 & wait").spawn();
+        std::thread::sleep(Duration::from_millis(300));
+        run.signal(libc::SIGTERM);
+        run.within(Duration::from_secs(5)).status(7);
+
+        let mut run = sh("sleep 30").spawn();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(run.is_running());
+        let said = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run.within(Duration::from_millis(300)).status(0)
+        }))
+        .err()
+        .and_then(|p| p.downcast_ref::<String>().cloned())
+        .expect("the checks must fail");
+        assert!(said.contains("still running after 300ms; killed"), "{said}");
+    }
+
+    #[test]
+    fn the_processor_time_of_the_program_is_measured_and_a_reaped_run_stays_ended() {
+        let mut run = sh("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done").spawn();
+        while run.is_running() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!run.is_running());
+        let ran = run.success();
+        assert!(ran.cpu > Duration::from_millis(10), "{:?}", ran.cpu);
+        assert!(
+            ran.cpu <= ran.elapsed + Duration::from_millis(50),
+            "{:?}",
+            ran.cpu
+        );
     }
 
     #[test]

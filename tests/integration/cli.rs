@@ -357,14 +357,6 @@ kind = "command"
 argv = ["sleep", "1"]
 "#;
 
-/// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
-fn on_a_terminal(dir: &Dir) -> Test {
-    let command = format!("{} --lesson 79 --no-junit", bin().display());
-    Test::new("script")
-        .current_dir(dir)
-        .args(["-q", "-e", "-c", &command, "/dev/null"])
-}
-
 #[test]
 fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     if !tool("script") {
@@ -373,14 +365,16 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     let dir = Dir::new();
     dir.write("checkpoints/79-status.toml", NAPPER);
 
-    on_a_terminal(&dir)
+    on_a_terminal("--lesson 79 --no-junit")
+        .current_dir(&dir)
         .stdout_has("0/1 running: napper sleeps-a-second")
         // Colour on a terminal.
         .stdout_has("\u{1b}[32mPASS")
         .stdout_has("1 passed, 0 failed")
         .success();
 
-    on_a_terminal(&dir)
+    on_a_terminal("--lesson 79 --no-junit")
+        .current_dir(&dir)
         .env("NO_COLOR", "1")
         .stdout_has("running: napper sleeps-a-second")
         // No colour with NO_COLOR.
