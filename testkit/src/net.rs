@@ -40,4 +40,18 @@ impl SilentListener {
     pub fn connections(&self) -> usize {
         self.count.load(Ordering::SeqCst)
     }
+
+    /// Waits until a client has connected, at most `limit`.
+    #[track_caller]
+    pub fn wait_for_connection(&self, limit: std::time::Duration) {
+        let started = std::time::Instant::now();
+        while self.connections() == 0 {
+            assert!(
+                started.elapsed() < limit,
+                "nothing connected to 127.0.0.1:{} within {limit:?}",
+                self.port
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
