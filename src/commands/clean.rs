@@ -3,6 +3,7 @@
 //! `--execute`.
 
 use lessonprobe_probes::DbTarget;
+use ticketflow::KafkaTarget;
 
 use crate::checkpoint::Catalog;
 use crate::clean::{self, Place, Runs};
@@ -95,8 +96,13 @@ fn places(args: &CleanArgs) -> Result<Vec<Place>, Error> {
             DbTarget::SqliteMemory => None,
         })
         .collect();
-    if args.kafka.kafka.is_some() {
-        places.push(Place::Kafka(super::kafka_target(&args.kafka)?));
+    match super::kafka_target(&args.kafka)? {
+        _ if args.kafka.kafka.is_none() => {}
+        KafkaTarget::Embedded => return Err(Error::Usage(
+            "--kafka embedded: nothing to clean, the embedded broker lives and dies with each run"
+                .into(),
+        )),
+        target => places.push(Place::Kafka(target)),
     }
     if places.is_empty() {
         return Err(Error::Usage(
