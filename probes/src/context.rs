@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ticketflow::kafka::KafkaError;
-use ticketflow::store::{AuditStore, StoreError};
+use ticketflow::store::StoreError;
 use ticketflow::KafkaTarget;
 
 use crate::live::{LiveError, LivePostgres, LiveSqlite, LiveStore};
@@ -47,11 +47,8 @@ impl ProbeContext {
         }
     }
 
-    pub fn open_store(&self) -> Result<Box<dyn AuditStore>, ProbeError> {
-        Ok(self.open_live_store()?)
-    }
-
-    /// The store with the live service's business tables, for probes that play the live consumer.
+    /// The audit store, beside the live service's business tables (for probes that play the
+    /// live consumer).
     pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
         self.proceed()?;
         let store: Result<Box<dyn LiveStore>, StoreError> = match &self.db {

@@ -6,10 +6,10 @@ mod offsets;
 mod replay_consumer;
 mod target;
 
-pub use broker::{Broker, KafkaError};
+pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
 pub use offsets::{
     committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
-pub use target::{KafkaTarget, KafkaTargetError};
+pub use target::{is_secret_property, redact, KafkaTarget, KafkaTargetError};

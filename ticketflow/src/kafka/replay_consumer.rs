@@ -81,6 +81,7 @@ impl ReplayConsumer for KafkaReplayConsumer {
                 topic: m.topic().to_owned(),
                 partition: m.partition(),
                 offset: m.offset(),
+                timestamp: m.timestamp().to_millis(),
                 payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
             })),
         }

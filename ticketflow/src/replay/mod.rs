@@ -3,23 +3,33 @@
 //! job built on it (planning a window of a real topic, executing it, reporting). The audit
 //! store is the only effect this crate has: the live service's tables are not part of it.
 
+mod apply;
 mod execute;
+mod identity;
 mod job;
+mod read;
 mod rows;
 mod window;
 
-pub use execute::{ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT};
-pub use job::{ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport};
-pub use rows::{PlanDocument, PlanRow, ReportRow};
+pub use apply::{BatchWriter, StoreWriter, TargetWriter};
+pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
+
+pub use execute::{
+    timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
+};
+pub use job::{
+    ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport, TargetError,
+};
+pub use rows::{PlanDocument, PlanRow, ReportRow, StatusRow};
 pub use window::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Refusal, Window,
 };
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::event::{AuditEvent, DecodeError};
+use crate::event::DecodeError;
 use crate::kafka::KafkaError;
-use crate::store::{AuditStore, Quarantined, StoreError};
+use crate::store::{AuditStore, StoreError, WriteError};
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +141,8 @@ pub struct ReplayRecord {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// The record's timestamp in milliseconds, when it has one.
+    pub timestamp: Option<i64>,
     pub payload: Vec<u8>,
 }
 
@@ -172,7 +184,9 @@ pub struct ReplaySummary {
     pub records: u64,
     pub inserted: u64,
     pub duplicates: u64,
-    /// Records that were not audit events, kept in `quarantined_records`.
+    /// Same event id, other content: the first stored version stayed.
+    pub conflicts: u64,
+    /// Records that were not audit events, kept in the quarantine.
     pub quarantined: u64,
     /// The replay group's committed offset at the end: the plan's `stop`.
     pub final_offset: i64,
@@ -213,29 +227,32 @@ pub enum ReplayErrorKind {
     Undecodable { offset: i64, source: DecodeError },
     #[error("effect failed at offset {offset}: {source}")]
     Effect { offset: i64, source: StoreError },
+    #[error("record at offset {offset} refused by the database: {reason}")]
+    Refused { offset: i64, reason: String },
+    #[error("{0}")]
+    Checkpoint(#[source] WriteError),
     #[error("idle for {idle:?} before stop {stop}")]
     Idle { idle: Duration, stop: i64 },
     #[error("deadline of {deadline:?} reached before stop {stop}")]
     Deadline { deadline: Duration, stop: i64 },
 }
 
-/// How long a batch that has begun waits for its next record before it is applied as it is.
-const GATHER_WAIT: Duration = Duration::from_millis(5);
-
 /// What to do with a record that is not an audit event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRecords {
     /// Stop the replay with an error at that record (its offset is not committed).
     Fail,
-    /// Record it in `quarantined_records` in the same transaction as its batch, then move on.
+    /// Record it in the quarantine in the same transaction as its batch, then move on.
     Quarantine,
 }
 
-/// How a replay applies effects: up to `batch` records per SQL transaction, then one commit
-/// of the next offset. `batch: 1` is one transaction and one commit per event.
+/// How a replay applies effects: up to `batch` records (and about `batch_bytes` of payload)
+/// per SQL transaction, then one commit of the next offset. `batch: 1` is one transaction and
+/// one commit per event.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayOptions {
     pub batch: usize,
+    pub batch_bytes: usize,
     pub bad_records: BadRecords,
 }
 
@@ -243,6 +260,7 @@ impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
             batch: 1,
+            batch_bytes: usize::MAX,
             bad_records: BadRecords::Fail,
         }
     }
@@ -261,31 +279,30 @@ pub fn run_bounded_replay(
         limits,
         ReplayOptions::default(),
         consumer,
-        store,
+        &mut StoreWriter::new(store),
         &mut |_| {},
     )
 }
 
-/// Replays `plan` through `consumer` into `store`, calling `progress` after each durable batch.
+/// Replays `plan` through `consumer` into `writer`, calling `progress` after each durable batch.
 ///
 /// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
-/// `start`; then gather records, each of the plan's partition and at exactly the next expected
-/// offset, up to a batch; apply the batch in one transaction, and only once it is durable
-/// commit the offset after it. Idle or deadline before `stop` is an error carrying the last
+/// `start` ([`read::Reader::open`]); then gather records, each of the plan's partition and at
+/// exactly the next expected offset, up to a batch ([`read::Reader::next_batch`]); apply the
+/// batch in one transaction, and only once it is durable commit the offset after it
+/// ([`apply::apply_batch`]). Idle or deadline before `stop` is an error carrying the last
 /// committed offset, never a partial success.
 pub fn run_bounded_replay_with(
     plan: &ReplayPlan,
     limits: ReplayLimits,
     options: ReplayOptions,
     consumer: &mut dyn ReplayConsumer,
-    store: &mut dyn AuditStore,
+    writer: &mut dyn BatchWriter,
     progress: &mut dyn FnMut(&ReplaySummary),
 ) -> Result<ReplaySummary, ReplayError> {
-    let started = Instant::now();
-    let (topic, partition) = (plan.topic.as_str(), plan.partition);
     let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
-        topic: topic.to_owned(),
-        partition,
+        topic: plan.topic.clone(),
+        partition: plan.partition,
         committed,
         kind,
     };
@@ -299,140 +316,35 @@ pub fn run_bounded_replay_with(
             },
         ));
     }
-    if consumer.group_id() != plan.replay_group {
-        return Err(fail(
-            None,
-            ReplayErrorKind::WrongGroup {
-                expected: plan.replay_group.clone(),
-                actual: consumer.group_id().to_owned(),
-            },
-        ));
-    }
-    let end = consumer
-        .end_offset(topic, partition)
-        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
-    if plan.stop > end {
-        return Err(fail(
-            None,
-            ReplayErrorKind::StopBeyondEnd {
-                stop: plan.stop,
-                end,
-            },
-        ));
-    }
-    consumer
-        .seek(topic, partition, plan.start)
-        .map_err(|e| fail(Some(plan.start), ReplayErrorKind::Consumer(e)))?;
-
+    let mut reader = read::Reader::open(plan, limits, consumer)?;
     let mut summary = ReplaySummary {
         final_offset: plan.start,
         ..ReplaySummary::default()
     };
-    let mut events: Vec<AuditEvent> = Vec::with_capacity(options.batch);
-    let mut bad: Vec<Quarantined> = Vec::new();
-    let mut next = plan.start; // the offset the next record must carry
     while summary.final_offset < plan.stop {
-        let committed = Some(summary.final_offset);
-        // Gather a batch: wait for its first record, then take what has already arrived. A
-        // record that stops the run ends the batch; what came before it is still applied.
-        let mut stopped_on: Option<ReplayErrorKind> = None;
-        while next < plan.stop && events.len() + bad.len() < options.batch {
-            let gathering = events.len() + bad.len() > 0;
-            let remaining = limits.deadline.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                if gathering {
-                    break;
-                }
-                return Err(fail(
-                    committed,
-                    ReplayErrorKind::Deadline {
-                        deadline: limits.deadline,
-                        stop: plan.stop,
-                    },
-                ));
-            }
-            let wait = if gathering {
-                GATHER_WAIT.min(remaining)
-            } else {
-                remaining.min(limits.idle_timeout)
-            };
-            let record = match consumer
-                .poll(wait)
-                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?
-            {
-                Some(record) => record,
-                None if gathering => break,
-                None if wait < limits.idle_timeout => continue, // the deadline check ends it
-                None => {
-                    return Err(fail(
-                        committed,
-                        ReplayErrorKind::Idle {
-                            idle: limits.idle_timeout,
-                            stop: plan.stop,
-                        },
-                    ))
-                }
-            };
-            if record.topic != topic || record.partition != partition {
-                stopped_on = Some(ReplayErrorKind::ForeignRecord {
-                    topic: record.topic,
-                    partition: record.partition,
-                });
-                break;
-            }
-            if record.offset != next {
-                stopped_on = Some(ReplayErrorKind::Gap {
-                    expected: next,
-                    got: record.offset,
-                });
-                break;
-            }
-            match AuditEvent::decode(&record.payload) {
-                Ok(event) => events.push(event),
-                Err(reason) if options.bad_records == BadRecords::Quarantine => {
-                    bad.push(Quarantined {
-                        topic: record.topic,
-                        partition: record.partition,
-                        offset: record.offset,
-                        raw: record.payload,
-                        reason: reason.to_string(),
-                    })
-                }
-                Err(source) => {
-                    stopped_on = Some(ReplayErrorKind::Undecodable {
-                        offset: record.offset,
-                        source,
-                    });
-                    break;
-                }
-            }
-            next += 1;
-        }
-        // Make what was gathered durable, then move the offset past it.
-        if !events.is_empty() || !bad.is_empty() {
-            let first = summary.final_offset;
-            let applied = store.apply_batch(&events, &bad).map_err(|source| {
-                fail(
-                    committed,
-                    ReplayErrorKind::Effect {
-                        offset: first,
-                        source,
-                    },
-                )
-            })?;
-            consumer
-                .commit(topic, partition, next)
-                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?;
-            summary.records += (events.len() + bad.len()) as u64;
-            summary.inserted += applied.inserted;
-            summary.duplicates += applied.duplicates;
-            summary.quarantined += applied.quarantined;
-            summary.final_offset = next;
-            events.clear();
-            bad.clear();
+        let committed = summary.final_offset;
+        let gathered = reader.next_batch(options.batch, options.batch_bytes, committed)?;
+        let applied = apply::apply_batch(
+            plan,
+            options,
+            &gathered.records,
+            committed,
+            writer,
+            reader.consumer(),
+        )?;
+        if let Some(applied) = applied.as_ref().filter(|a| a.records > 0) {
+            summary.records += applied.records;
+            summary.inserted += applied.outcome.inserted;
+            summary.duplicates += applied.outcome.duplicates;
+            summary.conflicts += applied.outcome.conflicts;
+            summary.quarantined += applied.outcome.quarantined;
+            summary.final_offset = applied.next;
             progress(&summary);
         }
-        if let Some(kind) = stopped_on {
+        // A record that stopped the batch (or could not be decoded) ends the run there, after
+        // what came before it became durable.
+        let stopped = applied.and_then(|a| a.stopped_on).or(gathered.stopped_on);
+        if let Some(kind) = stopped {
             return Err(fail(Some(summary.final_offset), kind));
         }
     }
@@ -442,6 +354,7 @@ pub fn run_bounded_replay_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::AuditEvent;
 
     /// Delivers `records` in order, then nothing; logs commits.
     struct Listed {
@@ -473,6 +386,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset,
+            timestamp: Some(1_000 + offset),
             payload: payload.to_vec(),
         }
     }
@@ -489,8 +403,8 @@ mod tests {
         idle_timeout: Duration::from_millis(50),
     };
 
-    /// Replays `records` over `[0, stop)` into a fresh SQLite store; returns the result, the
-    /// commits and the store.
+    /// Replays `records` over `[0, stop)` into a fresh SQLite target with a recorded plan `p`;
+    /// returns the result, the commits and a connection to read the target back.
     fn replay_listed(
         records: std::collections::VecDeque<ReplayRecord>,
         stop: i64,
@@ -499,31 +413,86 @@ mod tests {
     ) -> (
         Result<ReplaySummary, ReplayError>,
         Vec<i64>,
-        crate::store::SqliteAuditStore,
+        rusqlite::Connection,
     ) {
+        use crate::store::{
+            AuditDb, Counters, PartitionProgress, PlanScope, PlanStatus, PlanWindow, RecordedPlan,
+            Timeouts,
+        };
         let mut consumer = Listed {
             records,
             commits: Vec::new(),
         };
-        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.db");
+        let db = AuditDb::Sqlite(path.clone());
+        let mut target = db
+            .open_target(Timeouts::all(Duration::from_secs(5)))
+            .unwrap();
+        let adoption = target.inspect().unwrap().adopt().unwrap();
+        target.prepare(&adoption).unwrap();
+        target
+            .record_plan(&RecordedPlan {
+                plan_id: "p".into(),
+                topic: "t".into(),
+                replay_group: "replay".into(),
+                live_group: "live".into(),
+                window: PlanWindow::Offsets { start: 0, stop },
+                created_at: "now".into(),
+                created_by: "me@here".into(),
+                status: PlanStatus::Running,
+                finished_at: None,
+                partitions: vec![PartitionProgress {
+                    partition: 0,
+                    start: 0,
+                    stop,
+                    captured_end: stop,
+                    next_offset: 0,
+                    owner: None,
+                    counters: Counters::default(),
+                    updated_at: "now".into(),
+                }],
+            })
+            .unwrap();
         let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
-        let options = ReplayOptions { batch, bad_records };
+        let options = ReplayOptions {
+            batch,
+            batch_bytes: usize::MAX,
+            bad_records,
+        };
         let result = run_bounded_replay_with(
             &plan,
             LIMITS,
             options,
             &mut consumer,
-            &mut store,
+            &mut TargetWriter {
+                target: target.as_mut(),
+                scope: PlanScope {
+                    plan_id: "p",
+                    topic: "t",
+                    ranges: &[(0, 0, stop)],
+                    owner: None,
+                    fail_on_refused: bad_records == BadRecords::Fail,
+                },
+            },
             &mut |_| {},
         );
-        (result, consumer.commits, store)
+        drop(target);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        // The file stays readable through the open connection after the folder goes.
+        std::mem::forget(dir);
+        (result, consumer.commits, conn)
+    }
+
+    fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
     #[test]
     fn batches_commit_once_each_and_quarantine_bad_records_in_the_same_transaction() {
         let mut records: std::collections::VecDeque<_> = (0..7).map(event).collect();
         records[3] = rec(3, b"not json");
-        let (result, commits, store) = replay_listed(records, 7, 3, BadRecords::Quarantine);
+        let (result, commits, conn) = replay_listed(records, 7, 3, BadRecords::Quarantine);
         let summary = result.unwrap();
         assert_eq!(commits, vec![3, 6, 7]);
         assert_eq!(
@@ -535,18 +504,32 @@ mod tests {
             ),
             (7, 6, 1, 7)
         );
-        let q: i64 = store
-            .connection()
-            .query_row("SELECT record_offset FROM quarantined_records", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
+        let q = count(
+            &conn,
+            "SELECT record_offset FROM lessonprobe_replay_quarantine",
+        );
         assert_eq!(q, 3);
+        // One batch row per durable batch, and the checkpoint where the last one ended.
+        assert_eq!(
+            count(&conn, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+            3
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT next_offset FROM lessonprobe_replay_partitions"
+            ),
+            7
+        );
+        assert_eq!(
+            count(&conn, "SELECT COUNT(*) FROM audit_events WHERE record_offset IS NOT NULL AND record_timestamp = 1000 + record_offset"),
+            6
+        );
     }
 
     #[test]
     fn a_gap_inside_a_batch_applies_what_came_before_it_then_fails_there() {
-        let (result, commits, mut store) = replay_listed(
+        let (result, commits, conn) = replay_listed(
             [0, 1, 2, 4].into_iter().map(event).collect(),
             7,
             10,
@@ -572,7 +555,14 @@ mod tests {
             "t[0] (committed 3): discontinuous range: expected offset 3, got 4"
         );
         assert_eq!(commits, vec![3]);
-        assert_eq!(store.audit_rows().unwrap(), 3);
+        assert_eq!(count(&conn, "SELECT COUNT(*) FROM audit_events"), 3);
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT next_offset FROM lessonprobe_replay_partitions"
+            ),
+            3
+        );
     }
 
     #[test]
