@@ -159,10 +159,10 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     // there, and the run said so, naming each one.
     let stderr = String::from_utf8_lossy(&out.stderr);
     for suffix in [
-        "accept.kt1-l30-12-sqlite",
-        "earliest.kt1-ex-30-02-sqlite",
-        "beyond.kt1-l30-13-sqlite",
-        "midfail.kt1-l30-14-sqlite",
+        "accept.lp-kt1.30.l30-12-sqlite",
+        "earliest.lp-kt1.30.ex-30-02-sqlite",
+        "beyond.lp-kt1.30.l30-13-sqlite",
+        "midfail.lp-kt1.30.l30-14-sqlite",
     ] {
         let topic = format!("ticketflow.audit.v1.{suffix}");
         assert!(partitions_of(s, &topic) > 0, "{topic} is gone");

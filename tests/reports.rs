@@ -135,6 +135,67 @@ fn a_report_path_that_is_a_folder_exits_3_before_any_probe_runs() {
     }
 }
 
+/// Lesson 92: a probe that makes a folder of the report's path while the run goes on.
+const TAKES_THE_REPORT_PATH: &str = r#"
+[checkpoint]
+lesson = 92
+title = "report path taken"
+
+[[probe]]
+id = "W-1"
+name = "takes-the-report-path"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "mkdir -p out/r.xml; echo ok"]
+expect = "ok"
+"#;
+
+#[test]
+fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    std::fs::write(
+        dir.path().join("checkpoints/92-taken.toml"),
+        TAKES_THE_REPORT_PATH,
+    )
+    .unwrap();
+    let run = |format: &str| {
+        let _ = std::fs::remove_dir_all(dir.path().join("out"));
+        let out = lessonprobe(dir.path())
+            .args(["--lesson", "92", "--junit", "out/r.xml", "--format", format])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+        assert!(
+            stderr.contains("out/r.xml: cannot write JUnit report: "),
+            "{stderr}"
+        );
+        assert!(
+            dir.path().join("out/r.xml").is_dir(),
+            "the probe's folder is left as it made it"
+        );
+        stdout
+    };
+
+    let doc: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(doc["outcomes"][0]["id"], "W-1");
+    assert_eq!(doc["outcomes"][0]["verdict"], "PASS");
+
+    let human = run("human");
+    let lines: Vec<&str> = human.lines().collect();
+    assert!(
+        lines[0].starts_with("PASS ") && lines[0].ends_with("lesson 92 W-1 takes-the-report-path"),
+        "{human}"
+    );
+    assert_eq!(lines[1], "JUnit report not written: out/r.xml", "{human}");
+    assert!(
+        lines[2].starts_with("1 passed, 0 failed, 0 errors, 0 skipped, 0 pending in "),
+        "{human}"
+    );
+}
+
 #[test]
 fn the_closing_line_gives_the_wall_time_and_what_failed() {
     let dir = tempfile::tempdir().unwrap();

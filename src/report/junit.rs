@@ -151,17 +151,35 @@ pub fn prepare(path: &Path) -> Result<(), ReportError> {
     }
 }
 
+/// Writes the report whole or not at all: into a new file beside `path`, renamed over it, so a
+/// consumer never reads half a report and a failed write leaves no file at `path`.
 pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
-            dir: dir.to_owned(),
-            source,
-        })?;
-    }
-    std::fs::write(path, xml).map_err(|source| ReportError::Write {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
+                dir: dir.to_owned(),
+                source,
+            })?;
+            dir
+        }
+        None => Path::new("."),
+    };
+    let write_error = |source| ReportError::Write {
         path: path.to_owned(),
         source,
-    })
+    };
+    // The mode std::fs::write gives a new file (before the umask), not a temp file's 0600.
+    let mut file = tempfile::Builder::new()
+        .prefix(".lessonprobe-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(write_error)?;
+    file.write_all(xml.as_bytes()).map_err(write_error)?;
+    file.persist(path).map_err(|e| write_error(e.error))?;
+    Ok(())
 }
 
 fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {

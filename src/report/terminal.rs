@@ -237,12 +237,17 @@ impl<W: Write> Reporter for Terminal<W> {
         }
     }
 
-    /// The closing lines: where the JUnit report is, and the counts, the wall time and why the
-    /// run failed.
+    /// The closing lines: where the JUnit report is (or that it could not be written: its
+    /// reporter finished first, and a stale report was removed before the run), and the counts,
+    /// the wall time and why the run failed.
     fn finish(&mut self) -> Result<(), ReportError> {
         let mut lines = Vec::new();
         if let Some(path) = &self.junit {
-            lines.push(format!("JUnit report: {}", path.display()));
+            lines.push(if path.is_file() {
+                format!("JUnit report: {}", path.display())
+            } else {
+                format!("JUnit report not written: {}", path.display())
+            });
         }
         if let Some(summary) = self.summary {
             lines.push(self.closing(summary));
@@ -304,13 +309,17 @@ mod tests {
 
     /// The terminal's output for the test run, durations blanked.
     fn output(interrupt_at: Option<usize>, colour: bool) -> Vec<String> {
-        let mut terminal = Terminal::to(Vec::new(), false, Some("r.xml".into()), colour);
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.xml");
+        std::fs::write(&report, "<testsuites/>").unwrap();
+        let mut terminal = Terminal::to(Vec::new(), false, Some(report), colour);
         testing::run(interrupt_at, |e| terminal.event(e));
         terminal.finish().unwrap();
         String::from_utf8(terminal.out)
             .unwrap()
             .lines()
             .map(testing::without_temp_dir)
+            .map(|l| l.replace(&format!("{}/", dir.path().display()), ""))
             .map(|l| match (l.find(" ["), l.find("s] ")) {
                 (Some(a), Some(b)) if a < b => format!("{}{}", &l[..a], &l[b + 2..]),
                 _ => l.to_owned(),
