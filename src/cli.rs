@@ -19,6 +19,7 @@ Exit codes:
   2    a usage or manifest error: nothing ran
   3    a file could not be read or written (a manifest folder, a report path)
   4    an operational command (replay, broker, hosts check, clean) failed
+  5    a replay completed with findings (conflicts or quarantined records)
   130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM";
 
 #[derive(Debug, Parser)]

@@ -77,6 +77,18 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
         assert!(case.time.is_some() && case.classname.is_some(), "{case:?}");
     }
     assert!(suite.timestamp.is_some() && suite.extra.contains_key("hostname"));
+    assert_eq!(
+        suite.extra.get("file").map(|f| f.as_str()),
+        Some("checkpoints/30-replay-audit.toml"),
+        "the suite names its manifest"
+    );
+    assert!(
+        suite
+            .test_cases
+            .iter()
+            .all(|c| !c.extra.contains_key("file")),
+        "xunit2 cases carry no file"
+    );
     let sql = suite
         .test_cases
         .iter()

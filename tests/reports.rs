@@ -238,6 +238,7 @@ fn help_lists_the_exit_codes() {
         "  2    a usage or manifest error",
         "  3    a file could not be read or written",
         "  4    an operational command",
+        "  5    a replay completed with findings",
         "  130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM",
     ] {
         assert!(help.contains(line), "{line:?} in {help}");

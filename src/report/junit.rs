@@ -95,6 +95,12 @@ pub fn render(
         suite
             .extra
             .insert("hostname".into(), hostname.as_str().into());
+        // Both schemas allow `file` on a suite; publishers that read no testcase `file` use it.
+        if let Some(first) = cases.first() {
+            suite
+                .extra
+                .insert("file".into(), first.checkpoint_file.as_str().into());
+        }
         for o in &cases {
             for (key, value) in &o.properties {
                 suite.add_property(Property::new(

@@ -108,5 +108,6 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         properties: Vec::new(),
         file: None,
         line: None,
+        checkpoint_file: format!("checkpoints/{lesson}.toml"),
     }
 }
