@@ -506,27 +506,6 @@ kind = "command"
 argv = ["sleep", "1"]
 "#;
 
-/// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
-fn on_a_terminal(dir: &std::path::Path, no_color: bool) -> String {
-    let command = format!(
-        "{} --lesson 79 --no-junit",
-        env!("CARGO_BIN_EXE_lessonprobe")
-    );
-    let mut script = std::process::Command::new("script");
-    script
-        .current_dir(dir)
-        .args(["-q", "-e", "-c", &command, "/dev/null"])
-        .stdin(std::process::Stdio::null())
-        .env_remove("NO_COLOR")
-        .env_remove("LESSONPROBE_CHECKPOINTS");
-    if no_color {
-        script.env("NO_COLOR", "1");
-    }
-    let out = script.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     if !tool("script") {
@@ -536,7 +515,7 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
     std::fs::write(dir.path().join("checkpoints/79-status.toml"), NAPPER).unwrap();
 
-    let tty = on_a_terminal(dir.path(), false);
+    let tty = on_a_terminal(dir.path(), "--lesson 79 --no-junit", &[], false);
     assert!(
         tty.contains("0/1 running: napper sleeps-a-second"),
         "{tty:?}"
@@ -547,7 +526,7 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     );
     assert!(tty.contains("1 passed, 0 failed"), "{tty:?}");
 
-    let no_color = on_a_terminal(dir.path(), true);
+    let no_color = on_a_terminal(dir.path(), "--lesson 79 --no-junit", &[], true);
     assert!(
         no_color.contains("running: napper sleeps-a-second"),
         "{no_color:?}"

@@ -133,26 +133,12 @@ pub fn prepare(path: &Path) -> Result<(), ReportError> {
             path: path.to_owned(),
         });
     }
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
-                dir: dir.to_owned(),
-                source,
-            })?;
-            dir
-        }
-        None => Path::new("."),
-    };
-    let write_error = |source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    tempfile::Builder::new()
-        .prefix(".lessonprobe-")
-        .tempfile_in(dir)
-        .map_err(write_error)?;
+    new_file_beside(path)?;
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(write_error(e)),
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(ReportError::Write {
+            path: path.to_owned(),
+            source,
+        }),
         _ => Ok(()),
     }
 }
@@ -161,6 +147,19 @@ pub fn prepare(path: &Path) -> Result<(), ReportError> {
 /// consumer never reads half a report and a failed write leaves no file at `path`.
 pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
     use std::io::Write;
+
+    let mut file = new_file_beside(path)?;
+    let write_error = |source| ReportError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    file.write_all(xml.as_bytes()).map_err(write_error)?;
+    file.persist(path).map_err(|e| write_error(e.error))?;
+    Ok(())
+}
+
+/// A new temporary file in the folder of `path` (created if missing), removed when dropped.
+fn new_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, ReportError> {
     use std::os::unix::fs::PermissionsExt;
 
     let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -173,19 +172,15 @@ pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
         }
         None => Path::new("."),
     };
-    let write_error = |source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    };
     // The mode std::fs::write gives a new file (before the umask), not a temp file's 0600.
-    let mut file = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".lessonprobe-")
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
-        .map_err(write_error)?;
-    file.write_all(xml.as_bytes()).map_err(write_error)?;
-    file.persist(path).map_err(|e| write_error(e.error))?;
-    Ok(())
+        .map_err(|source| ReportError::Write {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
