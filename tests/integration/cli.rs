@@ -29,8 +29,8 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
         .success();
     let closing = ran.stdout.lines().last().unwrap();
     assert!(
-        closing.ends_with("0 failed, 0 errors, 1 skipped, 1 pending"),
-        "{closing}"
+        closing.contains("0 failed, 0 errors, 1 skipped, 1 pending in ") && closing.ends_with('s'),
+        "the counts and the wall time: {closing}"
     );
 
     validate_junit(&xml);
@@ -68,6 +68,18 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
         assert!(case.time.is_some() && case.classname.is_some(), "{case:?}");
     }
     assert!(suite.timestamp.is_some() && suite.extra.contains_key("hostname"));
+    assert_eq!(
+        suite.extra.get("file").map(|f| f.as_str()),
+        Some("checkpoints/30-replay-audit.toml"),
+        "the suite names its manifest"
+    );
+    assert!(
+        suite
+            .test_cases
+            .iter()
+            .all(|c| !c.extra.contains_key("file")),
+        "xunit2 cases carry no file"
+    );
     let sql = suite
         .test_cases
         .iter()
@@ -98,23 +110,49 @@ fn every_checkpoint_runs_when_no_lesson_is_given() {
 }
 
 #[test]
-fn strict_turns_pending_into_exit_1() {
+fn strict_turns_pending_into_exit_1_and_a_failure_in_every_report() {
     let dir = Dir::new();
-    lessonprobe()
+    let xml = dir.join("s.xml");
+    let ran = lessonprobe()
         .in_repo()
         .args([
             "--lesson", "30", "--strict", "--select", "L30-10", "--junit",
         ])
-        .arg(dir.join("s.xml"))
+        .arg(&xml)
         .failure();
-    let cases = verdicts(&parse_junit(&dir.join("s.xml")));
+    let closing = ran.stdout.lines().last().unwrap();
+    assert!(
+        closing.contains("1 pending in ") && closing.ends_with("; PENDING under --strict: L30-10"),
+        "the closing line says why the run failed: {closing}"
+    );
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
     assert_eq!(
-        cases,
+        verdicts(&report),
         vec![(
             "L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(),
-            "PENDING".to_owned()
+            "FAIL".to_owned()
         )]
     );
+    let suite = &report.test_suites[0];
+    assert_eq!((suite.failures, suite.errors, suite.skipped), (1, 0, 0));
+    let said = message(&suite.test_cases[0]);
+    assert!(
+        said.starts_with("PENDING under --strict: TICKETFLOW_REMOTE_TESTS is not set"),
+        "{said:?}"
+    );
+
+    let doc = lessonprobe()
+        .in_repo()
+        .args(["--lesson", "30", "--strict", "--select", "L30-10"])
+        .args(["--no-junit", "--format", "json"])
+        .failure()
+        .json();
+    assert_eq!(
+        (doc["succeeded"].as_bool(), doc["strict"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(doc["outcomes"][0]["verdict"], "PENDING");
 }
 
 #[test]

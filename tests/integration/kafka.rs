@@ -53,7 +53,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     };
 
     // L30-12: the live group is at the end of every partition, the replay group at yesterday's stop.
-    let suffix = "accept.kt1-l30-12-sqlite";
+    let suffix = "accept.lp-kt1.30.l30-12-sqlite";
     let n = partitions_of(s, &topic(suffix));
     let (live, replay) = (live_group(suffix, n), replay_group(suffix, n));
     let consumer = reader(s, "test-watermarks");
@@ -70,7 +70,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
         );
         assert!(stop < high, "yesterday must end inside partition {p}");
     }
-    let db = dir.join("kt1-l30-12-sqlite.db");
+    let db = dir.join("lp-kt1.30.l30-12-sqlite.db");
     let records = day::generate(&DaySpec::default());
     let distinct: HashSet<&str> = records.iter().map(|r| r.event.event_id.as_str()).collect();
     assert_eq!(
@@ -91,23 +91,29 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
 
     // EX-30-02: the original group stays at 500, the replay group at 200.
-    let suffix = "earliest.kt1-ex-30-02-sqlite";
+    let suffix = "earliest.lp-kt1.30.ex-30-02-sqlite";
     assert_eq!(live_group(suffix, 1), vec![Some(500)]);
     assert_eq!(replay_group(suffix, 1), vec![Some(200)]);
     assert_eq!(
         count(
-            &dir.join("kt1-ex-30-02-sqlite.db"),
+            &dir.join("lp-kt1.30.ex-30-02-sqlite.db"),
             "SELECT COUNT(*) FROM audit_events"
         ),
         100
     );
 
     // L30-13: nothing committed by the refused replay.
-    assert_eq!(replay_group("beyond.kt1-l30-13-sqlite", 1), vec![None]);
+    assert_eq!(
+        replay_group("beyond.lp-kt1.30.l30-13-sqlite", 1),
+        vec![None]
+    );
 
     // L30-14: the rerun finished at 50 with 50 distinct rows.
-    assert_eq!(replay_group("midfail.kt1-l30-14-sqlite", 1), vec![Some(50)]);
-    let db = dir.join("kt1-l30-14-sqlite.db");
+    assert_eq!(
+        replay_group("midfail.lp-kt1.30.l30-14-sqlite", 1),
+        vec![Some(50)]
+    );
+    let db = dir.join("lp-kt1.30.l30-14-sqlite.db");
     assert_eq!(
         count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"),
         50
@@ -118,10 +124,10 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     // there, and the run said so, naming each one.
     let stderr = &ran.stderr;
     for suffix in [
-        "accept.kt1-l30-12-sqlite",
-        "earliest.kt1-ex-30-02-sqlite",
-        "beyond.kt1-l30-13-sqlite",
-        "midfail.kt1-l30-14-sqlite",
+        "accept.lp-kt1.30.l30-12-sqlite",
+        "earliest.lp-kt1.30.ex-30-02-sqlite",
+        "beyond.lp-kt1.30.l30-13-sqlite",
+        "midfail.lp-kt1.30.l30-14-sqlite",
     ] {
         let topic = format!("ticketflow.audit.v1.{suffix}");
         assert!(partitions_of(s, &topic) > 0, "{topic} is gone");

@@ -2,10 +2,14 @@
 //! (one link for all of them). Each run is stated with `lessonprobe_testkit::Test`; services come
 //! from `scripts/test.sh`.
 
+mod clean;
 mod cli;
+mod inputs;
+mod interrupt;
 mod kafka;
 mod lesson_docs;
 mod postgres;
 mod remote;
 mod replay;
 mod replay_target;
+mod reports;

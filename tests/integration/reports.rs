@@ -1,0 +1,200 @@
+//! Reports that agree with the exit code, read back from the built binary: a failing command's
+//! output in every format, a report path checked before anything runs, a closing line that
+//! says what failed and how long it took, and the exit codes in `--help`.
+
+use lessonprobe_testkit::*;
+
+/// Lesson 91: a command that prints and fails, one that outlives its deadline, one that passes.
+const FAILING: &str = r#"
+[checkpoint]
+lesson = 91
+title = "failing commands"
+
+[[probe]]
+id = "R-FAIL"
+name = "prints-then-fails"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "touch ran; echo out-line-1; echo out-line-2; echo err-line-1 >&2; echo err-line-2 >&2; exit 4"]
+expect = "never"
+
+[[probe]]
+id = "R-SLOW"
+name = "outlives-its-deadline"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "echo started; sleep 30"]
+timeout = "1s"
+
+[[probe]]
+id = "R-PASS"
+name = "passes"
+claim = "c"
+kind = "command"
+argv = ["echo", "ok"]
+expect = "ok"
+"#;
+
+fn course() -> Dir {
+    let dir = Dir::new();
+    dir.write("checkpoints/91-failing.toml", FAILING);
+    dir
+}
+
+#[test]
+fn a_failing_command_keeps_its_stdout_and_stderr_in_every_report() {
+    let dir = course();
+    let xml = dir.join("r.xml");
+    let mut run = dir
+        .lessonprobe()
+        .args([
+            "--lesson",
+            "91",
+            "--select",
+            "R-FAIL",
+            "--verbose",
+            "--junit",
+        ])
+        .arg(&xml)
+        .stdout_has("exited with status 4; stderr: err-line-1 | err-line-2");
+    // --verbose shows the output.
+    for line in [
+        "| out-line-1",
+        "| out-line-2",
+        "| --- stderr ---",
+        "| err-line-2",
+    ] {
+        run = run.stdout_has(line);
+    }
+    run.failure();
+    validate_junit(&xml);
+    // Read from the XML itself: quick-junit's reader trims the text of system-out.
+    let raw = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        raw.contains(
+            "<system-out>out-line-1\nout-line-2\n--- stderr ---\nerr-line-1\nerr-line-2\n</system-out>"
+        ),
+        "{raw}"
+    );
+    let case = &parse_junit(&xml).test_suites[0].test_cases[0];
+    assert_eq!(verdict(case), "FAIL");
+
+    let doc = dir
+        .lessonprobe()
+        .args(["--lesson", "91", "--select", "R-FAIL"])
+        .args(["--format", "json", "--no-junit"])
+        .failure()
+        .json();
+    let outcome = &doc["outcomes"][0];
+    assert_eq!(outcome["verdict"], "FAIL");
+    assert_eq!(
+        outcome["output"],
+        "out-line-1\nout-line-2\n--- stderr ---\nerr-line-1\nerr-line-2\n"
+    );
+}
+
+#[test]
+fn a_report_path_that_is_a_folder_exits_3_before_any_probe_runs() {
+    let dir = course();
+    std::fs::create_dir(dir.join("reports")).unwrap();
+    for format in ["human", "json"] {
+        dir.lessonprobe()
+            .args(["--lesson", "91", "--select", "R-FAIL", "--junit", "reports"])
+            .args(["--format", format])
+            .stderr_has("reports: is a folder; give --junit the path of a file")
+            .status(3);
+        assert!(!dir.join("ran").exists(), "no probe ran");
+    }
+}
+
+/// Lesson 92: a probe that makes a folder of the report's path while the run goes on.
+const TAKES_THE_REPORT_PATH: &str = r#"
+[checkpoint]
+lesson = 92
+title = "report path taken"
+
+[[probe]]
+id = "W-1"
+name = "takes-the-report-path"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "mkdir -p out/r.xml; echo ok"]
+expect = "ok"
+"#;
+
+#[test]
+fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
+    let dir = Dir::new();
+    dir.write("checkpoints/92-taken.toml", TAKES_THE_REPORT_PATH);
+    let run = |format: &str| {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let ran = dir
+            .lessonprobe()
+            .args(["--lesson", "92", "--junit", "out/r.xml", "--format", format])
+            .stderr_has("out/r.xml: cannot write JUnit report: ")
+            .status(3);
+        assert!(
+            dir.join("out/r.xml").is_dir(),
+            "the probe's folder is left as it made it"
+        );
+        ran
+    };
+
+    let doc = run("json").json();
+    assert_eq!(doc["outcomes"][0]["id"], "W-1");
+    assert_eq!(doc["outcomes"][0]["verdict"], "PASS");
+
+    let human = run("human").stdout;
+    let lines: Vec<&str> = human.lines().collect();
+    assert!(
+        lines[0].starts_with("PASS ") && lines[0].ends_with("lesson 92 W-1 takes-the-report-path"),
+        "{human}"
+    );
+    assert_eq!(lines[1], "JUnit report not written: out/r.xml", "{human}");
+    assert!(
+        lines[2].starts_with("1 passed, 0 failed, 0 errors, 0 skipped, 0 pending in "),
+        "{human}"
+    );
+}
+
+#[test]
+fn the_closing_line_gives_the_wall_time_and_what_failed() {
+    let dir = course();
+    let ran = dir
+        .lessonprobe()
+        .args(["--lesson", "91", "--no-junit"])
+        .stdout_has("deadline of 1s exceeded; process group killed")
+        .failure();
+    let closing = ran.stdout.lines().last().unwrap();
+    let wall = regex::Regex::new(
+        r"^1 passed, 1 failed, 1 errors, 0 skipped, 0 pending in ([0-9]+\.[0-9]{2})s; FAIL: R-FAIL; ERROR: R-SLOW$",
+    )
+    .unwrap();
+    let seconds: f64 = wall
+        .captures(closing)
+        .unwrap_or_else(|| panic!("{closing}"))[1]
+        .parse()
+        .unwrap();
+    assert!(
+        seconds >= 1.0,
+        "the deadline of 1s passed within the run: {closing}"
+    );
+}
+
+#[test]
+fn help_lists_the_exit_codes() {
+    let mut help = lessonprobe().arg("--help");
+    for line in [
+        "Exit codes:",
+        "  0    every selected probe passed",
+        "  1    a probe failed or errored, or was PENDING under --strict",
+        "  2    a usage or manifest error",
+        "  3    a file could not be read or written",
+        "  4    an operational command",
+        "  5    a replay completed with findings",
+        "  130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM",
+    ] {
+        help = help.stdout_has(line);
+    }
+    help.success();
+}
