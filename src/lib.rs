@@ -8,6 +8,7 @@ pub mod config;
 pub mod diagnostics;
 pub mod exit;
 pub mod lesson;
+pub mod logging;
 pub mod process;
 pub mod progress;
 pub mod remote;
@@ -25,7 +26,7 @@ use clap::Parser;
 /// result to the process exit code.
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging();
+    logging::init();
     match commands::dispatch(cli) {
         Ok(code) => code.into(),
         Err(err) => {
@@ -33,13 +34,4 @@ pub fn main() -> ExitCode {
             err.exit_code().into()
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

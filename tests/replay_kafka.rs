@@ -113,7 +113,10 @@ fn delivered(
         if position >= to {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "reading {topic}[{partition}] stalled at {position}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "reading {topic}[{partition}] stalled at {position}"
+        );
         if let Some(m) = consumer.poll(Duration::from_millis(50)) {
             let m = m.unwrap();
             if m.offset() < to {
@@ -165,12 +168,25 @@ fn unique(ids: Vec<String>) -> HashSet<String> {
 
 /// Checks what a replay of `[0, 11)` of the layout left behind: exactly what Kafka
 /// delivers under read_committed, the markers and aborted records counted, offset 11 committed.
-fn assert_transactional_replay(s: &str, topic: &str, ids: HashSet<String>, doc: &serde_json::Value) {
+fn assert_transactional_replay(
+    s: &str,
+    topic: &str,
+    ids: HashSet<String>,
+    doc: &serde_json::Value,
+) {
     let committed_view = delivered(s, topic, 0, "read_committed", 0, 11);
     let everything = delivered(s, topic, 0, "read_uncommitted", 0, 11);
-    assert_eq!(ids, event_ids(&committed_view), "rows = what read_committed delivers");
+    assert_eq!(
+        ids,
+        event_ids(&committed_view),
+        "rows = what read_committed delivers"
+    );
     let row = result_row(doc, 0);
-    assert_eq!(row["markers"].as_i64(), Some(11 - everything.len() as i64), "{row}");
+    assert_eq!(
+        row["markers"].as_i64(),
+        Some(11 - everything.len() as i64),
+        "{row}"
+    );
     assert_eq!(row["markers"].as_i64(), Some(3), "{row}");
     assert_eq!(
         row["aborted"].as_i64(),
@@ -215,19 +231,46 @@ fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted
         s,
         "txn1",
         &target,
-        &["--since", SINCE, "--until", UNTIL, "--partitions", "0", "--format", "json"],
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--partitions",
+            "0",
+            "--format",
+            "json",
+        ],
     ));
     assert_eq!(code, Some(0), "{said}");
     let p = &doc["plan"]["partitions"][0];
-    assert_eq!((p["start"].as_i64(), p["stop"].as_i64()), (Some(0), Some(11)), "{doc}");
-    assert!(started.elapsed() < Duration::from_secs(5), "planning took {:?}", started.elapsed());
+    assert_eq!(
+        (p["start"].as_i64(), p["stop"].as_i64()),
+        (Some(0), Some(11)),
+        "{doc}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "planning took {:?}",
+        started.elapsed()
+    );
 
     let (code, said, doc) = run(&mut replay(
         dir.path(),
         s,
         "txn1",
         &target,
-        &["--partitions", "0", "--start", "0", "--stop", "11", "--execute", "--format", "json"],
+        &[
+            "--partitions",
+            "0",
+            "--start",
+            "0",
+            "--stop",
+            "11",
+            "--execute",
+            "--format",
+            "json",
+        ],
     ));
     assert_eq!(code, Some(0), "{said}");
     assert_transactional_replay(s, "txn1", unique(sqlite_ids(&db)), &doc);
@@ -241,7 +284,9 @@ fn a_transactional_topic_replays_completely_into_postgres() {
     let name = format!("lp_txn_{}", std::process::id());
     let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
     client
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"))
+        .batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+        ))
         .unwrap();
     let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
     let broker = BrokerProcess::start(&[]);
@@ -253,7 +298,17 @@ fn a_transactional_topic_replays_completely_into_postgres() {
         s,
         "txn-pg",
         &url,
-        &["--partitions", "0", "--since", SINCE, "--until", UNTIL, "--execute", "--format", "json"],
+        &[
+            "--partitions",
+            "0",
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--format",
+            "json",
+        ],
     ));
     assert_eq!(code, Some(0), "{said}");
     let ids: Vec<String> = postgres::Client::connect(&url, postgres::NoTls)
@@ -276,7 +331,16 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
     let records = |tags: &[&str]| -> Vec<(i64, Vec<u8>)> {
         tags.iter()
             .enumerate()
-            .map(|(i, t)| (T0 + i as i64, if *t == "junk" { b"junk".to_vec() } else { event(t) }))
+            .map(|(i, t)| {
+                (
+                    T0 + i as i64,
+                    if *t == "junk" {
+                        b"junk".to_vec()
+                    } else {
+                        event(t)
+                    },
+                )
+            })
             .collect()
     };
     let markers = txn::write(
@@ -284,16 +348,33 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
         "txn-resume",
         0,
         &[
-            Txn { records: records(&["r0", "r1", "r2"]), commit: true },
-            Txn { records: records(&["a4", "a5"]), commit: false },
-            Txn { records: records(&["r7", "junk", "r9"]), commit: true },
+            Txn {
+                records: records(&["r0", "r1", "r2"]),
+                commit: true,
+            },
+            Txn {
+                records: records(&["a4", "a5"]),
+                commit: false,
+            },
+            Txn {
+                records: records(&["r7", "junk", "r9"]),
+                commit: true,
+            },
         ],
     );
     assert_eq!(markers, vec![3, 6, 10]);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
     let target = format!("sqlite:{}", db.display());
-    let range = ["--partitions", "0", "--start", "0", "--stop", "11", "--execute"];
+    let range = [
+        "--partitions",
+        "0",
+        "--start",
+        "0",
+        "--stop",
+        "11",
+        "--execute",
+    ];
     let mut args = range.to_vec();
     args.extend(["--on-bad-record", "fail", "--batch", "2"]);
     let (code, said, _) = run(&mut replay(dir.path(), s, "txn-resume", &target, &args));
@@ -309,7 +390,10 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
     assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
     let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
     assert_eq!(unique(sqlite_ids(&db)), want);
-    assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records"), 1);
+    assert_eq!(
+        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records"),
+        1
+    );
 }
 
 #[test]
@@ -330,7 +414,10 @@ fn client_properties_the_replay_owns_are_refused() {
             &["-X", property, "--since", SINCE, "--until", UNTIL],
         ));
         assert_eq!(code, Some(2), "{property}: {said}");
-        assert!(said.contains(says) && said.contains("-X"), "{property}: {said}");
+        assert!(
+            said.contains(says) && said.contains("-X"),
+            "{property}: {said}"
+        );
     }
     assert!(!dir.path().join("x.db").exists());
 }
@@ -371,14 +458,22 @@ fn produce_at(servers: &str, topic: &str, records: &[(i32, i64)]) {
     for (i, &(p, ts)) in records.iter().enumerate() {
         let payload = event(&format!("{topic}-{p}-{i}"));
         producer
-            .send(BaseRecord::to(topic).partition(p).key("k").payload(&payload).timestamp(ts))
+            .send(
+                BaseRecord::to(topic)
+                    .partition(p)
+                    .key("k")
+                    .payload(&payload)
+                    .timestamp(ts),
+            )
             .unwrap();
         producer.flush(Duration::from_secs(10)).unwrap();
     }
 }
 
 fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap().to_rfc3339()
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339()
 }
 
 #[test]
@@ -388,7 +483,16 @@ fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
     produce_at(
         s,
         "ooo",
-        &[(0, 1000), (0, 5000), (0, 2000), (0, 3000), (1, 1000), (1, 9000), (1, 2000), (1, 3000)],
+        &[
+            (0, 1000),
+            (0, 5000),
+            (0, 2000),
+            (0, 3000),
+            (1, 1000),
+            (1, 9000),
+            (1, 2000),
+            (1, 3000),
+        ],
     );
     let dir = tempfile::tempdir().unwrap();
     // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
@@ -433,11 +537,21 @@ fn a_partition_whose_records_retention_removed_entirely_is_refused() {
         .unwrap();
     let big = vec![b'x'; 6 * 1024 * 1024];
     producer
-        .send(BaseRecord::to("gone").partition(0).key("k").payload(&big).timestamp(T0 + 3))
+        .send(
+            BaseRecord::to("gone")
+                .partition(0)
+                .key("k")
+                .payload(&big)
+                .timestamp(T0 + 3),
+        )
         .unwrap();
     producer.flush(Duration::from_secs(20)).unwrap();
     let (low, high) = watermarks(s, "gone")[0];
-    assert_eq!((low, high), (4, 4), "the mock's retention left the log start at the end");
+    assert_eq!(
+        (low, high),
+        (4, 4),
+        "the mock's retention left the log start at the end"
+    );
     let dir = tempfile::tempdir().unwrap();
     for args in [
         vec!["--partitions", "0", "--since", SINCE, "--until", UNTIL],
@@ -446,6 +560,9 @@ fn a_partition_whose_records_retention_removed_entirely_is_refused() {
         let (code, said, _) = run(&mut replay(dir.path(), s, "gone", "sqlite:x.db", &args));
         assert_eq!(code, Some(4), "{args:?}: {said}");
         assert!(said.contains("retention removed"), "{args:?}: {said}");
-        assert!(said.contains("partition 0") && said.contains(", 4)"), "{args:?}: {said}");
+        assert!(
+            said.contains("partition 0") && said.contains(", 4)"),
+            "{args:?}: {said}"
+        );
     }
 }

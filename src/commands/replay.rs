@@ -6,8 +6,8 @@ use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use ticketflow::replay::{
-    BadRecords, DayPlan, DayPlanError, DayReplayRequest, ExecuteOptions, PlanDocument, Refusal,
-    ReplayJob, ReplayOptions, Window,
+    BadRecords, ConnectError, DayPlan, DayPlanError, DayReplayRequest, ExecuteOptions,
+    PlanDocument, Refusal, ReplayJob, ReplayOptions, Window,
 };
 use ticketflow::KafkaTarget;
 
@@ -43,7 +43,11 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         resume: args.resume,
     };
     let op = |e: &dyn Display| Error::Operation(e.to_string());
-    let job = ReplayJob::connect(&kafka, request, Duration::from_secs(10)).map_err(|e| op(&e))?;
+    let job =
+        ReplayJob::connect(&kafka, request, Duration::from_secs(10)).map_err(|e| match e {
+            ConnectError::OwnedProperty { .. } => Error::Usage(e.to_string()),
+            ConnectError::Kafka(e) => op(&e),
+        })?;
     let plan = job.plan().map_err(refused)?;
     let format = args.format;
     if !args.execute || format == TableFormat::Table {
@@ -63,8 +67,10 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
                 OnBadRecord::Quarantine => BadRecords::Quarantine,
                 OnBadRecord::Fail => BadRecords::Fail,
             },
+            skew: args.skew,
         },
-        deadline: args.deadline,
+        // The deadline bounds the whole command: planning took part of it.
+        deadline: args.deadline.saturating_sub(planned),
         idle_timeout: args.idle_timeout,
         jobs: args.jobs as usize,
     };
@@ -91,6 +97,9 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         records as f64 / secs.max(1e-9),
         planned.as_secs_f64()
     );
+    for notice in report.notices() {
+        eprintln!("lessonprobe replay: {notice}");
+    }
     let failures = report.failures();
     if failures.is_empty() {
         return Ok(Code::Ok);
@@ -117,6 +126,9 @@ fn refused(e: DayPlanError) -> Error {
         _ => "",
     };
     match e {
+        DayPlanError::Refused(
+            why @ (Refusal::DuplicatePartition { .. } | Refusal::NegativeOffset { .. }),
+        ) => Error::Usage(format!("--partitions/--start/--stop: {why}")),
         DayPlanError::Refused(why) => Error::Operation(format!("replay refused: {why}{hint}")),
         DayPlanError::Kafka(e) => Error::Operation(e.to_string()),
     }

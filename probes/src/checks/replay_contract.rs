@@ -89,6 +89,8 @@ fn record(partition: i32, offset: i64, event_id: &str) -> ReplayRecord {
         topic: TOPIC.to_owned(),
         partition,
         offset,
+        timestamp: None,
+        key: None,
         payload: AuditEvent::sample_with_id(event_id).to_json(),
     }
 }

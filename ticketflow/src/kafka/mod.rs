@@ -4,12 +4,13 @@
 mod broker;
 mod offsets;
 mod replay_consumer;
+mod scan;
 mod target;
 
 pub use broker::{Broker, KafkaError};
 pub use offsets::{
-    committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
+    committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
-pub use target::{KafkaTarget, KafkaTargetError};
+pub use target::{KafkaTarget, KafkaTargetError, REPLAY_OWNED_PROPERTIES};

@@ -19,14 +19,16 @@ pub(crate) struct Applied {
     pub stopped_on: Option<ReplayErrorKind>,
 }
 
-/// Decodes `records` (contiguous from `committed`), applies them in one transaction, then
-/// commits the next offset. With [`BadRecords::Fail`] an undecodable record cuts the batch:
-/// the records before it are applied and committed, and it is returned as `stopped_on`.
-/// `Ok(None)`: nothing to apply.
+/// Decodes `records` (the records of offsets `[committed, next)`; the others held control
+/// markers or aborted records), applies them in one transaction, then commits `next`. With
+/// [`BadRecords::Fail`] an undecodable record cuts the batch: the records before it are
+/// applied and its offset is committed, and it is returned as `stopped_on`.
+/// `Ok(None)`: nothing to apply and no offset to move.
 pub(crate) fn apply_batch(
     plan: &ReplayPlan,
     options: ReplayOptions,
     records: &[ReplayRecord],
+    next: i64,
     committed: i64,
     store: &mut dyn AuditStore,
     consumer: &mut dyn ReplayConsumer,
@@ -40,30 +42,28 @@ pub(crate) fn apply_batch(
     let mut events: Vec<AuditEvent> = Vec::with_capacity(records.len());
     let mut bad: Vec<Quarantined> = Vec::new();
     let mut stopped_on = None;
-    let mut next = committed;
+    let mut next = next;
     for record in records {
         match AuditEvent::decode(&record.payload) {
             Ok(event) => events.push(event),
-            Err(reason) if options.bad_records == BadRecords::Quarantine => {
-                bad.push(Quarantined {
-                    topic: record.topic.clone(),
-                    partition: record.partition,
-                    offset: record.offset,
-                    raw: record.payload.clone(),
-                    reason: reason.to_string(),
-                })
-            }
+            Err(reason) if options.bad_records == BadRecords::Quarantine => bad.push(Quarantined {
+                topic: record.topic.clone(),
+                partition: record.partition,
+                offset: record.offset,
+                raw: record.payload.clone(),
+                reason: reason.to_string(),
+            }),
             Err(source) => {
                 stopped_on = Some(ReplayErrorKind::Undecodable {
                     offset: record.offset,
                     source,
                 });
+                next = record.offset;
                 break;
             }
         }
-        next = record.offset + 1;
     }
-    if events.is_empty() && bad.is_empty() {
+    if next <= committed {
         return match stopped_on {
             Some(kind) => Ok(Some(Applied {
                 records: 0,
@@ -74,12 +74,16 @@ pub(crate) fn apply_batch(
             None => Ok(None),
         };
     }
-    let outcome = store.apply_batch(&events, &bad).map_err(|source| {
-        fail(ReplayErrorKind::Effect {
-            offset: committed,
-            source,
-        })
-    })?;
+    let outcome = if events.is_empty() && bad.is_empty() {
+        BatchOutcome::default() // only markers or aborted records: nothing to make durable
+    } else {
+        store.apply_batch(&events, &bad).map_err(|source| {
+            fail(ReplayErrorKind::Effect {
+                offset: committed,
+                source,
+            })
+        })?
+    };
     consumer
         .commit(plan.topic(), plan.partition(), next)
         .map_err(|e| fail(ReplayErrorKind::Consumer(e)))?;

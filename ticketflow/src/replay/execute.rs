@@ -7,7 +7,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::window::DayPlan;
-use super::{run_bounded_replay_with, ReplayError, ReplayLimits, ReplayOptions, ReplaySummary};
+use super::{
+    run_bounded_replay_with, ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions,
+    ReplaySummary,
+};
 use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, AuditStore, StoreError};
 
@@ -89,12 +92,8 @@ pub(crate) fn execute_day(
     progress: &dyn Progress,
 ) -> Vec<PartitionResult> {
     let started = Instant::now();
-    let remaining = || {
-        options
-            .deadline
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(1))
-    };
+    let left = || options.deadline.saturating_sub(started.elapsed());
+    let remaining = || left().max(Duration::from_millis(1));
     let work: Vec<_> = plan
         .partitions
         .iter()
@@ -109,11 +108,33 @@ pub(crate) fn execute_day(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(p) = work.get(i) else { break };
-                    let setup = |cause: SetupError| PartitionError::Setup {
-                        cause,
-                        committed: p.resume_from,
+                    // Past the deadline a partition is not started, and a failure to start it
+                    // is the deadline's doing: either way it is reported as the deadline.
+                    let deadline = || {
+                        PartitionError::Replay(ReplayError {
+                            topic: plan.request.topic.clone(),
+                            partition: p.partition,
+                            committed: Some(p.resume_from),
+                            kind: ReplayErrorKind::Deadline {
+                                deadline: options.deadline,
+                                stop: p.stop,
+                            },
+                        })
+                    };
+                    let setup = |cause: SetupError| {
+                        if left().is_zero() {
+                            deadline()
+                        } else {
+                            PartitionError::Setup {
+                                cause,
+                                committed: p.resume_from,
+                            }
+                        }
                     };
                     let result = (|| {
+                        if left().is_zero() {
+                            return Err(deadline());
+                        }
                         let bounded = plan.bounded(p).ok_or_else(|| {
                             setup(SetupError::InvalidRange {
                                 start: p.resume_from,
@@ -124,7 +145,10 @@ pub(crate) fn execute_day(
                             Some(w) => worker.insert(w),
                             None => {
                                 let made = (|| -> Result<Worker, SetupError> {
-                                    let broker = Broker::for_target(kafka, remaining())?;
+                                    let broker = Broker::for_target(
+                                        kafka,
+                                        remaining().max(Duration::from_secs(1)),
+                                    )?;
                                     let consumer = KafkaReplayConsumer::new(
                                         &broker,
                                         &plan.request.replay_group,

@@ -11,10 +11,14 @@ mod rows;
 mod window;
 
 pub use execute::{ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT};
-pub use job::{ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport};
+pub use job::{
+    ConnectError, ExecuteError, Failure, LiveMovement, PartitionOutcome, PartitionReport,
+    ReplayJob, ReplayReport,
+};
 pub use rows::{PlanDocument, PlanRow, ReportRow};
 pub use window::{
-    plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Refusal, Window,
+    plan_day, DayPlan, DayPlanError, DayReplayRequest, Lost, LostWhy, PartitionPlan, Refusal,
+    Window,
 };
 
 use std::time::Duration;
@@ -32,6 +36,9 @@ pub struct ReplayPlan {
     partition: i32,
     start: i64,
     stop: i64,
+    /// The time window `[since, until)` in ms the offsets were found for, if any: records
+    /// inside `[start, stop)` whose timestamps lie outside it are counted.
+    window: Option<(i64, i64)>,
 }
 
 /// A plan that must not run.
@@ -89,7 +96,19 @@ impl ReplayPlan {
             partition,
             start,
             stop,
+            window: None,
         })
+    }
+
+    /// This plan, with the time window its offsets were found for.
+    pub fn timed(mut self, since_ms: i64, until_ms: i64) -> Self {
+        self.window = Some((since_ms, until_ms));
+        self
+    }
+
+    /// The time window `[since, until)` in ms, for a plan found by time.
+    pub fn window(&self) -> Option<(i64, i64)> {
+        self.window
     }
 
     pub fn live_group(&self) -> &str {
@@ -133,7 +152,22 @@ pub struct ReplayRecord {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// Milliseconds since the epoch, as the record carries it (`None`: it carries none).
+    pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
+}
+
+/// What a re-read of offsets `[from, to)` found, which a read_committed consumer jumped over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GapReading {
+    /// The partition's log start when re-read: offsets below it are gone.
+    pub log_start: i64,
+    /// Offsets a read_uncommitted read delivered inside the range: records of transactions.
+    pub uncommitted: Vec<i64>,
+    /// Offsets a read_committed re-read delivered inside the range (asked only when the
+    /// read_uncommitted one found records): committed records the consumer did not hand over.
+    pub committed: Vec<i64>,
 }
 
 /// Why the consumer side of a replay could not do what it was asked.
@@ -159,6 +193,22 @@ pub trait ReplayConsumer {
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError>;
     /// The next record, or `None` when none arrived within `timeout`.
     fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError>;
+    /// The offset this consumer reads next on `topic[partition]`: past the last record it
+    /// delivered and past control markers after it. `None`: it cannot tell.
+    fn position(&mut self, _topic: &str, _partition: i32) -> Result<Option<i64>, ConsumerError> {
+        Ok(None)
+    }
+    /// Re-reads offsets `[from, to)` that this consumer jumped over, to tell control markers
+    /// and aborted records from lost ones. `None`: it cannot re-read, so no jump is explained.
+    fn reread(
+        &mut self,
+        _topic: &str,
+        _partition: i32,
+        _from: i64,
+        _to: i64,
+    ) -> Result<Option<GapReading>, ConsumerError> {
+        Ok(None)
+    }
     /// Commits `next_offset` for this consumer's group, synchronously.
     fn commit(
         &mut self,
@@ -176,6 +226,14 @@ pub struct ReplaySummary {
     pub duplicates: u64,
     /// Records that were not audit events, kept in `quarantined_records`.
     pub quarantined: u64,
+    /// Offsets that held transaction control markers.
+    pub markers: u64,
+    /// Records of aborted transactions, skipped.
+    pub aborted: u64,
+    /// Records inside `[start, stop)` whose timestamps lie outside the time window.
+    pub out_of_window: u64,
+    /// Records after `stop` (within the skew) whose timestamps lie inside the time window.
+    pub late: u64,
     /// The replay group's committed offset at the end: the plan's `stop`.
     pub final_offset: i64,
 }
@@ -209,8 +267,18 @@ pub enum ReplayErrorKind {
     Consumer(#[source] ConsumerError),
     #[error("record from {topic}[{partition}] arrived instead of the next record")]
     ForeignRecord { topic: String, partition: i32 },
+    /// A jump the consumer could not re-read to explain.
     #[error("discontinuous range: expected offset {expected}, got {got}")]
     Gap { expected: i64, got: i64 },
+    /// A jump a re-read showed to be neither control markers nor aborted records.
+    #[error("discontinuous range: expected offset {expected}, got {got}: {finding}")]
+    UnexplainedGap {
+        expected: i64,
+        got: i64,
+        finding: GapFinding,
+    },
+    #[error("retention removed offsets [{from}, {log_start}) while the replay ran")]
+    RemovedWhileReading { from: i64, log_start: i64 },
     #[error("record at offset {offset}: {source}")]
     Undecodable { offset: i64, source: DecodeError },
     #[error("effect failed at offset {offset}: {source}")]
@@ -219,6 +287,15 @@ pub enum ReplayErrorKind {
     Idle { idle: Duration, stop: i64 },
     #[error("deadline of {deadline:?} reached before stop {stop}")]
     Deadline { deadline: Duration, stop: i64 },
+}
+
+/// Why a re-read did not explain a jump.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GapFinding {
+    #[error("offsets below {log_start} are gone (retention)")]
+    Removed { log_start: i64 },
+    #[error("offset {offset} holds a committed record the consumer did not deliver")]
+    Undelivered { offset: i64 },
 }
 
 /// What to do with a record that is not an audit event.
@@ -236,6 +313,9 @@ pub enum BadRecords {
 pub struct ReplayOptions {
     pub batch: usize,
     pub bad_records: BadRecords,
+    /// How far past `until` (in record time) to read after `stop`, counting records that
+    /// belong to the window but were written after it; `None`: not at all.
+    pub skew: Option<Duration>,
 }
 
 impl Default for ReplayOptions {
@@ -243,6 +323,7 @@ impl Default for ReplayOptions {
         ReplayOptions {
             batch: 1,
             bad_records: BadRecords::Fail,
+            skew: None,
         }
     }
 }
@@ -309,26 +390,33 @@ pub fn run_bounded_replay_with(
             plan,
             options,
             &gathered.records,
+            gathered.next,
             committed,
             store,
             reader.consumer(),
         )?;
-        if let Some(applied) = applied.as_ref().filter(|a| a.records > 0) {
+        if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
             summary.records += applied.records;
             summary.inserted += applied.outcome.inserted;
             summary.duplicates += applied.outcome.duplicates;
             summary.quarantined += applied.outcome.quarantined;
             summary.final_offset = applied.next;
+        }
+        summary.markers += gathered.counts.markers;
+        summary.aborted += gathered.counts.aborted;
+        summary.out_of_window += gathered.counts.out_of_window;
+        if applied.as_ref().is_some_and(|a| a.next > committed) {
             progress(&summary);
         }
         // A record that stopped the batch (or could not be decoded) ends the run there, after
         // what came before it became durable.
-        let stopped = applied
-            .and_then(|a| a.stopped_on)
-            .or(gathered.stopped_on);
+        let stopped = applied.and_then(|a| a.stopped_on).or(gathered.stopped_on);
         if let Some(kind) = stopped {
             return Err(fail(Some(summary.final_offset), kind));
         }
+    }
+    if let (Some(skew), Some(window)) = (options.skew, plan.window()) {
+        summary.late = reader.late_records(window, skew);
     }
     Ok(summary)
 }
@@ -368,6 +456,8 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset,
+            timestamp: None,
+            key: None,
             payload: payload.to_vec(),
         }
     }
@@ -402,7 +492,11 @@ mod tests {
         };
         let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
         let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
-        let options = ReplayOptions { batch, bad_records };
+        let options = ReplayOptions {
+            batch,
+            bad_records,
+            skew: None,
+        };
         let result = run_bounded_replay_with(
             &plan,
             LIMITS,

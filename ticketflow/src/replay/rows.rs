@@ -41,8 +41,10 @@ impl From<&PartitionPlan> for PlanRow {
     }
 }
 
-/// A partition of the report as a flat row: what this run did, where the replay group stands,
-/// and the live group's offsets before and after.
+/// A partition of the report as a flat row: what this run did, what the offsets held besides
+/// records (control markers, aborted records), records of the range outside the time window and
+/// of the window after the range, where the replay group stands, and the live group's offsets
+/// before and after.
 #[derive(Serialize)]
 pub struct ReportRow {
     pub partition: i32,
@@ -50,6 +52,10 @@ pub struct ReportRow {
     pub inserted: u64,
     pub duplicates: u64,
     pub quarantined: u64,
+    pub markers: u64,
+    pub aborted: u64,
+    pub out_of_window: u64,
+    pub late: u64,
     pub replay_offset: i64,
     pub stop: i64,
     pub live_before: Option<i64>,
@@ -66,6 +72,10 @@ impl From<&PartitionReport> for ReportRow {
             inserted: s.inserted,
             duplicates: s.duplicates,
             quarantined: s.quarantined,
+            markers: s.markers,
+            aborted: s.aborted,
+            out_of_window: s.out_of_window,
+            late: s.late,
             replay_offset: s.final_offset,
             stop: p.stop,
             live_before: p.live_before,
