@@ -283,11 +283,12 @@ fn a_transactional_topic_replays_completely_into_postgres() {
     };
     let name = format!("lp_txn_{}", std::process::id());
     let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
-    client
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
-        ))
-        .unwrap();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client.batch_execute(&sql).unwrap(); // each outside a transaction block
+    }
     let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
     let broker = BrokerProcess::start(&[]);
     let s = &broker.servers;
@@ -565,4 +566,308 @@ fn a_partition_whose_records_retention_removed_entirely_is_refused() {
             "{args:?}: {said}"
         );
     }
+}
+
+/// Rows so far, read while a replay may be writing (0 before the table exists).
+fn rows_now(db: &Path) -> i64 {
+    sqlite_count(db, "SELECT COUNT(*) FROM audit_events")
+}
+
+/// Starts a slow replay (`--batch 1`) of a sample day and returns it once it has made rows
+/// durable.
+fn replay_under_way(dir: &Path, servers: &str, db: &Path) -> std::process::Child {
+    let child = replay(
+        dir,
+        servers,
+        "day",
+        &format!("sqlite:{}", db.display()),
+        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let started = Instant::now();
+    while rows_now(db) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the replay wrote nothing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[test]
+fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
+    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let s = &broker.servers;
+    commit(s, LIVE, "day", &[10, 10, 10]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let child = replay_under_way(dir.path(), s, &db);
+    // The live service keeps consuming and committing its progress meanwhile.
+    for step in 1..=5 {
+        commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    for line in [
+        "live group audit-live advanced by 50 on partition 0 while the replay ran",
+        "live group audit-live advanced by 5 on partition 2 while the replay ran",
+    ] {
+        assert!(said.contains(line), "{line:?} missing: {said}");
+    }
+    assert!(!said.contains("partition 1 while"), "{said}");
+    assert_eq!(committed(s, LIVE, "day", 3), vec![Some(60), Some(10), Some(15)]);
+}
+
+#[test]
+fn a_live_group_reset_backwards_during_a_replay_fails_it() {
+    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let s = &broker.servers;
+    commit(s, LIVE, "day", &[10, 10, 10]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let child = replay_under_way(dir.path(), s, &db);
+    commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("THE LIVE GROUP audit-live MOVED BACKWARD from 10 to 4"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_time() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "day",
+        "--events",
+        "60000",
+        "--partitions",
+        "30",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let started = Instant::now();
+    let out = replay(
+        dir.path(),
+        &broker.servers,
+        "day",
+        &format!("sqlite:{}", db.display()),
+        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1", "--deadline", "2s"],
+    )
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    // 2 s, plus start-up and the final read of the live group's offsets.
+    assert!(took < Duration::from_millis(3500), "--deadline 2s took {took:?}: {said}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failures: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("lessonprobe replay: partition "))
+        .collect();
+    assert_eq!(failures.len(), 30, "{stderr}");
+    for line in &failures {
+        assert!(
+            line.contains("deadline of 2") && line.contains("last durable offset"),
+            "{line}"
+        );
+    }
+    assert!(!said.contains("BrokerTransportFailure"), "{said}");
+    assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr}");
+    let mut kinds = HashSet::new();
+    for line in stderr.lines().filter(|l| l.contains("librdkafka: ")) {
+        let kind = line.split("librdkafka: ").last().unwrap().split(' ').next().unwrap();
+        assert!(kinds.insert(kind.to_owned()), "{kind} twice: {stderr}");
+    }
+    // What was durable when the deadline came is committed, and exactly that is in SQL.
+    let durable: i64 = committed(&broker.servers, REPLAY, "day", 30)
+        .iter()
+        .zip(0..)
+        .map(|(c, p)| {
+            c.map_or(0, |c| {
+                c - first_offset_at(&broker.servers, "day", p, ticketflow::day::YESTERDAY.0).unwrap()
+            })
+        })
+        .sum();
+    let stored = rows_now(&db) + sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records");
+    assert!(durable <= stored && stored > 0, "committed {durable}, stored {stored}");
+}
+
+/// Delivers what the real replay consumer delivers, except the record at `skip`: a consumer that
+/// loses a committed record. Its re-reads are the real ones.
+struct Skipping {
+    inner: ticketflow::kafka::KafkaReplayConsumer,
+    skip: i64,
+}
+
+impl ticketflow::replay::ReplayConsumer for Skipping {
+    fn group_id(&self) -> &str {
+        self.inner.group_id()
+    }
+    fn end_offset(
+        &mut self,
+        t: &str,
+        p: i32,
+    ) -> Result<i64, ticketflow::replay::ConsumerError> {
+        self.inner.end_offset(t, p)
+    }
+    fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ticketflow::replay::ConsumerError> {
+        self.inner.seek(t, p, o)
+    }
+    fn poll(
+        &mut self,
+        d: Duration,
+    ) -> Result<Option<ticketflow::replay::ReplayRecord>, ticketflow::replay::ConsumerError> {
+        match self.inner.poll(d)? {
+            Some(r) if r.offset == self.skip => self.inner.poll(d),
+            other => Ok(other),
+        }
+    }
+    fn position(
+        &mut self,
+        t: &str,
+        p: i32,
+    ) -> Result<Option<i64>, ticketflow::replay::ConsumerError> {
+        self.inner.position(t, p)
+    }
+    fn reread(
+        &mut self,
+        t: &str,
+        p: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<ticketflow::replay::GapReading>, ticketflow::replay::ConsumerError> {
+        self.inner.reread(t, p, from, to)
+    }
+    fn commit(&mut self, t: &str, p: i32, o: i64) -> Result<(), ticketflow::replay::ConsumerError> {
+        self.inner.commit(t, p, o)
+    }
+}
+
+#[test]
+fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it() {
+    use ticketflow::replay::{
+        run_bounded_replay, GapFinding, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    };
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    commit_abort_commit(s, "gap", 0);
+    let target: ticketflow::KafkaTarget = s.parse().unwrap();
+    let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
+    let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, REPLAY).unwrap();
+    let mut consumer = Skipping { inner, skip: 8 };
+    let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();
+    let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
+    let limits = ReplayLimits {
+        deadline: Duration::from_secs(20),
+        idle_timeout: Duration::from_secs(3),
+    };
+    let err = run_bounded_replay(&plan, limits, &mut consumer, &mut store).unwrap_err();
+    assert!(
+        matches!(
+            err.kind,
+            ReplayErrorKind::UnexplainedGap {
+                expected: 8,
+                got: 9,
+                finding: GapFinding::Undelivered { offset: 8 }
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.committed, Some(8), "{err}");
+    assert_eq!(committed(s, REPLAY, "gap", 1), vec![Some(8)]);
+    // Offsets 0-7 made durable: the records the broker delivers there (the mock hands over
+    // the aborted 4 and 5 too), no more.
+    assert_eq!(
+        ticketflow::store::AuditStore::audit_rows(&mut store).unwrap(),
+        delivered(s, "gap", 0, "read_committed", 0, 8).len() as u64
+    );
+}
+
+#[test]
+fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing() {
+    use rand::{Rng, SeedableRng};
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+    let partitions = 4;
+    let mut n = 0i64;
+    for p in 0..partitions {
+        let txns: Vec<Txn> = (0..120)
+            .map(|_| {
+                let size = rng.random_range(1..40);
+                let records = (0..size)
+                    .map(|_| {
+                        n += 1;
+                        (T0 + n, event(&format!("k-{p}-{n}")))
+                    })
+                    .collect();
+                Txn {
+                    records,
+                    commit: rng.random_range(0..10) > 0,
+                }
+            })
+            .collect();
+        txn::write(s, "txn-kill", p, &txns);
+    }
+    let ends: Vec<i64> = watermarks(s, "txn-kill").iter().map(|w| w.1).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let target = format!("sqlite:{}", db.display());
+    let (mut kills, mut runs) = (0, 0);
+    loop {
+        runs += 1;
+        let mut child = replay(
+            dir.path(),
+            s,
+            "txn-kill",
+            &target,
+            &["--since", SINCE, "--until", UNTIL, "--execute", "--resume", "--batch", "1"],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        if kills < 30 {
+            if kills % 4 == 0 {
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
+            } else {
+                let before = rows_now(&db);
+                let waiting = Instant::now();
+                while rows_now(&db) == before
+                    && child.try_wait().unwrap().is_none()
+                    && waiting.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
+            }
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                continue;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "run {runs} (after {kills} kills) failed: {status}");
+        break;
+    }
+    assert!(kills >= 30, "only {kills} kills before a run completed");
+    let mut want = HashSet::new();
+    for p in 0..partitions {
+        want.extend(event_ids(&delivered(s, "txn-kill", p, "read_committed", 0, ends[p as usize])));
+    }
+    assert_eq!(unique(sqlite_ids(&db)), want, "rows = what read_committed delivers");
+    assert_eq!(
+        committed(s, REPLAY, "txn-kill", partitions),
+        ends.iter().copied().map(Some).collect::<Vec<_>>(),
+        "every partition committed to its end, past its last marker"
+    );
 }

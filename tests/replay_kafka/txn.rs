@@ -29,6 +29,8 @@ pub fn write(servers: &str, topic: &str, partition: i32, txns: &[Txn]) -> Vec<i6
         .unwrap();
     let t = Duration::from_secs(10);
     producer.init_transactions(t).unwrap();
+    // Known once the first records created the topic.
+    let mut leader = None;
     let mut markers = Vec::new();
     for txn in txns {
         producer.begin_transaction().unwrap();
@@ -55,16 +57,16 @@ pub fn write(servers: &str, topic: &str, partition: i32, txns: &[Txn]) -> Vec<i6
         } else {
             producer.abort_transaction(t).unwrap();
         }
-        markers.push(append_marker(servers, topic, partition, txn.commit));
+        let leader = leader.get_or_insert_with(|| leader_of(servers, topic, partition));
+        markers.push(append_marker(leader, topic, partition, txn.commit));
     }
     markers
 }
 
-/// Appends one control batch (a COMMIT or ABORT marker) to `topic[partition]` on its leader;
-/// returns the offset it took.
-pub fn append_marker(servers: &str, topic: &str, partition: i32, commit: bool) -> i64 {
-    let leader = leader_of(servers, topic, partition);
-    let mut stream = TcpStream::connect(&leader).unwrap();
+/// Appends one control batch (a COMMIT or ABORT marker) to `topic[partition]` on its leader
+/// (`host:port`); returns the offset it took.
+fn append_marker(leader: &str, topic: &str, partition: i32, commit: bool) -> i64 {
+    let mut stream = TcpStream::connect(leader).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

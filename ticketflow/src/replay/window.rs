@@ -389,3 +389,117 @@ pub(crate) fn plan_day_with(
         partitions: plans,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Answers timestamp lookups as a Kafka broker does (ListOffsets): the first offset, in
+    /// offset order, whose timestamp is at or after the time, or -1 (`None`) when none is.
+    struct KafkaRule {
+        timestamps: HashMap<i32, Vec<i64>>,
+        requests: usize,
+    }
+
+    impl OffsetLookup for KafkaRule {
+        fn offsets_for_time(
+            &mut self,
+            _: &str,
+            partitions: &[i32],
+            timestamp_ms: i64,
+        ) -> Result<Vec<Option<i64>>, KafkaError> {
+            self.requests += 1;
+            Ok(partitions
+                .iter()
+                .map(|p| {
+                    self.timestamps[p]
+                        .iter()
+                        .position(|&t| t >= timestamp_ms)
+                        .map(|i| i as i64)
+                })
+                .collect())
+        }
+    }
+
+    fn request(partition: i32, since_ms: i64, until_ms: i64) -> DayReplayRequest {
+        DayReplayRequest {
+            topic: "ooo".into(),
+            live_group: "live".into(),
+            replay_group: "replay".into(),
+            window: Window::Time { since_ms, until_ms },
+            partitions: Some(vec![partition]),
+            resume: false,
+        }
+    }
+
+    #[test]
+    fn out_of_order_timestamps_plan_kafkas_answer_from_a_broker_that_answers_and_by_reading() {
+        let mut mock = Broker::embedded(1).unwrap();
+        mock.create_topic("ooo", 2).unwrap();
+        let timestamps: HashMap<i32, Vec<i64>> = [
+            (0, vec![1000, 5000, 2000, 3000]),
+            (1, vec![1000, 9000, 2000, 3000]),
+        ]
+        .into();
+        for (&p, ts) in &timestamps {
+            for &t in ts {
+                mock.produce("ooo", [(p, "k", b"{}".as_slice(), t)]).unwrap();
+            }
+        }
+        // The same cluster reached by address, as a broker that answers lookups would be.
+        let broker = mock.same_address();
+        for (partition, since, until, want) in [(0, 4000, 10_000, (1, 4)), (1, 500, 5000, (0, 1))] {
+            let mut kafka = KafkaRule {
+                timestamps: timestamps.clone(),
+                requests: 0,
+            };
+            let plan = plan_day_with(&broker, &mut kafka, &request(partition, since, until)).unwrap();
+            let p = &plan.partitions[0];
+            assert_eq!((p.start, p.stop), want, "broker answers, partition {partition}");
+            assert_eq!(kafka.requests, 3, "time 0, since and until: one request each");
+            // -1 for `until` on partition 0 (no timestamp reaches 10 s): stop is the end.
+            if partition == 0 {
+                assert_eq!(p.until_offset, None);
+            }
+            // The mock itself answers -1 to every lookup: the plan comes from reading.
+            let read = plan_day(&mock, &request(partition, since, until)).unwrap();
+            assert_eq!((read.partitions[0].start, read.partitions[0].stop), want);
+        }
+        // Nothing at or after the window: refused as empty, both ways.
+        let mut kafka = KafkaRule {
+            timestamps,
+            requests: 0,
+        };
+        assert!(matches!(
+            plan_day_with(&broker, &mut kafka, &request(1, 20_000, 30_000)),
+            Err(DayPlanError::Refused(Refusal::NothingInWindow { .. }))
+        ));
+    }
+
+    #[test]
+    fn lost_offsets_name_every_partition() {
+        let lost = Refusal::RetentionRemoved {
+            lost: vec![
+                Lost {
+                    partition: 0,
+                    from: 0,
+                    to: 4,
+                    why: LostWhy::Everything,
+                },
+                Lost {
+                    partition: 2,
+                    from: 0,
+                    to: 120,
+                    why: LostWhy::WindowStart,
+                },
+            ],
+        };
+        assert_eq!(
+            lost.to_string(),
+            "retention removed offsets the replay needs: partition 0: offsets [0, 4) are gone \
+             (every record of the partition); partition 2: offsets [0, 120) are gone and the \
+             oldest kept record (120) is not older than the window's start"
+        );
+    }
+}
