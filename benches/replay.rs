@@ -14,10 +14,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ticketflow::day::{self, DaySpec};
-use ticketflow::event::AuditEvent;
+use ticketflow::event::EventRecord;
 use ticketflow::kafka::{Broker, KafkaReplayConsumer};
 use ticketflow::replay::ReplayConsumer;
-use ticketflow::store::{AuditStore, PostgresAuditStore, SqliteAuditStore};
+use ticketflow::store::{
+    AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
+    RecordedPlan, Timeouts,
+};
 use ticketflow::KafkaTarget;
 
 const TOPIC: &str = "bench.audit";
@@ -134,7 +137,7 @@ fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
                 .poll(Duration::from_secs(10))
                 .expect("poll")
                 .expect("a record within 10 s");
-            let _ = AuditEvent::decode(&record.payload);
+            let _ = EventRecord::decode(&record.payload);
             next = record.offset + 1;
             n += 1;
         }
@@ -142,13 +145,88 @@ fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
     (n, started.elapsed())
 }
 
-/// (b): the same events into the store in batches of the default size, no Kafka.
-fn insert_only(store: &mut dyn AuditStore, events: &[AuditEvent]) -> Duration {
+/// (b): the same records into the target through the replay's own write path (decoding,
+/// conflict checks, checkpoint and batch row), in batches of the default size, no Kafka.
+fn insert_only(db: &AuditDb, records: &[Vec<u8>]) -> Duration {
+    let mut target = db
+        .open_target(Timeouts::all(Duration::from_secs(3600)))
+        .expect("target");
+    let adoption = target
+        .inspect()
+        .expect("inspect")
+        .adopt()
+        .expect("adoptable");
+    target.prepare(&adoption).expect("prepare");
+    let n = records.len() as i64;
+    target
+        .record_plan(&RecordedPlan {
+            plan_id: "bench-insert".into(),
+            topic: TOPIC.into(),
+            replay_group: "bench-insert".into(),
+            live_group: "bench-live".into(),
+            window: PlanWindow::Offsets { start: 0, stop: n },
+            created_at: "bench".into(),
+            created_by: "bench".into(),
+            status: PlanStatus::Running,
+            finished_at: None,
+            partitions: vec![PartitionProgress {
+                partition: 0,
+                start: 0,
+                stop: n,
+                captured_end: n,
+                next_offset: 0,
+                owner: None,
+                counters: Counters::default(),
+                updated_at: "bench".into(),
+            }],
+        })
+        .expect("record the plan");
+    let ranges = [(0, 0, n)];
+    let scope = PlanScope {
+        plan_id: "bench-insert",
+        topic: TOPIC,
+        ranges: &ranges,
+        owner: None,
+        fail_on_refused: false,
+    };
     let started = Instant::now();
-    for chunk in events.chunks(DEFAULT_BATCH) {
-        store.apply_batch(chunk, &[]).expect("apply_batch");
+    let mut first = 0i64;
+    for chunk in records.chunks(DEFAULT_BATCH) {
+        let entries: Vec<Entry<'_>> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| Entry {
+                topic: TOPIC,
+                partition: 0,
+                offset: first + i as i64,
+                timestamp: None,
+                raw,
+                decoded: EventRecord::decode(raw).map_err(|e| e.to_string()),
+            })
+            .collect();
+        let next = first + entries.len() as i64;
+        target
+            .write_batch(
+                &scope,
+                &Batch {
+                    partition: 0,
+                    first,
+                    next,
+                    entries,
+                    markers: 0,
+                    aborted: 0,
+                },
+            )
+            .expect("write_batch");
+        first = next;
     }
     started.elapsed()
+}
+
+/// `url` with its search path set to `schema`.
+fn in_schema(url: &str, schema: &str) -> String {
+    let glue = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{glue}options=-csearch_path%3D{schema}")
 }
 
 fn replay_args(
@@ -246,12 +324,12 @@ fn main() {
         .expect("produce");
     let produced = started.elapsed();
     // (b) inserts in the order a replay applies them: partition after partition.
-    let mut events: Vec<(i32, AuditEvent)> = records
+    let mut events: Vec<(i32, Vec<u8>)> = records
         .into_iter()
-        .map(|r| (day::partition_for(&r.key, partitions as i32), r.event))
+        .map(|r| (day::partition_for(&r.key, partitions as i32), r.payload()))
         .collect();
     events.sort_by_key(|(p, _)| *p);
-    let events: Vec<AuditEvent> = events.into_iter().map(|(_, e)| e).collect();
+    let events: Vec<Vec<u8>> = events.into_iter().map(|(_, e)| e).collect();
     let total: i64 = (0..partitions as i32)
         .map(|p| broker.watermarks(TOPIC, p).map(|(l, h)| h - l).unwrap_or(0))
         .sum();
@@ -283,9 +361,8 @@ fn main() {
     for (backend, url) in backends {
         let (b, db_c, db_d) = match backend {
             "sqlite" => {
-                let mut store =
-                    SqliteAuditStore::open(&dir.path().join("insert.db")).expect("sqlite");
-                let b = rate(n as u64, insert_only(&mut store, &events));
+                let insert = AuditDb::Sqlite(dir.path().join("insert.db"));
+                let b = rate(n as u64, insert_only(&insert, &events));
                 let c = format!("sqlite:{}", dir.path().join("c.db").display());
                 let d = format!("sqlite:{}", dir.path().join("d.db").display());
                 (b, c, d)
@@ -299,16 +376,20 @@ fn main() {
                         "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
                     ))
                     .expect("create the bench schema");
-                let mut store =
-                    PostgresAuditStore::open_in_schema(&url, schema, Duration::from_secs(10))
-                        .expect("postgres");
-                let b = rate(n as u64, insert_only(&mut store, &events));
-                drop(store);
+                let insert = AuditDb::Postgres(in_schema(&url, schema));
+                let b = rate(n as u64, insert_only(&insert, &events));
                 let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
-                for table in ["audit_events", "quarantined_records"] {
-                    let _ = client.batch_execute(&format!("TRUNCATE {table}"));
+                // (c) and (d) replay into schemas of their own, made fresh.
+                for run in ["c", "d"] {
+                    let _ = client.batch_execute(&format!(
+                        "DROP SCHEMA IF EXISTS lessonprobe_bench_{run} CASCADE; CREATE SCHEMA lessonprobe_bench_{run}"
+                    ));
                 }
-                (b, url.clone(), url.clone())
+                (
+                    b,
+                    in_schema(&url, "lessonprobe_bench_c"),
+                    in_schema(&url, "lessonprobe_bench_d"),
+                )
             }
         };
         let c_run = run_measured(&replay_args(
@@ -319,10 +400,6 @@ fn main() {
             1,
         ));
         let c = rate(replayed(&c_run.stdout), c_run.wall);
-        if backend == "postgres" {
-            let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
-            let _ = client.batch_execute("TRUNCATE audit_events, quarantined_records");
-        }
         let d_run = run_measured(&replay_args(
             &servers,
             &db_d,

@@ -23,6 +23,7 @@ command -v cc >/dev/null || need+=(build-essential)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq
@@ -70,11 +71,26 @@ mkdir -p "$work/pg" "$work/pgsock"
 pgport=$(free_port)
 log "starting PostgreSQL on 127.0.0.1:$pgport"
 as_pg "$PGBIN/initdb" -D "$work/pg" -U "$pguser" --auth=trust -E UTF8 >/dev/null
+# TLS: a throwaway CA and a server certificate for 127.0.0.1 and localhost; connections
+# without TLS keep working (trust authentication over host lines accepts both).
+tls="$work/pgtls"
+mkdir -p "$tls"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=lessonprobe test CA" \
+  -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$tls/san.ext"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+  -days 2 -extfile "$tls/san.ext" -out "$tls/server.crt" 2>/dev/null
+chmod 600 "$tls/server.key"
+[ "$(id -u)" -eq 0 ] && chown postgres "$tls/server.key" "$tls/server.crt"
+chmod 755 "$tls"
 as_pg "$PGBIN/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -t 60 \
-  -o "-k $work/pgsock -p $pgport -h 127.0.0.1 -c fsync=off" start >/dev/null
+  -o "-k $work/pgsock -p $pgport -h 127.0.0.1 -c fsync=off -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" start >/dev/null
 export LESSONPROBE_TEST_POSTGRES="postgres://$pguser@127.0.0.1:$pgport/postgres"
 export LESSONPROBE_TEST_PG_CTL="$PGBIN/pg_ctl"
 export LESSONPROBE_TEST_PG_DATA="$work/pg"
+export LESSONPROBE_TEST_PG_CA="$tls/ca.crt"
 export LESSONPROBE_TEST_PG_RUNAS="$([ "$(id -u)" -eq 0 ] && echo postgres || true)"
 
 # --- sshd: loopback only, generated keys --------------------------------------------------------

@@ -244,25 +244,52 @@ pub enum HostsAction {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnBadRecord {
-    /// Keep it in quarantined_records with the reason, then move on.
+    /// Keep it in lessonprobe_replay_quarantine with the reason, then move on.
     Quarantine,
     /// Stop at it.
     Fail,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnConflict {
+    /// Record it and end the run with a non-zero exit code.
+    Fail,
+    /// Record it and only report it.
+    Warn,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReplayAction {
+    /// The replays recorded in a target database: each plan and its partitions' progress.
+    Status(ReplayStatusArgs),
+}
+
 #[derive(Debug, Args)]
+pub struct ReplayStatusArgs {
+    /// The audit database: sqlite:PATH or postgres://URL.
+    #[arg(long, env = "LESSONPROBE_REPLAY_DB", value_name = "DB", value_parser = AuditDb::from_str)]
+    pub db: Option<AuditDb>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Table)]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ReplayArgs {
+    #[command(subcommand)]
+    pub action: Option<ReplayAction>,
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// The topic to replay.
-    #[arg(long)]
-    pub topic: String,
+    #[arg(long, required = true)]
+    pub topic: Option<String>,
     /// The running service's consumer group; only read, never moved.
-    #[arg(long, value_name = "GROUP")]
-    pub live_group: String,
+    #[arg(long, value_name = "GROUP", required = true)]
+    pub live_group: Option<String>,
     /// The replay's own consumer group (must differ from the live group).
-    #[arg(long, value_name = "GROUP")]
-    pub replay_group: String,
+    #[arg(long, value_name = "GROUP", required = true)]
+    pub replay_group: Option<String>,
     /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
     #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
     pub since: Option<i64>,
@@ -294,15 +321,24 @@ pub struct ReplayArgs {
     /// Run the plan (without it, only the plan is printed).
     #[arg(long)]
     pub execute: bool,
-    /// Continue from the replay group's committed offsets inside the plan.
+    /// Continue this plan, recorded in the target, from its SQL checkpoints.
     #[arg(long)]
     pub resume: bool,
     /// Records per SQL transaction (1: one transaction and one offset commit per event).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
+    /// Payload bytes per SQL transaction, at least one record (bytes, or with KiB, MiB, GiB).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_bytes)]
+    pub batch_bytes: usize,
     /// What to do with a record that is not an audit event.
     #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]
     pub on_bad_record: OnBadRecord,
+    /// What a conflict (same event_id, other content) does to the exit code.
+    #[arg(long, value_enum, default_value_t = OnConflict::Fail)]
+    pub on_conflict: OnConflict,
+    /// Exit 0 even when records were quarantined.
+    #[arg(long)]
+    pub allow_quarantine: bool,
     /// Partitions replayed at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
@@ -351,7 +387,31 @@ fn parse_time(s: &str) -> Result<i64, String> {
 fn parse_property(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!("{s:?} is not KEY=VALUE")),
+        // The text may be a value on its own: never echo it.
+        _ => Err("expected KEY=VALUE (the text given is not shown: it may hold a secret)".into()),
+    }
+}
+
+/// A size in bytes: `1048576`, `512KiB`, `16MiB`, `1GiB` (also `K`, `M`, `G`).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (write e.g. 16MiB or 1048576)"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" | "k" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        other => return Err(format!("{other:?} is not a unit: use KiB, MiB or GiB")),
+    };
+    match n.checked_mul(scale) {
+        Some(0) | None => Err(format!(
+            "{s:?}: the size must be positive and fit in memory"
+        )),
+        Some(bytes) => Ok(bytes),
     }
 }
 
@@ -371,6 +431,10 @@ mod tests {
             Ok(("sasl.username".into(), "a=b".into()))
         );
         assert!(parse_property("=x").is_err());
+        assert!(!parse_property("hunter2").unwrap_err().contains("hunter2"));
+        assert_eq!(parse_bytes("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("0").is_err() && parse_bytes("3 parsecs").is_err());
         assert!(parse_run_id("Upper").is_err() && parse_run_id("run-1").is_ok());
     }
 }

@@ -21,6 +21,9 @@ pub enum Code {
     Io = 3,
     /// An operational command (`replay`, `broker`, `hosts check`) failed at run time.
     Operation = 4,
+    /// A replay completed but found what someone must look at: conflicting versions of an
+    /// event, or records that are not audit events (quarantined).
+    Findings = 5,
     /// The run was interrupted with Ctrl-C (128 + SIGINT).
     Interrupted = 130,
     /// The run was stopped with SIGTERM (128 + SIGTERM).

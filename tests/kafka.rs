@@ -155,6 +155,26 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM audit_events"), 50);
 
+    // The broker process does not answer DeleteTopics: every topic the run created is still
+    // there, and the run said so, naming each one.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for suffix in [
+        "accept.kt1-l30-12-sqlite",
+        "earliest.kt1-ex-30-02-sqlite",
+        "beyond.kt1-l30-13-sqlite",
+        "midfail.kt1-l30-14-sqlite",
+    ] {
+        let topic = format!("ticketflow.audit.v1.{suffix}");
+        assert!(partitions_of(s, &topic) > 0, "{topic} is gone");
+        assert!(
+            stderr.lines().any(|l| l.contains("topics left behind: ")
+                && l.contains(&format!(
+                    "{topic} (the broker does not answer admin requests"
+                ))),
+            "no warning names {topic}: {stderr}"
+        );
+    }
+
     drop(consumer);
     assert_eq!(
         broker.terminate(),
@@ -183,6 +203,110 @@ fn the_sample_day_is_loaded_and_readable_by_another_client() {
     }
     let expected = day::generate(&day::sample_day(400)).len() as i64;
     assert_eq!(total, expected);
+    // It says what the broker holds, partition by partition, and that nothing was dropped.
+    assert!(
+        broker.report[0].ends_with(&format!("the broker holds {expected}:")),
+        "{:?}",
+        broker.report
+    );
+    assert_eq!(
+        broker
+            .report
+            .iter()
+            .filter(|l| l.starts_with("  partition "))
+            .count(),
+        4,
+        "{:?}",
+        broker.report
+    );
+    assert!(
+        !broker.report.iter().any(|l| l.contains("warning")),
+        "{:?}",
+        broker.report
+    );
+}
+
+#[test]
+fn a_sample_day_beyond_the_mock_retention_reports_what_is_held_and_warns_with_the_numbers() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "big",
+        "--partitions",
+        "1",
+        "--events",
+        "100000",
+    ]);
+    let sent = day::generate(&day::sample_day(100_000)).len() as i64;
+    let (low, high) = reader(&broker.servers, "test-retention")
+        .fetch_watermarks("big", 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(high, sent, "every record was stored once");
+    assert!(low > 0, "the mock cluster kept all {sent} records");
+    let report = broker.report.join("\n");
+    assert!(
+        report.contains(&format!(
+            "produced {sent} records to big (1 partition, 2026-09-21 to 2026-09-23); the broker holds {}:",
+            high - low
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "  partition 0: offsets [{low}, {high}), {} records",
+            high - low
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "lessonprobe broker: warning: the mock cluster dropped {low} of {sent} records (partition 0 lost offsets [0, {low})): it keeps only"
+        )),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_starts() {
+    let long = "x".repeat(250);
+    for (name, says) in [
+        ("", "a topic name must not be empty"),
+        (
+            "bad topic name!",
+            "topic name \"bad topic name!\" holds ' '",
+        ),
+        (".", "\".\" cannot be a topic name"),
+        ("..", "\"..\" cannot be a topic name"),
+        (
+            long.as_str(),
+            "has 250 characters; Kafka allows at most 249",
+        ),
+    ] {
+        let mut child = lessonprobe(&repo())
+            .args(["broker", "--sample-day", name])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("--sample-day {name:?} started a broker");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name:?}: {stderr}");
+        assert!(
+            stderr.starts_with("lessonprobe: --sample-day: ") && stderr.contains(says),
+            "{name:?}: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{name:?}: a broker address was printed"
+        );
+    }
 }
 
 #[test]

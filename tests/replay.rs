@@ -84,9 +84,15 @@ fn sqlite_ids(db: &Path) -> HashSet<String> {
     set
 }
 
-/// What a replay may create in an empty database: the audit rows, the quarantine, and the
-/// ledger of the audit store's migrations.
-const AUDIT_TABLES: [&str; 3] = ["audit_events", "quarantined_records", "schema_migrations"];
+/// What a replay may create in an empty database: the audit rows and its own bookkeeping.
+const AUDIT_TABLES: [&str; 6] = [
+    "audit_events",
+    "lessonprobe_replay_batches",
+    "lessonprobe_replay_conflicts",
+    "lessonprobe_replay_partitions",
+    "lessonprobe_replay_plans",
+    "lessonprobe_replay_quarantine",
+];
 
 fn sqlite_tables(db: &Path) -> Vec<String> {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -220,7 +226,7 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
         dir.path(),
         s,
         &target,
-        &window(&["--execute", "--jobs", "2"]),
+        &window(&["--execute", "--jobs", "2", "--allow-quarantine"]),
     )
     .output()
     .unwrap();
@@ -235,7 +241,7 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
         s,
         events,
         sqlite_ids(&db),
-        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize,
+        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine") as usize,
         &live,
     );
     assert_eq!(
@@ -244,25 +250,18 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
         "a replay into an empty file makes audit tables and its own bookkeeping only"
     );
 
-    // The same plan again: refused without --resume, nothing left to do with it.
-    let again = replay(dir.path(), s, &target, &window(&["--execute"]))
-        .output()
-        .unwrap();
-    assert_eq!(again.status.code(), Some(4), "{}", text(&again));
-    assert!(
-        text(&again).contains("rerun with --resume"),
-        "{}",
-        text(&again)
-    );
-    let resumed = replay(dir.path(), s, &target, &window(&["--execute", "--resume"]))
-        .output()
-        .unwrap();
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
-    assert!(
-        text(&resumed).contains("complete before this run"),
-        "{}",
-        text(&resumed)
-    );
+    // The same plan again, with or without --resume: complete, nothing done.
+    for extra in [&["--execute"][..], &["--execute", "--resume"][..]] {
+        let again = replay(dir.path(), s, &target, &window(extra))
+            .output()
+            .unwrap();
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+        assert!(
+            text(&again).contains("is complete") && text(&again).contains("nothing to do"),
+            "{}",
+            text(&again)
+        );
+    }
 }
 
 /// A database of this test's own on the test server, dropped when the value is.
@@ -329,11 +328,15 @@ fn a_replay_into_an_empty_postgres_database_makes_audit_tables_only() {
     let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
     let dir = tempfile::tempdir().unwrap();
     // The target comes from LESSONPROBE_REPLAY_DB; the runner's LESSONPROBE_DB is not used.
-    let out = replay_anywhere(dir.path(), &broker.servers, &window(&["--execute"]))
-        .env("LESSONPROBE_REPLAY_DB", target.url())
-        .env("LESSONPROBE_DB", runners.url())
-        .output()
-        .unwrap();
+    let out = replay_anywhere(
+        dir.path(),
+        &broker.servers,
+        &window(&["--execute", "--allow-quarantine"]),
+    )
+    .env("LESSONPROBE_REPLAY_DB", target.url())
+    .env("LESSONPROBE_DB", runners.url())
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(target.tables(), AUDIT_TABLES);
     let rows: i64 = postgres::Client::connect(&target.url(), postgres::NoTls)
@@ -459,7 +462,7 @@ fn refusals_name_the_reason_and_touch_nothing() {
     check(
         window(&["--resume"]),
         4,
-        "belongs to another replay",
+        "choose a new --replay-group",
         replay(dir.path(), s, db, &[]),
     );
     assert!(!dir.path().join("refused.db").exists());
@@ -523,6 +526,7 @@ fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
         &stop,
         "--execute",
         "--resume",
+        "--allow-quarantine",
     ];
     let out = replay(dir.path(), s, &format!("sqlite:{}", db.display()), &args)
         .output()
@@ -531,7 +535,7 @@ fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (o, reason): (i64, String) = conn
         .query_row(
-            "SELECT record_offset, reason FROM quarantined_records",
+            "SELECT record_offset, reason FROM lessonprobe_replay_quarantine",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -573,7 +577,13 @@ fn sigkill_at_random_moments_loses_nothing() {
             dir.path(),
             s,
             &target,
-            &window(&["--execute", "--resume", "--batch", "1"]),
+            &window(&[
+                "--execute",
+                "--resume",
+                "--batch",
+                "1",
+                "--allow-quarantine",
+            ]),
         )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -623,7 +633,7 @@ fn sigkill_at_random_moments_loses_nothing() {
         s,
         events,
         sqlite_ids(&db),
-        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records") as usize,
+        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine") as usize,
         &live,
     );
 }
@@ -681,9 +691,14 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
         "the replay made progress before the server stopped"
     );
 
-    let out = replay(dir.path(), s, &url, &window(&["--execute", "--resume"]))
-        .output()
-        .unwrap();
+    let out = replay(
+        dir.path(),
+        s,
+        &url,
+        &window(&["--execute", "--resume", "--allow-quarantine"]),
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let ids: Vec<String> = client
@@ -696,7 +711,7 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
     let ids: HashSet<String> = ids.into_iter().collect();
     assert_eq!(ids.len(), n, "duplicate rows");
     let q: i64 = client
-        .query_one("SELECT COUNT(*) FROM quarantined_records", &[])
+        .query_one("SELECT COUNT(*) FROM lessonprobe_replay_quarantine", &[])
         .unwrap()
         .get(0);
     assert_complete(s, events, ids, q as usize, &[None, None, None]);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ticketflow::kafka::KafkaError;
-use ticketflow::store::{AuditStore, StoreError};
+use ticketflow::store::StoreError;
 use ticketflow::KafkaTarget;
 
 use crate::live::{LiveError, LivePostgres, LiveSqlite, LiveStore};
@@ -33,11 +33,8 @@ pub struct ProbeContext {
 }
 
 impl ProbeContext {
-    pub fn open_store(&self) -> Result<Box<dyn AuditStore>, ProbeError> {
-        Ok(self.open_live_store()?)
-    }
-
-    /// The store with the live service's business tables, for probes that play the live consumer.
+    /// The audit store, beside the live service's business tables (for probes that play the
+    /// live consumer).
     pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
         let store: Result<Box<dyn LiveStore>, StoreError> = match &self.db {
             DbTarget::SqliteMemory => LiveSqlite::in_memory().map(|s| Box::new(s) as _),

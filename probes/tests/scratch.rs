@@ -48,8 +48,6 @@ fn a_scratch_store_has_both_sets_of_tables_and_its_schema_is_dropped_with_it() {
             "audit_events",
             "live_schema_migrations",
             "notifications",
-            "quarantined_records",
-            "schema_migrations",
             "sla_counts",
             "ticket_state"
         ]

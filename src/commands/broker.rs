@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ticketflow::day;
-use ticketflow::kafka::Broker;
+use ticketflow::kafka::{check_topic_name, Broker, KafkaError};
 
 use crate::cli::BrokerArgs;
 use crate::exit::{Code, Error};
 
 pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
+    if let Some(topic) = &args.sample_day {
+        check_topic_name(topic).map_err(|e| Error::Usage(format!("--sample-day: {e}")))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))
@@ -39,18 +42,109 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
     Ok(Code::Ok)
 }
 
+/// Produces a generated day into `topic`, then says what the broker holds afterwards: the mock
+/// cluster silently deletes the oldest records of a partition beyond its retention.
 fn load_sample_day(
     broker: &mut Broker,
     topic: &str,
     partitions: i32,
     events: u32,
 ) -> Result<(), Error> {
-    let op = |e: ticketflow::kafka::KafkaError| Error::Operation(e.to_string());
+    let op = |e: KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
     let records = day::generate(&day::sample_day(events as usize));
     let sent = broker
         .produce_day(topic, partitions, &records)
         .map_err(op)?;
-    eprintln!("lessonprobe broker: loaded {sent} records into {topic} ({partitions} partitions, 2026-09-21 to 2026-09-23)");
+    let held = Holdings::read(broker, topic, partitions).map_err(op)?;
+    let plural = if partitions == 1 { "" } else { "s" };
+    eprintln!(
+        "lessonprobe broker: produced {sent} records to {topic} ({partitions} partition{plural}, 2026-09-21 to 2026-09-23); the broker holds {}:",
+        held.held()
+    );
+    for (p, (low, high)) in held.watermarks.iter().enumerate() {
+        eprintln!(
+            "  partition {p}: offsets [{low}, {high}), {} records",
+            high - low
+        );
+    }
+    for warning in held.loss_warnings(sent) {
+        eprintln!("lessonprobe broker: warning: {warning}");
+    }
     Ok(())
+}
+
+/// A topic's `(low, high)` watermarks per partition, read back after loading it.
+struct Holdings {
+    watermarks: Vec<(i64, i64)>,
+}
+
+impl Holdings {
+    fn read(broker: &Broker, topic: &str, partitions: i32) -> Result<Holdings, KafkaError> {
+        let watermarks = (0..partitions)
+            .map(|p| broker.watermarks(topic, p))
+            .collect::<Result<_, _>>()?;
+        Ok(Holdings { watermarks })
+    }
+
+    fn held(&self) -> i64 {
+        self.watermarks.iter().map(|(low, high)| high - low).sum()
+    }
+
+    /// What the broker no longer holds of the `sent` records: those the mock cluster deleted
+    /// (below the low watermarks) and any it never stored (the high watermarks fall short).
+    fn loss_warnings(&self, sent: u64) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let dropped: i64 = self.watermarks.iter().map(|(low, _)| low).sum();
+        if dropped > 0 {
+            let partitions: Vec<String> = self
+                .watermarks
+                .iter()
+                .enumerate()
+                .filter(|(_, (low, _))| *low > 0)
+                .map(|(p, (low, _))| format!("partition {p} lost offsets [0, {low})"))
+                .collect();
+            warnings.push(format!(
+                "the mock cluster dropped {dropped} of {sent} records ({}): it keeps only about the newest 5 MiB or 100,000 message sets of each partition; spread the day over more --partitions",
+                partitions.join(", ")
+            ));
+        }
+        let stored: i64 = self.watermarks.iter().map(|(_, high)| high).sum();
+        let sent = i64::try_from(sent).unwrap_or(i64::MAX);
+        if stored < sent {
+            warnings.push(format!(
+                "the broker stored {stored} of the {sent} records produced"
+            ));
+        }
+        warnings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loss_is_named_per_partition_with_the_numbers() {
+        let held = Holdings {
+            watermarks: vec![(82_688, 104_187)],
+        };
+        assert_eq!(held.held(), 21_499);
+        let warnings = held.loss_warnings(104_187);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "the mock cluster dropped 82688 of 104187 records (partition 0 lost offsets [0, 82688))"
+            ),
+            "{warnings:?}"
+        );
+        let whole = Holdings {
+            watermarks: vec![(0, 10), (0, 5)],
+        };
+        assert!(whole.loss_warnings(15).is_empty());
+        assert_eq!(
+            whole.loss_warnings(16),
+            ["the broker stored 15 of the 16 records produced"]
+        );
+    }
 }

@@ -1,24 +1,36 @@
 //! `lessonprobe replay`: the audit-only replay of a window of a real topic, as a replay job.
-//! Parses, prints the plan (a dry run by default) or executes it with progress bars, renders
-//! the report and maps it to an exit code; the job itself lives in `ticketflow::replay`.
+//! Looks at the target first, plans, decides from the plan's record in the target what this
+//! run does, prints it (a dry run by default) or executes it with progress bars, renders the
+//! report and maps it to an exit code; `replay status` lists the recorded plans. The job
+//! itself lives in `ticketflow::replay`.
 
 use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use ticketflow::replay::{
-    BadRecords, ConnectError, DayPlan, DayPlanError, DayReplayRequest, ExecuteOptions,
-    PlanDocument, Refusal, ReplayJob, ReplayOptions, Window,
+    BadRecords, ConnectError, DayPlan, DayPlanError, DayReplayRequest, Decision, ExecuteOptions,
+    PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window,
+    CONNECT_TIMEOUT,
 };
+use ticketflow::store::Timeouts;
 use ticketflow::KafkaTarget;
 
-use crate::cli::{OnBadRecord, ReplayArgs};
+use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
 use crate::render::{self, TableFormat};
 
+/// How long past `--deadline` a run that is still waiting (a database or broker that stopped
+/// answering in a way no timeout saw) is given before the process ends itself.
+const DEADLINE_GRACE: Duration = Duration::from_secs(5);
+
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
+    if let Some(ReplayAction::Status(status_args)) = args.action {
+        return status(status_args);
+    }
     let started = Instant::now();
+    arm_deadline(args.deadline);
     let kafka = super::kafka_target(&args.kafka)?;
     if kafka == KafkaTarget::Embedded {
         return Err(Error::Usage("lessonprobe replay works on real data: give --kafka HOST:PORT (the embedded broker is refused here)".into()));
@@ -34,28 +46,53 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
             ))
         }
     };
+    let required = |v: Option<String>, flag: &str| {
+        v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
+    };
     let request = DayReplayRequest {
-        topic: args.topic,
-        live_group: args.live_group,
-        replay_group: args.replay_group,
+        topic: required(args.topic, "--topic")?,
+        live_group: required(args.live_group, "--live-group")?,
+        replay_group: required(args.replay_group, "--replay-group")?,
         window,
         partitions: args.partitions,
         resume: args.resume,
     };
     let op = |e: &dyn Display| Error::Operation(e.to_string());
+    // The target first: one that must not be written to stops the run before anything is read.
+    let timeouts = Timeouts {
+        connect: db
+            .connect_timeout()
+            .unwrap_or(CONNECT_TIMEOUT)
+            .min(args.deadline),
+        statement: args.deadline,
+    };
+    let view = ReplayJob::inspect(&db, timeouts)
+        .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
     let job =
         ReplayJob::connect(&kafka, request, Duration::from_secs(10)).map_err(|e| match e {
             ConnectError::OwnedProperty { .. } => Error::Usage(e.to_string()),
             ConnectError::Kafka(e) => op(&e),
         })?;
-    let plan = job.plan().map_err(refused)?;
+    let mut plan = job.plan().map_err(refused)?;
+    let decision = ReplayJob::decide(&mut plan, &view)
+        .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
     let format = args.format;
-    if !args.execute || format == TableFormat::Table {
-        print_plan(&job, &plan, format)?;
+    if !args.execute || format == TableFormat::Table || matches!(decision, Decision::Complete(_)) {
+        print_plan(&job, &plan, &view, &decision, format)?;
+    }
+    if let Decision::Complete(recorded) = &decision {
+        if format == TableFormat::Table {
+            println!(
+                "plan {} is complete (finished {}): nothing to do",
+                recorded.plan_id,
+                recorded.finished_at.as_deref().unwrap_or("-")
+            );
+        }
+        return Ok(Code::Ok);
     }
     if !args.execute {
         if format == TableFormat::Table {
-            println!("dry run: nothing was applied; add --execute to run this plan");
+            println!("dry run: nothing was created or applied; add --execute to run this plan");
         }
         return Ok(Code::Ok);
     }
@@ -63,6 +100,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     let options = ExecuteOptions {
         replay: ReplayOptions {
             batch: args.batch as usize,
+            batch_bytes: args.batch_bytes,
             bad_records: match args.on_bad_record {
                 OnBadRecord::Quarantine => BadRecords::Quarantine,
                 OnBadRecord::Fail => BadRecords::Fail,
@@ -76,19 +114,23 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     };
     let bars = PartitionBars::new(&plan);
     let report = job
-        .execute(&plan, &db, options, &bars)
+        .execute(&plan, &decision, &view, &db, options, &bars)
         .map_err(|e| op(&e))?;
     bars.finish();
     let rows = report.rows();
     let text = match format {
-        TableFormat::Json => {
-            render::json(&serde_json::json!({ "plan": plan.partitions, "results": rows }))
-        }
+        TableFormat::Json => render::json(&serde_json::json!({
+            "plan_id": report.plan_id,
+            "plan": plan.partitions,
+            "results": rows,
+            "conflicts": report.conflicts(),
+            "quarantined": report.quarantined(),
+        })),
         _ => render::rows(format, &rows),
     };
     let text = text.map_err(|e| op(&e))?;
     if format == TableFormat::Table {
-        println!("replay result:");
+        println!("replay result (plan {}):", report.plan_id);
     }
     println!("{text}");
     let (records, secs) = (report.records(), report.elapsed.as_secs_f64());
@@ -101,8 +143,27 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         eprintln!("lessonprobe replay: {notice}");
     }
     let failures = report.failures();
+    let mut findings = false;
+    let (conflicts, quarantined) = (report.conflicts(), report.quarantined());
+    if conflicts > 0 {
+        let fail = args.on_conflict == OnConflict::Fail;
+        findings |= fail;
+        eprintln!(
+            "lessonprobe replay: {conflicts} CONFLICT(S): the same event_id arrived with different content; the first stored version was kept and both are named in lessonprobe_replay_conflicts (plan {}){}",
+            report.plan_id,
+            if fail { "; --on-conflict warn only reports them" } else { "" }
+        );
+    }
+    if quarantined > 0 {
+        findings |= !args.allow_quarantine;
+        eprintln!(
+            "lessonprobe replay: {quarantined} RECORD(S) QUARANTINED: not audit events, kept with the reason in lessonprobe_replay_quarantine (plan {}){}",
+            report.plan_id,
+            if args.allow_quarantine { "" } else { "; --allow-quarantine accepts them" }
+        );
+    }
     if failures.is_empty() {
-        return Ok(Code::Ok);
+        return Ok(if findings { Code::Findings } else { Code::Ok });
     }
     for failure in &failures {
         eprintln!("lessonprobe replay: {failure}");
@@ -113,12 +174,30 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     )))
 }
 
+/// Ends the process at `deadline` plus a grace period if it is still running: every wait has
+/// a timeout of its own, and this bounds the ones a server can still stretch (one that stops
+/// answering mid-statement). A batch is durable with its checkpoint or not at all, so ending
+/// here loses nothing.
+fn arm_deadline(deadline: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("replay-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(deadline + DEADLINE_GRACE);
+            eprintln!(
+                "lessonprobe replay: the deadline of {} s passed {} s ago and the run is still waiting for the database or the broker; stopping. Every batch is durable with its checkpoint or not applied: rerun with --resume",
+                deadline.as_secs_f64(),
+                DEADLINE_GRACE.as_secs()
+            );
+            std::process::exit(Code::Operation as i32);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no deadline watchdog: {e}");
+    }
+}
+
 /// A refusal in the words of this command: the flag that fixes it, where one does.
 fn refused(e: DayPlanError) -> Error {
     let hint = match &e {
-        DayPlanError::Refused(Refusal::AlreadyStarted { .. }) => {
-            ": rerun with --resume to continue from there"
-        }
         DayPlanError::Refused(Refusal::OffsetsNeedOnePartition { .. }) => {
             ": give exactly one with --partitions"
         }
@@ -134,18 +213,68 @@ fn refused(e: DayPlanError) -> Error {
     }
 }
 
-fn print_plan(job: &ReplayJob, plan: &DayPlan, format: TableFormat) -> Result<(), Error> {
-    let r = &plan.request;
-    let text = match format {
-        TableFormat::Json => {
-            render::json(&serde_json::json!({ "plan": PlanDocument::new(plan, job.servers()) }))
+/// What this run would do with the plan, in words.
+fn identity_line(decision: &Decision) -> String {
+    match decision {
+        Decision::New(plan) => format!(
+            "plan {}: new; it is recorded in the target when executed",
+            plan.plan_id
+        ),
+        Decision::Resume { plan, behind } => {
+            let mut line = format!(
+                "plan {}: recorded {} by {} ({}); continues from its SQL checkpoints",
+                plan.plan_id,
+                plan.created_at,
+                plan.created_by,
+                plan.status.as_str()
+            );
+            for b in behind {
+                line.push_str(&format!(
+                    "\n  partition {}: the replay group's committed offset in Kafka ({}) is behind the SQL checkpoint {}: the SQL checkpoint is used, and Kafka is brought up to it",
+                    b.partition,
+                    b.kafka.map_or_else(|| "none".to_owned(), |k| k.to_string()),
+                    b.sql
+                ));
+            }
+            line
         }
+        Decision::Complete(plan) => format!("{}", Shown(plan)),
+    }
+}
+
+fn print_plan(
+    job: &ReplayJob,
+    plan: &DayPlan,
+    view: &TargetView,
+    decision: &Decision,
+    format: TableFormat,
+) -> Result<(), Error> {
+    let r = &plan.request;
+    let target_lines = view.adoption.describe(&view.inspection);
+    let text = match format {
+        TableFormat::Json => render::json(&serde_json::json!({
+            "plan": PlanDocument::new(plan, job.servers()),
+            "plan_id": decision.plan().plan_id,
+            "decision": match decision {
+                Decision::New(_) => "new",
+                Decision::Resume { .. } => "resume",
+                Decision::Complete(_) => "complete",
+            },
+            "target": {
+                "found": view.inspection,
+                "adoption": view.adoption,
+                "summary": target_lines,
+            },
+        })),
         _ => render::rows(format, &plan.rows()),
     };
     let text = text.map_err(|e| Error::Operation(e.to_string()))?;
     if format != TableFormat::Table {
         println!("{text}");
         return Ok(());
+    }
+    for line in &target_lines {
+        println!("{line}");
     }
     println!(
         "replay plan: topic {} on {}; live group {} (read only); replay group {}; window {}",
@@ -158,5 +287,78 @@ fn print_plan(job: &ReplayJob, plan: &DayPlan, format: TableFormat) -> Result<()
     println!("{text}");
     let (total, remaining) = (plan.records(), plan.remaining());
     println!("{total} records in the window; {remaining} to replay");
+    println!("{}", identity_line(decision));
     Ok(())
+}
+
+/// `lessonprobe replay status`: every plan recorded in the target and its partitions.
+fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
+    let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let timeouts = Timeouts {
+        connect: db.connect_timeout().unwrap_or(CONNECT_TIMEOUT),
+        statement: Duration::from_secs(60),
+    };
+    let plans = ReplayJob::recorded(&db, timeouts).map_err(|e| Error::Operation(e.to_string()))?;
+    let rows: Vec<StatusRow> = plans
+        .iter()
+        .flat_map(|plan| plan.partitions.iter().map(move |p| StatusRow::new(plan, p)))
+        .collect();
+    if args.format == TableFormat::Table {
+        if plans.is_empty() {
+            println!("no replay recorded in {db}");
+        }
+        for plan in &plans {
+            println!("{}", Shown(plan));
+            let partitions: Vec<PartitionLine> = plan
+                .partitions
+                .iter()
+                .map(|p| PartitionLine::from(&StatusRow::new(plan, p)))
+                .collect();
+            println!(
+                "{}",
+                render::table(&partitions).map_err(|e| Error::Operation(e.to_string()))?
+            );
+        }
+        return Ok(Code::Ok);
+    }
+    let text = render::rows(args.format, &rows).map_err(|e| Error::Operation(e.to_string()))?;
+    println!("{text}");
+    Ok(Code::Ok)
+}
+
+/// A partition of a plan as `replay status` prints it under the plan's line.
+#[derive(serde::Serialize)]
+struct PartitionLine {
+    partition: i32,
+    start: i64,
+    stop: i64,
+    checkpoint: i64,
+    remaining: i64,
+    owner: Option<String>,
+    records: u64,
+    inserted: u64,
+    duplicates: u64,
+    conflicts: u64,
+    quarantined: u64,
+    updated_at: String,
+}
+
+impl From<&StatusRow> for PartitionLine {
+    fn from(r: &StatusRow) -> Self {
+        PartitionLine {
+            partition: r.partition,
+            start: r.start,
+            stop: r.stop,
+            checkpoint: r.checkpoint,
+            remaining: r.remaining,
+            owner: r.owner.clone(),
+            records: r.records,
+            inserted: r.inserted,
+            duplicates: r.duplicates,
+            conflicts: r.conflicts,
+            quarantined: r.quarantined,
+            updated_at: r.updated_at.clone(),
+        }
+    }
 }

@@ -308,6 +308,8 @@ impl Drop for OwnCluster {
 pub struct BrokerProcess {
     pub child: Child,
     pub servers: String,
+    /// What it said on stderr up to its ready line (the sample day's load report among it).
+    pub report: Vec<String>,
 }
 
 impl BrokerProcess {
@@ -316,7 +318,7 @@ impl BrokerProcess {
             .arg("broker")
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start lessonprobe broker");
         let mut line = String::new();
@@ -325,7 +327,23 @@ impl BrokerProcess {
             .expect("read the bootstrap line");
         let servers = line.trim().to_owned();
         assert!(servers.starts_with("127.0.0.1:"), "first line: {servers:?}");
-        BrokerProcess { child, servers }
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut report = Vec::new();
+        for line in stderr.by_ref() {
+            let line = line.expect("read the broker's stderr");
+            let ready = line.ends_with("Ctrl-C or SIGTERM stops it");
+            report.push(line);
+            if ready {
+                break;
+            }
+        }
+        // The rest is drained, so the broker never blocks on a full pipe.
+        std::thread::spawn(move || stderr.for_each(drop));
+        BrokerProcess {
+            child,
+            servers,
+            report,
+        }
     }
 
     pub fn terminate(&mut self) -> Option<i32> {

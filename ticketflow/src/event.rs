@@ -1,10 +1,13 @@
-//! The audit event of the course's sample system and its JSON wire form.
+//! The audit event of the course's sample system: its JSON wire form, and the tolerant decoding
+//! of a record as received, which keeps the payload's text exactly and judges only what the
+//! audit table needs.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
 
 /// One ticket change as the audit topic carries it. `event_id` is the idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AuditEvent {
     pub event_id: String,
     pub tenant_id: String,
@@ -23,6 +26,9 @@ pub enum DecodeError {
     EmptyField { field: &'static str },
     #[error("not an audit event: payload is not an object")]
     PayloadNotObject,
+    /// U+0000 is text PostgreSQL cannot store; refused on every backend so both decide alike.
+    #[error("not an audit event: {field} contains U+0000 (NUL), which the audit database cannot store as text")]
+    Nul { field: &'static str },
 }
 
 impl AuditEvent {
@@ -60,30 +66,166 @@ impl AuditEvent {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// The event's fields from JSON; fields it does not know are ignored.
     pub fn from_json(bytes: &[u8]) -> Result<Self, DecodeError> {
         Ok(serde_json::from_slice(bytes)?)
     }
 
-    /// Decodes a record into an event that the audit schema accepts: JSON of the right shape,
-    /// non-empty ids and action, a payload object. Anything else is a bad record, with why.
+    /// Decodes a record into an event that the audit schema accepts (see [`EventRecord::decode`]).
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let event = Self::from_json(bytes)?;
-        for (field, value) in [
-            ("event_id", &event.event_id),
-            ("tenant_id", &event.tenant_id),
-            ("ticket_id", &event.ticket_id),
-            ("action", &event.action),
-            ("occurred_at", &event.occurred_at),
-        ] {
+        EventRecord::decode(bytes)?.to_event()
+    }
+}
+
+/// An audit event as received: the columns the audit table needs, decoded, and the payload's
+/// JSON text exactly as it arrived (number spelling, key order and repeated keys included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub event_id: String,
+    pub tenant_id: String,
+    pub ticket_id: String,
+    pub action: String,
+    pub occurred_at: String,
+    pub payload: String,
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    event_id: String,
+    tenant_id: String,
+    ticket_id: String,
+    action: String,
+    occurred_at: String,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+}
+
+impl EventRecord {
+    /// Decodes tolerantly: the record must be a JSON object with the five text fields
+    /// non-empty and a payload object; other fields are allowed (they stay in the raw bytes);
+    /// no decoded text may hold U+0000.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let wire: Wire<'_> = serde_json::from_slice(bytes)?;
+        let payload = wire.payload.get();
+        if !payload.starts_with('{') {
+            return Err(DecodeError::PayloadNotObject);
+        }
+        let record = EventRecord {
+            event_id: wire.event_id,
+            tenant_id: wire.tenant_id,
+            ticket_id: wire.ticket_id,
+            action: wire.action,
+            occurred_at: wire.occurred_at,
+            payload: payload.to_owned(),
+        };
+        for (field, value) in record.text_fields() {
             if value.trim().is_empty() {
                 return Err(DecodeError::EmptyField { field });
             }
+            if value.contains('\0') {
+                return Err(DecodeError::Nul { field });
+            }
         }
-        if !event.payload.is_object() {
-            return Err(DecodeError::PayloadNotObject);
+        // Only a payload whose text spells a NUL escape can hold one; parse just those.
+        if record.payload.contains("u0000") && has_nul(&serde_json::from_str(&record.payload)?) {
+            return Err(DecodeError::Nul { field: "payload" });
         }
-        Ok(event)
+        Ok(record)
     }
+
+    fn text_fields(&self) -> [(&'static str, &str); 5] {
+        [
+            ("event_id", &self.event_id),
+            ("tenant_id", &self.tenant_id),
+            ("ticket_id", &self.ticket_id),
+            ("action", &self.action),
+            ("occurred_at", &self.occurred_at),
+        ]
+    }
+
+    /// The event with its payload parsed (numbers as serde_json reads them).
+    pub fn to_event(&self) -> Result<AuditEvent, DecodeError> {
+        Ok(AuditEvent {
+            event_id: self.event_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            ticket_id: self.ticket_id.clone(),
+            action: self.action.clone(),
+            occurred_at: self.occurred_at.clone(),
+            payload: serde_json::from_str(&self.payload)?,
+        })
+    }
+
+    /// SHA-256 (hex) of the event's content: the five fields and the payload as a JSON value
+    /// (keys sorted, numbers as read), so two records are "the same event" whatever the
+    /// spelling of their JSON — and a stored row whose payload a database re-formatted (jsonb)
+    /// still compares equal. A payload that is not JSON hashes as its text.
+    pub fn content_hash(&self) -> String {
+        let mut canonical = String::with_capacity(self.payload.len() + 128);
+        for (field, value) in self.text_fields() {
+            canonical.push_str(field);
+            canonical.push('\u{1}');
+            canonical.push_str(value);
+            canonical.push('\u{1}');
+        }
+        match serde_json::from_str::<serde_json::Value>(&self.payload) {
+            Ok(value) => write_canonical(&value, &mut canonical),
+            Err(_) => canonical.push_str(&self.payload),
+        }
+        hex(&Sha256::digest(canonical.as_bytes()))
+    }
+}
+
+/// JSON with object keys sorted, whatever map order serde_json was built with.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key.as_str()], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn has_nul(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Lower-case hexadecimal of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 #[cfg(test)]
@@ -120,5 +262,48 @@ mod tests {
             AuditEvent::decode(&AuditEvent::sample().to_json()).unwrap(),
             AuditEvent::sample()
         );
+        let wrong_type = br#"{"event_id":7,"tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o","payload":{}}"#;
+        assert!(EventRecord::decode(wrong_type).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_are_kept_out_of_the_way_and_the_payload_text_is_kept_exactly() {
+        let raw = br#"{"trace_id":"x-1","event_id":"e-1","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o","payload":{"z":12345678901234567890123,"a":1.10,"a":2}}"#;
+        let record = EventRecord::decode(raw).unwrap();
+        assert_eq!(
+            record.payload,
+            r#"{"z":12345678901234567890123,"a":1.10,"a":2}"#
+        );
+        assert_eq!(record.event_id, "e-1");
+    }
+
+    #[test]
+    fn nul_is_refused_in_fields_and_payload_but_an_escaped_backslash_is_not_a_nul() {
+        let with = |ticket: &str, payload: &str| {
+            format!(
+                r#"{{"event_id":"e","tenant_id":"t","ticket_id":"{ticket}","action":"a","occurred_at":"o","payload":{payload}}}"#
+            )
+        };
+        let err = EventRecord::decode(with(r"t\u0000x", "{}").as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Nul { field: "ticket_id" }),
+            "{err}"
+        );
+        let err = EventRecord::decode(with("t", r#"{"n":"a\u0000"}"#).as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Nul { field: "payload" }),
+            "{err}"
+        );
+        assert!(EventRecord::decode(with("t", r#"{"n":"a\\u0000"}"#).as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn the_content_hash_ignores_spelling_but_not_content() {
+        let a = EventRecord::decode(br#"{"event_id":"e","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o","payload":{"b":1,"a":[1,2]}}"#).unwrap();
+        let b = EventRecord::decode(br#"{"payload":{"a":[1, 2], "b":1},"event_id":"e","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o"}"#).unwrap();
+        let c = EventRecord::decode(br#"{"event_id":"e","tenant_id":"t","ticket_id":"k","action":"b","occurred_at":"o","payload":{"b":1,"a":[1,2]}}"#).unwrap();
+        assert_eq!(a.content_hash(), b.content_hash());
+        assert_ne!(a.content_hash(), c.content_hash());
+        assert_eq!(a.content_hash().len(), 64);
     }
 }

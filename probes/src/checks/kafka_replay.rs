@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use super::system::System;
 use crate::context::{ensure, ProbeContext, ProbeError};
-use crate::live::run_live_consumer;
+use crate::live::{run_live_consumer, LiveStore};
 use ticketflow::day::{self, DaySpec, YESTERDAY};
 use ticketflow::event::AuditEvent;
-use ticketflow::kafka::{
-    committed_offsets, partition_window, AutoLookup, Broker, KafkaReplayConsumer,
-};
+use ticketflow::kafka::{committed_offsets, partition_window, AutoLookup, Broker};
 use ticketflow::replay::{
-    run_bounded_replay, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    ConsumerError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    ReplayRecord,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -83,7 +83,10 @@ fn committed(
 }
 
 /// The local form of the remote acceptance test.
-pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn bounded_replay_preserves_live_offsets(
+    sys: &dyn System,
+    ctx: &ProbeContext,
+) -> Result<String, ProbeError> {
     let started = Instant::now();
     let mut broker = connect(ctx)?;
     let n = names(ctx, "accept");
@@ -95,7 +98,7 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
         .map_err(broken)?;
 
     // The live service consumes everything, with its business effects, and commits.
-    let mut store = ctx.open_live_store()?;
+    let mut store = sys.open_store(ctx)?;
     run_live_consumer(
         &broker,
         &n.live,
@@ -128,10 +131,15 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
             format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
         })?;
         let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
-        let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-        let summary =
-            run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
-                .map_err(|e| ProbeError::failed(format!("replay of partition {p}: {e}")))?;
+        let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+        let summary = sys
+            .replay(
+                &plan,
+                limits(started, ctx),
+                consumer.as_mut(),
+                store.as_mut(),
+            )
+            .map_err(|e| ProbeError::failed(format!("replay of partition {p}: {e}")))?;
         replayed += summary.records;
         inserted += summary.inserted;
         stops.push((p, stop));
@@ -176,7 +184,10 @@ pub fn bounded_replay_preserves_live_offsets(ctx: &ProbeContext) -> Result<Strin
 }
 
 /// EX-30-02, executed.
-pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn earliest_does_not_rewind(
+    sys: &dyn System,
+    ctx: &ProbeContext,
+) -> Result<String, ProbeError> {
     let started = Instant::now();
     let mut broker = connect(ctx)?;
     let n = names(ctx, "earliest");
@@ -185,7 +196,9 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
 
     // The original group has processed up to 500.
     {
-        let consumer = broker.consumer(&n.live, "earliest").map_err(broken)?;
+        let consumer = sys
+            .group_consumer(&broker, &n.live, "earliest")
+            .map_err(broken)?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&n.topic, 0, Offset::Offset(500))
             .map_err(broken)?;
@@ -196,7 +209,9 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     }
     // It restarts with auto.offset.reset=earliest.
     let first = {
-        let consumer = broker.consumer(&n.live, "earliest").map_err(broken)?;
+        let consumer = sys
+            .group_consumer(&broker, &n.live, "earliest")
+            .map_err(broken)?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&n.topic, 0, Offset::Stored)
             .map_err(broken)?;
@@ -214,11 +229,24 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     })?;
 
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
-    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-    let mut store = ctx.open_store()?;
-    let summary = run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
+    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut store = sys.open_store(ctx)?;
+    let summary = sys
+        .replay(
+            &plan,
+            limits(started, ctx),
+            consumer.as_mut(),
+            store.as_mut(),
+        )
         .map_err(|e| ProbeError::failed(format!("replay [100, 200): {e}")))?;
     drop(consumer);
+    let rows = store.audit_rows().map_err(broken)?;
+    ensure(summary.records == 100 && rows == 100, || {
+        format!(
+            "the replay of [100, 200) read {} records and left {rows} audit rows",
+            summary.records
+        )
+    })?;
     let original = committed(&broker, &n.live, &n.topic, &[0])?;
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
     ensure(original == [Some(500)], || {
@@ -233,17 +261,28 @@ pub fn earliest_does_not_rewind(ctx: &ProbeContext) -> Result<String, ProbeError
     ))
 }
 
-/// stop > captured end, over the broker: refused before seeking, nothing committed.
-pub fn stop_beyond_end(ctx: &ProbeContext) -> Result<String, ProbeError> {
+/// How long the replay's consumer is polled after a refusal: an assigned consumer of the mock
+/// cluster delivers its first record in well under a tenth of this.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// stop > captured end, over the broker: refused before seeking, nothing committed. "Before
+/// seeking" is observed twice: the replay asked its consumer for the end offset and nothing
+/// else, and the consumer itself, polled after the refusal, delivers nothing: it was never
+/// assigned a position on the partition.
+pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<String, ProbeError> {
     let mut broker = connect(ctx)?;
     let n = names(ctx, "beyond");
     broker.create_topic(&n.topic, 1).map_err(broken)?;
     load_simple(&broker, &n.topic, 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 40, 60).map_err(broken)?;
-    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-    let mut store = ctx.open_store()?;
+    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut store = sys.open_store(ctx)?;
     let started = Instant::now();
-    match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut()) {
+    let mut watched = Watched {
+        inner: consumer.as_mut(),
+        calls: Vec::new(),
+    };
+    match sys.replay(&plan, limits(started, ctx), &mut watched, store.as_mut()) {
         Err(ReplayError {
             kind: ReplayErrorKind::StopBeyondEnd { end: 50, .. },
             ..
@@ -254,20 +293,69 @@ pub fn stop_beyond_end(ctx: &ProbeContext) -> Result<String, ProbeError> {
             )))
         }
     }
+    let calls = watched.calls;
+    ensure(calls == ["end_offset"], || {
+        format!("before refusing, the replay asked its consumer for {calls:?}; only the end offset may be read")
+    })?;
+    let quiet_until = Instant::now() + QUIET;
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        if let Some(record) = consumer.poll(left).map_err(broken)? {
+            return Err(ProbeError::failed(format!(
+                "the replay's consumer had been positioned before the refusal: polled afterwards, it delivered {}[{}]@{}",
+                record.topic, record.partition, record.offset
+            )));
+        }
+    }
     drop(consumer);
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
     ensure(replay == [None], || {
         format!("the replay group committed {replay:?}")
     })?;
     let rows = store.audit_rows().map_err(broken)?;
+    ensure(rows == 0, || {
+        format!("the refused replay left {rows} audit rows")
+    })?;
     Ok(format!(
         "stop 60 > captured end 50: refused before seek; replay group committed=none; rows={rows}"
     ))
 }
 
+/// Passes every call through to the replay's consumer and notes which were made.
+struct Watched<'a> {
+    inner: &'a mut dyn ReplayConsumer,
+    calls: Vec<&'static str>,
+}
+
+impl ReplayConsumer for Watched<'_> {
+    fn group_id(&self) -> &str {
+        self.inner.group_id()
+    }
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+        self.calls.push("end_offset");
+        self.inner.end_offset(topic, partition)
+    }
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+        self.calls.push("seek");
+        self.inner.seek(topic, partition, offset)
+    }
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+        self.calls.push("poll");
+        self.inner.poll(timeout)
+    }
+    fn commit(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        next_offset: i64,
+    ) -> Result<(), ConsumerError> {
+        self.calls.push("commit");
+        self.inner.commit(topic, partition, next_offset)
+    }
+}
+
 /// Fails with "database unavailable" on the `fail_at`-th apply (0-based).
 struct FailsAt {
-    inner: Box<dyn AuditStore>,
+    inner: Box<dyn LiveStore>,
     applied: usize,
     fail_at: usize,
 }
@@ -287,7 +375,10 @@ impl AuditStore for FailsAt {
 
 /// The SQL effect fails mid-range: the broker holds the offset after the last success, and a
 /// rerun from there completes with no duplicates.
-pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn failure_mid_range(
+    sys: &dyn System,
+    ctx: &ProbeContext,
+) -> Result<String, ProbeError> {
     let started = Instant::now();
     let mut broker = connect(ctx)?;
     let n = names(ctx, "midfail");
@@ -295,13 +386,13 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     load_simple(&broker, &n.topic, 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 0, 50).map_err(broken)?;
     let mut failing = FailsAt {
-        inner: ctx.open_store()?,
+        inner: sys.open_store(ctx)?,
         applied: 0,
         fail_at: 25,
     };
-    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
+    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
     let committed_at =
-        match run_bounded_replay(&plan, limits(started, ctx), &mut consumer, &mut failing) {
+        match sys.replay(&plan, limits(started, ctx), consumer.as_mut(), &mut failing) {
             Err(
                 e @ ReplayError {
                     kind: ReplayErrorKind::Effect { offset: 25, .. },
@@ -326,20 +417,308 @@ pub fn failure_mid_range(ctx: &ProbeContext) -> Result<String, ProbeError> {
     })?;
     let mut store = failing.inner;
     let rows_after_failure = store.audit_rows().map_err(broken)?;
+    ensure(rows_after_failure == 25, || {
+        format!("{rows_after_failure} audit rows after the effect failed at offset 25")
+    })?;
 
     let resume = on_broker[0].unwrap_or(0);
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
-    let mut consumer = KafkaReplayConsumer::new(&broker, &n.replay).map_err(broken)?;
-    let summary = run_bounded_replay(&plan, limits(started, ctx), &mut consumer, store.as_mut())
+    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let summary = sys
+        .replay(
+            &plan,
+            limits(started, ctx),
+            consumer.as_mut(),
+            store.as_mut(),
+        )
         .map_err(|e| ProbeError::failed(format!("rerun from {resume}: {e}")))?;
     drop(consumer);
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;
-    ensure(rows == 50 && on_broker == [Some(50)], || {
-        format!("after the rerun: rows {rows}, committed {on_broker:?}")
-    })?;
+    ensure(
+        rows == 50 && summary.duplicates == 0 && on_broker == [Some(50)],
+        || {
+            format!(
+                "after the rerun: rows {rows}, duplicates {}, committed {on_broker:?}",
+                summary.duplicates
+            )
+        },
+    )?;
     Ok(format!(
         "effect failed at offset 25: broker committed=25, rows={rows_after_failure}; rerun from 25 completed: rows={rows}, duplicates={}, committed=50",
         summary.duplicates
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use rdkafka::consumer::{BaseConsumer, CommitMode};
+    use ticketflow::kafka::{KafkaError, KafkaReplayConsumer};
+
+    use super::*;
+    use crate::checks::system::Ticketflow;
+    use crate::checks::testing::{
+        assert_fails, sqlite, BrokenStore, Naive, PastStop, Rules, SeeksFirst,
+    };
+
+    type MakeConsumer = fn(&Broker, &str) -> Result<Box<dyn ReplayConsumer>, KafkaError>;
+
+    /// The real system but for the replay's consumer.
+    struct BrokenConsumer(MakeConsumer);
+
+    impl System for BrokenConsumer {
+        fn replay_consumer(
+            &self,
+            broker: &Broker,
+            group: &str,
+        ) -> Result<Box<dyn ReplayConsumer>, KafkaError> {
+            (self.0)(broker, group)
+        }
+    }
+
+    /// The replay's consumer, reading its partition's end by positioning itself on the
+    /// partition first.
+    const POSITIONS_FOR_END: BrokenConsumer = BrokenConsumer(|broker, group| {
+        struct PositionsForEnd(KafkaReplayConsumer);
+        impl ReplayConsumer for PositionsForEnd {
+            fn group_id(&self) -> &str {
+                self.0.group_id()
+            }
+            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+                self.0.seek(topic, partition, 0)?;
+                self.0.end_offset(topic, partition)
+            }
+            fn seek(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                offset: i64,
+            ) -> Result<(), ConsumerError> {
+                self.0.seek(topic, partition, offset)
+            }
+            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+                self.0.poll(timeout)
+            }
+            fn commit(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                next: i64,
+            ) -> Result<(), ConsumerError> {
+                self.0.commit(topic, partition, next)
+            }
+        }
+        Ok(Box::new(PositionsForEnd(KafkaReplayConsumer::new(
+            broker, group,
+        )?)))
+    });
+
+    /// A replay consumer whose client also commits on its own: `enable.auto.commit`, each
+    /// record's offset stored as it is delivered.
+    const AUTO_COMMITS: BrokenConsumer = BrokenConsumer(|broker, group| {
+        struct AutoCommitting {
+            group: String,
+            client: BaseConsumer,
+            ends: KafkaReplayConsumer,
+        }
+        impl ReplayConsumer for AutoCommitting {
+            fn group_id(&self) -> &str {
+                &self.group
+            }
+            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+                self.ends.end_offset(topic, partition)
+            }
+            fn seek(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                offset: i64,
+            ) -> Result<(), ConsumerError> {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+                    .and_then(|()| self.client.assign(&tpl))
+                    .map_err(|e| client_error("seek", e))
+            }
+            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+                match self.client.poll(timeout) {
+                    None => Ok(None),
+                    Some(Err(e)) => Err(client_error("poll", e)),
+                    Some(Ok(m)) => Ok(Some(ReplayRecord {
+                        topic: m.topic().to_owned(),
+                        partition: m.partition(),
+                        offset: m.offset(),
+                        timestamp: m.timestamp().to_millis(),
+                        key: m.key().map(<[u8]>::to_vec),
+                        payload: m.payload().unwrap_or_default().to_vec(),
+                    })),
+                }
+            }
+            fn commit(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                next: i64,
+            ) -> Result<(), ConsumerError> {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(topic, partition, Offset::Offset(next))
+                    .and_then(|()| self.client.commit(&tpl, CommitMode::Sync))
+                    .map_err(|e| client_error("commit", e))
+            }
+        }
+        let mut config = broker.config();
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", "100")
+            .set("enable.auto.offset.store", "true")
+            .set("fetch.wait.max.ms", "50");
+        let client = config
+            .create()
+            .map_err(|e| broker.error("creating an auto-committing consumer", e))?;
+        Ok(Box::new(AutoCommitting {
+            group: group.to_owned(),
+            client,
+            ends: KafkaReplayConsumer::new(broker, group)?,
+        }))
+    });
+
+    /// A replay consumer that says it belongs to the replay group but commits for the live one.
+    const COMMITS_FOR_LIVE_GROUP: BrokenConsumer = BrokenConsumer(|broker, group| {
+        struct Disguised {
+            group: String,
+            inner: KafkaReplayConsumer,
+        }
+        impl ReplayConsumer for Disguised {
+            fn group_id(&self) -> &str {
+                &self.group
+            }
+            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+                self.inner.end_offset(topic, partition)
+            }
+            fn seek(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                offset: i64,
+            ) -> Result<(), ConsumerError> {
+                self.inner.seek(topic, partition, offset)
+            }
+            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+                self.inner.poll(timeout)
+            }
+            fn commit(
+                &mut self,
+                topic: &str,
+                partition: i32,
+                next: i64,
+            ) -> Result<(), ConsumerError> {
+                self.inner.commit(topic, partition, next)
+            }
+        }
+        let live = group.replace("ticketflow-replay-20260922", "ticketflow-audit-v1");
+        Ok(Box::new(Disguised {
+            group: group.to_owned(),
+            inner: KafkaReplayConsumer::new(broker, &live)?,
+        }))
+    });
+
+    fn client_error(what: &str, e: impl std::fmt::Display) -> ConsumerError {
+        ConsumerError::Kafka(KafkaError {
+            servers: "embedded".into(),
+            what: what.into(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The real system but for restarting a group's consumer, which comes back under a new
+    /// group id each time (as with a host name or random suffix in the id).
+    struct RestartsInNewGroup;
+
+    impl System for RestartsInNewGroup {
+        fn group_consumer(
+            &self,
+            broker: &Broker,
+            group: &str,
+            reset: &str,
+        ) -> Result<BaseConsumer, KafkaError> {
+            static RESTARTS: AtomicU32 = AtomicU32::new(0);
+            let n = RESTARTS.fetch_add(1, Ordering::Relaxed);
+            broker.consumer(&format!("{group}.{n}"), reset)
+        }
+    }
+
+    /// A store whose audit effect also notifies and counts SLA changes, as the live path does.
+    const NOTIFYING: BrokenStore = BrokenStore {
+        apply_once: Some(|store, event| store.apply_live(event)),
+        unversioned: false,
+    };
+
+    #[test]
+    fn l30_12_fails_when_the_replay_notifies_moves_the_live_group_or_runs_past_stop() {
+        let ctx = sqlite();
+        bounded_replay_preserves_live_offsets(&Ticketflow, &ctx).unwrap();
+        assert_fails(
+            bounded_replay_preserves_live_offsets(&NOTIFYING, &sqlite()),
+            "notification/SLA counts changed",
+        );
+        assert_fails(
+            bounded_replay_preserves_live_offsets(&COMMITS_FOR_LIVE_GROUP, &sqlite()),
+            "live group offsets moved",
+        );
+        assert_fails(
+            bounded_replay_preserves_live_offsets(&PastStop::ToEnd, &sqlite()),
+            "replay group on partition 0: committed",
+        );
+    }
+
+    #[test]
+    fn ex_30_02_fails_when_a_restart_rewinds_or_the_replay_leaves_its_range_or_group() {
+        earliest_does_not_rewind(&Ticketflow, &sqlite()).unwrap();
+        assert_fails(
+            earliest_does_not_rewind(&RestartsInNewGroup, &sqlite()),
+            "the restarted group began at 0, not at its committed 500",
+        );
+        assert_fails(
+            earliest_does_not_rewind(&PastStop::ToEnd, &sqlite()),
+            "the replay of [100, 200) read 500 records",
+        );
+        assert_fails(
+            earliest_does_not_rewind(&COMMITS_FOR_LIVE_GROUP, &sqlite()),
+            "original group now at [Some(200)]",
+        );
+    }
+
+    #[test]
+    fn l30_13_fails_when_the_consumer_is_positioned_before_the_refusal() {
+        stop_beyond_end(&Ticketflow, &sqlite()).unwrap();
+        assert_fails(
+            stop_beyond_end(&SeeksFirst, &sqlite()),
+            "before refusing, the replay asked its consumer for [\"seek\", \"end_offset\"]",
+        );
+        // Seen only over Kafka: the replay called nothing but end_offset, yet the client was
+        // assigned while answering it.
+        assert_fails(
+            stop_beyond_end(&POSITIONS_FOR_END, &sqlite()),
+            "polled afterwards, it delivered ticketflow.audit.v1.beyond.",
+        );
+    }
+
+    #[test]
+    fn l30_14_fails_when_an_offset_is_committed_before_its_effect_or_by_auto_commit() {
+        failure_mid_range(&Ticketflow, &sqlite()).unwrap();
+        let commits_first = Naive(Rules {
+            commit_after_effect: false,
+            ..Rules::ALL
+        });
+        assert_fails(
+            failure_mid_range(&commits_first, &sqlite()),
+            "after the failure the broker holds [Some(26)]",
+        );
+        assert_fails(
+            failure_mid_range(&AUTO_COMMITS, &sqlite()),
+            "after the failure the broker holds [Some(26)]",
+        );
+    }
 }

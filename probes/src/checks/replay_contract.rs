@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::system::System;
 use crate::context::{ensure, ProbeContext, ProbeError};
 use ticketflow::event::AuditEvent;
 use ticketflow::replay::{
-    run_bounded_replay, ConsumerError, PlanError, ReplayConsumer, ReplayError, ReplayErrorKind,
-    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
+    ConsumerError, PlanError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits,
+    ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, SqliteAuditStore, StoreError};
 
@@ -35,6 +36,8 @@ struct Scripted {
     script: VecDeque<Option<ReplayRecord>>,
     delay: Duration,
     log: Log,
+    /// Records handed out by `poll`.
+    delivered: usize,
 }
 
 impl ReplayConsumer for Scripted {
@@ -53,6 +56,7 @@ impl ReplayConsumer for Scripted {
         match self.script.pop_front().flatten() {
             Some(record) => {
                 std::thread::sleep(self.delay.min(timeout));
+                self.delivered += 1;
                 Ok(Some(record))
             }
             None => {
@@ -118,6 +122,7 @@ fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeErr
             script,
             delay: Duration::ZERO,
             log: log.clone(),
+            delivered: 0,
         },
         store: Logged {
             inner,
@@ -139,18 +144,15 @@ fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
     }
 }
 
-/// The example plan replayed through the rig: the replay's own result, or why it could not start.
+/// The example plan replayed by `sys` through the rig: the replay's own result, or why it
+/// could not start.
 fn replay(
+    sys: &dyn System,
     rig: &mut Rig,
     limits: ReplayLimits,
 ) -> Result<Result<ReplaySummary, ReplayError>, ProbeError> {
     let plan = example_plan()?;
-    Ok(run_bounded_replay(
-        &plan,
-        limits,
-        &mut rig.consumer,
-        &mut rig.store,
-    ))
+    Ok(sys.replay(&plan, limits, &mut rig.consumer, &mut rig.store))
 }
 
 fn commits(log: &Log) -> Vec<String> {
@@ -164,24 +166,30 @@ fn unexpected(what: &str, got: impl std::fmt::Debug) -> ProbeError {
     ProbeError::failed(format!("expected {what}, got {got:?}"))
 }
 
-pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
-    let same = ReplayPlan::new(LIVE, LIVE, TOPIC, 2, 120, 160);
+pub(crate) fn plan_validation(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
+    let same = sys.plan(LIVE, LIVE, TOPIC, 2, 120, 160);
     ensure(same == Err(PlanError::SameGroup(LIVE.into())), || {
         format!("same group: {same:?}")
     })?;
-    let empty = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 160, 160);
+    let empty = sys.plan(LIVE, REPLAY, TOPIC, 2, 160, 160);
     ensure(matches!(empty, Err(PlanError::Empty { .. })), || {
         format!("empty range: {empty:?}")
     })?;
-    let backwards = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 160, 120);
+    let backwards = sys.plan(LIVE, REPLAY, TOPIC, 2, 160, 120);
     ensure(matches!(backwards, Err(PlanError::Empty { .. })), || {
         format!("stop before start: {backwards:?}")
     })?;
-    let negative = ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, -1, 160);
+    let negative = sys.plan(LIVE, REPLAY, TOPIC, 2, -1, 160);
     ensure(matches!(negative, Err(PlanError::Negative { .. })), || {
         format!("negative start: {negative:?}")
     })?;
-    let plan = example_plan()?;
+    let plan = sys
+        .plan(LIVE, REPLAY, TOPIC, 2, 120, 160)
+        .map_err(|e| ProbeError::failed(format!("example plan refused: {e}")))?;
+    let accepted = (plan.topic(), plan.partition(), plan.start(), plan.stop());
+    ensure(accepted == (TOPIC, 2, 120, 160), || {
+        format!("the example plan came back as {accepted:?}")
+    })?;
     Ok(format!(
         "refused: same group, empty range, stop before start, negative offset; accepted [{}, {}) on {}[{}]",
         plan.start(),
@@ -191,9 +199,9 @@ pub fn plan_validation(_: &ProbeContext) -> Result<String, ProbeError> {
     ))
 }
 
-pub fn stop_beyond_end(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn stop_beyond_end(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(150, records(120..150))?;
-    match replay(&mut rig, limits(2_000, 200))? {
+    match replay(sys, &mut rig, limits(2_000, 200))? {
         Err(ReplayError {
             kind:
                 ReplayErrorKind::StopBeyondEnd {
@@ -205,15 +213,16 @@ pub fn stop_beyond_end(_: &ProbeContext) -> Result<String, ProbeError> {
         other => return Err(unexpected("StopBeyondEnd", other)),
     }
     let log = entries(&rig.log);
-    ensure(log == ["end"], || {
-        format!("the consumer did more than read the end offset: {log:?}")
+    let delivered = rig.consumer.delivered;
+    ensure(log == ["end"] && delivered == 0, || {
+        format!("the consumer did more than read the end offset: {log:?}, {delivered} records read")
     })?;
     Ok("stop 160 > captured end 150: refused before seek; commits=none".to_owned())
 }
 
-pub fn gap(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn gap(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records([120, 121, 123, 124]))?;
-    let committed = match replay(&mut rig, limits(2_000, 200))? {
+    let committed = match replay(sys, &mut rig, limits(2_000, 200))? {
         Err(ReplayError {
             kind:
                 ReplayErrorKind::Gap {
@@ -232,11 +241,11 @@ pub fn gap(_: &ProbeContext) -> Result<String, ProbeError> {
     Ok(format!("gap: expected 122, got 123; committed={committed}"))
 }
 
-pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn foreign_partition(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     let mut script = records([120]);
     script.push_back(Some(record(3, 121, "evt-other")));
     let mut rig = rig(200, script)?;
-    let committed = match replay(&mut rig, limits(2_000, 200))? {
+    let committed = match replay(sys, &mut rig, limits(2_000, 200))? {
         Err(ReplayError {
             kind: ReplayErrorKind::ForeignRecord { partition: 3, .. },
             committed: Some(committed),
@@ -251,14 +260,17 @@ pub fn foreign_partition(_: &ProbeContext) -> Result<String, ProbeError> {
     ensure(rows == 1, || {
         format!("{rows} rows; the foreign record must not be applied")
     })?;
+    ensure(committed == 121, || {
+        format!("committed {committed}; the record before the foreign one is durable at 121")
+    })?;
     Ok(format!(
         "record from partition 3 refused; committed={committed}; rows={rows}"
     ))
 }
 
-pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn idle_before_stop(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records(120..130))?;
-    let committed = match replay(&mut rig, limits(5_000, 100))? {
+    let committed = match replay(sys, &mut rig, limits(5_000, 100))? {
         Err(ReplayError {
             kind: ReplayErrorKind::Idle { .. },
             committed,
@@ -273,15 +285,18 @@ pub fn idle_before_stop(_: &ProbeContext) -> Result<String, ProbeError> {
         .store
         .audit_rows()
         .map_err(|e| ProbeError::broken(e.to_string()))?;
+    ensure(rows == 10, || {
+        format!("{rows} rows for the 10 records that arrived")
+    })?;
     Ok(format!(
         "idle before stop 160: error, not success; committed=130; rows={rows}"
     ))
 }
 
-pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn deadline(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     let mut rig = rig(200, records(120..160))?;
     rig.consumer.delay = Duration::from_millis(20);
-    let committed = match replay(&mut rig, limits(250, 5_000))? {
+    let committed = match replay(sys, &mut rig, limits(250, 5_000))? {
         Err(ReplayError {
             kind: ReplayErrorKind::Deadline { .. },
             committed,
@@ -305,39 +320,202 @@ pub fn deadline(_: &ProbeContext) -> Result<String, ProbeError> {
     )
 }
 
-pub fn commit_after_apply(_: &ProbeContext) -> Result<String, ProbeError> {
+pub(crate) fn commit_after_apply(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
     // Two redeliveries of earlier event ids inside the range.
-    let mut script = records(120..158);
-    script.push_back(Some(record(2, 158, "evt-120")));
-    script.push_back(Some(record(2, 159, "evt-121")));
-    script.extend(records(160..170)); // past stop: must not be read
+    let in_range: Vec<(i64, String)> = (120..158)
+        .map(|o| (o, format!("evt-{o}")))
+        .chain([(158, "evt-120".to_owned()), (159, "evt-121".to_owned())])
+        .collect();
+    let mut script: VecDeque<Option<ReplayRecord>> = in_range
+        .iter()
+        .map(|(o, id)| Some(record(2, *o, id)))
+        .collect();
+    script.extend(records(160..170)); // past stop: must not be applied
     let mut rig = rig(200, script)?;
-    let summary =
-        replay(&mut rig, limits(5_000, 500))?.map_err(|e| unexpected("a complete replay", e))?;
-    let log = entries(&rig.log);
-    let mut pending_apply = false;
-    for entry in &log[2..] {
-        if entry.starts_with("apply") {
-            ensure(!pending_apply, || {
-                format!("two effects without a commit between: {log:?}")
-            })?;
-            pending_apply = true;
-        } else {
-            ensure(pending_apply, || {
-                format!("{entry} before its effect: {log:?}")
-            })?;
-            pending_apply = false;
-        }
+    let summary = replay(sys, &mut rig, limits(5_000, 500))?
+        .map_err(|e| unexpected("a complete replay", e))?;
+    // Every entry: the end offset, the seek to start, then each record's effect followed by
+    // the commit of the offset after it.
+    let mut expected = vec!["end".to_owned(), "seek 2@120".to_owned()];
+    for (offset, id) in &in_range {
+        expected.push(format!("apply {id}"));
+        expected.push(format!("commit {}", offset + 1));
     }
-    ensure(log.last().map(String::as_str) == Some("commit 160"), || {
-        format!("last entry {:?}", log.last())
-    })?;
+    let log = entries(&rig.log);
+    if let Some(at) = (0..log.len().max(expected.len())).find(|&i| log.get(i) != expected.get(i)) {
+        return Err(ProbeError::failed(format!(
+            "entry {at} of the replay's log is {:?} where {:?} belongs (an effect, then the commit after it); the log: {log:?}",
+            log.get(at),
+            expected.get(at)
+        )));
+    }
     let rows = rig
         .store
         .audit_rows()
         .map_err(|e| ProbeError::broken(e.to_string()))?;
+    let counts = (
+        summary.records,
+        summary.inserted,
+        summary.duplicates,
+        rows,
+        summary.final_offset,
+    );
+    ensure(counts == (40, 38, 2, 38, 160), || {
+        format!("(records, inserted, duplicates, rows, final) = {counts:?}; expected (40, 38, 2, 38, 160)")
+    })?;
     Ok(format!(
         "records={} inserted={} duplicates={} rows={rows}; every commit after its effect; final={}",
         summary.records, summary.inserted, summary.duplicates, summary.final_offset
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::system::Ticketflow;
+    use crate::checks::testing::{assert_fails, sqlite, Naive, PastStop, Rules, SeeksFirst};
+
+    type Plan = fn(&str, &str, &str, i32, i64, i64) -> Result<ReplayPlan, PlanError>;
+
+    /// The real system but for plan validation.
+    struct BrokenPlan(Plan);
+
+    impl System for BrokenPlan {
+        fn plan(
+            &self,
+            live: &str,
+            replay: &str,
+            topic: &str,
+            partition: i32,
+            start: i64,
+            stop: i64,
+        ) -> Result<ReplayPlan, PlanError> {
+            (self.0)(live, replay, topic, partition, start, stop)
+        }
+    }
+
+    fn without(change: fn(&mut Rules)) -> Naive {
+        let mut rules = Rules::ALL;
+        change(&mut rules);
+        Naive(rules)
+    }
+
+    type Check = fn(&dyn System, &ProbeContext) -> Result<String, ProbeError>;
+
+    const CHECKS: [Check; 7] = [
+        plan_validation,
+        stop_beyond_end,
+        gap,
+        foreign_partition,
+        idle_before_stop,
+        deadline,
+        commit_after_apply,
+    ];
+
+    #[test]
+    fn every_contract_check_passes_on_ticketflow_and_on_a_replay_that_keeps_every_rule() {
+        let ctx = sqlite();
+        for check in CHECKS {
+            check(&Ticketflow, &ctx).unwrap();
+            check(&Naive(Rules::ALL), &ctx).unwrap();
+        }
+    }
+
+    #[test]
+    fn l30_03_fails_when_validation_lets_a_bad_plan_through() {
+        let ctx = sqlite();
+        let same_group = BrokenPlan(|live, replay, topic, p, start, stop| {
+            let replay = if live == replay { "another" } else { replay };
+            ReplayPlan::new(live, replay, topic, p, start, stop)
+        });
+        assert_fails(plan_validation(&same_group, &ctx), "same group: Ok(");
+        let empty = BrokenPlan(|live, replay, topic, p, start, stop| {
+            ReplayPlan::new(live, replay, topic, p, start, stop.max(start + 1))
+        });
+        assert_fails(plan_validation(&empty, &ctx), "empty range: Ok(");
+        let negative = BrokenPlan(|live, replay, topic, p, start, stop| {
+            ReplayPlan::new(live, replay, topic, p, start.max(0), stop)
+        });
+        assert_fails(plan_validation(&negative, &ctx), "negative start: Ok(");
+        let swaps = BrokenPlan(|live, replay, topic, p, start, stop| {
+            ReplayPlan::new(live, replay, topic, p, start.min(stop), start.max(stop))
+        });
+        assert_fails(plan_validation(&swaps, &ctx), "stop before start: Ok(");
+        let closed = BrokenPlan(|live, replay, topic, p, start, stop| {
+            ReplayPlan::new(live, replay, topic, p, start, stop + 1)
+        });
+        assert_fails(plan_validation(&closed, &ctx), "empty range: Ok(");
+        let first_partition = BrokenPlan(|live, replay, topic, _, start, stop| {
+            ReplayPlan::new(live, replay, topic, 0, start, stop)
+        });
+        assert_fails(
+            plan_validation(&first_partition, &ctx),
+            "the example plan came back as (\"ticketflow.audit.v1\", 0, 120, 160)",
+        );
+    }
+
+    #[test]
+    fn l30_04_fails_when_stop_beyond_end_is_not_refused_or_refused_after_seeking() {
+        let ctx = sqlite();
+        let no_end_check = without(|r| r.end_before_seek = false);
+        assert_fails(
+            stop_beyond_end(&no_end_check, &ctx),
+            "expected StopBeyondEnd",
+        );
+        assert_fails(
+            stop_beyond_end(&SeeksFirst, &ctx),
+            "[\"seek 2@120\", \"end\"]",
+        );
+    }
+
+    #[test]
+    fn l30_05_fails_when_a_gap_is_not_noticed() {
+        let ctx = sqlite();
+        assert_fails(
+            gap(&without(|r| r.contiguous = false), &ctx),
+            "expected a gap at 122",
+        );
+    }
+
+    #[test]
+    fn l30_06_fails_when_a_foreign_record_is_applied() {
+        let ctx = sqlite();
+        assert_fails(
+            foreign_partition(&without(|r| r.own_partition = false), &ctx),
+            "expected a foreign record",
+        );
+    }
+
+    #[test]
+    fn l30_07_fails_when_idle_counts_as_done() {
+        let ctx = sqlite();
+        assert_fails(
+            idle_before_stop(&without(|r| r.idle_is_error = false), &ctx),
+            "expected idle before stop, got Ok(",
+        );
+    }
+
+    #[test]
+    fn l30_08_fails_without_a_deadline() {
+        let ctx = sqlite();
+        assert_fails(
+            deadline(&without(|r| r.deadline = false), &ctx),
+            "expected the deadline, got Ok(",
+        );
+    }
+
+    #[test]
+    fn l30_09_fails_when_a_commit_comes_before_its_effect_or_the_replay_runs_past_stop() {
+        let ctx = sqlite();
+        assert_fails(
+            commit_after_apply(&without(|r| r.commit_after_effect = false), &ctx),
+            "entry 2 of the replay's log is Some(\"commit 121\") where Some(\"apply evt-120\") belongs",
+        );
+        assert_fails(
+            commit_after_apply(&PastStop::Inclusive, &ctx),
+            "entry 82 of the replay's log is Some(\"apply evt-160\")",
+        );
+        // The first entries are checked too: a replay that seeks before reading the end.
+        assert_fails(commit_after_apply(&SeeksFirst, &ctx), "entry 0");
+    }
 }

@@ -3,6 +3,7 @@
 //! the highest business version. Its tables are its own; the ticketflow crate has none of them.
 
 mod consumer;
+mod migrations;
 mod store;
 
 pub use consumer::{run_live_consumer, LiveError, LiveRun};

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use rusqlite::{params, OptionalExtension};
 use ticketflow::event::AuditEvent;
-use ticketflow::store::migrations::Migrations;
 use ticketflow::store::{
-    postgres, sqlite, AuditStore, BatchOutcome, PostgresAuditStore, Quarantined, SqliteAuditStore,
-    StoreError,
+    postgres, sqlite, AuditStore, PostgresAuditStore, SqliteAuditStore, StoreError,
 };
 
+use super::migrations::Migrations;
 use super::LiveStore;
 use crate::scratch::ScratchSchema;
 
@@ -50,13 +49,6 @@ macro_rules! audit_store_via {
         impl AuditStore for $type {
             fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
                 self.$field.apply_once(event)
-            }
-            fn apply_batch(
-                &mut self,
-                events: &[AuditEvent],
-                bad: &[Quarantined],
-            ) -> Result<BatchOutcome, StoreError> {
-                self.$field.apply_batch(events, bad)
             }
             fn audit_rows(&mut self) -> Result<u64, StoreError> {
                 self.$field.audit_rows()

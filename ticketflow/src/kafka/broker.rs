@@ -24,15 +24,81 @@ pub struct KafkaError {
     pub reason: String,
 }
 
+/// A name Kafka refuses as a topic: it must be 1 to 249 characters of `[a-zA-Z0-9._-]`, and
+/// not `.` or `..`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicNameError {
+    #[error("a topic name must not be empty")]
+    Empty,
+    #[error("topic name {name:?} has {len} characters; Kafka allows at most 249")]
+    TooLong { name: String, len: usize },
+    #[error(
+        "topic name {name:?} holds {found:?}; Kafka allows only letters, digits, '.', '_' and '-'"
+    )]
+    Character { name: String, found: char },
+    #[error("{name:?} cannot be a topic name")]
+    Dots { name: String },
+}
+
+/// Checks `name` against Kafka's rule for topic names, so a bad one is refused before any
+/// broker sees it (the mock cluster would accept it, and clients then fail obscurely).
+pub fn check_topic_name(name: &str) -> Result<(), TopicNameError> {
+    let len = name.chars().count();
+    if len == 0 {
+        return Err(TopicNameError::Empty);
+    }
+    if len > 249 {
+        return Err(TopicNameError::TooLong {
+            name: name.to_owned(),
+            len,
+        });
+    }
+    if let Some(found) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(TopicNameError::Character {
+            name: name.to_owned(),
+            found,
+        });
+    }
+    if name == "." || name == ".." {
+        return Err(TopicNameError::Dots {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Topics this handle created on a broker and could not delete, each with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("kafka {servers}: topics left behind: {}", describe_left(.left))]
+pub struct TopicsLeft {
+    pub servers: String,
+    /// `(topic, why it is still there)`.
+    pub left: Vec<(String, String)>,
+}
+
+fn describe_left(left: &[(String, String)]) -> String {
+    left.iter()
+        .map(|(topic, why)| format!("{topic} ({why})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether this process has seen a broker that does not answer CreateTopics (the mock cluster
-/// in another process): later topics are auto-created without waiting again.
+/// in another process): later topics are auto-created without waiting again, and deleting
+/// them is not attempted (it would wait just as long, for nothing).
 static NO_ADMIN_API: AtomicBool = AtomicBool::new(false);
+
+/// How long an admin request may take before the broker counts as not answering it.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Broker {
     servers: String,
     properties: Vec<(String, String)>,
     mock: Option<MockCluster<'static, rdkafka::producer::DefaultProducerContext>>,
-    /// Topics this run created on a real broker, deleted when it is dropped.
+    /// Topics this handle created on a broker it does not host, deleted when it is dropped.
     created: Vec<String>,
     /// Bound on every single broker call.
     pub op_timeout: Duration,
@@ -118,7 +184,8 @@ impl Broker {
         KafkaError {
             servers: self.servers.clone(),
             what: what.into(),
-            reason: reason.to_string(),
+            // librdkafka's configuration errors echo the value: never a secret's.
+            reason: super::target::redact(&self.properties, &reason.to_string()),
         }
     }
 
@@ -220,8 +287,11 @@ impl Broker {
             .map_err(|e| self.error("creating a producer", e))
     }
 
-    /// Creates `topic` with at least `partitions` partitions and returns how many it has.
+    /// Creates `topic` with at least `partitions` partitions and returns how many it has. On a
+    /// broker this handle does not host, the topic must not exist yet: it is this handle's to
+    /// delete when dropped.
     pub fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i32, KafkaError> {
+        check_topic_name(topic).map_err(|e| self.error("creating a topic", e))?;
         if let Some(mock) = &self.mock {
             mock.create_topic(topic, partitions, 1)
                 .map_err(|e| self.error(format!("creating topic {topic}"), e))?;
@@ -239,12 +309,19 @@ impl Broker {
         }
         // A broker without the admin API (librdkafka's mock cluster in another process)
         // creates topics on a producer's metadata request, with its default partition count.
+        if self.partitions(topic)? > 0 {
+            return Err(self.error(
+                format!("creating topic {topic}"),
+                "it already exists; this run only uses topics it creates",
+            ));
+        }
         let producer = self.producer()?;
         producer
             .client()
             .fetch_metadata(Some(topic), self.op_timeout)
             .map_err(|e| self.error(format!("auto-creating topic {topic}"), e))?;
         drop(producer);
+        self.created.push(topic.to_owned());
         let have = self.wait_for_topic(topic)?;
         if have < partitions {
             return Err(self.error(
@@ -255,13 +332,62 @@ impl Broker {
         Ok(have)
     }
 
+    /// The topics this handle created on a broker it does not host and has not deleted yet.
+    pub fn created_topics(&self) -> &[String] {
+        &self.created
+    }
+
+    /// Deletes the topics this handle created. Those the broker did not delete (it refused,
+    /// did not answer, or has no admin API at all) are returned with the reason; they are not
+    /// tried again.
+    pub fn delete_created_topics(&mut self) -> Result<(), TopicsLeft> {
+        let created = std::mem::take(&mut self.created);
+        if created.is_empty() {
+            return Ok(());
+        }
+        let left = |why: &str| TopicsLeft {
+            servers: self.servers.clone(),
+            left: created
+                .iter()
+                .map(|t| (t.clone(), why.to_owned()))
+                .collect(),
+        };
+        if NO_ADMIN_API.load(Ordering::Relaxed) {
+            return Err(left(
+                "the broker does not answer admin requests (CreateTopics went unanswered); delete it with the broker's own tools",
+            ));
+        }
+        let admin: AdminClient<DefaultClientContext> = match self.config().create() {
+            Ok(admin) => admin,
+            Err(e) => return Err(left(&format!("no admin client: {e}"))),
+        };
+        let names: Vec<&str> = created.iter().map(String::as_str).collect();
+        let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(ADMIN_TIMEOUT)));
+        let results = futures_executor::block_on(admin.delete_topics(&names, &options));
+        let failed: Vec<(String, String)> = match results {
+            Ok(results) => results
+                .into_iter()
+                .filter_map(|r| r.err())
+                .map(|(topic, code)| (topic, format!("DeleteTopics refused: {code}")))
+                .collect(),
+            Err(e) => return Err(left(&format!("DeleteTopics failed: {e}"))),
+        };
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(TopicsLeft {
+                servers: self.servers.clone(),
+                left: failed,
+            })
+        }
+    }
+
     fn create_with_admin(&self, topic: &str, partitions: i32) -> Result<(), AdminFailure> {
         let admin: AdminClient<DefaultClientContext> = self
             .config()
             .create()
             .map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
-        let options =
-            AdminOptions::new().request_timeout(Some(self.op_timeout.min(Duration::from_secs(5))));
+        let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(ADMIN_TIMEOUT)));
         // -1: the broker's default replication factor (Kafka 2.4 and later).
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
         let result = futures_executor::block_on(admin.create_topics([&new], &options));
@@ -422,17 +548,57 @@ impl Drop for Broker {
         if let Ok(mut utility) = self.utility.lock() {
             utility.take();
         }
-        if self.created.is_empty() {
-            return;
+        // What could not be deleted is said where the user sees it, naming each topic.
+        if let Err(left) = self.delete_created_topics() {
+            tracing::warn!("{left}");
         }
-        // Delete only what this run created; failures are logged, not fatal.
-        let admin: Result<AdminClient<DefaultClientContext>, _> = self.config().create();
-        if let Ok(admin) = admin {
-            let names: Vec<&str> = self.created.iter().map(String::as_str).collect();
-            let options = AdminOptions::new().request_timeout(Some(self.op_timeout));
-            if let Err(e) = futures_executor::block_on(admin.delete_topics(&names, &options)) {
-                tracing::warn!("kafka {}: deleting topics {names:?}: {e}", self.servers);
-            }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        for good in [
+            "ticketflow.audit.v1",
+            "a",
+            "A-b_c.9",
+            "...",
+            &"x".repeat(249),
+        ] {
+            assert_eq!(check_topic_name(good), Ok(()), "{good}");
         }
+        assert_eq!(check_topic_name(""), Err(TopicNameError::Empty));
+        assert!(matches!(
+            check_topic_name(&"x".repeat(250)),
+            Err(TopicNameError::TooLong { len: 250, .. })
+        ));
+        assert_eq!(
+            check_topic_name("bad topic name!"),
+            Err(TopicNameError::Character {
+                name: "bad topic name!".into(),
+                found: ' '
+            })
+        );
+        assert!(matches!(
+            check_topic_name("tópico"),
+            Err(TopicNameError::Character { found: 'ó', .. })
+        ));
+        for dots in [".", ".."] {
+            assert!(matches!(
+                check_topic_name(dots),
+                Err(TopicNameError::Dots { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn the_embedded_cluster_refuses_a_bad_topic_name_before_creating_it() {
+        let mut broker = Broker::embedded(1).unwrap();
+        let err = broker.create_topic("bad topic name!", 1).unwrap_err();
+        assert!(err.to_string().contains("\"bad topic name!\""), "{err}");
+        assert_eq!(broker.partitions("bad topic name!").unwrap(), 0);
     }
 }

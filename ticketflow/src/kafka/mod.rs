@@ -7,10 +7,12 @@ mod replay_consumer;
 mod scan;
 mod target;
 
-pub use broker::{Broker, KafkaError};
+pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
 pub use offsets::{
     committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
-pub use target::{KafkaTarget, KafkaTargetError, REPLAY_OWNED_PROPERTIES};
+pub use target::{
+    is_secret_property, redact, KafkaTarget, KafkaTargetError, REPLAY_OWNED_PROPERTIES,
+};

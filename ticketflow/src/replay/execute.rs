@@ -6,16 +6,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::apply::TargetWriter;
 use super::window::DayPlan;
 use super::{
     run_bounded_replay_with, ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions,
     ReplaySummary,
 };
 use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{AuditDb, AuditStore, StoreError};
+use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
-/// How long opening a connection to the audit database may take.
+/// How long opening a connection to the audit database may take, unless the URL's
+/// `connect_timeout` or the run's deadline says less.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The database's bounds when `remaining` of the run's deadline is left.
+pub fn timeouts_within(remaining: Duration) -> Timeouts {
+    Timeouts {
+        connect: CONNECT_TIMEOUT.min(remaining),
+        statement: remaining,
+    }
+}
+
+/// Where and as whom the partitions are written.
+pub(crate) struct WriteTarget<'a> {
+    pub db: &'a AuditDb,
+    /// How the target's `audit_events` is written (found and prepared before the run).
+    pub adoption: &'a Adoption,
+    pub plan_id: &'a str,
+    pub owner: &'a str,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct ExecuteOptions {
@@ -28,7 +47,7 @@ pub struct ExecuteOptions {
 
 /// Told about each partition's progress as its batches become durable.
 pub trait Progress: Sync {
-    /// `partition` has made `so_far` durable and committed it.
+    /// `partition` has made `so_far` durable (with its checkpoint) and committed it.
     fn batch_done(&self, partition: i32, so_far: &ReplaySummary);
 }
 
@@ -80,15 +99,15 @@ impl PartitionError {
 struct Worker {
     _broker: Broker,
     consumer: KafkaReplayConsumer,
-    store: Box<dyn AuditStore>,
+    target: Box<dyn ReplayTarget>,
 }
 
-/// Runs every partition of `plan` with work left into `db`; `progress` follows each batch.
+/// Runs every partition of `plan` with work left into the target; `progress` follows each batch.
 pub(crate) fn execute_day(
     kafka: &KafkaTarget,
     plan: &DayPlan,
     options: ExecuteOptions,
-    db: &AuditDb,
+    to: &WriteTarget<'_>,
     progress: &dyn Progress,
 ) -> Vec<PartitionResult> {
     let started = Instant::now();
@@ -99,6 +118,17 @@ pub(crate) fn execute_day(
         .iter()
         .filter(|p| p.remaining() > 0)
         .collect();
+    let ranges: Vec<(i32, i64, i64)> = plan
+        .partitions
+        .iter()
+        .map(|p| (p.partition, p.start, p.stop))
+        .collect();
+    // Writers keep what was prepared; they create nothing.
+    let adoption = Adoption {
+        create_audit_events: false,
+        create_bookkeeping: Vec::new(),
+        ..to.adoption.clone()
+    };
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Vec::with_capacity(work.len()));
     std::thread::scope(|scope| {
@@ -153,11 +183,13 @@ pub(crate) fn execute_day(
                                         &broker,
                                         &plan.request.replay_group,
                                     )?;
-                                    let store = db.open(CONNECT_TIMEOUT)?;
+                                    let mut target =
+                                        to.db.open_target(timeouts_within(remaining()))?;
+                                    target.prepare(&adoption)?;
                                     Ok(Worker {
                                         _broker: broker,
                                         consumer,
-                                        store,
+                                        target,
                                     })
                                 })()
                                 .map_err(setup)?;
@@ -168,12 +200,23 @@ pub(crate) fn execute_day(
                             deadline: remaining(),
                             idle_timeout: options.idle_timeout,
                         };
+                        let mut writer = TargetWriter {
+                            target: w.target.as_mut(),
+                            scope: PlanScope {
+                                plan_id: to.plan_id,
+                                topic: &plan.request.topic,
+                                ranges: &ranges,
+                                owner: Some(to.owner),
+                                fail_on_refused: options.replay.bad_records
+                                    == super::BadRecords::Fail,
+                            },
+                        };
                         Ok(run_bounded_replay_with(
                             &bounded,
                             limits,
                             options.replay,
                             &mut w.consumer,
-                            w.store.as_mut(),
+                            &mut writer,
                             &mut |s| progress.batch_done(p.partition, s),
                         )?)
                     })();

@@ -5,11 +5,14 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::execute::{execute_day, ExecuteOptions, PartitionError, Progress, CONNECT_TIMEOUT};
+use super::execute::{
+    execute_day, timeouts_within, ExecuteOptions, PartitionError, Progress, WriteTarget,
+};
+use super::identity::{self, Decision, IdentityRefusal, TargetView};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
-use super::ReplaySummary;
-use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaTarget};
-use crate::store::{AuditDb, StoreError};
+use super::{ReplayConsumer, ReplaySummary};
+use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
+use crate::store::{AuditDb, PlanStatus, StoreError, Timeouts};
 
 /// A replay of one request on one broker: [`plan`](Self::plan), then
 /// [`execute`](Self::execute) that plan into a database.
@@ -44,12 +47,27 @@ fn owned_reason(property: &str) -> &'static str {
 /// Why the job could not execute its plan (the partitions' own failures are in the report).
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
-    /// The target database could not be opened; nothing was read.
+    /// The target database could not be opened, prepared or recorded in; nothing was read.
     #[error("{db}: {source}")]
     Store { db: String, source: StoreError },
-    /// The live group's offsets could not be read back after the run.
+    /// The replay group's or live group's offsets could not be committed or read back.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+}
+
+/// Why the target could not be looked at, or must not be used; nothing was read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("{db}: {source}")]
+    Store { db: String, source: StoreError },
+}
+
+/// How an error of the store names the database: PostgreSQL errors name their server.
+fn name_of(db: &AuditDb) -> String {
+    match db {
+        AuditDb::Sqlite(_) => db.to_string(),
+        AuditDb::Postgres(_) => "PostgreSQL".to_owned(),
+    }
 }
 
 /// What one partition did in this run.
@@ -57,7 +75,7 @@ pub enum ExecuteError {
 pub enum PartitionOutcome {
     /// Its remaining range was replayed to `stop`.
     Replayed,
-    /// Nothing was left to do: the replay group had already committed `stop`.
+    /// Nothing was left to do: the SQL checkpoint was already at `stop`.
     CompleteBefore,
     Failed(PartitionError),
 }
@@ -68,6 +86,8 @@ pub struct PartitionReport {
     /// What this run did; `final_offset` is the replay group's last durable offset.
     pub summary: ReplaySummary,
     pub stop: i64,
+    /// Conflicts recorded for the plan whose version not kept is in this partition.
+    pub conflicts: u64,
     pub outcome: PartitionOutcome,
     /// The live group's committed offset when planning, and after the run.
     pub live_before: Option<i64>,
@@ -127,6 +147,7 @@ impl PartitionReport {
 /// The per-partition result of an executed plan.
 #[derive(Debug)]
 pub struct ReplayReport {
+    pub plan_id: String,
     pub live_group: String,
     pub partitions: Vec<PartitionReport>,
     /// Wall time of the execution.
@@ -152,6 +173,16 @@ impl ReplayReport {
     /// Records replayed in this run, over every partition.
     pub fn records(&self) -> u64 {
         self.partitions.iter().map(|p| p.summary.records).sum()
+    }
+
+    /// Conflicts recorded for the plan (this run and earlier runs of it).
+    pub fn conflicts(&self) -> u64 {
+        self.partitions.iter().map(|p| p.conflicts).sum()
+    }
+
+    /// Records quarantined in this run.
+    pub fn quarantined(&self) -> u64 {
+        self.partitions.iter().map(|p| p.summary.quarantined).sum()
     }
 
     /// Every reason the run did not succeed: failed partitions and a live group that moved.
@@ -263,28 +294,111 @@ impl ReplayJob {
         plan_day(&self.broker, &self.request)
     }
 
-    /// Opens `db` (so a bad target fails before any record is read), replays every partition
-    /// of `plan` with work left, then reads the live group's offsets again and reports.
+    /// Looks at the target without writing (a SQLite file that does not exist is not created):
+    /// what it holds, whether the replay may adopt it, and the plans recorded there. Call it
+    /// before [`plan`](Self::plan): a target that must not be used stops the run before
+    /// anything is read from the topic.
+    pub fn inspect(db: &AuditDb, timeouts: Timeouts) -> Result<TargetView, TargetError> {
+        let store = |source| TargetError::Store {
+            db: name_of(db),
+            source,
+        };
+        let Some(mut target) = db.open_to_look(timeouts).map_err(store)? else {
+            let inspection = db.nothing_yet();
+            let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
+            return Ok(TargetView {
+                inspection,
+                adoption,
+                plans: Vec::new(),
+            });
+        };
+        let inspection = target.inspect().map_err(store)?;
+        let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
+        let plans = target.plans().map_err(store)?;
+        Ok(TargetView {
+            inspection,
+            adoption,
+            plans,
+        })
+    }
+
+    /// The plans recorded in `db`, whatever its `audit_events` is like (for `replay status`).
+    pub fn recorded(
+        db: &AuditDb,
+        timeouts: Timeouts,
+    ) -> Result<Vec<crate::store::RecordedPlan>, TargetError> {
+        let store = |source| TargetError::Store {
+            db: name_of(db),
+            source,
+        };
+        match db.open_to_look(timeouts).map_err(store)? {
+            Some(mut target) => target.plans().map_err(store),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// What this run does with `plan` given the target's record of it; sets each partition's
+    /// range and resume point to the recorded ones.
+    pub fn decide(plan: &mut DayPlan, view: &TargetView) -> Result<Decision, IdentityRefusal> {
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        identity::decide(plan, view, &now, &identity::who())
+    }
+
+    /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
+    /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
+    /// where they are behind, replays every partition with work left, marks the plan
+    /// complete when every partition reached its stop, then reads the live group's offsets
+    /// again and reports.
     pub fn execute(
         &self,
         plan: &DayPlan,
+        decision: &Decision,
+        view: &TargetView,
         db: &AuditDb,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let opened = db
-            .open(CONNECT_TIMEOUT)
-            .map_err(|source| ExecuteError::Store {
-                // A PostgreSQL error names its server itself.
-                db: match db {
-                    AuditDb::Sqlite(_) => db.to_string(),
-                    AuditDb::Postgres(_) => "PostgreSQL".to_owned(),
-                },
-                source,
-            })?;
-        drop(opened);
         let started = Instant::now();
-        let mut results = execute_day(&self.kafka, plan, options, db, progress);
+        let store = |source| ExecuteError::Store {
+            db: name_of(db),
+            source,
+        };
+        let recorded = decision.plan();
+        let owner = format!("{} pid {}", identity::who(), std::process::id());
+        let mut target = db
+            .open_target(timeouts_within(options.deadline))
+            .map_err(store)?;
+        target.prepare(&view.adoption).map_err(store)?;
+        if let Decision::New(plan) = decision {
+            target.record_plan(plan).map_err(store)?;
+        }
+        target.claim(&recorded.plan_id, &owner).map_err(store)?;
+        if let Decision::Resume { behind, .. } = decision {
+            if !behind.is_empty() {
+                let mut consumer =
+                    KafkaReplayConsumer::new(&self.broker, &plan.request.replay_group)?;
+                for b in behind {
+                    consumer
+                        .commit(&plan.request.topic, b.partition, b.sql)
+                        .map_err(|e| KafkaError {
+                            servers: self.broker.servers().to_owned(),
+                            what: format!("bringing the replay group up to the SQL checkpoint {} on partition {}", b.sql, b.partition),
+                            reason: e.to_string(),
+                        })?;
+                }
+            }
+        }
+        let to = WriteTarget {
+            db,
+            adoption: &view.adoption,
+            plan_id: &recorded.plan_id,
+            owner: &owner,
+        };
+        let remaining = ExecuteOptions {
+            deadline: options.deadline.saturating_sub(started.elapsed()),
+            ..options
+        };
+        let mut results = execute_day(&self.kafka, plan, remaining, &to, progress);
         let elapsed = started.elapsed();
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
         let live_after = committed_offsets(
@@ -293,7 +407,7 @@ impl ReplayJob {
             &plan.request.topic,
             &numbers,
         )?;
-        let partitions = plan
+        let partitions: Vec<PartitionReport> = plan
             .partitions
             .iter()
             .zip(live_after)
@@ -323,16 +437,52 @@ impl ReplayJob {
                     partition: p.partition,
                     summary,
                     stop: p.stop,
+                    conflicts: 0,
                     outcome,
                     live_before: p.live_committed,
                     live_after,
                 }
             })
             .collect();
-        Ok(ReplayReport {
+        let mut report = ReplayReport {
+            plan_id: recorded.plan_id.clone(),
             live_group: plan.request.live_group.clone(),
             partitions,
             elapsed,
-        })
+        };
+        // The findings and the plan's status are read and written over a fresh connection: the
+        // first may have outlived the server (a restart during the run).
+        let done = report
+            .partitions
+            .iter()
+            .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
+        let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
+            let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
+            target.finish(
+                &recorded.plan_id,
+                if done {
+                    PlanStatus::Complete
+                } else {
+                    PlanStatus::Failed
+                },
+            )?;
+            target.conflicts_by_partition(&recorded.plan_id)
+        })();
+        match closing {
+            Ok(conflicts) => {
+                for (partition, n) in conflicts {
+                    if let Some(p) = report
+                        .partitions
+                        .iter_mut()
+                        .find(|p| p.partition == partition)
+                    {
+                        p.conflicts = n;
+                    }
+                }
+            }
+            Err(e) if done => return Err(store(e)),
+            Err(e) => tracing::warn!("{}: recording the failed run: {e}", name_of(db)),
+        }
+        Ok(report)
     }
 }

@@ -5,17 +5,23 @@
 
 mod apply;
 mod execute;
+mod identity;
 mod job;
 mod read;
 mod rows;
 mod window;
 
-pub use execute::{ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT};
+pub use apply::{BatchWriter, StoreWriter, TargetWriter};
+pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
+
+pub use execute::{
+    timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
+};
 pub use job::{
     ConnectError, ExecuteError, Failure, LiveMovement, PartitionOutcome, PartitionReport,
-    ReplayJob, ReplayReport,
+    ReplayJob, ReplayReport, TargetError,
 };
-pub use rows::{PlanDocument, PlanRow, ReportRow};
+pub use rows::{PlanDocument, PlanRow, ReportRow, StatusRow};
 pub use window::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, Lost, LostWhy, PartitionPlan, Refusal,
     Window,
@@ -25,7 +31,7 @@ use std::time::Duration;
 
 use crate::event::DecodeError;
 use crate::kafka::KafkaError;
-use crate::store::{AuditStore, StoreError};
+use crate::store::{AuditStore, StoreError, WriteError};
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,7 +230,9 @@ pub struct ReplaySummary {
     pub records: u64,
     pub inserted: u64,
     pub duplicates: u64,
-    /// Records that were not audit events, kept in `quarantined_records`.
+    /// Same event id, other content: the first stored version stayed.
+    pub conflicts: u64,
+    /// Records that were not audit events, kept in the quarantine.
     pub quarantined: u64,
     /// Offsets that held transaction control markers.
     pub markers: u64,
@@ -283,6 +291,10 @@ pub enum ReplayErrorKind {
     Undecodable { offset: i64, source: DecodeError },
     #[error("effect failed at offset {offset}: {source}")]
     Effect { offset: i64, source: StoreError },
+    #[error("record at offset {offset} refused by the database: {reason}")]
+    Refused { offset: i64, reason: String },
+    #[error("{0}")]
+    Checkpoint(#[source] WriteError),
     #[error("idle for {idle:?} before stop {stop}")]
     Idle { idle: Duration, stop: i64 },
     #[error("deadline of {deadline:?} reached before stop {stop}")]
@@ -303,15 +315,17 @@ pub enum GapFinding {
 pub enum BadRecords {
     /// Stop the replay with an error at that record (its offset is not committed).
     Fail,
-    /// Record it in `quarantined_records` in the same transaction as its batch, then move on.
+    /// Record it in the quarantine in the same transaction as its batch, then move on.
     Quarantine,
 }
 
-/// How a replay applies effects: up to `batch` records per SQL transaction, then one commit
-/// of the next offset. `batch: 1` is one transaction and one commit per event.
+/// How a replay applies effects: up to `batch` records (and about `batch_bytes` of payload)
+/// per SQL transaction, then one commit of the next offset. `batch: 1` is one transaction and
+/// one commit per event.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayOptions {
     pub batch: usize,
+    pub batch_bytes: usize,
     pub bad_records: BadRecords,
     /// How far past `until` (in record time) to read after `stop`, counting records that
     /// belong to the window but were written after it; `None`: not at all.
@@ -322,6 +336,7 @@ impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
             batch: 1,
+            batch_bytes: usize::MAX,
             bad_records: BadRecords::Fail,
             skew: None,
         }
@@ -341,12 +356,12 @@ pub fn run_bounded_replay(
         limits,
         ReplayOptions::default(),
         consumer,
-        store,
+        &mut StoreWriter::new(store),
         &mut |_| {},
     )
 }
 
-/// Replays `plan` through `consumer` into `store`, calling `progress` after each durable batch.
+/// Replays `plan` through `consumer` into `writer`, calling `progress` after each durable batch.
 ///
 /// Order: check the limits and the group, capture the end offset, refuse `stop > end`, seek to
 /// `start` ([`read::Reader::open`]); then gather records, each of the plan's partition and at
@@ -359,7 +374,7 @@ pub fn run_bounded_replay_with(
     limits: ReplayLimits,
     options: ReplayOptions,
     consumer: &mut dyn ReplayConsumer,
-    store: &mut dyn AuditStore,
+    writer: &mut dyn BatchWriter,
     progress: &mut dyn FnMut(&ReplaySummary),
 ) -> Result<ReplaySummary, ReplayError> {
     let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
@@ -385,27 +400,25 @@ pub fn run_bounded_replay_with(
     };
     while summary.final_offset < plan.stop {
         let committed = summary.final_offset;
-        let gathered = reader.next_batch(options.batch, committed)?;
+        let gathered = reader.next_batch(options.batch, options.batch_bytes, committed)?;
         let applied = apply::apply_batch(
             plan,
             options,
-            &gathered.records,
-            gathered.next,
+            &gathered,
             committed,
-            store,
+            writer,
             reader.consumer(),
         )?;
         if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
             summary.records += applied.records;
             summary.inserted += applied.outcome.inserted;
             summary.duplicates += applied.outcome.duplicates;
+            summary.conflicts += applied.outcome.conflicts;
             summary.quarantined += applied.outcome.quarantined;
+            summary.markers += applied.outcome.markers;
+            summary.aborted += applied.outcome.aborted;
+            summary.out_of_window += gathered.out_of_window_below(applied.next);
             summary.final_offset = applied.next;
-        }
-        summary.markers += gathered.counts.markers;
-        summary.aborted += gathered.counts.aborted;
-        summary.out_of_window += gathered.counts.out_of_window;
-        if applied.as_ref().is_some_and(|a| a.next > committed) {
             progress(&summary);
         }
         // A record that stopped the batch (or could not be decoded) ends the run there, after
@@ -456,7 +469,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset,
-            timestamp: None,
+            timestamp: Some(1_000 + offset),
             key: None,
             payload: payload.to_vec(),
         }
@@ -474,8 +487,8 @@ mod tests {
         idle_timeout: Duration::from_millis(50),
     };
 
-    /// Replays `records` over `[0, stop)` into a fresh SQLite store; returns the result, the
-    /// commits and the store.
+    /// Replays `records` over `[0, stop)` into a fresh SQLite target with a recorded plan `p`;
+    /// returns the result, the commits and a connection to read the target back.
     fn replay_listed(
         records: std::collections::VecDeque<ReplayRecord>,
         stop: i64,
@@ -484,16 +497,51 @@ mod tests {
     ) -> (
         Result<ReplaySummary, ReplayError>,
         Vec<i64>,
-        crate::store::SqliteAuditStore,
+        rusqlite::Connection,
     ) {
+        use crate::store::{
+            AuditDb, Counters, PartitionProgress, PlanScope, PlanStatus, PlanWindow, RecordedPlan,
+            Timeouts,
+        };
         let mut consumer = Listed {
             records,
             commits: Vec::new(),
         };
-        let mut store = crate::store::SqliteAuditStore::in_memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.db");
+        let db = AuditDb::Sqlite(path.clone());
+        let mut target = db
+            .open_target(Timeouts::all(Duration::from_secs(5)))
+            .unwrap();
+        let adoption = target.inspect().unwrap().adopt().unwrap();
+        target.prepare(&adoption).unwrap();
+        target
+            .record_plan(&RecordedPlan {
+                plan_id: "p".into(),
+                topic: "t".into(),
+                replay_group: "replay".into(),
+                live_group: "live".into(),
+                window: PlanWindow::Offsets { start: 0, stop },
+                created_at: "now".into(),
+                created_by: "me@here".into(),
+                status: PlanStatus::Running,
+                finished_at: None,
+                partitions: vec![PartitionProgress {
+                    partition: 0,
+                    start: 0,
+                    stop,
+                    captured_end: stop,
+                    next_offset: 0,
+                    owner: None,
+                    counters: Counters::default(),
+                    updated_at: "now".into(),
+                }],
+            })
+            .unwrap();
         let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
         let options = ReplayOptions {
             batch,
+            batch_bytes: usize::MAX,
             bad_records,
             skew: None,
         };
@@ -502,17 +550,34 @@ mod tests {
             LIMITS,
             options,
             &mut consumer,
-            &mut store,
+            &mut TargetWriter {
+                target: target.as_mut(),
+                scope: PlanScope {
+                    plan_id: "p",
+                    topic: "t",
+                    ranges: &[(0, 0, stop)],
+                    owner: None,
+                    fail_on_refused: bad_records == BadRecords::Fail,
+                },
+            },
             &mut |_| {},
         );
-        (result, consumer.commits, store)
+        drop(target);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        // The file stays readable through the open connection after the folder goes.
+        std::mem::forget(dir);
+        (result, consumer.commits, conn)
+    }
+
+    fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
     #[test]
     fn batches_commit_once_each_and_quarantine_bad_records_in_the_same_transaction() {
         let mut records: std::collections::VecDeque<_> = (0..7).map(event).collect();
         records[3] = rec(3, b"not json");
-        let (result, commits, store) = replay_listed(records, 7, 3, BadRecords::Quarantine);
+        let (result, commits, conn) = replay_listed(records, 7, 3, BadRecords::Quarantine);
         let summary = result.unwrap();
         assert_eq!(commits, vec![3, 6, 7]);
         assert_eq!(
@@ -524,18 +589,32 @@ mod tests {
             ),
             (7, 6, 1, 7)
         );
-        let q: i64 = store
-            .connection()
-            .query_row("SELECT record_offset FROM quarantined_records", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
+        let q = count(
+            &conn,
+            "SELECT record_offset FROM lessonprobe_replay_quarantine",
+        );
         assert_eq!(q, 3);
+        // One batch row per durable batch, and the checkpoint where the last one ended.
+        assert_eq!(
+            count(&conn, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+            3
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT next_offset FROM lessonprobe_replay_partitions"
+            ),
+            7
+        );
+        assert_eq!(
+            count(&conn, "SELECT COUNT(*) FROM audit_events WHERE record_offset IS NOT NULL AND record_timestamp = 1000 + record_offset"),
+            6
+        );
     }
 
     #[test]
     fn a_gap_inside_a_batch_applies_what_came_before_it_then_fails_there() {
-        let (result, commits, mut store) = replay_listed(
+        let (result, commits, conn) = replay_listed(
             [0, 1, 2, 4].into_iter().map(event).collect(),
             7,
             10,
@@ -561,7 +640,14 @@ mod tests {
             "t[0] (committed 3): discontinuous range: expected offset 3, got 4"
         );
         assert_eq!(commits, vec![3]);
-        assert_eq!(store.audit_rows().unwrap(), 3);
+        assert_eq!(count(&conn, "SELECT COUNT(*) FROM audit_events"), 3);
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT next_offset FROM lessonprobe_replay_partitions"
+            ),
+            3
+        );
     }
 
     #[test]

@@ -17,13 +17,14 @@ const GATHER_WAIT: Duration = Duration::from_millis(5);
 /// control markers is done only once the position has moved past them.
 const POLL: Duration = Duration::from_millis(50);
 
-/// What the offsets of a batch held besides its records.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the offsets of a batch held besides its records, by offset, so that a batch the
+/// writer cuts short counts only what lies below its cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct BatchCounts {
-    pub markers: u64,
-    pub aborted: u64,
-    /// Records of the batch whose timestamps lie outside the plan's time window.
-    pub out_of_window: u64,
+    /// Each jump over offsets without records: where it ended, its markers and aborted records.
+    pub jumps: Vec<(i64, u64, u64)>,
+    /// Offsets of records whose timestamps lie outside the plan's time window.
+    pub out_of_window: Vec<i64>,
 }
 
 /// One batch as read: the records of offsets `[before, next)` (the other offsets held control
@@ -35,6 +36,22 @@ pub(crate) struct Gathered {
     pub next: i64,
     pub counts: BatchCounts,
     pub stopped_on: Option<ReplayErrorKind>,
+}
+
+impl Gathered {
+    /// `(markers, aborted)` of the jumps that end at or below `next`.
+    pub fn jumps_below(&self, next: i64) -> (u64, u64) {
+        self.counts
+            .jumps
+            .iter()
+            .filter(|j| j.0 <= next)
+            .fold((0, 0), |(m, a), j| (m + j.1, a + j.2))
+    }
+
+    /// Records below `next` whose timestamps lie outside the plan's time window.
+    pub fn out_of_window_below(&self, next: i64) -> u64 {
+        self.counts.out_of_window.iter().filter(|&&o| o < next).count() as u64
+    }
 }
 
 /// A replay consumer positioned at the start of a plan's range.
@@ -107,12 +124,17 @@ impl<'a> Reader<'a> {
         &mut *self.consumer
     }
 
-    /// Gathers up to `max` records: waits for the first (idle timeout, deadline), then takes
-    /// what has already arrived. A jump past offsets that held control markers or aborted
-    /// records moves the position on and is counted; a position that moves past offsets without
-    /// a record does the same (markers at the end of the range). `committed` is the last durable
-    /// offset, for errors.
-    pub fn next_batch(&mut self, max: usize, committed: i64) -> Result<Gathered, ReplayError> {
+    /// Gathers up to `max` records and about `max_bytes` of payload (at least one record):
+    /// waits for the first (idle timeout, deadline), then takes what has already arrived. A
+    /// jump past offsets that held control markers or aborted records moves the position on
+    /// and is counted; a position that moves past offsets without a record does the same
+    /// (markers at the end of the range). `committed` is the last durable offset, for errors.
+    pub fn next_batch(
+        &mut self,
+        max: usize,
+        max_bytes: usize,
+        committed: i64,
+    ) -> Result<Gathered, ReplayError> {
         let (plan, limits) = (self.plan, self.limits);
         let fail = |kind: ReplayErrorKind| ReplayError {
             topic: plan.topic().to_owned(),
@@ -124,7 +146,12 @@ impl<'a> Reader<'a> {
         let mut counts = BatchCounts::default();
         let mut stopped_on = None;
         let mut progress_at = Instant::now();
-        while self.next < plan.stop() && records.len() < max && self.beyond.is_none() {
+        let mut bytes = 0usize;
+        while self.next < plan.stop()
+            && records.len() < max
+            && bytes < max_bytes
+            && self.beyond.is_none()
+        {
             let gathering = !records.is_empty();
             let remaining = limits.deadline.saturating_sub(self.started.elapsed());
             if remaining.is_zero() {
@@ -209,10 +236,11 @@ impl<'a> Reader<'a> {
             }
             if let Some((since, until)) = plan.window() {
                 if !record.timestamp.is_some_and(|ts| since <= ts && ts < until) {
-                    counts.out_of_window += 1;
+                    counts.out_of_window.push(record.offset);
                 }
             }
             self.next = record.offset + 1;
+            bytes = bytes.saturating_add(record.payload.len());
             records.push(record);
         }
         Ok(Gathered {
@@ -241,8 +269,7 @@ impl<'a> Reader<'a> {
                 got,
                 finding,
             })?;
-        counts.markers += markers;
-        counts.aborted += aborted;
+        counts.jumps.push((to, markers, aborted));
         self.next = to;
         Ok(())
     }
@@ -434,23 +461,24 @@ mod tests {
     };
 
     /// Reads `[start, stop)` of `log` in batches of `max`: `(offsets, position)` per batch, and
-    /// the summed counts, or the error that stopped it.
+    /// the summed counts (markers, aborted, out of window), or the error that stopped it.
     fn read_all(
         log: &mut Log,
         plan: &ReplayPlan,
         max: usize,
-    ) -> (Vec<(Vec<i64>, i64)>, BatchCounts, Option<ReplayErrorKind>) {
+    ) -> (Vec<(Vec<i64>, i64)>, (u64, u64, u64), Option<ReplayErrorKind>) {
         let mut reader = Reader::open(plan, LIMITS, log).unwrap();
-        let (mut batches, mut total) = (Vec::new(), BatchCounts::default());
+        let (mut batches, mut total) = (Vec::new(), (0, 0, 0));
         let mut committed = plan.start();
         while committed < plan.stop() {
-            let g = match reader.next_batch(max, committed) {
+            let g = match reader.next_batch(max, usize::MAX, committed) {
                 Ok(g) => g,
                 Err(e) => return (batches, total, Some(e.kind)),
             };
-            total.markers += g.counts.markers;
-            total.aborted += g.counts.aborted;
-            total.out_of_window += g.counts.out_of_window;
+            let (markers, aborted) = g.jumps_below(g.next);
+            total.0 += markers;
+            total.1 += aborted;
+            total.2 += g.out_of_window_below(g.next);
             batches.push((g.records.iter().map(|r| r.offset).collect(), g.next));
             committed = g.next;
             if g.stopped_on.is_some() {
@@ -492,13 +520,13 @@ mod tests {
             11,
             "the trailing marker is passed"
         );
-        assert_eq!((counts.markers, counts.aborted), (3, 2));
+        assert_eq!((counts.0, counts.1), (3, 2));
         // Small batches: each position is past its records and the markers before the next.
         let mut log = Log::new(transactions());
         let (batches, counts, _) = read_all(&mut log, &plan, 2);
         let positions: Vec<i64> = batches.iter().map(|b| b.1).collect();
         assert_eq!(positions, vec![2, 8, 10, 11]);
-        assert_eq!((counts.markers, counts.aborted), (3, 2));
+        assert_eq!((counts.0, counts.1), (3, 2));
     }
 
     #[test]
@@ -508,7 +536,7 @@ mod tests {
         let (batches, counts, error) = read_all(&mut log, &plan, 100);
         assert!(error.is_none(), "{error:?}");
         assert_eq!(batches.last().unwrap().1, 10);
-        assert_eq!((counts.markers, counts.aborted), (2, 2));
+        assert_eq!((counts.0, counts.1), (2, 2));
     }
 
     #[test]
@@ -552,7 +580,7 @@ mod tests {
         truth[8] = Committed(14);
         let mut consumer = Skips(skipping, truth);
         let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
-        let g = reader.next_batch(100, 0).unwrap();
+        let g = reader.next_batch(100, usize::MAX, 0).unwrap();
         assert_eq!(
             g.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
             vec![0, 1, 2, 7]
@@ -606,7 +634,7 @@ mod tests {
         let mut consumer = Blind(Log::new(transactions()));
         let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
         let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
-        let g = reader.next_batch(100, 0).unwrap();
+        let g = reader.next_batch(100, usize::MAX, 0).unwrap();
         assert_eq!(g.next, 3);
         assert!(
             matches!(
@@ -630,7 +658,7 @@ mod tests {
             .timed(12, 15);
         let (_, counts, error) = read_all(&mut log, &plan, 100);
         assert!(error.is_none(), "{error:?}");
-        assert_eq!(counts.out_of_window, 2, "10 and 11 are before the window");
+        assert_eq!(counts.2, 2, "10 and 11 are before the window");
         // Past stop 7 (ts 13, 14 are in the window, 15 is not).
         let mut slots = transactions();
         slots[9] = Committed(12);
@@ -641,7 +669,7 @@ mod tests {
         let mut reader = Reader::open(&plan, LIMITS, &mut log).unwrap();
         let mut committed = 0;
         while committed < 8 {
-            committed = reader.next_batch(100, committed).unwrap().next;
+            committed = reader.next_batch(100, usize::MAX, committed).unwrap().next;
         }
         assert_eq!(reader.late_records((12, 14), Duration::from_millis(5)), 1);
     }

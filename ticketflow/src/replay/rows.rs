@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::job::{PartitionOutcome, PartitionReport, ReplayReport};
-use super::window::{DayPlan, PartitionPlan};
+use super::window::{DayPlan, PartitionPlan, Window};
+use crate::store::{PartitionProgress, RecordedPlan};
 
 /// A partition of the plan as a flat row: the offsets found, the range, what it holds, both
 /// groups' committed offsets and where execution begins.
@@ -51,6 +52,7 @@ pub struct ReportRow {
     pub records: u64,
     pub inserted: u64,
     pub duplicates: u64,
+    pub conflicts: u64,
     pub quarantined: u64,
     pub markers: u64,
     pub aborted: u64,
@@ -71,6 +73,7 @@ impl From<&PartitionReport> for ReportRow {
             records: s.records,
             inserted: s.inserted,
             duplicates: s.duplicates,
+            conflicts: p.conflicts,
             quarantined: s.quarantined,
             markers: s.markers,
             aborted: s.aborted,
@@ -125,5 +128,58 @@ impl ReplayReport {
     /// One row per partition.
     pub fn rows(&self) -> Vec<ReportRow> {
         self.partitions.iter().map(ReportRow::from).collect()
+    }
+}
+
+/// One partition of a recorded plan as a flat row for `replay status`: the plan's identity and
+/// the partition's range, checkpoint, owner and counters.
+#[derive(Serialize)]
+pub struct StatusRow {
+    pub plan_id: String,
+    pub topic: String,
+    pub replay_group: String,
+    pub window: String,
+    pub status: String,
+    pub created_at: String,
+    pub created_by: String,
+    pub finished_at: Option<String>,
+    pub partition: i32,
+    pub start: i64,
+    pub stop: i64,
+    pub checkpoint: i64,
+    pub remaining: i64,
+    pub owner: Option<String>,
+    pub records: u64,
+    pub inserted: u64,
+    pub duplicates: u64,
+    pub conflicts: u64,
+    pub quarantined: u64,
+    pub updated_at: String,
+}
+
+impl StatusRow {
+    pub fn new(plan: &RecordedPlan, p: &PartitionProgress) -> StatusRow {
+        StatusRow {
+            plan_id: plan.plan_id.clone(),
+            topic: plan.topic.clone(),
+            replay_group: plan.replay_group.clone(),
+            window: Window::from(plan.window).to_string(),
+            status: plan.status.as_str().to_owned(),
+            created_at: plan.created_at.clone(),
+            created_by: plan.created_by.clone(),
+            finished_at: plan.finished_at.clone(),
+            partition: p.partition,
+            start: p.start,
+            stop: p.stop,
+            checkpoint: p.next_offset,
+            remaining: (p.stop - p.next_offset).max(0),
+            owner: p.owner.clone(),
+            records: p.counters.records,
+            inserted: p.counters.inserted,
+            duplicates: p.counters.duplicates,
+            conflicts: p.counters.conflicts,
+            quarantined: p.counters.quarantined,
+            updated_at: p.updated_at.clone(),
+        }
     }
 }

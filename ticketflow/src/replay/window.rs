@@ -44,7 +44,7 @@ pub struct DayReplayRequest {
     pub window: Window,
     /// Partitions to replay; `None` means all of the topic's.
     pub partitions: Option<Vec<i32>>,
-    /// Continue from the replay group's committed offsets inside the plan.
+    /// Continue a recorded, unfinished plan from its SQL checkpoints.
     pub resume: bool,
 }
 
@@ -64,7 +64,7 @@ pub struct PartitionPlan {
     pub stop: i64,
     pub live_committed: Option<i64>,
     pub replay_committed: Option<i64>,
-    /// Where execution begins: `start`, or the replay group's committed offset with --resume.
+    /// Where execution begins: `start`, or the plan's SQL checkpoint when it is recorded.
     pub resume_from: i64,
 }
 
@@ -149,22 +149,6 @@ pub enum Refusal {
     RetentionRemoved { lost: Vec<Lost> },
     #[error("stop {stop} is beyond the end offset {end} of partition {partition}")]
     StopBeyondEnd { partition: i32, stop: i64, end: i64 },
-    #[error("replay group {group} has committed offset {committed} on partition {partition}, outside this plan [{start}, {stop}): it belongs to another replay; choose a new replay group")]
-    ForeignReplayGroup {
-        group: String,
-        partition: i32,
-        committed: i64,
-        start: i64,
-        stop: i64,
-    },
-    #[error("replay group {group} already committed offset {committed} on partition {partition} inside this plan [{start}, {stop})")]
-    AlreadyStarted {
-        group: String,
-        partition: i32,
-        committed: i64,
-        start: i64,
-        stop: i64,
-    },
     #[error("empty window: no record of {topic} falls inside it on partitions {partitions:?}")]
     NothingInWindow { topic: String, partitions: Vec<i32> },
 }
@@ -327,40 +311,9 @@ pub(crate) fn plan_day_with(
                 (log_start, end, None, None, start, stop)
             }
         };
+        // Where execution begins is the target's to say (its SQL checkpoint of this plan).
         let replay_committed = replay[i];
-        let resume_from = match replay_committed {
-            None => start,
-            Some(committed) if committed < start || committed > stop => {
-                return Err(Refusal::ForeignReplayGroup {
-                    group: r.replay_group.clone(),
-                    partition,
-                    committed,
-                    start,
-                    stop,
-                }
-                .into())
-            }
-            Some(c) if r.resume => c,
-            Some(committed) => {
-                return Err(Refusal::AlreadyStarted {
-                    group: r.replay_group.clone(),
-                    partition,
-                    committed,
-                    start,
-                    stop,
-                }
-                .into())
-            }
-        };
-        // What is still to be read must still be there.
-        if resume_from < log_start.min(stop) && !lost.iter().any(|l| l.partition == partition) {
-            lost.push(Lost {
-                partition,
-                from: resume_from,
-                to: log_start.min(stop),
-                why: LostWhy::InRange,
-            });
-        }
+        let resume_from = start;
         plans.push(PartitionPlan {
             partition,
             since_offset,

@@ -1,32 +1,31 @@
-//! The audit store: the consumer's one durable effect, idempotent on `event_id`.
+//! The audit store: the consumer's one durable effect, idempotent on `event_id`; and the
+//! replay's target database, adopted as found, with the replay's own bookkeeping beside it.
 
-pub mod migrations;
+mod batch;
+pub mod inspect;
+pub mod ledger;
 pub mod postgres;
+pub mod schema;
 pub mod sqlite;
 mod target;
+mod tls;
 
 pub use self::postgres::PostgresAuditStore;
+pub use batch::PlanScope;
+pub use inspect::{Adoption, Inspection, Unfit};
+pub use ledger::{
+    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+};
 pub use sqlite::SqliteAuditStore;
-pub use target::{AuditDb, AuditDbError};
+pub use target::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 
 use crate::event::AuditEvent;
 
-/// A record that is not an audit event, kept with the reason instead of being applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Quarantined {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub raw: Vec<u8>,
-    pub reason: String,
-}
-
-/// What one batch did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchOutcome {
-    pub inserted: u64,
-    pub duplicates: u64,
-    pub quarantined: u64,
+/// Which SQL database a store speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
 /// A store that records each audit event at most once.
@@ -34,28 +33,6 @@ pub trait AuditStore: Send {
     /// Inserts the event in its own transaction. `Ok(true)`: inserted; `Ok(false)`: a row with
     /// this `event_id` already exists. Every other failure is an error, never `false`.
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError>;
-
-    /// Applies `events` and records `bad` in `quarantined_records`, all in one transaction:
-    /// when it returns `Ok`, every row is durable; on error, none is. The default applies
-    /// events one by one (each idempotent) and has no quarantine.
-    fn apply_batch(
-        &mut self,
-        events: &[AuditEvent],
-        bad: &[Quarantined],
-    ) -> Result<BatchOutcome, StoreError> {
-        if !bad.is_empty() {
-            return Err(StoreError::NoQuarantine);
-        }
-        let mut outcome = BatchOutcome::default();
-        for event in events {
-            if self.apply_once(event)? {
-                outcome.inserted += 1;
-            } else {
-                outcome.duplicates += 1;
-            }
-        }
-        Ok(outcome)
-    }
 
     /// Rows in `audit_events`.
     fn audit_rows(&mut self) -> Result<u64, StoreError>;
@@ -75,25 +52,19 @@ pub enum StoreError {
     /// The client failed without an answer from the server (a lost connection, a timeout).
     #[error("{place}: {reason}")]
     Lost { place: String, reason: String },
-    #[error("this store has no quarantine for undecodable records")]
-    NoQuarantine,
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     /// The server refused the statement: SQLSTATE and its message.
     #[error("SQLSTATE {code}: {message}")]
     Postgres { code: String, message: String },
+    /// The target must not be written to; nothing was.
+    #[error(transparent)]
+    Unfit(#[from] Unfit),
 }
 
 impl<T: AuditStore + ?Sized> AuditStore for Box<T> {
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         (**self).apply_once(event)
-    }
-    fn apply_batch(
-        &mut self,
-        events: &[AuditEvent],
-        bad: &[Quarantined],
-    ) -> Result<BatchOutcome, StoreError> {
-        (**self).apply_batch(events, bad)
     }
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
         (**self).audit_rows()

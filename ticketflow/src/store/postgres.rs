@@ -1,14 +1,28 @@
-//! The audit store on PostgreSQL: the same schema and rule as SQLite — only the conflict on
-//! `event_id` is a duplicate — in the database's default schema or in one the caller names.
+//! The audit store on PostgreSQL — the same rule as SQLite: only the conflict on `event_id` is
+//! a duplicate — and a PostgreSQL database as a replay target, adopted as found. Every
+//! connection is bounded in time from the first byte (a server that accepts and never
+//! answers included) and speaks TLS as the URL's `sslmode` says.
 
+use std::error::Error as _;
+use std::sync::mpsc;
 use std::time::Duration;
 
-use postgres::{Client, Config, GenericClient, NoTls};
+use postgres::types::ToSql;
+use postgres::{Client, Config, GenericClient, NoTls, Transaction};
 
-use super::{
-    migrations::AUDIT, sqlite::payload_column, AuditStore, BatchOutcome, Quarantined, StoreError,
+use super::batch::{
+    self, BatchTx, Conflict, Fault, Location, PlanScope, Quarantine, StoredVersion,
 };
-use crate::event::AuditEvent;
+use super::inspect::{Adoption, AuditTable, Column, Inspection};
+use super::ledger::{
+    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+};
+use super::schema::{self, BOOKKEEPING, LEGACY, RECORD_COLUMNS, REQUIRED_COLUMNS};
+use super::sqlite::{now, payload_column, window_from};
+use super::target::{ReplayTarget, Timeouts};
+use super::tls::ConnectSpec;
+use super::{AuditStore, Backend, StoreError};
+use crate::event::{AuditEvent, EventRecord};
 
 /// Where a PostgreSQL target lives, without its password: for messages.
 pub fn describe(config: &Config) -> String {
@@ -28,48 +42,123 @@ pub fn describe(config: &Config) -> String {
     format!("postgres {host}:{port}/{db}")
 }
 
+/// The error and its causes in one line (a TLS failure says why the handshake failed).
+fn chain(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} {}", db.code().code(), db.message());
+    }
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Connects to `url` within `timeout` — TCP, TLS and the server's first answers together:
+/// the client library bounds only the TCP connect, so the attempt runs on a thread of its own
+/// and is abandoned (its socket closed when the attempt ends) when the time is up. Then
+/// statements and lock waits are bounded by `statement`. Returns the client and where it is.
+pub fn connect_bounded(
+    url: &str,
+    timeout: Duration,
+    statement: Duration,
+) -> Result<(Client, String), StoreError> {
+    let spec = ConnectSpec::parse(url).map_err(|e| StoreError::InvalidUrl {
+        reason: e.to_string(),
+    })?;
+    let place = describe(&spec.config);
+    let fail = |reason: String| StoreError::Connect {
+        place: place.clone(),
+        reason,
+    };
+    let timeout = spec
+        .config
+        .get_connect_timeout()
+        .map_or(timeout, |asked| timeout.min(*asked))
+        .max(Duration::from_millis(100));
+    let connector = spec.connector().map_err(|e| fail(e.to_string()))?;
+    let mut config = spec.config.clone();
+    config
+        .connect_timeout(timeout)
+        .tcp_user_timeout(timeout)
+        .keepalives_idle(Duration::from_secs(30))
+        .application_name("lessonprobe");
+    let (send, receive) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("postgres-connect".into())
+        .spawn(move || {
+            let result = match connector {
+                Some(tls) => config.connect(tls),
+                None => config.connect(NoTls),
+            };
+            // The receiver is gone when the attempt outlived its time: the client drops here.
+            let _ = send.send(result);
+        })
+        .map_err(|e| fail(format!("starting the connection: {e}")))?;
+    let mut client = match receive.recv_timeout(timeout) {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => return Err(fail(chain(&e))),
+        Err(_) => {
+            return Err(fail(format!(
+                "no answer within {} s: the server accepted the connection but did not answer (is a PostgreSQL server listening there, and is it alive?)",
+                timeout.as_secs_f64()
+            )))
+        }
+    };
+    let ms = statement.as_millis().clamp(1, i32::MAX as u128);
+    client
+        .batch_execute(&format!(
+            "SET statement_timeout = {ms}; SET lock_timeout = {ms}; SET idle_in_transaction_session_timeout = {}",
+            ms.max(60_000)
+        ))
+        .map_err(|e| StoreError::postgres(&place, e))?;
+    Ok((client, place))
+}
+
+/// Connects to `url` within `timeout`; statements are bounded by the same time.
+pub fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreError> {
+    connect_bounded(url, timeout, Duration::from_secs(300).max(timeout))
+}
+
 pub struct PostgresAuditStore {
     client: Client,
     place: String,
 }
 
-/// Connects to `url` within `timeout`; returns the client and where it is, without password.
-pub fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreError> {
-    let mut config: Config = url
-        .parse()
-        .map_err(|e: postgres::Error| StoreError::InvalidUrl {
-            reason: e.to_string(),
-        })?;
-    let place = describe(&config);
-    config
-        .connect_timeout(timeout)
-        .tcp_user_timeout(timeout)
-        .application_name("lessonprobe");
-    let client = config.connect(NoTls).map_err(|e| StoreError::Connect {
-        place: place.clone(),
-        reason: pg_reason(&e),
-    })?;
-    Ok((client, place))
+/// Creates `audit_events` in the current schema unless the search path finds one.
+fn ensure_audit_table(client: &mut Client, place: &str) -> Result<(), StoreError> {
+    client
+        .batch_execute(&schema::audit_events(Backend::Postgres).replacen(
+            "CREATE TABLE",
+            "CREATE TABLE IF NOT EXISTS",
+            1,
+        ))
+        .map_err(|e| StoreError::postgres(place, e))
 }
 
 impl PostgresAuditStore {
-    /// Connects to an existing database (its default search_path) and brings the audit tables
-    /// up to date; nothing else is created and nothing is dropped.
+    /// Connects to an existing database (its default search_path) and creates `audit_events`
+    /// when it is absent; nothing else is created and nothing is dropped.
     pub fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let (client, place) = connect(url, timeout)?;
-        let mut store = PostgresAuditStore { client, place };
-        AUDIT.apply_postgres(&mut store.client, &store.place)?;
-        Ok(store)
+        let (mut client, place) = connect(url, timeout)?;
+        ensure_audit_table(&mut client, &place)?;
+        Ok(PostgresAuditStore { client, place })
     }
 
-    /// As [`open`](Self::open), inside `schema`, which must exist: the store's tables and
+    /// As [`open`](Self::open), inside `schema`, which must exist: the store's table and
     /// every statement it runs live there.
     pub fn open_in_schema(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
         let (mut client, place) = connect(url, timeout)?;
         client
             .batch_execute(&format!("SET search_path TO {}", quote_ident(schema)))
             .map_err(|e| StoreError::postgres(&place, e))?;
-        AUDIT.apply_postgres(&mut client, &place)?;
+        ensure_audit_table(&mut client, &place)?;
         Ok(PostgresAuditStore { client, place })
     }
 
@@ -85,59 +174,6 @@ impl PostgresAuditStore {
 }
 
 impl AuditStore for PostgresAuditStore {
-    fn apply_batch(
-        &mut self,
-        events: &[AuditEvent],
-        bad: &[Quarantined],
-    ) -> Result<BatchOutcome, StoreError> {
-        let place = self.place.clone();
-        let wrap = |e| StoreError::postgres(&place, e);
-        let column = |f: fn(&AuditEvent) -> &str| {
-            events
-                .iter()
-                .map(|e| f(e).to_owned())
-                .collect::<Vec<String>>()
-        };
-        let payloads: Vec<Option<String>> = events.iter().map(payload_column).collect();
-        let mut tx = self.client.transaction().map_err(wrap)?;
-        // One statement per batch; ON CONFLICT (event_id) also settles duplicates inside it.
-        let inserted = tx
-            .execute(
-                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-                 ON CONFLICT (event_id) DO NOTHING",
-                &[
-                    &column(|e| &e.event_id),
-                    &column(|e| &e.tenant_id),
-                    &column(|e| &e.ticket_id),
-                    &column(|e| &e.action),
-                    &column(|e| &e.occurred_at),
-                    &payloads,
-                ],
-            )
-            .map_err(wrap)?;
-        if !bad.is_empty() {
-            let topics: Vec<&str> = bad.iter().map(|q| q.topic.as_str()).collect();
-            let partitions: Vec<i32> = bad.iter().map(|q| q.partition).collect();
-            let offsets: Vec<i64> = bad.iter().map(|q| q.offset).collect();
-            let raws: Vec<&[u8]> = bad.iter().map(|q| q.raw.as_slice()).collect();
-            let reasons: Vec<&str> = bad.iter().map(|q| q.reason.as_str()).collect();
-            tx.execute(
-                "INSERT INTO quarantined_records (topic, partition, record_offset, raw, reason)
-                 SELECT * FROM unnest($1::text[], $2::int4[], $3::int8[], $4::bytea[], $5::text[])
-                 ON CONFLICT (topic, partition, record_offset) DO NOTHING",
-                &[&topics, &partitions, &offsets, &raws, &reasons],
-            )
-            .map_err(wrap)?;
-        }
-        tx.commit().map_err(wrap)?;
-        Ok(BatchOutcome {
-            inserted,
-            duplicates: events.len() as u64 - inserted,
-            quarantined: bad.len() as u64,
-        })
-    }
-
     fn apply_once(&mut self, event: &AuditEvent) -> Result<bool, StoreError> {
         let place = self.place.clone();
         // Its own transaction (autocommit); ON CONFLICT (event_id) only: every other
@@ -183,14 +219,6 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The server's own words for a failure: SQLSTATE and message when the server said something.
-fn pg_reason(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    }
-}
-
 impl StoreError {
     /// A failure of the PostgreSQL client at `place`: the server's SQLSTATE when it answered.
     pub fn postgres(place: &str, e: postgres::Error) -> StoreError {
@@ -201,9 +229,708 @@ impl StoreError {
             },
             None => StoreError::Lost {
                 place: place.to_owned(),
-                reason: e.to_string(),
+                reason: chain(&e),
             },
         }
+    }
+}
+
+/// A PostgreSQL database as a replay's target.
+pub struct PostgresTarget {
+    client: Client,
+    place: String,
+    adoption: Option<Adoption>,
+}
+
+impl PostgresTarget {
+    pub fn open(url: &str, timeouts: Timeouts) -> Result<Self, StoreError> {
+        let (client, place) = connect_bounded(url, timeouts.connect, timeouts.statement)?;
+        Ok(PostgresTarget {
+            client,
+            place,
+            adoption: None,
+        })
+    }
+
+    fn existing(&mut self, names: &[&str]) -> Result<Vec<String>, StoreError> {
+        let names: Vec<&str> = names.to_vec();
+        let rows = self
+            .client
+            .query(
+                "SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(quote_ident(t)) IS NOT NULL",
+                &[&names],
+            )
+            .map_err(|e| StoreError::postgres(&self.place, e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+impl ReplayTarget for PostgresTarget {
+    fn place(&self) -> &str {
+        &self.place
+    }
+
+    fn inspect(&mut self) -> Result<Inspection, StoreError> {
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let schema: Option<String> = self
+            .client
+            .query_one("SELECT current_schema()::text", &[])
+            .map_err(wrap)?
+            .get(0);
+        let table: Option<u32> = self
+            .client
+            .query_opt(
+                "SELECT c.oid FROM pg_class c WHERE c.oid = to_regclass('audit_events') AND c.relkind IN ('r', 'p')",
+                &[],
+            )
+            .map_err(wrap)?
+            .map(|r| r.get(0));
+        let audit_events = match table {
+            None => None,
+            Some(oid) => {
+                let columns = self
+                    .client
+                    .query(
+                        "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                                (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')
+                         FROM pg_attribute a
+                         WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+                         ORDER BY a.attnum",
+                        &[&oid],
+                    )
+                    .map_err(wrap)?
+                    .iter()
+                    .map(|r| Column {
+                        name: r.get(0),
+                        sql_type: r.get(1),
+                        not_null: r.get(2),
+                        filled: r.get(3),
+                    })
+                    .collect();
+                // Keys ON CONFLICT can use: unique, valid, not deferrable, no predicate, no
+                // expressions; INCLUDE columns are not part of the key.
+                let unique_keys = self
+                    .client
+                    .query(
+                        "SELECT ic.relname::text,
+                                ARRAY(SELECT a.attname::text
+                                      FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+                                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                                      WHERE k.ord <= i.indnkeyatts ORDER BY k.ord)
+                         FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+                         WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid AND i.indimmediate
+                           AND i.indpred IS NULL AND i.indexprs IS NULL
+                         ORDER BY 1",
+                        &[&oid],
+                    )
+                    .map_err(wrap)?
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<String>>(1)))
+                    .collect();
+                Some(AuditTable {
+                    columns,
+                    unique_keys,
+                })
+            }
+        };
+        Ok(Inspection {
+            backend: Backend::Postgres,
+            place: self.place.clone(),
+            schema,
+            exists: true,
+            audit_events,
+            bookkeeping: self.existing(&BOOKKEEPING)?,
+            legacy: self.existing(&LEGACY)?,
+        })
+    }
+
+    fn prepare(&mut self, adoption: &Adoption) -> Result<(), StoreError> {
+        let mut sql = String::new();
+        if adoption.create_audit_events {
+            sql.push_str(&schema::audit_events(Backend::Postgres).replacen(
+                "CREATE TABLE",
+                "CREATE TABLE IF NOT EXISTS",
+                1,
+            ));
+            sql.push_str(";\n");
+        }
+        for table in &adoption.create_bookkeeping {
+            sql.push_str(&schema::bookkeeping(table, Backend::Postgres).replacen(
+                "CREATE TABLE",
+                "CREATE TABLE IF NOT EXISTS",
+                1,
+            ));
+            sql.push_str(";\n");
+        }
+        if !sql.is_empty() {
+            let place = self.place.clone();
+            let mut tx = self
+                .client
+                .transaction()
+                .map_err(|e| StoreError::postgres(&place, e))?;
+            tx.batch_execute(&sql)
+                .map_err(|e| StoreError::postgres(&place, e))?;
+            tx.commit().map_err(|e| StoreError::postgres(&place, e))?;
+        }
+        self.adoption = Some(adoption.clone());
+        Ok(())
+    }
+
+    fn plans(&mut self) -> Result<Vec<RecordedPlan>, StoreError> {
+        if self.existing(&BOOKKEEPING[..2])?.len() < 2 {
+            return Ok(Vec::new());
+        }
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let mut plans: Vec<RecordedPlan> = self
+            .client
+            .query(
+                "SELECT plan_id, topic, replay_group, live_group, window_kind, since_ms, until_ms,
+                        start_offset, stop_offset, created_at, created_by, status, finished_at
+                 FROM lessonprobe_replay_plans ORDER BY created_at, plan_id",
+                &[],
+            )
+            .map_err(wrap)?
+            .iter()
+            .map(|r| RecordedPlan {
+                plan_id: r.get(0),
+                topic: r.get(1),
+                replay_group: r.get(2),
+                live_group: r.get(3),
+                window: window_from(r.get(4), [r.get(5), r.get(6), r.get(7), r.get(8)]),
+                created_at: r.get(9),
+                created_by: r.get(10),
+                status: PlanStatus::parse(r.get(11)),
+                finished_at: r.get(12),
+                partitions: Vec::new(),
+            })
+            .collect();
+        for plan in &mut plans {
+            plan.partitions = self
+                .client
+                .query(
+                    "SELECT partition, start_offset, stop_offset, captured_end, next_offset, owner,
+                            records, inserted, duplicates, conflicts, quarantined, markers, aborted,
+                            updated_at
+                     FROM lessonprobe_replay_partitions WHERE plan_id = $1 ORDER BY partition",
+                    &[&plan.plan_id],
+                )
+                .map_err(wrap)?
+                .iter()
+                .map(|r| {
+                    let n = |i: usize| r.get::<_, i64>(i) as u64;
+                    PartitionProgress {
+                        partition: r.get(0),
+                        start: r.get(1),
+                        stop: r.get(2),
+                        captured_end: r.get(3),
+                        next_offset: r.get(4),
+                        owner: r.get(5),
+                        counters: Counters {
+                            records: n(6),
+                            inserted: n(7),
+                            duplicates: n(8),
+                            conflicts: n(9),
+                            quarantined: n(10),
+                            markers: n(11),
+                            aborted: n(12),
+                        },
+                        updated_at: r.get(13),
+                    }
+                })
+                .collect();
+        }
+        Ok(plans)
+    }
+
+    fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError> {
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let (kind, w) = match plan.window {
+            PlanWindow::Time { since_ms, until_ms } => {
+                ("time", [Some(since_ms), Some(until_ms), None, None])
+            }
+            PlanWindow::Offsets { start, stop } => {
+                ("offsets", [None, None, Some(start), Some(stop)])
+            }
+        };
+        let mut tx = self.client.transaction().map_err(wrap)?;
+        tx.execute(
+            "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
+                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
+                created_by, status, finished_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)",
+            &[
+                &plan.plan_id,
+                &plan.topic,
+                &plan.replay_group,
+                &plan.live_group,
+                &kind,
+                &w[0],
+                &w[1],
+                &w[2],
+                &w[3],
+                &plan.partition_list(),
+                &plan.created_at,
+                &plan.created_by,
+                &plan.status.as_str(),
+            ],
+        )
+        .map_err(wrap)?;
+        for p in &plan.partitions {
+            tx.execute(
+                "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
+                    stop_offset, captured_end, next_offset, owner, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &plan.plan_id,
+                    &p.partition,
+                    &p.start,
+                    &p.stop,
+                    &p.captured_end,
+                    &p.next_offset,
+                    &p.owner,
+                    &p.updated_at,
+                ],
+            )
+            .map_err(wrap)?;
+        }
+        tx.commit().map_err(wrap)
+    }
+
+    fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError> {
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let mut tx = self.client.transaction().map_err(wrap)?;
+        tx.execute(
+            "UPDATE lessonprobe_replay_partitions SET owner = $2, updated_at = $3 WHERE plan_id = $1",
+            &[&plan_id, &owner, &now()],
+        )
+        .map_err(wrap)?;
+        tx.execute(
+            "UPDATE lessonprobe_replay_plans SET status = 'running', finished_at = NULL WHERE plan_id = $1",
+            &[&plan_id],
+        )
+        .map_err(wrap)?;
+        tx.commit().map_err(wrap)
+    }
+
+    fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {
+        let place = self.place.clone();
+        self.client
+            .execute(
+                "UPDATE lessonprobe_replay_plans SET status = $2, finished_at = $3 WHERE plan_id = $1",
+                &[&plan_id, &status.as_str(), &now()],
+            )
+            .map(drop)
+            .map_err(|e| StoreError::postgres(&place, e))
+    }
+
+    fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError> {
+        let place = self.place.clone();
+        Ok(self
+            .client
+            .query(
+                "SELECT incoming_partition, COUNT(*) FROM lessonprobe_replay_conflicts
+                 WHERE plan_id = $1 GROUP BY incoming_partition ORDER BY 1",
+                &[&plan_id],
+            )
+            .map_err(|e| StoreError::postgres(&place, e))?
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+            .collect())
+    }
+
+    fn write_batch(
+        &mut self,
+        scope: &PlanScope<'_>,
+        batch: &Batch<'_>,
+    ) -> Result<Counters, WriteError> {
+        let adoption = self.adoption.clone().ok_or_else(|| {
+            StoreError::Unavailable(format!("{}: the target was not prepared", self.place))
+        })?;
+        let place = self.place.clone();
+        let tx = self
+            .client
+            .transaction()
+            .map_err(|e| StoreError::postgres(&place, e))?;
+        let mut btx = PgTx {
+            tx,
+            adoption: &adoption,
+            place: &place,
+        };
+        let counters = batch::write(&mut btx, scope, batch)?;
+        btx.tx
+            .commit()
+            .map_err(|e| StoreError::postgres(&place, e))?;
+        Ok(counters)
+    }
+}
+
+/// The batch operations on one open PostgreSQL transaction.
+struct PgTx<'c> {
+    tx: Transaction<'c>,
+    adoption: &'c Adoption,
+    place: &'c str,
+}
+
+/// Each record's values for the audit columns, as arrays for `unnest`.
+struct Columns {
+    text: [Vec<String>; 6],
+    record: Vec<Vec<u8>>,
+    topic: Vec<String>,
+    partition: Vec<i32>,
+    offset: Vec<i64>,
+    timestamp: Vec<Option<i64>>,
+}
+
+impl Columns {
+    fn of(rows: &[&Entry<'_>]) -> Columns {
+        let mut c = Columns {
+            text: Default::default(),
+            record: Vec::with_capacity(rows.len()),
+            topic: Vec::with_capacity(rows.len()),
+            partition: Vec::with_capacity(rows.len()),
+            offset: Vec::with_capacity(rows.len()),
+            timestamp: Vec::with_capacity(rows.len()),
+        };
+        for entry in rows {
+            let Ok(e) = &entry.decoded else { continue };
+            for (i, v) in [
+                &e.event_id,
+                &e.tenant_id,
+                &e.ticket_id,
+                &e.action,
+                &e.occurred_at,
+                &e.payload,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                c.text[i].push(v.clone());
+            }
+            c.record.push(entry.raw.to_vec());
+            c.topic.push(entry.topic.to_owned());
+            c.partition.push(entry.partition);
+            c.offset.push(entry.offset);
+            c.timestamp.push(entry.timestamp);
+        }
+        c
+    }
+
+    /// The parameters in the order of [`PgTx::unnest`]'s placeholders.
+    fn params<'a>(&'a self, adoption: &Adoption) -> Vec<&'a (dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            self.text.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        for column in &adoption.record_columns {
+            params.push(match *column {
+                "record" => &self.record,
+                "topic" => &self.topic,
+                "partition" => &self.partition,
+                "record_offset" => &self.offset,
+                _ => &self.timestamp,
+            });
+        }
+        params
+    }
+}
+
+fn array_type(column: &str) -> &'static str {
+    match column {
+        "record" => "bytea[]",
+        "topic" => "text[]",
+        "partition" => "int4[]",
+        _ if RECORD_COLUMNS.contains(&column) => "int8[]",
+        _ => "text[]",
+    }
+}
+
+impl PgTx<'_> {
+    fn fault(&self, e: postgres::Error) -> Fault {
+        match e.as_db_error() {
+            Some(db) if batch::postgres_data_error(db.code().code()) => {
+                Fault::Data(format!("SQLSTATE {}: {}", db.code().code(), db.message()))
+            }
+            _ => Fault::Infra(StoreError::postgres(self.place, e)),
+        }
+    }
+
+    fn err(&self, e: postgres::Error) -> StoreError {
+        StoreError::postgres(self.place, e)
+    }
+
+    fn columns(&self) -> Vec<&'static str> {
+        let mut columns = REQUIRED_COLUMNS.to_vec();
+        columns.extend(self.adoption.record_columns.iter().copied());
+        columns
+    }
+
+    /// `unnest($1::text[], …) WITH ORDINALITY AS u(event_id, …, ord)` over the written columns.
+    fn unnest(&self) -> String {
+        let columns = self.columns();
+        let arrays: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("${}::{}", i + 1, array_type(c)))
+            .collect();
+        format!(
+            "unnest({}) WITH ORDINALITY AS u({}, ord)",
+            arrays.join(", "),
+            columns.join(", ")
+        )
+    }
+
+    /// `u.column`, converted to the adopted column's type where it is not text.
+    fn value(&self, column: &str) -> String {
+        match self.adoption.casts.iter().find(|(c, _)| c == column) {
+            Some((_, ty)) => format!("u.{column}::{ty}"),
+            None => format!("u.{column}"),
+        }
+    }
+}
+
+impl BatchTx for PgTx<'_> {
+    fn savepoint(&mut self) -> Result<(), StoreError> {
+        self.tx
+            .batch_execute("SAVEPOINT lp_rows")
+            .map_err(|e| self.err(e))
+    }
+    fn release(&mut self) -> Result<(), StoreError> {
+        self.tx
+            .batch_execute("RELEASE SAVEPOINT lp_rows")
+            .map_err(|e| self.err(e))
+    }
+    fn rollback_to(&mut self) -> Result<(), StoreError> {
+        self.tx
+            .batch_execute("ROLLBACK TO SAVEPOINT lp_rows")
+            .map_err(|e| self.err(e))
+    }
+
+    fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault> {
+        let columns = self.columns();
+        let values: Vec<String> = columns.iter().map(|c| self.value(c)).collect();
+        // The ordinals of the rows inserted, matched by the key column's own equality.
+        let sql = format!(
+            "WITH ins AS (
+                INSERT INTO audit_events ({cols})
+                SELECT {values} FROM {unnest} ORDER BY ord
+                ON CONFLICT (event_id) DO NOTHING RETURNING event_id
+             )
+             SELECT u.ord FROM {unnest} JOIN ins ON ins.event_id = {key}",
+            cols = columns.join(", "),
+            values = values.join(", "),
+            unnest = self.unnest(),
+            key = self.value("event_id"),
+        );
+        let data = Columns::of(rows);
+        let params = data.params(self.adoption);
+        let inserted: Vec<i64> = self
+            .tx
+            .query(&sql, &params)
+            .map_err(|e| self.fault(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut out = vec![false; rows.len()];
+        for ord in inserted {
+            if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {
+                *slot = true;
+            }
+        }
+        Ok(out)
+    }
+
+    fn stored(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<Option<StoredVersion>>, StoreError> {
+        let located = ["topic", "partition", "record_offset"]
+            .iter()
+            .all(|c| self.adoption.record_columns.contains(c));
+        let incoming: Vec<String> = REQUIRED_COLUMNS
+            .iter()
+            .map(|c| format!("({})::text", self.value(c)))
+            .collect();
+        let sql = format!(
+            "SELECT u.ord, a.event_id::text, a.tenant_id::text, a.ticket_id::text, a.action::text,
+                    a.occurred_at::text, a.payload::text, {location}, {incoming}
+             FROM {unnest} JOIN audit_events a ON a.event_id = {key}",
+            location = if located {
+                "a.topic::text, a.partition::int4, a.record_offset::int8"
+            } else {
+                "NULL::text, NULL::int4, NULL::int8"
+            },
+            incoming = incoming.join(", "),
+            unnest = self.unnest(),
+            key = self.value("event_id"),
+        );
+        let data = Columns::of(rows);
+        let params = data.params(self.adoption);
+        let mut out: Vec<Option<StoredVersion>> = vec![None; rows.len()];
+        let any_cast = !self.adoption.casts.is_empty();
+        for r in self.tx.query(&sql, &params).map_err(|e| self.err(e))? {
+            let ord: i64 = r.get(0);
+            let record = |base: usize| EventRecord {
+                event_id: r.get::<_, Option<String>>(base).unwrap_or_default(),
+                tenant_id: r.get::<_, Option<String>>(base + 1).unwrap_or_default(),
+                ticket_id: r.get::<_, Option<String>>(base + 2).unwrap_or_default(),
+                action: r.get::<_, Option<String>>(base + 3).unwrap_or_default(),
+                occurred_at: r.get::<_, Option<String>>(base + 4).unwrap_or_default(),
+                payload: r.get::<_, Option<String>>(base + 5).unwrap_or_default(),
+            };
+            let location = match (r.get(7), r.get(8), r.get(9)) {
+                (Some(topic), Some(partition), Some(offset)) => Some(Location {
+                    topic,
+                    partition,
+                    offset,
+                }),
+                _ => None,
+            };
+            let version = StoredVersion {
+                stored: record(1),
+                incoming: any_cast.then(|| record(10)),
+                location,
+            };
+            if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {
+                *slot = Some(version);
+            }
+        }
+        Ok(out)
+    }
+
+    fn replace(&mut self, row: &Entry<'_>) -> Result<(), Fault> {
+        let columns = self.columns();
+        let sets: Vec<String> = columns[1..]
+            .iter()
+            .map(|c| format!("{c} = {}", self.value(c)))
+            .collect();
+        let sql = format!(
+            "UPDATE audit_events a SET {} FROM {} WHERE a.event_id = {}",
+            sets.join(", "),
+            self.unnest(),
+            self.value("event_id")
+        );
+        let data = Columns::of(&[row]);
+        let params = data.params(self.adoption);
+        self.tx
+            .execute(&sql, &params)
+            .map(drop)
+            .map_err(|e| self.fault(e))
+    }
+
+    fn quarantine(&mut self, plan_id: &str, rows: &[Quarantine<'_, '_>]) -> Result<(), StoreError> {
+        let topics: Vec<&str> = rows.iter().map(|q| q.entry.topic).collect();
+        let partitions: Vec<i32> = rows.iter().map(|q| q.entry.partition).collect();
+        let offsets: Vec<i64> = rows.iter().map(|q| q.entry.offset).collect();
+        let raws: Vec<&[u8]> = rows.iter().map(|q| q.entry.raw).collect();
+        let reasons: Vec<&str> = rows.iter().map(|q| q.reason.as_str()).collect();
+        self.tx
+            .execute(
+                "INSERT INTO lessonprobe_replay_quarantine (plan_id, topic, partition,
+                    record_offset, record, reason, quarantined_at)
+                 SELECT $1::text, u.*, $7::text FROM unnest($2::text[], $3::int4[], $4::int8[], $5::bytea[], $6::text[]) AS u",
+                &[&plan_id, &topics, &partitions, &offsets, &raws, &reasons, &now()],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    fn conflicts(&mut self, plan_id: &str, conflicts: &[Conflict]) -> Result<(), StoreError> {
+        let at = now();
+        for c in conflicts {
+            self.tx
+                .execute(
+                    "INSERT INTO lessonprobe_replay_conflicts (plan_id, event_id, stored_topic,
+                        stored_partition, stored_offset, stored_hash, incoming_topic,
+                        incoming_partition, incoming_offset, incoming_hash, found_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT DO NOTHING",
+                    &[
+                        &plan_id,
+                        &c.event_id,
+                        &c.stored.as_ref().map(|l| l.topic.as_str()),
+                        &c.stored.as_ref().map(|l| l.partition),
+                        &c.stored.as_ref().map(|l| l.offset),
+                        &c.stored_hash,
+                        &c.incoming.topic,
+                        &c.incoming.partition,
+                        &c.incoming.offset,
+                        &c.incoming_hash,
+                        &at,
+                    ],
+                )
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    fn advance(
+        &mut self,
+        plan_id: &str,
+        batch: &Batch<'_>,
+        c: &Counters,
+        owner: Option<&str>,
+    ) -> Result<Option<Option<i64>>, StoreError> {
+        let n = self
+            .tx
+            .execute(
+                "UPDATE lessonprobe_replay_partitions SET next_offset = $4, records = records + $5,
+                    inserted = inserted + $6, duplicates = duplicates + $7,
+                    conflicts = conflicts + $8, quarantined = quarantined + $9,
+                    markers = markers + $10, aborted = aborted + $11, updated_at = $12
+                 WHERE plan_id = $1 AND partition = $2 AND next_offset = $3
+                   AND ($13::text IS NULL OR owner = $13)",
+                &[
+                    &plan_id,
+                    &batch.partition,
+                    &batch.first,
+                    &batch.next,
+                    &(c.records as i64),
+                    &(c.inserted as i64),
+                    &(c.duplicates as i64),
+                    &(c.conflicts as i64),
+                    &(c.quarantined as i64),
+                    &(c.markers as i64),
+                    &(c.aborted as i64),
+                    &now(),
+                    &owner,
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        if n == 1 {
+            return Ok(None);
+        }
+        let found = self
+            .tx
+            .query_opt(
+                "SELECT next_offset FROM lessonprobe_replay_partitions WHERE plan_id = $1 AND partition = $2",
+                &[&plan_id, &batch.partition],
+            )
+            .map_err(|e| self.err(e))?
+            .map(|r| r.get(0));
+        Ok(Some(found))
+    }
+
+    fn record_batch(
+        &mut self,
+        plan_id: &str,
+        batch: &Batch<'_>,
+        owner: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .execute(
+                "INSERT INTO lessonprobe_replay_batches (plan_id, partition, first_offset,
+                    next_offset, records, owner, applied_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &plan_id,
+                    &batch.partition,
+                    &batch.first,
+                    &batch.next,
+                    &(batch.entries.len() as i64),
+                    &owner,
+                    &now(),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
     }
 }
 

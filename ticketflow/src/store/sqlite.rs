@@ -1,35 +1,62 @@
-//! The audit store on SQLite (bundled), in memory or in a file.
+//! The audit store on SQLite (bundled), in memory or in a file; and a SQLite file as a replay
+//! target, adopted as found.
 
 use std::path::Path;
+use std::time::Duration;
 
-use rusqlite::{params, Connection};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
 
-use super::{migrations::AUDIT, AuditStore, BatchOutcome, Quarantined, StoreError};
-use crate::event::AuditEvent;
+use super::batch::{
+    self, BatchTx, Conflict, Fault, Location, PlanScope, Quarantine, StoredVersion,
+};
+use super::inspect::{Adoption, AuditTable, Column, Inspection};
+use super::ledger::{
+    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+};
+use super::schema::{self, AUDIT_TABLE, BOOKKEEPING, LEGACY};
+use super::target::{ReplayTarget, Timeouts};
+use super::{AuditStore, Backend, StoreError};
+use crate::event::{AuditEvent, EventRecord};
 
 pub struct SqliteAuditStore {
     conn: Connection,
 }
 
+/// Creates `audit_events` unless a table of that name is there.
+fn ensure_audit_table(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(&schema::audit_events(Backend::Sqlite).replacen(
+        "CREATE TABLE",
+        "CREATE TABLE IF NOT EXISTS",
+        1,
+    ))?;
+    Ok(())
+}
+
+/// WAL, durable commits, a bounded wait for the file.
+fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // synchronous stays FULL: an offset is committed to Kafka right after the SQL commit,
+    // so that commit must survive power loss too. A 64 MiB page cache keeps the event_id
+    // index of a large replay in memory, where inserts in partition order land at random.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "cache_size", -65_536)?;
+    conn.busy_timeout(busy)?;
+    Ok(())
+}
+
 impl SqliteAuditStore {
     pub fn in_memory() -> Result<Self, StoreError> {
-        Self::init(Connection::open_in_memory()?)
+        let conn = Connection::open_in_memory()?;
+        ensure_audit_table(&conn)?;
+        Ok(SqliteAuditStore { conn })
     }
 
-    /// Opens (or creates) a database file in WAL mode, as a replay into a file wants.
+    /// Opens (or creates) a database file in WAL mode.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // synchronous stays FULL: an offset is committed to Kafka right after the SQL commit,
-        // so that commit must survive power loss too. A 64 MiB page cache keeps the event_id
-        // index of a large replay in memory, where inserts in partition order land at random.
-        conn.pragma_update(None, "cache_size", -65_536)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Self::init(conn)
-    }
-
-    fn init(conn: Connection) -> Result<Self, StoreError> {
-        AUDIT.apply_sqlite(&conn)?;
+        tune(&conn, Duration::from_secs(5))?;
+        ensure_audit_table(&conn)?;
         Ok(SqliteAuditStore { conn })
     }
 
@@ -45,35 +72,6 @@ impl AuditStore for SqliteAuditStore {
         let inserted = insert_audit(&tx, event)?;
         tx.commit()?;
         Ok(inserted)
-    }
-
-    fn apply_batch(
-        &mut self,
-        events: &[AuditEvent],
-        bad: &[Quarantined],
-    ) -> Result<BatchOutcome, StoreError> {
-        let tx = self.conn.transaction()?;
-        let mut outcome = BatchOutcome::default();
-        {
-            for event in events {
-                if insert_audit(&tx, event)? {
-                    outcome.inserted += 1;
-                } else {
-                    outcome.duplicates += 1;
-                }
-            }
-            let mut quarantine = tx.prepare_cached(
-                "INSERT INTO quarantined_records (topic, partition, record_offset, raw, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (topic, partition, record_offset) DO NOTHING",
-            )?;
-            for q in bad {
-                quarantine.execute(params![q.topic, q.partition, q.offset, q.raw, q.reason])?;
-                outcome.quarantined += 1;
-            }
-        }
-        tx.commit()?;
-        Ok(outcome)
     }
 
     fn audit_rows(&mut self) -> Result<u64, StoreError> {
@@ -109,6 +107,640 @@ pub(crate) fn payload_column(event: &AuditEvent) -> Option<String> {
     (!event.payload.is_null()).then(|| event.payload.to_string())
 }
 
+/// Now, as the bookkeeping writes it.
+pub(crate) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A SQLite file as a replay's target.
+pub struct SqliteTarget {
+    conn: Connection,
+    place: String,
+    adoption: Option<Adoption>,
+}
+
+impl SqliteTarget {
+    /// Opens `path` (created when missing unless `look_only`); waits for a locked file at
+    /// most `timeouts.statement`.
+    pub fn open(path: &Path, timeouts: Timeouts, look_only: bool) -> Result<Self, StoreError> {
+        let place = format!("sqlite {}", path.display());
+        let conn = if look_only {
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        } else {
+            Connection::open(path)?
+        };
+        if look_only {
+            conn.busy_timeout(timeouts.statement)?;
+        } else {
+            tune(&conn, timeouts.statement)?;
+        }
+        Ok(SqliteTarget {
+            conn,
+            place,
+            adoption: None,
+        })
+    }
+
+    fn tables(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+        let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(names.collect::<Result<_, _>>()?)
+    }
+
+    fn audit_table(&self) -> Result<AuditTable, StoreError> {
+        let mut columns = Vec::new();
+        let mut integer_pk = None;
+        {
+            let mut stmt = self.conn.prepare("PRAGMA table_info(audit_events)")?;
+            let mut rows = stmt.query([])?;
+            let mut pk_columns = 0;
+            while let Some(row) = rows.next()? {
+                let name: String = row.get(1)?;
+                let sql_type: String = row.get(2)?;
+                let not_null: bool = row.get::<_, i64>(3)? != 0;
+                let default: Option<String> = row.get(4)?;
+                let pk: i64 = row.get(5)?;
+                if pk > 0 {
+                    pk_columns += 1;
+                    if sql_type.eq_ignore_ascii_case("INTEGER") {
+                        integer_pk = Some(name.clone());
+                    }
+                }
+                columns.push(Column {
+                    filled: default.is_some()
+                        || (pk > 0 && sql_type.eq_ignore_ascii_case("INTEGER")),
+                    name,
+                    sql_type,
+                    not_null,
+                });
+            }
+            if pk_columns != 1 {
+                integer_pk = None;
+            }
+        }
+        let mut unique_keys = Vec::new();
+        if let Some(name) = integer_pk {
+            unique_keys.push(("PRIMARY KEY".to_owned(), vec![name]));
+        }
+        let indexes: Vec<(String, bool, bool)> = {
+            let mut stmt = self.conn.prepare("PRAGMA index_list(audit_events)")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)? != 0,
+                    r.get::<_, i64>(4)? != 0,
+                ))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        for (name, unique, partial) in indexes {
+            if !unique || partial {
+                continue;
+            }
+            let mut stmt = self.conn.prepare(&format!(
+                "PRAGMA index_info(\"{}\")",
+                name.replace('"', "\"\"")
+            ))?;
+            let cols: Vec<Option<String>> = stmt
+                .query_map([], |r| r.get::<_, Option<String>>(2))?
+                .collect::<Result<_, _>>()?;
+            // An expression in the key has no column name: not usable by ON CONFLICT (event_id).
+            if let Some(cols) = cols.into_iter().collect::<Option<Vec<String>>>() {
+                unique_keys.push((name, cols));
+            }
+        }
+        Ok(AuditTable {
+            columns,
+            unique_keys,
+        })
+    }
+
+    fn adoption(&self) -> Result<&Adoption, StoreError> {
+        self.adoption.as_ref().ok_or_else(|| {
+            StoreError::Unavailable(format!("{}: the target was not prepared", self.place))
+        })
+    }
+}
+
+fn window_columns(window: &PlanWindow) -> (&'static str, [Option<i64>; 4]) {
+    match *window {
+        PlanWindow::Time { since_ms, until_ms } => {
+            ("time", [Some(since_ms), Some(until_ms), None, None])
+        }
+        PlanWindow::Offsets { start, stop } => ("offsets", [None, None, Some(start), Some(stop)]),
+    }
+}
+
+pub(crate) fn window_from(kind: &str, v: [Option<i64>; 4]) -> PlanWindow {
+    match kind {
+        "time" => PlanWindow::Time {
+            since_ms: v[0].unwrap_or_default(),
+            until_ms: v[1].unwrap_or_default(),
+        },
+        _ => PlanWindow::Offsets {
+            start: v[2].unwrap_or_default(),
+            stop: v[3].unwrap_or_default(),
+        },
+    }
+}
+
+impl ReplayTarget for SqliteTarget {
+    fn place(&self) -> &str {
+        &self.place
+    }
+
+    fn inspect(&mut self) -> Result<Inspection, StoreError> {
+        let tables = self.tables()?;
+        let has = |t: &str| tables.iter().any(|have| have == t);
+        Ok(Inspection {
+            backend: Backend::Sqlite,
+            place: self.place.clone(),
+            schema: None,
+            exists: true,
+            audit_events: if has(AUDIT_TABLE) {
+                Some(self.audit_table()?)
+            } else {
+                None
+            },
+            bookkeeping: BOOKKEEPING
+                .iter()
+                .filter(|t| has(t))
+                .map(|t| t.to_string())
+                .collect(),
+            legacy: LEGACY
+                .iter()
+                .filter(|t| has(t))
+                .map(|t| t.to_string())
+                .collect(),
+        })
+    }
+
+    fn prepare(&mut self, adoption: &Adoption) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        if adoption.create_audit_events {
+            ensure_audit_table(&tx)?;
+        }
+        for table in &adoption.create_bookkeeping {
+            tx.execute_batch(&schema::bookkeeping(table, Backend::Sqlite).replacen(
+                "CREATE TABLE",
+                "CREATE TABLE IF NOT EXISTS",
+                1,
+            ))?;
+        }
+        tx.commit()?;
+        self.adoption = Some(adoption.clone());
+        Ok(())
+    }
+
+    fn plans(&mut self) -> Result<Vec<RecordedPlan>, StoreError> {
+        let tables = self.tables()?;
+        if !BOOKKEEPING[..2]
+            .iter()
+            .all(|t| tables.iter().any(|h| h == t))
+        {
+            return Ok(Vec::new());
+        }
+        let mut plans = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT plan_id, topic, replay_group, live_group, window_kind, since_ms, until_ms,
+                        start_offset, stop_offset, created_at, created_by, status, finished_at
+                 FROM lessonprobe_replay_plans ORDER BY created_at, plan_id",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let kind: String = r.get(4)?;
+                plans.push(RecordedPlan {
+                    plan_id: r.get(0)?,
+                    topic: r.get(1)?,
+                    replay_group: r.get(2)?,
+                    live_group: r.get(3)?,
+                    window: window_from(&kind, [r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?]),
+                    created_at: r.get(9)?,
+                    created_by: r.get(10)?,
+                    status: PlanStatus::parse(&r.get::<_, String>(11)?),
+                    finished_at: r.get(12)?,
+                    partitions: Vec::new(),
+                });
+            }
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT partition, start_offset, stop_offset, captured_end, next_offset, owner,
+                    records, inserted, duplicates, conflicts, quarantined, markers, aborted, updated_at
+             FROM lessonprobe_replay_partitions WHERE plan_id = ?1 ORDER BY partition",
+        )?;
+        for plan in &mut plans {
+            let rows = stmt.query_map([&plan.plan_id], |r| {
+                let n = |i: usize| r.get::<_, i64>(i).map(|v| v as u64);
+                Ok(PartitionProgress {
+                    partition: r.get(0)?,
+                    start: r.get(1)?,
+                    stop: r.get(2)?,
+                    captured_end: r.get(3)?,
+                    next_offset: r.get(4)?,
+                    owner: r.get(5)?,
+                    counters: Counters {
+                        records: n(6)?,
+                        inserted: n(7)?,
+                        duplicates: n(8)?,
+                        conflicts: n(9)?,
+                        quarantined: n(10)?,
+                        markers: n(11)?,
+                        aborted: n(12)?,
+                    },
+                    updated_at: r.get(13)?,
+                })
+            })?;
+            plan.partitions = rows.collect::<Result<_, _>>()?;
+        }
+        Ok(plans)
+    }
+
+    fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (kind, w) = window_columns(&plan.window);
+        tx.execute(
+            "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
+                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
+                created_by, status, finished_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, NULL)",
+            params![
+                plan.plan_id,
+                plan.topic,
+                plan.replay_group,
+                plan.live_group,
+                kind,
+                w[0],
+                w[1],
+                w[2],
+                w[3],
+                plan.partition_list(),
+                plan.created_at,
+                plan.created_by,
+                plan.status.as_str()
+            ],
+        )?;
+        for p in &plan.partitions {
+            tx.execute(
+                "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
+                    stop_offset, captured_end, next_offset, owner, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    plan.plan_id,
+                    p.partition,
+                    p.start,
+                    p.stop,
+                    p.captured_end,
+                    p.next_offset,
+                    p.owner,
+                    p.updated_at
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute(
+            "UPDATE lessonprobe_replay_partitions SET owner = ?2, updated_at = ?3 WHERE plan_id = ?1",
+            params![plan_id, owner, now()],
+        )?;
+        tx.execute(
+            "UPDATE lessonprobe_replay_plans SET status = 'running', finished_at = NULL WHERE plan_id = ?1",
+            [plan_id],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE lessonprobe_replay_plans SET status = ?2, finished_at = ?3 WHERE plan_id = ?1",
+            params![plan_id, status.as_str(), now()],
+        )?;
+        Ok(())
+    }
+
+    fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT incoming_partition, COUNT(*) FROM lessonprobe_replay_conflicts
+             WHERE plan_id = ?1 GROUP BY incoming_partition ORDER BY 1",
+        )?;
+        let rows = stmt.query_map([plan_id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn write_batch(
+        &mut self,
+        scope: &PlanScope<'_>,
+        batch: &Batch<'_>,
+    ) -> Result<Counters, WriteError> {
+        let adoption = self.adoption()?.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?;
+        let counters = {
+            let mut btx = SqliteTx {
+                conn: &tx,
+                adoption: &adoption,
+            };
+            batch::write(&mut btx, scope, batch)?
+        };
+        tx.commit().map_err(StoreError::from)?;
+        Ok(counters)
+    }
+}
+
+/// The batch operations on one open SQLite transaction.
+struct SqliteTx<'c> {
+    conn: &'c Connection,
+    adoption: &'c Adoption,
+}
+
+/// Whether SQLite refused a row for its data (a constraint, a STRICT type, a value too big)
+/// rather than for the file, the disk or a lock.
+fn data_fault(e: rusqlite::Error) -> Fault {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::ConstraintViolation
+                    | rusqlite::ErrorCode::TypeMismatch
+                    | rusqlite::ErrorCode::TooBig
+            ) =>
+        {
+            Fault::Data(e.to_string())
+        }
+        _ => Fault::Infra(e.into()),
+    }
+}
+
+impl SqliteTx<'_> {
+    /// The audit columns written, and each row's values for them.
+    fn columns(&self) -> Vec<&'static str> {
+        let mut columns = schema::REQUIRED_COLUMNS.to_vec();
+        columns.extend(self.adoption.record_columns.iter().copied());
+        columns
+    }
+
+    fn values(&self, entry: &Entry<'_>, event: &EventRecord) -> Vec<Value> {
+        let mut values: Vec<Value> = vec![
+            event.event_id.clone().into(),
+            event.tenant_id.clone().into(),
+            event.ticket_id.clone().into(),
+            event.action.clone().into(),
+            event.occurred_at.clone().into(),
+            event.payload.clone().into(),
+        ];
+        for column in &self.adoption.record_columns {
+            values.push(match *column {
+                "record" => Value::Blob(entry.raw.to_vec()),
+                "topic" => entry.topic.to_owned().into(),
+                "partition" => Value::Integer(entry.partition.into()),
+                "record_offset" => Value::Integer(entry.offset),
+                _ => entry.timestamp.map_or(Value::Null, Value::Integer),
+            });
+        }
+        values
+    }
+}
+
+impl BatchTx for SqliteTx<'_> {
+    fn savepoint(&mut self) -> Result<(), StoreError> {
+        Ok(self.conn.execute_batch("SAVEPOINT lp_rows")?)
+    }
+    fn release(&mut self) -> Result<(), StoreError> {
+        Ok(self.conn.execute_batch("RELEASE lp_rows")?)
+    }
+    fn rollback_to(&mut self) -> Result<(), StoreError> {
+        Ok(self.conn.execute_batch("ROLLBACK TO lp_rows")?)
+    }
+
+    fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault> {
+        let columns = self.columns();
+        let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "INSERT INTO audit_events ({}) VALUES ({}) ON CONFLICT (event_id) DO NOTHING",
+                columns.join(", "),
+                marks.join(", ")
+            ))
+            .map_err(|e| Fault::Infra(e.into()))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for entry in rows {
+            let Ok(event) = &entry.decoded else {
+                out.push(false);
+                continue;
+            };
+            let n = stmt
+                .execute(params_from_iter(self.values(entry, event)))
+                .map_err(data_fault)?;
+            out.push(n == 1);
+        }
+        Ok(out)
+    }
+
+    fn stored(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<Option<StoredVersion>>, StoreError> {
+        let located = ["topic", "partition", "record_offset"]
+            .iter()
+            .all(|c| self.adoption.record_columns.contains(c));
+        let sql = format!(
+            "SELECT CAST(event_id AS TEXT), CAST(tenant_id AS TEXT), CAST(ticket_id AS TEXT),
+                    CAST(action AS TEXT), CAST(occurred_at AS TEXT), CAST(payload AS TEXT){}
+             FROM audit_events WHERE event_id = ?1",
+            if located {
+                ", topic, partition, record_offset"
+            } else {
+                ", NULL, NULL, NULL"
+            }
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for entry in rows {
+            let Ok(event) = &entry.decoded else {
+                out.push(None);
+                continue;
+            };
+            let version = stmt
+                .query_row([&event.event_id], |r| {
+                    let text =
+                        |i: usize| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default);
+                    let location = match (r.get::<_, Option<String>>(6)?, r.get(7)?, r.get(8)?) {
+                        (Some(topic), Some(partition), Some(offset)) => Some(Location {
+                            topic,
+                            partition,
+                            offset,
+                        }),
+                        _ => None,
+                    };
+                    Ok(StoredVersion {
+                        stored: EventRecord {
+                            event_id: text(0)?,
+                            tenant_id: text(1)?,
+                            ticket_id: text(2)?,
+                            action: text(3)?,
+                            occurred_at: text(4)?,
+                            payload: text(5)?,
+                        },
+                        incoming: None,
+                        location,
+                    })
+                })
+                .optional()?;
+            out.push(version);
+        }
+        Ok(out)
+    }
+
+    fn replace(&mut self, row: &Entry<'_>) -> Result<(), Fault> {
+        let Ok(event) = &row.decoded else {
+            return Ok(());
+        };
+        let columns = self.columns();
+        let sets: Vec<String> = columns[1..]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = ?{}", i + 2))
+            .collect();
+        self.conn
+            .execute(
+                &format!(
+                    "UPDATE audit_events SET {} WHERE event_id = ?1",
+                    sets.join(", ")
+                ),
+                params_from_iter(self.values(row, event)),
+            )
+            .map_err(data_fault)?;
+        Ok(())
+    }
+
+    fn quarantine(&mut self, plan_id: &str, rows: &[Quarantine<'_, '_>]) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO lessonprobe_replay_quarantine (plan_id, topic, partition, record_offset,
+                record, reason, quarantined_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        let at = now();
+        for q in rows {
+            stmt.execute(params![
+                plan_id,
+                q.entry.topic,
+                q.entry.partition,
+                q.entry.offset,
+                q.entry.raw,
+                q.reason,
+                at
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn conflicts(&mut self, plan_id: &str, conflicts: &[Conflict]) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO lessonprobe_replay_conflicts (plan_id, event_id, stored_topic,
+                stored_partition, stored_offset, stored_hash, incoming_topic, incoming_partition,
+                incoming_offset, incoming_hash, found_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT DO NOTHING",
+        )?;
+        let at = now();
+        for c in conflicts {
+            stmt.execute(params![
+                plan_id,
+                c.event_id,
+                c.stored.as_ref().map(|l| &l.topic),
+                c.stored.as_ref().map(|l| l.partition),
+                c.stored.as_ref().map(|l| l.offset),
+                c.stored_hash,
+                c.incoming.topic,
+                c.incoming.partition,
+                c.incoming.offset,
+                c.incoming_hash,
+                at
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn advance(
+        &mut self,
+        plan_id: &str,
+        batch: &Batch<'_>,
+        c: &Counters,
+        owner: Option<&str>,
+    ) -> Result<Option<Option<i64>>, StoreError> {
+        let n = self.conn.execute(
+            "UPDATE lessonprobe_replay_partitions SET next_offset = ?4, records = records + ?5,
+                inserted = inserted + ?6, duplicates = duplicates + ?7, conflicts = conflicts + ?8,
+                quarantined = quarantined + ?9, markers = markers + ?10, aborted = aborted + ?11,
+                updated_at = ?12
+             WHERE plan_id = ?1 AND partition = ?2 AND next_offset = ?3
+               AND (?13 IS NULL OR owner = ?13)",
+            params![
+                plan_id,
+                batch.partition,
+                batch.first,
+                batch.next,
+                c.records as i64,
+                c.inserted as i64,
+                c.duplicates as i64,
+                c.conflicts as i64,
+                c.quarantined as i64,
+                c.markers as i64,
+                c.aborted as i64,
+                now(),
+                owner
+            ],
+        )?;
+        if n == 1 {
+            return Ok(None);
+        }
+        let found = self
+            .conn
+            .query_row(
+                "SELECT next_offset FROM lessonprobe_replay_partitions WHERE plan_id = ?1 AND partition = ?2",
+                params![plan_id, batch.partition],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(Some(found))
+    }
+
+    fn record_batch(
+        &mut self,
+        plan_id: &str,
+        batch: &Batch<'_>,
+        owner: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO lessonprobe_replay_batches (plan_id, partition, first_offset,
+                    next_offset, records, owner, applied_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                plan_id,
+                batch.partition,
+                batch.first,
+                batch.next,
+                batch.entries.len() as i64,
+                owner,
+                now()
+            ])?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,7 +772,7 @@ mod tests {
     }
 
     #[test]
-    fn reopening_a_file_keeps_rows_and_does_not_rerun_migrations() {
+    fn reopening_a_file_keeps_rows_and_creates_nothing_but_the_audit_table() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
         SqliteAuditStore::open(&path)
@@ -150,5 +782,14 @@ mod tests {
         let mut again = SqliteAuditStore::open(&path).unwrap();
         assert_eq!(again.audit_rows().unwrap(), 1);
         assert!(!again.apply_once(&AuditEvent::sample()).unwrap());
+        let tables: Vec<String> = again
+            .connection()
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(tables, ["audit_events"]);
     }
 }

@@ -1,18 +1,25 @@
-//! The audit database a replay writes to, in one grammar: `sqlite:FILE` or `postgres://URL`.
+//! The audit database a replay writes to: one grammar (`sqlite:FILE` or `postgres://URL`), the
+//! bounds on every wait there, and what a replay does in it (inspect, prepare, record plans,
+//! write batches with their checkpoint).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{AuditStore, PostgresAuditStore, SqliteAuditStore, StoreError};
+use super::batch::PlanScope;
+use super::inspect::{Adoption, Inspection};
+use super::ledger::{Batch, Counters, PlanStatus, RecordedPlan, WriteError};
+use super::postgres::PostgresTarget;
+use super::sqlite::SqliteTarget;
+use super::StoreError;
 
-/// An existing (or new) audit database, opened with the audit tables only.
+/// An existing (or new) audit database.
 #[derive(Clone, PartialEq, Eq)]
 pub enum AuditDb {
     /// A database file, created when missing, in WAL mode.
     Sqlite(PathBuf),
-    /// A PostgreSQL database; the tables go into its default schema.
+    /// A PostgreSQL database; new tables go into its current schema.
     Postgres(String),
 }
 
@@ -27,16 +34,34 @@ pub enum AuditDbError {
     BadUrl { reason: String },
 }
 
+/// How long the database may keep the replay waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening a connection, the server's first answers and the TLS handshake included.
+    pub connect: Duration,
+    /// Any one statement, and any wait for a lock (PostgreSQL) or for the file (SQLite).
+    pub statement: Duration,
+}
+
+impl Timeouts {
+    /// The same bound for both.
+    pub fn all(bound: Duration) -> Timeouts {
+        Timeouts {
+            connect: bound,
+            statement: bound,
+        }
+    }
+}
+
 impl FromStr for AuditDb {
     type Err = AuditDbError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let text = text.trim();
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            text.parse::<postgres::Config>()
-                .map_err(|e| AuditDbError::BadUrl {
-                    reason: e.to_string(),
-                })?;
+            super::tls::ConnectSpec::parse(text).map_err(|e| AuditDbError::BadUrl {
+                reason: e.to_string(),
+            })?;
             return Ok(AuditDb::Postgres(text.to_owned()));
         }
         match text.strip_prefix("sqlite:") {
@@ -51,13 +76,80 @@ impl FromStr for AuditDb {
     }
 }
 
+/// What a replay does in its target database. Every call is bounded by the [`Timeouts`] it
+/// was opened with.
+pub trait ReplayTarget: Send {
+    /// The database, without a password: for messages.
+    fn place(&self) -> &str;
+    /// What the target holds; writes nothing.
+    fn inspect(&mut self) -> Result<Inspection, StoreError>;
+    /// Creates what `adoption` says is missing (`audit_events` when absent, the bookkeeping
+    /// tables), and remembers how to write the adopted table.
+    fn prepare(&mut self, adoption: &Adoption) -> Result<(), StoreError>;
+    /// Every recorded plan with its partitions (none when there is no bookkeeping yet).
+    fn plans(&mut self) -> Result<Vec<RecordedPlan>, StoreError>;
+    /// Records a new plan and its partitions, each with its checkpoint at its start.
+    fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError>;
+    /// Makes `owner` the owner of every partition of the plan (a writer that owned them before
+    /// fails its next checkpoint), and marks the plan running.
+    fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError>;
+    fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError>;
+    /// Conflicts recorded for the plan, per partition of the version not kept.
+    fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError>;
+    /// Makes `batch` durable in one transaction together with its checkpoint.
+    fn write_batch(
+        &mut self,
+        scope: &PlanScope<'_>,
+        batch: &Batch<'_>,
+    ) -> Result<Counters, WriteError>;
+}
+
 impl AuditDb {
-    /// Connects (PostgreSQL within `timeout`) and brings the audit tables up to date.
-    pub fn open(&self, timeout: Duration) -> Result<Box<dyn AuditStore>, StoreError> {
+    /// Opens the target for a replay: a SQLite file is created when missing.
+    pub fn open_target(&self, timeouts: Timeouts) -> Result<Box<dyn ReplayTarget>, StoreError> {
         Ok(match self {
-            AuditDb::Sqlite(path) => Box::new(SqliteAuditStore::open(path)?),
-            AuditDb::Postgres(url) => Box::new(PostgresAuditStore::open(url, timeout)?),
+            AuditDb::Sqlite(path) => Box::new(SqliteTarget::open(path, timeouts, false)?),
+            AuditDb::Postgres(url) => Box::new(PostgresTarget::open(url, timeouts)?),
         })
+    }
+
+    /// Opens the target to look only: `None` for a SQLite file that does not exist (and is
+    /// not created).
+    pub fn open_to_look(
+        &self,
+        timeouts: Timeouts,
+    ) -> Result<Option<Box<dyn ReplayTarget>>, StoreError> {
+        Ok(match self {
+            AuditDb::Sqlite(path) if !path.exists() => None,
+            AuditDb::Sqlite(path) => Some(Box::new(SqliteTarget::open(path, timeouts, true)?)),
+            AuditDb::Postgres(url) => Some(Box::new(PostgresTarget::open(url, timeouts)?)),
+        })
+    }
+
+    /// What a target that does not exist yet holds: nothing.
+    pub fn nothing_yet(&self) -> Inspection {
+        Inspection {
+            backend: match self {
+                AuditDb::Sqlite(_) => super::Backend::Sqlite,
+                AuditDb::Postgres(_) => super::Backend::Postgres,
+            },
+            place: self.to_string(),
+            schema: None,
+            exists: false,
+            audit_events: None,
+            bookkeeping: Vec::new(),
+            legacy: Vec::new(),
+        }
+    }
+
+    /// The connect timeout the URL asks for (`connect_timeout=N`), if any.
+    pub fn connect_timeout(&self) -> Option<Duration> {
+        match self {
+            AuditDb::Sqlite(_) => None,
+            AuditDb::Postgres(url) => super::tls::ConnectSpec::parse(url)
+                .ok()
+                .and_then(|spec| spec.config.get_connect_timeout().copied()),
+        }
     }
 }
 
@@ -66,8 +158,8 @@ impl fmt::Display for AuditDb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AuditDb::Sqlite(path) => write!(f, "sqlite {}", path.display()),
-            AuditDb::Postgres(url) => match url.parse::<postgres::Config>() {
-                Ok(config) => f.write_str(&super::postgres::describe(&config)),
+            AuditDb::Postgres(url) => match super::tls::ConnectSpec::parse(url) {
+                Ok(spec) => f.write_str(&super::postgres::describe(&spec.config)),
                 Err(_) => f.write_str("PostgreSQL"),
             },
         }
@@ -102,5 +194,13 @@ mod tests {
             unknown,
             "\"mysql://x\": expected sqlite:PATH or postgres://URL"
         );
+        let tls: AuditDb =
+            "postgres://a@h/d?sslmode=verify-full&sslrootcert=/ca.pem&connect_timeout=3"
+                .parse()
+                .unwrap();
+        assert_eq!(tls.connect_timeout(), Some(Duration::from_secs(3)));
+        assert!("postgres://a@h/d?sslmode=sometimes"
+            .parse::<AuditDb>()
+            .is_err());
     }
 }

@@ -1,10 +1,10 @@
-//! Versioned schema migrations, one list for every SQL backend, each recorded in a ledger table
-//! of its own; the audit store's list creates audit tables only.
+//! Versioned migrations of the live service's tables, one list for SQLite and PostgreSQL,
+//! recorded in a ledger table of the service's own (the audit store creates its table itself).
 
 use postgres::Client;
 use rusqlite::Connection;
 
-use super::StoreError;
+use ticketflow::store::StoreError;
 
 /// A component's migrations: `(version, statements)` in the common SQL of SQLite and
 /// PostgreSQL, applied in order, each once, recorded in the table `ledger`.
@@ -13,36 +13,6 @@ pub struct Migrations {
     pub ledger: &'static str,
     pub steps: &'static [(i64, &'static str)],
 }
-
-/// The audit store's tables: the audit rows and the replay's quarantine. Versions 2 and 3 are
-/// not reused: databases made before the live service's tables left this list recorded them.
-pub const AUDIT: Migrations = Migrations {
-    ledger: "schema_migrations",
-    steps: &[
-        (
-            1,
-            "CREATE TABLE audit_events (
-                event_id    TEXT NOT NULL CONSTRAINT audit_events_event_id_key UNIQUE,
-                tenant_id   TEXT NOT NULL CHECK (tenant_id <> ''),
-                ticket_id   TEXT NOT NULL CHECK (ticket_id <> ''),
-                action      TEXT NOT NULL CHECK (action <> ''),
-                occurred_at TEXT NOT NULL,
-                payload     TEXT NOT NULL
-            )",
-        ),
-        (
-            4,
-            "CREATE TABLE quarantined_records (
-                topic     TEXT NOT NULL,
-                partition INTEGER NOT NULL,
-                record_offset BIGINT NOT NULL,
-                raw       BYTEA NOT NULL,
-                reason    TEXT NOT NULL,
-                PRIMARY KEY (topic, partition, record_offset)
-            )",
-        ),
-    ],
-};
 
 impl Migrations {
     /// Applies the missing steps on SQLite, each in its own transaction.

@@ -1,0 +1,1034 @@
+//! `lessonprobe replay` against the databases it meets in production: foreign audit tables
+//! (adopted or refused before any read), exactly-once checkpoints under SIGKILL, conflicts,
+//! records stored as received, quarantine, batch splitting, a black-hole server, TLS, and
+//! the plan's identity — read back from SQLite, PostgreSQL and `lessonprobe broker`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rand::{Rng, SeedableRng};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::ClientConfig;
+
+const LIVE: &str = "live-audit";
+const GROUP: &str = "replay-target";
+/// A window around the records these tests produce.
+const SINCE: &str = "2026-09-22T00:00:00Z";
+const UNTIL: &str = "2026-09-23T00:00:00Z";
+const IN_WINDOW_MS: i64 = 1_789_948_800_000 + 86_400_000 + 3_600_000;
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `lessonprobe replay` of `topic` in the test window into `db`, as replay group `GROUP`
+/// unless `extra` names another.
+fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Command {
+    let dir = std::env::temp_dir();
+    let mut cmd = lessonprobe(&dir);
+    cmd.arg("replay");
+    if !extra.contains(&"--replay-group") {
+        cmd.args(["--replay-group", GROUP]);
+    }
+    cmd.args([
+        "--kafka",
+        servers,
+        "--topic",
+        topic,
+        "--live-group",
+        LIVE,
+        "--db",
+        db,
+        "--since",
+        SINCE,
+        "--until",
+        UNTIL,
+        "--deadline",
+        "60s",
+    ])
+    .args(extra);
+    cmd
+}
+
+/// A record to produce: partition, payload.
+fn produce(servers: &str, topic: &str, records: &[(i32, Vec<u8>)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for (i, (partition, payload)) in records.iter().enumerate() {
+        let key = format!("k{i}");
+        loop {
+            let record = BaseRecord::to(topic)
+                .partition(*partition)
+                .key(&key)
+                .payload(payload)
+                .timestamp(IN_WINDOW_MS + i as i64);
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) if e.to_string().contains("Queue full") => {
+                    producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => panic!("produce: {e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+fn event(id: &str, action: &str, ticket: &str) -> Vec<u8> {
+    format!(
+        r#"{{"event_id":"{id}","tenant_id":"tenant-a","ticket_id":"{ticket}","action":"{action}","occurred_at":"2026-09-22T10:00:00+00:00","payload":{{"version":1}}}}"#
+    )
+    .into_bytes()
+}
+
+fn sqlite_rows<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> Vec<T> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// A database of this test's own on the test server, dropped when the value is.
+struct OwnDatabase {
+    admin: String,
+    name: String,
+}
+
+impl OwnDatabase {
+    fn create(admin: &str, what: &str) -> OwnDatabase {
+        let name = format!("lp_t_{what}_{}", std::process::id());
+        let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client.batch_execute(&sql).unwrap();
+        }
+        OwnDatabase {
+            admin: admin.to_owned(),
+            name,
+        }
+    }
+
+    fn url(&self) -> String {
+        let (base, _) = self.admin.rsplit_once('/').unwrap();
+        format!("{base}/{}", self.name)
+    }
+
+    fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
+    }
+
+    fn tables(&self) -> Vec<String> {
+        self.client()
+            .query(
+                "SELECT table_name::text FROM information_schema.tables
+                 WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+}
+
+impl Drop for OwnDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+const BOOKKEEPING: [&str; 5] = [
+    "lessonprobe_replay_batches",
+    "lessonprobe_replay_conflicts",
+    "lessonprobe_replay_partitions",
+    "lessonprobe_replay_plans",
+    "lessonprobe_replay_quarantine",
+];
+
+/// The lesson's table as a team might have made it: its own id, jsonb, extra columns with
+/// defaults, and (when `unique`) a unique index on event_id.
+fn foreign_table(db: &OwnDatabase, unique: bool) {
+    db.client()
+        .batch_execute(&format!(
+            "CREATE TABLE audit_events (
+                id          BIGSERIAL PRIMARY KEY,
+                event_id    VARCHAR(64) NOT NULL,
+                tenant_id   TEXT NOT NULL,
+                ticket_id   TEXT NOT NULL,
+                action      TEXT NOT NULL,
+                occurred_at TIMESTAMPTZ NOT NULL,
+                payload     JSONB NOT NULL,
+                source      TEXT NOT NULL DEFAULT 'live',
+                noted_at    TIMESTAMPTZ DEFAULT now()
+            );
+            {}",
+            if unique {
+                "CREATE UNIQUE INDEX audit_events_event_uq ON audit_events (event_id);"
+            } else {
+                "CREATE INDEX audit_events_event_ix ON audit_events (event_id);"
+            }
+        ))
+        .unwrap();
+}
+
+#[test]
+fn a_foreign_postgres_audit_table_is_adopted_and_only_bookkeeping_appears() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "adopt");
+    foreign_table(&db, true);
+    let broker = BrokerProcess::start(&["--sample-day", "adopt", "--events", "600"]);
+    let dry = replay(&broker.servers, "adopt", &db.url(), &[])
+        .output()
+        .unwrap();
+    let said = text(&dry);
+    assert_eq!(dry.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("audit_events: found; adopted as it is (unique key audit_events_event_uq"),
+        "{said}"
+    );
+    assert!(
+        said.contains("ALTER TABLE audit_events ADD COLUMN record BYTEA;"),
+        "{said}"
+    );
+    assert!(
+        said.contains("bookkeeping: will create lessonprobe_replay_plans"),
+        "{said}"
+    );
+    assert_eq!(db.tables(), ["audit_events"], "a dry run creates nothing");
+
+    let out = replay(
+        &broker.servers,
+        "adopt",
+        &db.url(),
+        &["--execute", "--allow-quarantine"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut want = vec!["audit_events".to_owned()];
+    want.extend(BOOKKEEPING.iter().map(|t| t.to_string()));
+    assert_eq!(
+        db.tables(),
+        want,
+        "no table but the replay's own bookkeeping"
+    );
+    let mut client = db.client();
+    let (rows, distinct, live): (i64, i64, i64) = {
+        let r = client
+            .query_one(
+                "SELECT COUNT(*), COUNT(DISTINCT event_id), COUNT(*) FILTER (WHERE source = 'live' AND noted_at IS NOT NULL) FROM audit_events",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert!(rows > 100, "{rows}");
+    assert_eq!(
+        (rows, live),
+        (distinct, rows),
+        "one row per event, defaults filled"
+    );
+}
+
+#[test]
+fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "nokey");
+    foreign_table(&db, false);
+    // No broker listens at this address: a refusal that names the target proves the target
+    // was looked at before Kafka was.
+    let nowhere = "127.0.0.1:1";
+    for extra in [&[][..], &["--execute"][..]] {
+        let out = replay(nowhere, "t", &db.url(), extra).output().unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(4), "{said}");
+        assert!(
+            said.contains("no unique constraint or unique index on exactly (event_id)"),
+            "{said}"
+        );
+        assert!(said.contains("records every event twice"), "{said}");
+        assert!(
+            said.contains("ALTER TABLE audit_events ADD CONSTRAINT audit_events_event_id_key UNIQUE (event_id);"),
+            "{said}"
+        );
+    }
+    assert_eq!(db.tables(), ["audit_events"]);
+
+    // The same on SQLite, with SQLite's statement.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nokey.db");
+    rusqlite::Connection::open(&file)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE audit_events (event_id TEXT, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
+        )
+        .unwrap();
+    let out = replay(
+        nowhere,
+        "t",
+        &format!("sqlite:{}", file.display()),
+        &["--execute"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jobs() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ]);
+    let s = &broker.servers;
+    let topic = "conflict";
+    let mut records: Vec<(i32, Vec<u8>)> = (0..400)
+        .map(|i| {
+            (
+                i % 4,
+                event(&format!("e-{i}-filler"), "ticket.updated", "t"),
+            )
+        })
+        .collect();
+    records.push((3, event("e-2", "ticket.deleted", "t-2")));
+    records.push((2, event("e-2", "ticket.updated", "t-2")));
+    produce(s, topic, &records);
+    for run in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.db");
+        let db = format!("sqlite:{}", file.display());
+        let group = format!("conflict-{run}");
+        let out = replay(
+            s,
+            topic,
+            &db,
+            &[
+                "--execute",
+                "--jobs",
+                "4",
+                "--batch",
+                "7",
+                "--replay-group",
+                &group,
+            ],
+        )
+        .output()
+        .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(5), "run {run}: {said}");
+        assert!(said.contains("1 CONFLICT(S)"), "{said}");
+        let kept: Vec<String> = sqlite_rows(
+            &file,
+            "SELECT action FROM audit_events WHERE event_id = 'e-2'",
+        );
+        assert_eq!(
+            kept,
+            ["ticket.updated"],
+            "run {run}: the version at the lowest partition stays"
+        );
+        let conflicts: Vec<String> = sqlite_rows(
+            &file,
+            "SELECT stored_partition || '>' || incoming_partition || ':' || (stored_hash <> incoming_hash) FROM lessonprobe_replay_conflicts WHERE event_id = 'e-2'",
+        );
+        assert_eq!(conflicts, ["2>3:1"], "run {run}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("w.db").display());
+    let out = replay(
+        s,
+        topic,
+        &db,
+        &[
+            "--execute",
+            "--on-conflict",
+            "warn",
+            "--replay-group",
+            "conflict-warn",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("1 CONFLICT(S)"), "{}", text(&out));
+}
+
+/// Records whose JSON a re-serialising replay would change, and one with a field unknown to
+/// the audit schema.
+fn as_received() -> Vec<Vec<u8>> {
+    vec![
+        br#"{"event_id":"raw-1","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{"amount":12345678901234567890123,"price":1.10,"z":1,"a":2}}"#.to_vec(),
+        br#"{"payload":{"dup":1,"dup":2},"action":"a","event_id":"raw-2","ticket_id":"k","tenant_id":"t","occurred_at":"2026-09-22T10:00:00Z"}"#.to_vec(),
+        br#"{"event_id":"raw-3","trace_id":"4bf92f3577b34da6","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{}}"#.to_vec(),
+    ]
+}
+
+fn payload_text(raw: &[u8]) -> String {
+    let text = std::str::from_utf8(raw).unwrap();
+    let start = text.find("\"payload\":").unwrap() + "\"payload\":".len();
+    let end = text[start..].find('}').unwrap() + start + 1;
+    text[start..end].to_owned()
+}
+
+#[test]
+fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ]);
+    let s = &broker.servers;
+    let raws = as_received();
+    produce(
+        s,
+        "raw",
+        &raws.iter().map(|r| (0, r.clone())).collect::<Vec<_>>(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("raw.db");
+    let mut cmd = replay(
+        s,
+        "raw",
+        &format!("sqlite:{}", file.display()),
+        &["--execute", "--partitions", "0"],
+    );
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    for (offset, raw) in raws.iter().enumerate() {
+        let (record, payload, topic, partition, ts): (Vec<u8>, String, String, i32, i64) = conn
+            .query_row(
+                "SELECT record, payload, topic, partition, record_timestamp FROM audit_events WHERE record_offset = ?1",
+                [offset as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(record, *raw, "offset {offset}: the record bit for bit");
+        assert_eq!(
+            payload,
+            payload_text(raw),
+            "offset {offset}: the payload's text as sent"
+        );
+        assert_eq!(
+            (topic.as_str(), partition, ts),
+            ("raw", 0, IN_WINDOW_MS + offset as i64)
+        );
+    }
+    let quarantined: Vec<i64> =
+        sqlite_rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
+    assert_eq!(quarantined, [0]);
+
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "raw");
+    let out = replay(
+        s,
+        "raw",
+        &db.url(),
+        &["--execute", "--partitions", "0", "--replay-group", "raw-pg"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut client = db.client();
+    for (offset, raw) in raws.iter().enumerate() {
+        let row = client
+            .query_one(
+                "SELECT record, payload FROM audit_events WHERE record_offset = $1",
+                &[&(offset as i64)],
+            )
+            .unwrap();
+        assert_eq!(row.get::<_, Vec<u8>>(0), *raw);
+        assert_eq!(row.get::<_, String>(1), payload_text(raw));
+    }
+}
+
+#[test]
+fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ]);
+    let s = &broker.servers;
+    let nul = br#"{"event_id":"nul-1","tenant_id":"t","ticket_id":"t\u0000x","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{}}"#.to_vec();
+    produce(
+        s,
+        "nul",
+        &[
+            (0, event("ok-1", "a", "k")),
+            (0, nul.clone()),
+            (0, event("ok-2", "a", "k")),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nul.db");
+    let sqlite = format!("sqlite:{}", file.display());
+    let mut targets = vec![(sqlite, None)];
+    let pg = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server")
+        .map(|admin| OwnDatabase::create(&admin, "nul"));
+    if let Some(db) = &pg {
+        targets.push((db.url(), Some(db)));
+    }
+    for (target, pg) in targets {
+        let group = if pg.is_some() { "nul-pg" } else { "nul-sqlite" };
+        let out = replay(
+            s,
+            "nul",
+            &target,
+            &["--execute", "--partitions", "0", "--replay-group", group],
+        )
+        .output()
+        .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(5), "{target}: {said}");
+        assert!(said.contains("1 RECORD(S) QUARANTINED"), "{said}");
+        let (offset, reason, record): (i64, String, Vec<u8>) = match pg {
+            None => rusqlite::Connection::open(&file)
+                .unwrap()
+                .query_row(
+                    "SELECT record_offset, reason, record FROM lessonprobe_replay_quarantine",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap(),
+            Some(db) => {
+                let r = db
+                    .client()
+                    .query_one(
+                        "SELECT record_offset, reason, record FROM lessonprobe_replay_quarantine",
+                        &[],
+                    )
+                    .unwrap();
+                (r.get(0), r.get(1), r.get(2))
+            }
+        };
+        assert_eq!((offset, record), (1, nul.clone()), "{target}");
+        assert!(
+            reason.contains("U+0000") && reason.contains("ticket_id"),
+            "{reason}"
+        );
+    }
+    let ids: Vec<String> = sqlite_rows(&file, "SELECT event_id FROM audit_events ORDER BY 1");
+    assert_eq!(ids, ["ok-1", "ok-2"]);
+}
+
+#[test]
+fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_record() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ]);
+    let s = &broker.servers;
+    let records: Vec<(i32, Vec<u8>)> = (0..10_000)
+        .map(|i| {
+            let ticket = if i == 5_000 { "poison" } else { "t" };
+            (0, event(&format!("b-{i}"), "ticket.updated", ticket))
+        })
+        .collect();
+    produce(s, "split", &records);
+    // The target refuses one value by a CHECK of its own: the database's reason is kept.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("split.db");
+    rusqlite::Connection::open(&file)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE audit_events (event_id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL,
+               ticket_id TEXT NOT NULL CHECK (ticket_id <> 'poison'), action TEXT NOT NULL,
+               occurred_at TEXT NOT NULL, payload TEXT NOT NULL, record BLOB, topic TEXT,
+               partition INTEGER, record_offset BIGINT, record_timestamp BIGINT)",
+        )
+        .unwrap();
+    let mut targets = vec![format!("sqlite:{}", file.display())];
+    let pg = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server")
+        .map(|admin| OwnDatabase::create(&admin, "split"));
+    if let Some(db) = &pg {
+        foreign_table(db, true);
+        db.client()
+            .batch_execute("ALTER TABLE audit_events ADD CONSTRAINT no_poison CHECK (ticket_id <> 'poison'), ADD COLUMN record_offset BIGINT, ADD COLUMN topic TEXT, ADD COLUMN partition INTEGER")
+            .unwrap();
+        targets.push(db.url());
+    }
+    for target in targets {
+        let out = replay(
+            s,
+            "split",
+            &target,
+            &[
+                "--execute",
+                "--partitions",
+                "0",
+                "--batch",
+                "10000",
+                "--allow-quarantine",
+                "--replay-group",
+                if target.starts_with("sqlite:") {
+                    "split-sqlite"
+                } else {
+                    "split-pg"
+                },
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{target}: {}", text(&out));
+        let read = |sql: &str| -> Vec<String> {
+            if target.starts_with("sqlite:") {
+                sqlite_rows(&file, sql)
+            } else {
+                pg.as_ref()
+                    .unwrap()
+                    .client()
+                    .query(sql, &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect()
+            }
+        };
+        assert_eq!(
+            read("SELECT CAST(record_offset AS TEXT) || ' ' || reason FROM lessonprobe_replay_quarantine")
+                .iter()
+                .map(|r| r.split(' ').next().unwrap_or("").to_owned())
+                .collect::<Vec<_>>(),
+            ["5000"],
+            "{target}"
+        );
+        let reason = read("SELECT reason FROM lessonprobe_replay_quarantine").join("");
+        assert!(
+            reason.contains("CHECK") || reason.contains("23514"),
+            "{target}: {reason}"
+        );
+        assert_eq!(
+            read("SELECT CAST(COUNT(*) AS TEXT) FROM audit_events"),
+            ["9999"],
+            "{target}"
+        );
+        assert_eq!(
+            read("SELECT CAST(first_offset AS TEXT) || '-' || CAST(next_offset AS TEXT) FROM lessonprobe_replay_batches"),
+            ["0-10000"],
+            "{target}: one batch, one transaction"
+        );
+    }
+}
+
+/// A TCP listener that accepts connections and never answers, until dropped.
+struct BlackHole {
+    port: u16,
+    _listener: std::thread::JoinHandle<()>,
+}
+
+impl BlackHole {
+    fn start() -> BlackHole {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handle = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().take(64).flatten() {
+                held.push(stream);
+            }
+            std::thread::sleep(Duration::from_secs(120));
+        });
+        BlackHole {
+            port,
+            _listener: handle,
+        }
+    }
+}
+
+#[test]
+fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
+    let hole = BlackHole::start();
+    let url = format!(
+        "postgres://audit:s3cret@127.0.0.1:{}/auditdb?connect_timeout=2",
+        hole.port
+    );
+    let started = Instant::now();
+    let out = replay("127.0.0.1:1", "t", &url, &["--execute"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {said}");
+    assert!(
+        said.contains(&format!("127.0.0.1:{}/auditdb", hole.port)),
+        "{said}"
+    );
+    assert!(!said.contains("s3cret"), "{said}");
+
+    // Probe runs against it: each SQL case ERRORs with the same words, as soon.
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("r.xml");
+    let started = Instant::now();
+    let out = lessonprobe(&repo())
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "sql-audit-probe",
+            "--select",
+            "integrity-error-propagates",
+            "--db",
+        ])
+        .arg(format!(
+            "postgres://u@127.0.0.1:{}/auditdb?connect_timeout=1",
+            hole.port
+        ))
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}: {said}",
+        started.elapsed()
+    );
+    let report = parse_junit(&junit);
+    let cases: Vec<_> = report
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .collect();
+    assert_eq!(cases.len(), 2, "{said}");
+    for case in cases {
+        let time = case.time.map_or(0.0, |t| t.as_secs_f64());
+        assert!(time < 2.0, "{:?} took {time} s", case.name);
+    }
+    assert!(
+        said.contains(&format!("127.0.0.1:{}/auditdb", hole.port)),
+        "{said}"
+    );
+}
+
+#[test]
+fn tls_require_and_verify_full_against_a_self_signed_server() {
+    let (Some(admin), Some(ca)) = (
+        service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server"),
+        service(
+            "LESSONPROBE_TEST_PG_CA",
+            "the CA of the test server's certificate",
+        ),
+    ) else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "tls");
+    let broker = BrokerProcess::start(&["--sample-day", "tls", "--events", "300"]);
+    let secure = |query: &str| format!("{}?{query}", db.url());
+    let out = replay(
+        &broker.servers,
+        "tls",
+        &secure("sslmode=require"),
+        &["--execute", "--allow-quarantine"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for host in ["127.0.0.1", "localhost"] {
+        let url =
+            secure(&format!("sslmode=verify-full&sslrootcert={ca}")).replace("127.0.0.1", host);
+        let status = lessonprobe(&repo())
+            .args(["replay", "status", "--db", &url])
+            .output()
+            .unwrap();
+        assert_eq!(status.status.code(), Some(0), "{host}: {}", text(&status));
+        assert!(text(&status).contains("complete"), "{}", text(&status));
+        // The connection really is TLS, with the certificate verified.
+        let (mut client, _) =
+            ticketflow::store::postgres::connect(&url, Duration::from_secs(10)).unwrap();
+        let ssl: bool = client
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(ssl, "{host}");
+    }
+    // A CA that did not sign the server's certificate is refused by verify-ca.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.pem");
+    assert!(Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=other"
+        ])
+        .arg("-keyout")
+        .arg(dir.path().join("other.key"))
+        .arg("-out")
+        .arg(&other)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let url = secure(&format!(
+        "sslmode=verify-ca&sslrootcert={}",
+        other.display()
+    ));
+    let out = lessonprobe(&repo())
+        .args(["replay", "status", "--db", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        text(&out).contains("certificate verify failed"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_plan_has_an_identity_complete_plans_do_nothing_and_other_windows_are_refused() {
+    let broker = BrokerProcess::start(&["--sample-day", "plans", "--events", "900"]);
+    let s = &broker.servers;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plans.db");
+    let db = format!("sqlite:{}", file.display());
+    let first = replay(s, "plans", &db, &["--execute", "--allow-quarantine"])
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let rows: Vec<i64> = sqlite_rows(&file, "SELECT COUNT(*) FROM audit_events");
+    let batches: Vec<i64> = sqlite_rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches");
+    for extra in [&[][..], &["--execute"][..], &["--execute", "--resume"][..]] {
+        let again = replay(s, "plans", &db, extra).output().unwrap();
+        assert_eq!(again.status.code(), Some(0), "{extra:?}: {}", text(&again));
+        assert!(text(&again).contains("nothing to do"), "{}", text(&again));
+    }
+    assert_eq!(
+        sqlite_rows::<i64>(&file, "SELECT COUNT(*) FROM audit_events"),
+        rows
+    );
+    assert_eq!(
+        sqlite_rows::<i64>(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+        batches,
+        "a complete plan applies nothing again"
+    );
+    // A wider window with the same replay group: refused, both plans shown.
+    let mut wider = lessonprobe(dir.path());
+    wider.args([
+        "replay",
+        "--kafka",
+        s,
+        "--topic",
+        "plans",
+        "--live-group",
+        LIVE,
+        "--replay-group",
+        GROUP,
+        "--db",
+        &db,
+        "--since",
+        "2026-09-21T00:00:00Z",
+        "--until",
+        UNTIL,
+        "--execute",
+        "--resume",
+    ]);
+    let out = wider.output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("recorded: plan p-") && said.contains("this run: plan p-"),
+        "{said}"
+    );
+    assert!(said.contains("choose a new --replay-group"), "{said}");
+    // replay status lists the plan and each partition at its stop.
+    let status = lessonprobe(dir.path())
+        .args(["replay", "status", "--db", &db, "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status));
+    let csv = String::from_utf8_lossy(&status.stdout).to_string();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let mut partitions = 0;
+    for row in reader.records() {
+        let row = row.unwrap();
+        assert_eq!(&row[col("status")], "complete");
+        assert_eq!(&row[col("checkpoint")], &row[col("stop")]);
+        assert_eq!(&row[col("remaining")], "0");
+        partitions += 1;
+    }
+    assert_eq!(partitions, 3, "{csv}");
+}
+
+/// Per partition, the SQL checkpoint of the only recorded plan.
+fn checkpoints(client: &mut postgres::Client) -> HashMap<i32, i64> {
+    client
+        .query(
+            "SELECT partition, next_offset FROM lessonprobe_replay_partitions",
+            &[],
+        )
+        .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_of_sql() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "sigkill");
+    let events = 30_000;
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "kills",
+        "--events",
+        &events.to_string(),
+        "--partitions",
+        "4",
+    ]);
+    let s = &broker.servers;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let mut kills = 0;
+    let mut client = db.client();
+    loop {
+        let mut child = replay(
+            s,
+            "kills",
+            &db.url(),
+            &[
+                "--execute",
+                "--resume",
+                "--batch",
+                "50",
+                "--allow-quarantine",
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        if kills < 30 {
+            std::thread::sleep(Duration::from_millis(rng.random_range(50..900)));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                kills += 1;
+                // Visible progress never ahead of durable progress.
+                let sql = checkpoints(&mut client);
+                let kafka = committed(s, GROUP, "kills", 4);
+                for (p, k) in kafka.iter().enumerate() {
+                    if let Some(k) = k {
+                        let c = sql.get(&(p as i32)).copied().unwrap_or(-1);
+                        assert!(
+                            *k <= c,
+                            "kill {kills}: partition {p}: Kafka {k} ahead of SQL {c}"
+                        );
+                    }
+                }
+                continue;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "after {kills} kills: {status}");
+        break;
+    }
+    assert!(kills >= 30, "only {kills} kills");
+    // Batches tile each partition's range exactly: none applied twice, none missing.
+    let plan: Vec<(i32, i64, i64, i64)> = client
+        .query("SELECT partition, start_offset, stop_offset, next_offset FROM lessonprobe_replay_partitions ORDER BY 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(plan.len(), 4);
+    for (p, start, stop, next) in plan {
+        assert_eq!(next, stop, "partition {p} complete");
+        let batches: Vec<(i64, i64)> = client
+            .query(
+                "SELECT first_offset, next_offset FROM lessonprobe_replay_batches WHERE partition = $1 ORDER BY first_offset",
+                &[&p],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let mut at = start;
+        for (first, next) in batches {
+            assert_eq!(first, at, "partition {p}: batches contiguous, none twice");
+            at = next;
+        }
+        assert_eq!(at, stop, "partition {p}");
+    }
+    let (rows, distinct, inserted): (i64, i64, i64) = {
+        let r = client
+            .query_one(
+                "SELECT (SELECT COUNT(*) FROM audit_events), (SELECT COUNT(DISTINCT event_id) FROM audit_events),
+                        (SELECT SUM(inserted)::int8 FROM lessonprobe_replay_partitions)",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(rows, distinct);
+    assert_eq!(
+        rows, inserted,
+        "every row counted once by the batch that inserted it"
+    );
+    let kafka = committed(s, GROUP, "kills", 4);
+    let sql = checkpoints(&mut client);
+    for (p, k) in kafka.iter().enumerate() {
+        assert_eq!(
+            *k,
+            sql.get(&(p as i32)).copied(),
+            "partition {p}: Kafka caught up"
+        );
+    }
+}
