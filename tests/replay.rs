@@ -233,7 +233,7 @@ fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
     assert!(
-        t.contains("replay result:") && t.contains("live_after"),
+        t.contains("replay result (plan p-") && t.contains("live_after"),
         "{t}"
     );
     let live: Vec<Option<i64>> = ends.iter().copied().map(Some).collect();

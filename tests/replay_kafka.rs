@@ -274,6 +274,15 @@ fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted
     ));
     assert_eq!(code, Some(0), "{said}");
     assert_transactional_replay(s, "txn1", unique(sqlite_ids(&db)), &doc);
+    // The target's checkpoint is the position past the last marker, with the counts beside it.
+    let row = result_row(&doc, 0);
+    assert_eq!(
+        sqlite_count(
+            &db,
+            "SELECT next_offset * 10000 + markers * 100 + aborted FROM lessonprobe_replay_partitions"
+        ),
+        11 * 10000 + row["markers"].as_i64().unwrap() * 100 + row["aborted"].as_i64().unwrap()
+    );
 }
 
 #[test]
@@ -384,7 +393,7 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
     assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(8)]);
 
     let mut args = range.to_vec();
-    args.extend(["--resume", "--format", "json"]);
+    args.extend(["--resume", "--allow-quarantine", "--format", "json"]);
     let (code, said, doc) = run(&mut replay(dir.path(), s, "txn-resume", &target, &args));
     assert_eq!(code, Some(0), "{said}");
     assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
@@ -392,7 +401,7 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
     let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
     assert_eq!(unique(sqlite_ids(&db)), want);
     assert_eq!(
-        sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records"),
+        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
         1
     );
 }
@@ -525,6 +534,66 @@ fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
 }
 
 #[test]
+fn records_outside_the_window_and_late_arrivals_are_counted_per_partition() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    produce_at(
+        s,
+        "late",
+        &[
+            (0, 1000),
+            (0, 5000),
+            (0, 2000),
+            (0, 3000),
+            (1, 1000),
+            (1, 9000),
+            (1, 2000),
+            (1, 3000),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Partition 0, window [4 s, 10 s): Kafka's range [1, 4) holds 2 s and 3 s, outside it.
+    // Partition 1, window [0.5 s, 5 s): range [0, 1); past stop, 2 s and 3 s belong to the
+    // window (9 s does not), and a skew of 10 s reads on to the end to count them.
+    for (partition, since, until, skew, want) in [
+        ("0", 4000, 10_000, None, (3, 2, 0)),
+        ("1", 500, 5000, Some("10s"), (1, 0, 2)),
+    ] {
+        let db = format!("sqlite:{}", dir.path().join(format!("p{partition}.db")).display());
+        let mut args = vec![
+            "--partitions",
+            partition,
+            "--since",
+            &rfc3339(since),
+            "--until",
+            &rfc3339(until),
+            "--execute",
+            "--format",
+            "json",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+        if let Some(skew) = skew {
+            args.extend(["--skew".to_owned(), skew.to_owned()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, said, doc) = run(&mut replay(dir.path(), s, "late", &db, &args));
+        assert_eq!(code, Some(0), "partition {partition}: {said}");
+        let row = result_row(&doc, partition.parse().unwrap());
+        assert_eq!(
+            (
+                row["records"].as_i64().unwrap(),
+                row["out_of_window"].as_i64().unwrap(),
+                row["late"].as_i64().unwrap()
+            ),
+            want,
+            "partition {partition}: {row}"
+        );
+    }
+}
+
+#[test]
 fn a_partition_whose_records_retention_removed_entirely_is_refused() {
     let broker = BrokerProcess::start(&[]);
     let s = &broker.servers;
@@ -581,7 +650,7 @@ fn replay_under_way(dir: &Path, servers: &str, db: &Path) -> std::process::Child
         servers,
         "day",
         &format!("sqlite:{}", db.display()),
-        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1"],
+        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1", "--allow-quarantine"],
     )
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())
@@ -671,10 +740,23 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
         .lines()
         .filter(|l| l.starts_with("lessonprobe replay: partition "))
         .collect();
-    assert_eq!(failures.len(), 30, "{stderr}");
+    // Every partition that did not reach its stop (begun or not) names the run's deadline.
+    let finished = committed(&broker.servers, REPLAY, "day", 30)
+        .iter()
+        .zip(0..)
+        .filter(|(c, p)| {
+            **c == Some(first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap())
+        })
+        .count();
+    assert!(failures.len() >= 20, "{stderr}");
+    assert_eq!(failures.len() + finished, 30, "{stderr}");
+    assert!(
+        stderr.contains(&format!("replay incomplete on {} partition(s)", failures.len())),
+        "{stderr}"
+    );
     for line in &failures {
         assert!(
-            line.contains("deadline of 2") && line.contains("last durable offset"),
+            line.contains("deadline of 2s reached") && line.contains("last durable offset"),
             "{line}"
         );
     }
@@ -695,7 +777,7 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
             })
         })
         .sum();
-    let stored = rows_now(&db) + sqlite_count(&db, "SELECT COUNT(*) FROM quarantined_records");
+    let stored = rows_now(&db) + sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
     assert!(durable <= stored && stored > 0, "committed {durable}, stored {stored}");
 }
 
@@ -760,10 +842,10 @@ fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it() {
     commit_abort_commit(s, "gap", 0);
     let target: ticketflow::KafkaTarget = s.parse().unwrap();
     let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
-    let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, REPLAY).unwrap();
+    let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
+    let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, &plan.group()).unwrap();
     let mut consumer = Skipping { inner, skip: 8 };
     let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();
-    let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
     let limits = ReplayLimits {
         deadline: Duration::from_secs(20),
         idle_timeout: Duration::from_secs(3),

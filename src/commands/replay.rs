@@ -108,7 +108,8 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
             skew: args.skew,
         },
         // The deadline bounds the whole command: planning took part of it.
-        deadline: args.deadline.saturating_sub(planned),
+        deadline: args.deadline,
+        since: started,
         idle_timeout: args.idle_timeout,
         jobs: args.jobs as usize,
     };
@@ -341,6 +342,8 @@ struct PartitionLine {
     duplicates: u64,
     conflicts: u64,
     quarantined: u64,
+    markers: u64,
+    aborted: u64,
     updated_at: String,
 }
 
@@ -358,6 +361,8 @@ impl From<&StatusRow> for PartitionLine {
             duplicates: r.duplicates,
             conflicts: r.conflicts,
             quarantined: r.quarantined,
+            markers: r.markers,
+            aborted: r.aborted,
             updated_at: r.updated_at.clone(),
         }
     }

@@ -33,7 +33,7 @@ fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
     let mut broker = Broker::embedded(1).unwrap();
     broker.create_topic("one-partition", 1).unwrap();
     let plan = ReplayPlan::new("live", "replay", "one-partition", 2, 0, 10).unwrap();
-    let mut consumer = KafkaReplayConsumer::new(&broker, "replay").unwrap();
+    let mut consumer = KafkaReplayConsumer::new(&broker, &plan.group()).unwrap();
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let err = run_bounded_replay(&plan, LIMITS, &mut consumer, &mut store).unwrap_err();
     assert!(

@@ -9,7 +9,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::broker::{partition_count, Isolation};
 use super::{Broker, KafkaError};
-use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayRecord};
+use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 
 pub struct KafkaReplayConsumer {
     group: String,
@@ -25,7 +25,9 @@ pub struct KafkaReplayConsumer {
 }
 
 impl KafkaReplayConsumer {
-    pub fn new(broker: &Broker, group: &str) -> Result<Self, KafkaError> {
+    /// A consumer that commits for `group` only: a [`ReplayGroup`] is never the live group.
+    pub fn new(broker: &Broker, group: &ReplayGroup) -> Result<Self, KafkaError> {
+        let group = group.as_str();
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
             servers: broker.servers().to_owned(),

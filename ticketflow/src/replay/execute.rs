@@ -39,8 +39,10 @@ pub(crate) struct WriteTarget<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct ExecuteOptions {
     pub replay: ReplayOptions,
-    /// Wall-clock bound of the whole run.
+    /// Wall-clock bound of the whole run, counted from `since`; messages name it as given.
     pub deadline: Duration,
+    /// When the run began (planning included).
+    pub since: Instant,
     pub idle_timeout: Duration,
     pub jobs: usize,
 }
@@ -110,8 +112,7 @@ pub(crate) fn execute_day(
     to: &WriteTarget<'_>,
     progress: &dyn Progress,
 ) -> Vec<PartitionResult> {
-    let started = Instant::now();
-    let left = || options.deadline.saturating_sub(started.elapsed());
+    let left = || options.deadline.saturating_sub(options.since.elapsed());
     let remaining = || left().max(Duration::from_millis(1));
     let work: Vec<_> = plan
         .partitions
@@ -179,10 +180,8 @@ pub(crate) fn execute_day(
                                         kafka,
                                         remaining().max(Duration::from_secs(1)),
                                     )?;
-                                    let consumer = KafkaReplayConsumer::new(
-                                        &broker,
-                                        &plan.request.replay_group,
-                                    )?;
+                                    let consumer =
+                                        KafkaReplayConsumer::new(&broker, &bounded.group())?;
                                     let mut target =
                                         to.db.open_target(timeouts_within(remaining()))?;
                                     target.prepare(&adoption)?;
@@ -199,6 +198,14 @@ pub(crate) fn execute_day(
                         let limits = ReplayLimits {
                             deadline: remaining(),
                             idle_timeout: options.idle_timeout,
+                        };
+                        // The partition's own limit is what was left of the run's deadline:
+                        // running out of it is the run's deadline, and is named as such.
+                        let as_run_deadline = |mut e: ReplayError| {
+                            if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
+                                *deadline = options.deadline;
+                            }
+                            e
                         };
                         let mut writer = TargetWriter {
                             target: w.target.as_mut(),
@@ -218,7 +225,8 @@ pub(crate) fn execute_day(
                             &mut w.consumer,
                             &mut writer,
                             &mut |s| progress.batch_done(p.partition, s),
-                        )?)
+                        )
+                        .map_err(as_run_deadline)?)
                     })();
                     // After an error the connections may be broken: the next partition makes new ones.
                     if result.is_err() {

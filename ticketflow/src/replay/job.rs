@@ -10,7 +10,7 @@ use super::execute::{
 };
 use super::identity::{self, Decision, IdentityRefusal, TargetView};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
-use super::{ReplayConsumer, ReplaySummary};
+use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, PlanStatus, StoreError, Timeouts};
 
@@ -53,6 +53,8 @@ pub enum ExecuteError {
     /// The replay group's or live group's offsets could not be committed or read back.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
 }
 
 /// Why the target could not be looked at, or must not be used; nothing was read or written.
@@ -366,7 +368,9 @@ impl ReplayJob {
         let recorded = decision.plan();
         let owner = format!("{} pid {}", identity::who(), std::process::id());
         let mut target = db
-            .open_target(timeouts_within(options.deadline))
+            .open_target(timeouts_within(
+                options.deadline.saturating_sub(options.since.elapsed()),
+            ))
             .map_err(store)?;
         target.prepare(&view.adoption).map_err(store)?;
         if let Decision::New(plan) = decision {
@@ -375,8 +379,9 @@ impl ReplayJob {
         target.claim(&recorded.plan_id, &owner).map_err(store)?;
         if let Decision::Resume { behind, .. } = decision {
             if !behind.is_empty() {
-                let mut consumer =
-                    KafkaReplayConsumer::new(&self.broker, &plan.request.replay_group)?;
+                let r = &plan.request;
+                let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+                let mut consumer = KafkaReplayConsumer::new(&self.broker, &group)?;
                 for b in behind {
                     consumer
                         .commit(&plan.request.topic, b.partition, b.sql)
@@ -394,11 +399,7 @@ impl ReplayJob {
             plan_id: &recorded.plan_id,
             owner: &owner,
         };
-        let remaining = ExecuteOptions {
-            deadline: options.deadline.saturating_sub(started.elapsed()),
-            ..options
-        };
-        let mut results = execute_day(&self.kafka, plan, remaining, &to, progress);
+        let mut results = execute_day(&self.kafka, plan, options, &to, progress);
         let elapsed = started.elapsed();
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
         let live_after = committed_offsets(

@@ -33,6 +33,29 @@ use crate::event::DecodeError;
 use crate::kafka::KafkaError;
 use crate::store::{AuditStore, StoreError, WriteError};
 
+/// The consumer group a replay commits for, checked against the live group it must never be:
+/// the only way to name the group of a [`KafkaReplayConsumer`](crate::kafka::KafkaReplayConsumer),
+/// so the replay cannot commit to the live group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayGroup(String);
+
+impl ReplayGroup {
+    /// `replay`, unless it is empty or the `live` group itself.
+    pub fn new(replay: &str, live: &str) -> Result<Self, PlanError> {
+        if replay.trim().is_empty() {
+            return Err(PlanError::Missing("replay group"));
+        }
+        if replay == live {
+            return Err(PlanError::SameGroup(live.to_owned()));
+        }
+        Ok(ReplayGroup(replay.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayPlan {
@@ -122,6 +145,10 @@ impl ReplayPlan {
     }
     pub fn replay_group(&self) -> &str {
         &self.replay_group
+    }
+    /// The replay group, for building the consumer (checked against the live group by `new`).
+    pub fn group(&self) -> ReplayGroup {
+        ReplayGroup(self.replay_group.clone())
     }
     pub fn topic(&self) -> &str {
         &self.topic

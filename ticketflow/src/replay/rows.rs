@@ -154,6 +154,9 @@ pub struct StatusRow {
     pub duplicates: u64,
     pub conflicts: u64,
     pub quarantined: u64,
+    /// Offsets that held transaction markers, and records of aborted transactions.
+    pub markers: u64,
+    pub aborted: u64,
     pub updated_at: String,
 }
 
@@ -179,6 +182,8 @@ impl StatusRow {
             duplicates: p.counters.duplicates,
             conflicts: p.counters.conflicts,
             quarantined: p.counters.quarantined,
+            markers: p.counters.markers,
+            aborted: p.counters.aborted,
             updated_at: p.updated_at.clone(),
         }
     }
