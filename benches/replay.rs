@@ -130,7 +130,8 @@ fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
     let mut consumer = KafkaReplayConsumer::new(
         broker,
         &ReplayGroup::new("bench-consume", "bench-live").expect("group"),
-    ).expect("consumer");
+    )
+    .expect("consumer");
     for p in 0..partitions {
         let (low, high) = broker.watermarks(TOPIC, p).expect("watermarks");
         consumer.seek(TOPIC, p, low).expect("seek");

@@ -480,6 +480,18 @@ fn produce_at(servers: &str, topic: &str, records: &[(i32, i64)]) {
     }
 }
 
+/// The out-of-order timestamps: `[1000, 5000, 2000, 3000]` on partition 0 and
+/// `[1000, 9000, 2000, 3000]` on partition 1.
+fn produce_out_of_order(servers: &str, topic: &str) {
+    let on = |p, ts: [i64; 4]| ts.map(|t| (p, t));
+    let records: Vec<(i32, i64)> = [
+        on(0, [1000, 5000, 2000, 3000]),
+        on(1, [1000, 9000, 2000, 3000]),
+    ]
+    .concat();
+    produce_at(servers, topic, &records);
+}
+
 fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap()
@@ -490,20 +502,7 @@ fn rfc3339(ms: i64) -> String {
 fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
     let broker = BrokerProcess::start(&[]);
     let s = &broker.servers;
-    produce_at(
-        s,
-        "ooo",
-        &[
-            (0, 1000),
-            (0, 5000),
-            (0, 2000),
-            (0, 3000),
-            (1, 1000),
-            (1, 9000),
-            (1, 2000),
-            (1, 3000),
-        ],
-    );
+    produce_out_of_order(s, "ooo");
     let dir = tempfile::tempdir().unwrap();
     // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
     for (partition, since, until, want) in [("0", 4000, 10_000, (1, 4)), ("1", 500, 5000, (0, 1))] {
@@ -537,20 +536,7 @@ fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
 fn records_outside_the_window_and_late_arrivals_are_counted_per_partition() {
     let broker = BrokerProcess::start(&[]);
     let s = &broker.servers;
-    produce_at(
-        s,
-        "late",
-        &[
-            (0, 1000),
-            (0, 5000),
-            (0, 2000),
-            (0, 3000),
-            (1, 1000),
-            (1, 9000),
-            (1, 2000),
-            (1, 3000),
-        ],
-    );
+    produce_out_of_order(s, "late");
     let dir = tempfile::tempdir().unwrap();
     // Partition 0, window [4 s, 10 s): Kafka's range [1, 4) holds 2 s and 3 s, outside it.
     // Partition 1, window [0.5 s, 5 s): range [0, 1); past stop, 2 s and 3 s belong to the
@@ -559,7 +545,10 @@ fn records_outside_the_window_and_late_arrivals_are_counted_per_partition() {
         ("0", 4000, 10_000, None, (3, 2, 0)),
         ("1", 500, 5000, Some("10s"), (1, 0, 2)),
     ] {
-        let db = format!("sqlite:{}", dir.path().join(format!("p{partition}.db")).display());
+        let db = format!(
+            "sqlite:{}",
+            dir.path().join(format!("p{partition}.db")).display()
+        );
         let mut args = vec![
             "--partitions",
             partition,
@@ -650,7 +639,16 @@ fn replay_under_way(dir: &Path, servers: &str, db: &Path) -> std::process::Child
         servers,
         "day",
         &format!("sqlite:{}", db.display()),
-        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1", "--allow-quarantine"],
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--batch",
+            "1",
+            "--allow-quarantine",
+        ],
     )
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())
@@ -658,7 +656,10 @@ fn replay_under_way(dir: &Path, servers: &str, db: &Path) -> std::process::Child
     .unwrap();
     let started = Instant::now();
     while rows_now(db) == 0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "the replay wrote nothing");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replay wrote nothing"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     child
@@ -687,7 +688,10 @@ fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
         assert!(said.contains(line), "{line:?} missing: {said}");
     }
     assert!(!said.contains("partition 1 while"), "{said}");
-    assert_eq!(committed(s, LIVE, "day", 3), vec![Some(60), Some(10), Some(15)]);
+    assert_eq!(
+        committed(s, LIVE, "day", 3),
+        vec![Some(60), Some(10), Some(15)]
+    );
 }
 
 #[test]
@@ -726,7 +730,17 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
         &broker.servers,
         "day",
         &format!("sqlite:{}", db.display()),
-        &["--since", SINCE, "--until", UNTIL, "--execute", "--batch", "1", "--deadline", "2s"],
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--batch",
+            "1",
+            "--deadline",
+            "2s",
+        ],
     )
     .output()
     .unwrap();
@@ -734,7 +748,10 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
     let said = text(&out);
     assert_eq!(out.status.code(), Some(4), "{said}");
     // 2 s, plus start-up and the final read of the live group's offsets.
-    assert!(took < Duration::from_millis(3500), "--deadline 2s took {took:?}: {said}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "--deadline 2s took {took:?}: {said}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let failures: Vec<&str> = stderr
         .lines()
@@ -745,13 +762,18 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
         .iter()
         .zip(0..)
         .filter(|(c, p)| {
-            **c == Some(first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap())
+            **c == Some(
+                first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap(),
+            )
         })
         .count();
     assert!(failures.len() >= 20, "{stderr}");
     assert_eq!(failures.len() + finished, 30, "{stderr}");
     assert!(
-        stderr.contains(&format!("replay incomplete on {} partition(s)", failures.len())),
+        stderr.contains(&format!(
+            "replay incomplete on {} partition(s)",
+            failures.len()
+        )),
         "{stderr}"
     );
     for line in &failures {
@@ -764,21 +786,46 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
     assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr}");
     let mut kinds = HashSet::new();
     for line in stderr.lines().filter(|l| l.contains("librdkafka: ")) {
-        let kind = line.split("librdkafka: ").last().unwrap().split(' ').next().unwrap();
+        let kind = line
+            .split("librdkafka: ")
+            .last()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
         assert!(kinds.insert(kind.to_owned()), "{kind} twice: {stderr}");
     }
-    // What was durable when the deadline came is committed, and exactly that is in SQL.
-    let durable: i64 = committed(&broker.servers, REPLAY, "day", 30)
-        .iter()
-        .zip(0..)
-        .map(|(c, p)| {
-            c.map_or(0, |c| {
-                c - first_offset_at(&broker.servers, "day", p, ticketflow::day::YESTERDAY.0).unwrap()
-            })
-        })
-        .sum();
-    let stored = rows_now(&db) + sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
-    assert!(durable <= stored && stored > 0, "committed {durable}, stored {stored}");
+    // What was durable when the deadline came is in SQL with its checkpoint, and Kafka's
+    // committed offset is that checkpoint, never ahead of it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT partition, start_offset, next_offset, records FROM lessonprobe_replay_partitions")
+        .unwrap();
+    let checkpoints: Vec<(i32, i64, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(checkpoints.len(), 30);
+    let on_broker = committed(&broker.servers, REPLAY, "day", 30);
+    for &(p, start, next, records) in &checkpoints {
+        let kafka = on_broker[p as usize].unwrap_or(start);
+        assert!(
+            kafka <= next,
+            "partition {p}: Kafka {kafka} ahead of SQL {next}"
+        );
+        assert_eq!(
+            records,
+            next - start,
+            "partition {p}: the checkpoint covers its records"
+        );
+    }
+    let applied: i64 = checkpoints.iter().map(|c| c.2 - c.1).sum();
+    let sum_records = sqlite_count(
+        &db,
+        "SELECT SUM(records) FROM lessonprobe_replay_partitions",
+    );
+    assert!(applied > 0 && applied == sum_records, "{checkpoints:?}");
 }
 
 /// Delivers what the real replay consumer delivers, except the record at `skip`: a consumer that
@@ -792,11 +839,7 @@ impl ticketflow::replay::ReplayConsumer for Skipping {
     fn group_id(&self) -> &str {
         self.inner.group_id()
     }
-    fn end_offset(
-        &mut self,
-        t: &str,
-        p: i32,
-    ) -> Result<i64, ticketflow::replay::ConsumerError> {
+    fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ticketflow::replay::ConsumerError> {
         self.inner.end_offset(t, p)
     }
     fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ticketflow::replay::ConsumerError> {
@@ -910,7 +953,16 @@ fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing(
             s,
             "txn-kill",
             &target,
-            &["--since", SINCE, "--until", UNTIL, "--execute", "--resume", "--batch", "1"],
+            &[
+                "--since",
+                SINCE,
+                "--until",
+                UNTIL,
+                "--execute",
+                "--resume",
+                "--batch",
+                "1",
+            ],
         )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -938,15 +990,29 @@ fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing(
             }
         }
         let status = child.wait().unwrap();
-        assert!(status.success(), "run {runs} (after {kills} kills) failed: {status}");
+        assert!(
+            status.success(),
+            "run {runs} (after {kills} kills) failed: {status}"
+        );
         break;
     }
     assert!(kills >= 30, "only {kills} kills before a run completed");
     let mut want = HashSet::new();
     for p in 0..partitions {
-        want.extend(event_ids(&delivered(s, "txn-kill", p, "read_committed", 0, ends[p as usize])));
+        want.extend(event_ids(&delivered(
+            s,
+            "txn-kill",
+            p,
+            "read_committed",
+            0,
+            ends[p as usize],
+        )));
     }
-    assert_eq!(unique(sqlite_ids(&db)), want, "rows = what read_committed delivers");
+    assert_eq!(
+        unique(sqlite_ids(&db)),
+        want,
+        "rows = what read_committed delivers"
+    );
     assert_eq!(
         committed(s, REPLAY, "txn-kill", partitions),
         ends.iter().copied().map(Some).collect::<Vec<_>>(),

@@ -131,7 +131,9 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
             format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
         })?;
         let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
-        let mut consumer = sys.replay_consumer(&broker, &plan.group()).map_err(broken)?;
+        let mut consumer = sys
+            .replay_consumer(&broker, &plan.group())
+            .map_err(broken)?;
         let summary = sys
             .replay(
                 &plan,
@@ -229,7 +231,9 @@ pub(crate) fn earliest_does_not_rewind(
     })?;
 
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &plan.group()).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let mut store = sys.open_store(ctx)?;
     let summary = sys
         .replay(
@@ -275,7 +279,9 @@ pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<St
     broker.create_topic(&n.topic, 1).map_err(broken)?;
     load_simple(&broker, &n.topic, 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 40, 60).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &plan.group()).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let mut store = sys.open_store(ctx)?;
     let started = Instant::now();
     let mut watched = Watched {
@@ -390,7 +396,9 @@ pub(crate) fn failure_mid_range(
         applied: 0,
         fail_at: 25,
     };
-    let mut consumer = sys.replay_consumer(&broker, &plan.group()).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let committed_at =
         match sys.replay(&plan, limits(started, ctx), consumer.as_mut(), &mut failing) {
             Err(
@@ -423,7 +431,9 @@ pub(crate) fn failure_mid_range(
 
     let resume = on_broker[0].unwrap_or(0);
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &plan.group()).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let summary = sys
         .replay(
             &plan,

@@ -50,7 +50,11 @@ impl Gathered {
 
     /// Records below `next` whose timestamps lie outside the plan's time window.
     pub fn out_of_window_below(&self, next: i64) -> u64 {
-        self.counts.out_of_window.iter().filter(|&&o| o < next).count() as u64
+        self.counts
+            .out_of_window
+            .iter()
+            .filter(|&&o| o < next)
+            .count() as u64
     }
 }
 
@@ -466,7 +470,11 @@ mod tests {
         log: &mut Log,
         plan: &ReplayPlan,
         max: usize,
-    ) -> (Vec<(Vec<i64>, i64)>, (u64, u64, u64), Option<ReplayErrorKind>) {
+    ) -> (
+        Vec<(Vec<i64>, i64)>,
+        (u64, u64, u64),
+        Option<ReplayErrorKind>,
+    ) {
         let mut reader = Reader::open(plan, LIMITS, log).unwrap();
         let (mut batches, mut total) = (Vec::new(), (0, 0, 0));
         let mut committed = plan.start();

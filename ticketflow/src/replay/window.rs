@@ -397,7 +397,8 @@ mod tests {
         .into();
         for (&p, ts) in &timestamps {
             for &t in ts {
-                mock.produce("ooo", [(p, "k", b"{}".as_slice(), t)]).unwrap();
+                mock.produce("ooo", [(p, "k", b"{}".as_slice(), t)])
+                    .unwrap();
             }
         }
         // The same cluster reached by address, as a broker that answers lookups would be.
@@ -407,10 +408,18 @@ mod tests {
                 timestamps: timestamps.clone(),
                 requests: 0,
             };
-            let plan = plan_day_with(&broker, &mut kafka, &request(partition, since, until)).unwrap();
+            let plan =
+                plan_day_with(&broker, &mut kafka, &request(partition, since, until)).unwrap();
             let p = &plan.partitions[0];
-            assert_eq!((p.start, p.stop), want, "broker answers, partition {partition}");
-            assert_eq!(kafka.requests, 3, "time 0, since and until: one request each");
+            assert_eq!(
+                (p.start, p.stop),
+                want,
+                "broker answers, partition {partition}"
+            );
+            assert_eq!(
+                kafka.requests, 3,
+                "time 0, since and until: one request each"
+            );
             // -1 for `until` on partition 0 (no timestamp reaches 10 s): stop is the end.
             if partition == 0 {
                 assert_eq!(p.until_offset, None);
