@@ -71,7 +71,7 @@ pub(crate) fn assert_fails(result: Result<String, ProbeError>, needle: &str) {
 /// The real store of a case, with parts of it replaced: the broken stores of the tests.
 pub(crate) struct Rewired {
     inner: Box<dyn LiveStore>,
-    /// Replaces `apply_once` (and so `apply_batch`, which applies through it).
+    /// Replaces `apply_once`.
     apply_once: Option<ApplyOnce>,
     /// `Some`: the ticket projection is kept here instead, each version overwriting the last
     /// (no business version check).
