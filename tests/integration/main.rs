@@ -11,5 +11,6 @@ mod lesson_docs;
 mod postgres;
 mod remote;
 mod replay;
+mod replay_kafka;
 mod replay_target;
 mod reports;
