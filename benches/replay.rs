@@ -15,7 +15,9 @@
 //! replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL; without
 //! one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list such as
 //! 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of parts
-//! among b,c to leave out of a long run).
+//! among b,c to leave out of a long run), LESSONPROBE_BENCH_BASELINE (another lessonprobe
+//! binary whose (d) runs beside this one's, in the same run). Each figure is also printed to
+//! standard error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -54,8 +56,12 @@ struct Finished {
 /// Runs `lessonprobe ARGS`, sampling its peak RSS (VmHWM of /proc/PID/status) until it exits.
 /// (wait4's ru_maxrss would count the memory of this process at fork time as well.)
 fn run_measured(args: &[String]) -> Finished {
+    run_measured_with(env!("CARGO_BIN_EXE_lessonprobe"), args)
+}
+
+fn run_measured_with(binary: &str, args: &[String]) -> Finished {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
+    let mut child = Command::new(binary)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -452,6 +458,8 @@ fn main() {
         tenants: 20,
         redelivery_per_mille: 0,
         padding: 100,
+        // Not the broker's sample day's seed: its one event would come back as a conflict.
+        seed: 0xbe4c_4d4a,
         ..DaySpec::default()
     });
     let avg = records
@@ -508,6 +516,7 @@ fn main() {
 
     let (consumed, wall) = consume_only(&broker, partitions as i32);
     let a = rate(consumed, wall);
+    eprintln!("(a) consume-only: {a:.0} events/s");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut figures = Vec::new();
@@ -578,6 +587,10 @@ fn main() {
                 )
             }
         };
+        eprintln!(
+            "{backend} (i) delivery order {i_delivery:.0}/s, key order {i_key:.0}/s; (b) {}",
+            b.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}/s"))
+        );
         let c_run = (!skip("c")).then(|| {
             run_measured(&replay_args(
                 &servers,
@@ -594,6 +607,38 @@ fn main() {
             None,
             DEFAULT_BATCH,
         ));
+        eprintln!(
+            "{backend} (d) {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+            rate(replayed(&d_run.stdout), d_run.wall),
+            d_run.execute_rate,
+            d_run.planning,
+            d_run.peak_rss_mib
+        );
+        if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
+            if backend == "postgres" {
+                let _ = postgres::Client::connect(&url, postgres::NoTls).and_then(|mut c| {
+                    c.batch_execute(
+                        "DROP SCHEMA IF EXISTS lessonprobe_bench_base CASCADE; CREATE SCHEMA lessonprobe_bench_base",
+                    )
+                });
+            }
+            let db = match backend {
+                "sqlite" => format!("sqlite:{}", dir.path().join("base.db").display()),
+                _ => in_schema(&url, "lessonprobe_bench_base"),
+            };
+            let run = run_measured_with(
+                &baseline,
+                &replay_args(&servers, &db, &format!("bench-base-{backend}"), None, DEFAULT_BATCH),
+            );
+            eprintln!(
+                "{backend} (d) of the baseline binary: {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+                rate(replayed(&run.stdout), run.wall),
+                run.execute_rate,
+                run.planning,
+                run.peak_rss_mib
+            );
+            let _ = std::fs::remove_file(dir.path().join("base.db"));
+        }
         let d_records = replayed(&d_run.stdout);
         assert_eq!(
             d_records as i64, total,
