@@ -93,29 +93,22 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
     let out = reader.join().unwrap_or_default();
     let err = errors.join().unwrap_or_default();
     assert!(status.success(), "lessonprobe {args:?} failed:\n{out}{err}");
-    // "… N records in X s (R records/s) after planning in Y s": the execution phase alone.
-    let execute_rate = err
-        .lines()
-        .find_map(|l| {
-            l.split(" s (")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(0.0);
-    let planning = err
-        .lines()
-        .find_map(|l| {
-            l.split("after planning in ")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(0.0);
+    // From "… N records in X s (R records/s) after planning in Y s": the number after
+    // `marker` on the first line that has one (R: the execution phase alone; Y: planning).
+    let after = |marker: &str| {
+        err.lines()
+            .find_map(|l| {
+                l.split(marker)
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    let execute_rate = after(" s (");
+    let planning = after("after planning in ");
     Finished {
         wall: started.elapsed(),
         peak_rss_mib: peak_kib as f64 / 1024.0,
@@ -264,8 +257,10 @@ struct Row {
 /// as the store opens it, every row through one prepared INSERT in one transaction.
 fn independent_sqlite(path: &std::path::Path, rows: &[&Row]) -> Duration {
     let conn = rusqlite::Connection::open(path).expect("sqlite file");
-    conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
-    conn.pragma_update(None, "synchronous", "FULL").expect("full");
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .expect("wal");
+    conn.pragma_update(None, "synchronous", "FULL")
+        .expect("full");
     conn.execute_batch(&schema::audit_events(Backend::Sqlite))
         .expect("audit_events");
     let started = Instant::now();
@@ -628,7 +623,13 @@ fn main() {
             };
             let run = run_measured_with(
                 &baseline,
-                &replay_args(&servers, &db, &format!("bench-base-{backend}"), None, DEFAULT_BATCH),
+                &replay_args(
+                    &servers,
+                    &db,
+                    &format!("bench-base-{backend}"),
+                    None,
+                    DEFAULT_BATCH,
+                ),
             );
             eprintln!(
                 "{backend} (d) of the baseline binary: {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
@@ -650,9 +651,7 @@ fn main() {
             i_delivery,
             i_key,
             b,
-            c: c_run
-                .as_ref()
-                .map(|c| rate(replayed(&c.stdout), c.wall)),
+            c: c_run.as_ref().map(|c| rate(replayed(&c.stdout), c.wall)),
             d: rate(d_records, d_run.wall),
             d_exec: d_run.execute_rate,
             planning: d_run.planning,
