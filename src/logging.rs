@@ -22,7 +22,9 @@ pub fn init() {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_ansi(crate::report::terminal::colour(std::io::stderr().is_terminal())),
+                .with_ansi(crate::report::terminal::colour(
+                    std::io::stderr().is_terminal(),
+                )),
         )
         .try_init();
 }
