@@ -245,49 +245,28 @@ fn replay_workers_share_a_plan_on_sqlite_and_survive_a_sigkill() {
 
 #[test]
 fn replay_worker_needs_execute_and_takes_no_jobs() {
-    lessonprobe()
-        .args([
-            "replay",
-            "--kafka",
-            "127.0.0.1:9",
-            "--topic",
-            "t",
-            "--live-group",
-            "l",
-            "--replay-group",
-            "r",
-            "--since",
-            "2026-09-21T00:00:00Z",
-            "--until",
-            "2026-09-22T00:00:00Z",
-            "--db",
-            "sqlite:x.db",
-            "--worker",
-        ])
-        .stderr_has("--execute")
-        .status(2);
-    lessonprobe()
-        .args([
-            "replay",
-            "--kafka",
-            "127.0.0.1:9",
-            "--topic",
-            "t",
-            "--live-group",
-            "l",
-            "--replay-group",
-            "r",
-            "--since",
-            "2026-09-21T00:00:00Z",
-            "--until",
-            "2026-09-22T00:00:00Z",
-            "--db",
-            "sqlite:x.db",
-            "--worker",
-            "--execute",
-            "--jobs",
-            "2",
-        ])
+    let replay = |extra: &[&str]| {
+        lessonprobe()
+            .arg("replay")
+            .args([
+                "--kafka",
+                "127.0.0.1:9",
+                "--topic",
+                "t",
+                "--live-group",
+                "l",
+            ])
+            .args(["--replay-group", "r", "--db", "sqlite:x.db", "--worker"])
+            .args([
+                "--since",
+                "2026-09-21T00:00:00Z",
+                "--until",
+                "2026-09-22T00:00:00Z",
+            ])
+            .args(extra)
+    };
+    replay(&[]).stderr_has("--execute").status(2);
+    replay(&["--execute", "--jobs", "2"])
         .stderr_has("--jobs")
         .status(2);
 }

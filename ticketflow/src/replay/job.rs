@@ -469,33 +469,12 @@ impl ReplayJob {
             .partitions
             .iter()
             .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
-        let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
-            let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
-            target.finish(
-                &recorded.plan_id,
-                if done {
-                    PlanStatus::Complete
-                } else {
-                    PlanStatus::Failed
-                },
-            )?;
-            target.conflicts_by_partition(&recorded.plan_id)
-        })();
-        match closing {
-            Ok(conflicts) => {
-                for (partition, n) in conflicts {
-                    if let Some(p) = report
-                        .partitions
-                        .iter_mut()
-                        .find(|p| p.partition == partition)
-                    {
-                        p.conflicts = n;
-                    }
-                }
-            }
-            Err(e) if done => return Err(store(e)),
-            Err(e) => tracing::warn!("{}: recording the failed run: {e}", name_of(db)),
-        }
+        let status = if done {
+            PlanStatus::Complete
+        } else {
+            PlanStatus::Failed
+        };
+        close(db, &mut report, Some(status), done)?;
         Ok(report)
     }
 
@@ -616,28 +595,46 @@ impl ReplayJob {
             .partitions
             .iter()
             .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
-        let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
-            let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
-            if done {
-                target.finish(&recorded.plan_id, PlanStatus::Complete)?;
-            }
-            target.conflicts_by_partition(&recorded.plan_id)
-        })();
-        match closing {
-            Ok(conflicts) => {
-                for (partition, n) in conflicts {
-                    if let Some(p) = report
-                        .partitions
-                        .iter_mut()
-                        .find(|p| p.partition == partition)
-                    {
-                        p.conflicts = n;
-                    }
-                }
-            }
-            Err(e) if done => return Err(store(e)),
-            Err(e) => tracing::warn!("{}: closing the worker's run: {e}", name_of(db)),
-        }
+        close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
         Ok(report)
     }
+}
+
+/// Records the plan's `status` (when given) and reads the conflicts per partition into the
+/// report, over a fresh connection: the run's own may have outlived the server (a restart
+/// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
+fn close(
+    db: &AuditDb,
+    report: &mut ReplayReport,
+    status: Option<PlanStatus>,
+    succeeded: bool,
+) -> Result<(), ExecuteError> {
+    let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
+        let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
+        if let Some(status) = status {
+            target.finish(&report.plan_id, status)?;
+        }
+        target.conflicts_by_partition(&report.plan_id)
+    })();
+    match closing {
+        Ok(conflicts) => {
+            for (partition, n) in conflicts {
+                if let Some(p) = report
+                    .partitions
+                    .iter_mut()
+                    .find(|p| p.partition == partition)
+                {
+                    p.conflicts = n;
+                }
+            }
+        }
+        Err(source) if succeeded => {
+            return Err(ExecuteError::Store {
+                db: name_of(db),
+                source,
+            })
+        }
+        Err(e) => tracing::warn!("{}: closing the run: {e}", name_of(db)),
+    }
+    Ok(())
 }
