@@ -252,6 +252,26 @@ impl PostgresTarget {
         })
     }
 
+    /// Opens the target to read only: every statement runs in one `REPEATABLE READ READ ONLY`
+    /// transaction (one snapshot for the whole session, and any write refused by the server),
+    /// which ends with the connection.
+    pub fn open_read_only(url: &str, timeouts: Timeouts) -> Result<Self, StoreError> {
+        let mut target = Self::open(url, timeouts)?;
+        target
+            .client
+            .batch_execute(
+                "SET default_transaction_read_only = on;
+                 BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            )
+            .map_err(|e| StoreError::postgres(&target.place, e))?;
+        Ok(target)
+    }
+
+    /// The connection, for read-only lookups in the same session.
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
     fn existing(&mut self, names: &[&str]) -> Result<Vec<String>, StoreError> {
         let names: Vec<&str> = names.to_vec();
         let rows = self

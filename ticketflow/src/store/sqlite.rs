@@ -141,6 +141,11 @@ impl SqliteTarget {
         })
     }
 
+    /// The connection, for read-only lookups of the same file.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     fn tables(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .conn
