@@ -25,8 +25,10 @@ use crate::render::{self, TableFormat};
 const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
-    if let Some(ReplayAction::Status(status_args)) = args.action {
-        return status(status_args);
+    match args.action {
+        Some(ReplayAction::Status(status_args)) => return status(status_args),
+        Some(ReplayAction::Verify(verify_args)) => return super::verify::verify(verify_args),
+        None => {}
     }
     let started = Instant::now();
     arm_deadline(args.deadline);

@@ -269,7 +269,8 @@ fn check(
                     event_id: None,
                     quarantined: Some(q.is_some()),
                     detail: match q {
-                        Some(why) => format!("{reason}; quarantined: {why}"),
+                        Some(why) if why == reason => format!("{reason}; quarantined"),
+                        Some(why) => format!("{reason}; quarantined as: {why}"),
                         None => format!("{reason}; not in the quarantine table"),
                     },
                 })?;
