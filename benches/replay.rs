@@ -1,7 +1,8 @@
 //! Replay throughput: (a) consume-only, (b) insert-only, (c) `replay --batch 1`, (d) `replay`
-//! with the default batch, on SQLite (a file in WAL mode) and PostgreSQL, against
-//! `lessonprobe broker` in another process. Prints events/s, the ratios d/min(a,b) and d/c,
-//! and the replay process's peak RSS. `cargo bench --bench replay`.
+//! with the default batch, and (e) `replay verify` of (d)'s window against (d)'s table, on
+//! SQLite (a file in WAL mode) and PostgreSQL, against `lessonprobe broker` in another process.
+//! Prints events/s, the ratios d/min(a,b), d/c and e/a, and each process's peak RSS.
+//! `cargo bench --bench replay`.
 //!
 //! LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS (100: the mock
 //! keeps only ~5 MiB per partition), LESSONPROBE_BENCH_BATCH1_EVENTS (20,000: the part (c)
@@ -268,6 +269,29 @@ fn replay_args(
     args
 }
 
+/// `replay verify` of the window every (d) replays, against `db`.
+fn verify_args(servers: &str, db: &str) -> Vec<String> {
+    [
+        "replay",
+        "verify",
+        "--kafka",
+        servers,
+        "--topic",
+        TOPIC,
+        "--since",
+        "2026-09-21T00:00:00Z",
+        "--until",
+        "2026-09-25T00:00:00Z",
+        "--db",
+        db,
+        "--deadline",
+        "1h",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Records the replay reported (the csv's `records` column summed).
 fn replayed(stdout: &str) -> u64 {
     stdout
@@ -288,6 +312,10 @@ struct Row {
     d_exec: f64,
     rss_c: f64,
     rss_d: f64,
+    /// (e) `replay verify`: whole process, its reading-and-comparing phase, peak RSS.
+    e: f64,
+    e_exec: f64,
+    rss_e: f64,
 }
 
 fn main() {
@@ -413,6 +441,8 @@ fn main() {
             "(d) replayed {d_records} of {total}"
         );
         let d = rate(d_records, d_run.wall);
+        // A clean window exits 0, which run_measured asserts.
+        let e_run = run_measured(&verify_args(&servers, &db_d));
         rows.push(Row {
             backend,
             a,
@@ -422,6 +452,9 @@ fn main() {
             d_exec: d_run.execute_rate,
             rss_c: c_run.peak_rss_mib,
             rss_d: d_run.peak_rss_mib,
+            e: rate(total as u64, e_run.wall),
+            e_exec: e_run.execute_rate,
+            rss_e: e_run.peak_rss_mib,
         });
     }
 
@@ -455,6 +488,23 @@ fn main() {
         );
     }
     println!("(d) batch/s is the whole process (start-up, planning, execution, read-back); (d) exec/s its execution phase; ratios use the whole process");
+    println!();
+    println!(
+        "{:<9} {:>13} {:>13} {:>13} {:>7} {:>10}",
+        "backend", "(a) consume/s", "(e) verify/s", "(e) exec/s", "e/a", "RSS e MiB"
+    );
+    for r in &rows {
+        println!(
+            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>10.1}",
+            r.backend,
+            r.a,
+            r.e,
+            r.e_exec,
+            r.e / r.a,
+            r.rss_e
+        );
+    }
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); (e) exec/s its reading and comparing; e/a uses the whole process");
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH}; whole processes, planning included", c_parts * per_partition);
 
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
