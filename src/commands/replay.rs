@@ -38,15 +38,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     }
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let window = match (args.since, args.until, args.start, args.stop) {
-        (Some(since_ms), Some(until_ms), None, None) => Window::Time { since_ms, until_ms },
-        (None, None, Some(start), Some(stop)) => Window::Offsets { start, stop },
-        _ => {
-            return Err(Error::Usage(
-                "give --since and --until, or --start and --stop".into(),
-            ))
-        }
-    };
+    let window = window(args.since, args.until, args.start, args.stop)?;
     let required = |v: Option<String>, flag: &str| {
         v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
     };
@@ -164,6 +156,22 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         "replay incomplete on {} partition(s); fix the cause and rerun with --resume to continue from the last durable offsets",
         failures.len()
     )))
+}
+
+/// The window of `--since`/`--until` or `--start`/`--stop`.
+pub(super) fn window(
+    since: Option<i64>,
+    until: Option<i64>,
+    start: Option<i64>,
+    stop: Option<i64>,
+) -> Result<Window, Error> {
+    match (since, until, start, stop) {
+        (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
+        (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
+        _ => Err(Error::Usage(
+            "give --since and --until, or --start and --stop".into(),
+        )),
+    }
 }
 
 /// Ends the process at `deadline` plus a grace period if it is still running: every wait has

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
-use ticketflow::replay::{DayPlanError, Window, CONNECT_TIMEOUT};
+use ticketflow::replay::{DayPlanError, CONNECT_TIMEOUT};
 use ticketflow::store::Timeouts;
 use ticketflow::verify::{
     self, Counts, Discrepancy, Findings, VerifyError, VerifyOptions, VerifyReport, VerifyRequest,
@@ -26,15 +26,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
     }
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let window = match (args.since, args.until, args.start, args.stop) {
-        (Some(since_ms), Some(until_ms), None, None) => Window::Time { since_ms, until_ms },
-        (None, None, Some(start), Some(stop)) => Window::Offsets { start, stop },
-        _ => {
-            return Err(Error::Usage(
-                "give --since and --until, or --start and --stop".into(),
-            ))
-        }
-    };
+    let window = super::replay::window(args.since, args.until, args.start, args.stop)?;
     let request = VerifyRequest {
         topic: args.topic,
         window,
