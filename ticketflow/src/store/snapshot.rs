@@ -48,6 +48,8 @@ pub enum Lookup {
         incoming: Option<EventRecord>,
         at: Option<StoredAt>,
     },
+    /// A row holds exactly the event's text (found without copying the row out).
+    Same,
     /// No row has the event's id.
     Absent,
     /// The table's column types cannot hold the event (the database's words): no row can have
@@ -66,8 +68,12 @@ impl Snapshot {
             }
             AuditDb::Sqlite(path) => {
                 let target = SqliteTarget::open(path, timeouts, true)?;
-                // One read transaction: every lookup sees the same state of the file.
-                target.connection().execute_batch("BEGIN")?;
+                // A page cache as large as the replay's keeps the event_id index in memory
+                // while lookups land all over it; one read transaction: every lookup sees the
+                // same state of the file.
+                target
+                    .connection()
+                    .execute_batch("PRAGMA cache_size = -65536; BEGIN")?;
                 Inner::Sqlite(target)
             }
             AuditDb::Postgres(url) => {
@@ -189,7 +195,8 @@ fn sqlite_stored(
         "SELECT j.key, CAST(a.event_id AS TEXT), CAST(a.tenant_id AS TEXT),
                 CAST(a.ticket_id AS TEXT), CAST(a.action AS TEXT), CAST(a.occurred_at AS TEXT),
                 CAST(a.payload AS TEXT), {location}
-         FROM json_each(?1) AS j JOIN audit_events a ON a.event_id = j.value",
+         FROM (SELECT key, value FROM json_each(?1) ORDER BY value) AS j
+         JOIN audit_events a ON a.event_id = j.value",
         location = if located {
             "CAST(a.topic AS TEXT), a.partition, a.record_offset"
         } else {
@@ -201,6 +208,24 @@ fn sqlite_stored(
     let mut rows = stmt.query([ids])?;
     while let Some(r) = rows.next()? {
         let i: usize = r.get::<_, i64>(0)?.try_into().unwrap_or(usize::MAX);
+        let Some(event) = events.get(i) else { continue };
+        // The common case, a row that holds the event's very text, is decided on the
+        // database's own bytes; only a row that differs is copied out.
+        let same = [
+            &event.event_id,
+            &event.tenant_id,
+            &event.ticket_id,
+            &event.action,
+            &event.occurred_at,
+            &event.payload,
+        ]
+        .iter()
+        .enumerate()
+        .all(|(c, v)| matches!(r.get_ref(c + 1), Ok(rusqlite::types::ValueRef::Text(t)) if t == v.as_bytes()));
+        if same {
+            out[i] = Lookup::Same;
+            continue;
+        }
         let text = |c: usize| r.get::<_, Option<String>>(c).map(Option::unwrap_or_default);
         let row = Lookup::Row {
             stored: EventRecord {
@@ -214,9 +239,7 @@ fn sqlite_stored(
             incoming: None,
             at: location(r.get(7)?, r.get(8)?, r.get(9)?),
         };
-        if let Some(slot) = out.get_mut(i) {
-            *slot = row;
-        }
+        out[i] = row;
     }
     Ok(out)
 }

@@ -21,6 +21,7 @@ pub(crate) enum Verdict {
 
 pub(crate) fn judge(event: &EventRecord, lookup: &Lookup) -> Verdict {
     let (stored, incoming, at) = match lookup {
+        Lookup::Same => return Verdict::Same,
         Lookup::Absent => return Verdict::Missing { refused: None },
         Lookup::Refused(reason) => {
             return Verdict::Missing {
