@@ -191,11 +191,13 @@ impl Postgres {
     fn create(admin: &str) -> Postgres {
         let name = format!("lp_t_verify_{}", std::process::id());
         let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
-        client
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"
-            ))
-            .unwrap();
+        // One statement per call: DROP and CREATE DATABASE refuse a transaction block.
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client.batch_execute(&sql).unwrap();
+        }
         let db = Postgres {
             admin: admin.to_owned(),
             name,
