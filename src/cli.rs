@@ -11,12 +11,25 @@ use crate::config::db::DbChoice;
 use crate::render::TableFormat;
 use crate::report::Format;
 
+/// The exit codes, as `--help` lists them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    every selected probe passed or was skipped (PENDING too, unless --strict)
+  1    a probe failed or errored, or was PENDING under --strict
+  2    a usage or manifest error: nothing ran
+  3    a file could not be read or written (a manifest folder, a report path)
+  4    an operational command (replay, broker, hosts check, clean) failed
+  5    a replay completed with findings (conflicts or quarantined records)
+  6    replay verify found events of the window missing from the audit table or stored with other content
+  130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lessonprobe",
     version,
     about = "Runs a lesson's checkpoint probes and reports PASS, FAIL, ERROR, SKIP or PENDING",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -30,7 +43,8 @@ pub struct Cli {
 pub enum Command {
     /// Run checkpoint probes (the default).
     Run(RunArgs),
-    /// List checkpoints and their probes: id, name, kind, where each can run.
+    /// List checkpoints and their probes: id, name, kind, builtin, where each can run, claim
+    /// and expected output.
     List(ListArgs),
     /// Run one test selector of a checkpoint on the authorized host (needs TICKETFLOW_REMOTE_TESTS=1).
     Remote(RemoteArgs),
@@ -48,6 +62,9 @@ pub enum Command {
     /// about the newest 5 MiB (or 100,000 message sets) of each partition and silently drops
     /// older ones: spread large loads over many partitions.
     Broker(BrokerArgs),
+    /// Find what earlier probe runs left (scratch schemas, Kafka topics and groups, SQLite
+    /// files) by the run-id naming rule, and drop it with --execute.
+    Clean(CleanArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +79,9 @@ pub struct ListArgs {
     /// Only this lesson's checkpoint.
     #[arg(long, visible_alias = "checkpoint", value_name = "N")]
     pub lesson: Option<u32>,
+    /// What to print on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
     #[command(flatten)]
     pub catalog: CatalogArgs,
     #[command(flatten)]
@@ -393,6 +413,27 @@ pub struct ReplayArgs {
     /// Partitions replayed at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Where runs kept their SQL stores: postgres://URL, postgres (the URL in
+    /// LESSONPROBE_POSTGRES) or sqlite:DIR; repeatable.
+    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB", value_parser = DbChoice::from_str)]
+    pub db: Vec<DbChoice>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// Only what the run with this id left [default: what every run left].
+    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
+    /// Drop what is found (without it, only list it).
+    #[arg(long)]
+    pub execute: bool,
+    /// How long each service may take to answer.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::config::duration::parse)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::de::DeserializeOwned;
 
@@ -18,16 +19,41 @@ pub struct Diagnostic {
     pub message: String,
 }
 
-/// A file's text, to parse and to locate problems in.
-#[derive(Debug, Clone, Copy)]
+/// A file's text, to parse and to locate problems in. Where each line starts is found once,
+/// on first use, so locating many places costs a search each, not a scan of the text.
+#[derive(Debug, Clone)]
 pub struct Source<'a> {
     path: &'a Path,
     text: &'a str,
+    line_starts: OnceLock<Vec<usize>>,
 }
 
 impl<'a> Source<'a> {
     pub fn new(path: &'a Path, text: &'a str) -> Self {
-        Source { path, text }
+        Source {
+            path,
+            text,
+            line_starts: OnceLock::new(),
+        }
+    }
+
+    /// The text of `bytes` read from `path`, or where its first byte that is not UTF-8 is.
+    pub fn decode(path: &Path, bytes: Vec<u8>) -> Result<String, Diagnostic> {
+        String::from_utf8(bytes).map_err(|e| {
+            let bytes = e.as_bytes();
+            let at = e.utf8_error().valid_up_to();
+            let valid = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+            let (line, column) = Source::new(path, valid).line_column(at);
+            Diagnostic {
+                path: path.to_owned(),
+                line,
+                column,
+                message: format!(
+                    "not valid UTF-8 (byte 0x{:02x} at offset {at}); save the file as UTF-8",
+                    bytes[at]
+                ),
+            }
+        })
     }
 
     pub fn path(&self) -> &'a Path {
@@ -62,10 +88,15 @@ impl<'a> Source<'a> {
         while !self.text.is_char_boundary(end) {
             end -= 1;
         }
-        let before = &self.text[..end];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        (line, column)
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        // The last line starting at or before `end`.
+        let index = starts.partition_point(|&start| start <= end) - 1;
+        let column = self.text[starts[index]..end].chars().count() + 1;
+        (index + 1, column)
     }
 }
 
@@ -88,6 +119,23 @@ mod tests {
             "inside é: at it"
         );
         assert_eq!(src.line(usize::MAX), 4, "past the end is the last line");
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_named_with_its_line_and_column() {
+        let e = Source::decode(
+            Path::new("m.toml"),
+            b"a = 1\ntitle = \"caf\xe9\"\n".to_vec(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "m.toml:2:13: not valid UTF-8 (byte 0xe9 at offset 18); save the file as UTF-8"
+        );
+        assert_eq!(
+            Source::decode(Path::new("m.toml"), "é\n".into()).unwrap(),
+            "é\n"
+        );
     }
 
     #[test]

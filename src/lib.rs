@@ -2,6 +2,7 @@
 //! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
 
 pub mod checkpoint;
+pub mod clean;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -14,9 +15,12 @@ pub mod remote;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod scratch_key;
 pub mod selector;
+pub mod signals;
 pub mod wildcard;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -35,11 +39,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr at `warn` unless RUST_LOG says otherwise, coloured only on a terminal.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(report::terminal::colour(std::io::stderr().is_terminal()))
         .try_init();
 }

@@ -1,5 +1,6 @@
 //! Runs a child program in its own process group under a deadline, keeping bounded tails of
-//! its stdout and stderr, and kills the whole group when the deadline passes and after it exits.
+//! its stdout and stderr, and kills the whole group when the deadline passes, when the run is
+//! cancelled, and after it exits.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -7,6 +8,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use lessonprobe_probes::Cancel;
 
 /// Bytes of each stream kept: a block that prints megabytes keeps its last 64 KiB.
 pub const TAIL_BYTES: usize = 64 * 1024;
@@ -24,15 +27,45 @@ impl Tail {
     pub fn truncated(&self) -> bool {
         self.total_bytes > self.text.len() as u64
     }
+
+    /// The kept text, after a line saying how much came before it when that was cut.
+    pub fn shown(&self) -> String {
+        if self.truncated() {
+            format!(
+                "[first {} bytes not kept]\n{}",
+                self.total_bytes - self.text.len() as u64,
+                self.text
+            )
+        } else {
+            self.text.clone()
+        }
+    }
 }
 
+/// stdout, then stderr under a `--- stderr ---` line when it said anything: what a report
+/// shows of a command that did not pass.
+pub fn transcript(stdout: &Tail, stderr: &Tail) -> String {
+    let mut out = stdout.shown();
+    if !stderr.text.trim().is_empty() {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("--- stderr ---\n");
+        out.push_str(&stderr.shown());
+    }
+    out
+}
+
+#[derive(Debug)]
 pub struct Finished {
-    /// `None` when the deadline passed.
+    /// `None` when the deadline passed or the run was cancelled.
     pub status: Option<ExitStatus>,
     pub stdout: Tail,
     pub stderr: Tail,
     /// The deadline passed and the process group was killed.
     pub timed_out: bool,
+    /// The run was cancelled and the process group was killed.
+    pub cancelled: bool,
 }
 
 /// Runs `program args` in `cwd` with `env` added, stdin closed, in a process group of its own.
@@ -42,6 +75,7 @@ pub fn run(
     cwd: &Path,
     env: &BTreeMap<String, String>,
     deadline: Duration,
+    cancel: &Cancel,
 ) -> std::io::Result<Finished> {
     let mut child = Command::new(program)
         .args(args)
@@ -56,13 +90,14 @@ pub fn run(
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
     let started = Instant::now();
-    let mut timed_out = false;
+    let (mut timed_out, mut cancelled) = (false, false);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if started.elapsed() >= deadline {
-            timed_out = true;
+        timed_out = started.elapsed() >= deadline;
+        cancelled = cancel.is_cancelled();
+        if timed_out || cancelled {
             kill_group(pgid);
             break child.wait()?;
         }
@@ -72,10 +107,11 @@ pub fn run(
     // close and nothing outlives the probe.
     kill_group(pgid);
     Ok(Finished {
-        status: (!timed_out).then_some(status),
+        status: (!timed_out && !cancelled).then_some(status),
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
         timed_out,
+        cancelled,
     })
 }
 
@@ -132,6 +168,7 @@ mod tests {
             Path::new("."),
             &BTreeMap::new(),
             deadline,
+            &Cancel::new(),
         )
         .unwrap()
     }
@@ -164,9 +201,55 @@ mod tests {
             &[],
             Path::new("."),
             &BTreeMap::new(),
-            Duration::from_secs(1)
+            Duration::from_secs(1),
+            &Cancel::new(),
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_cancelled_run_kills_the_group_at_once() {
+        let cancel = Cancel::new();
+        let later = cancel.clone();
+        let trigger = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            later.cancel();
+        });
+        let started = Instant::now();
+        let done = run(
+            "sh",
+            &["-c".to_string(), "echo begun; sleep 87".to_string()],
+            Path::new("."),
+            &BTreeMap::new(),
+            Duration::from_secs(60),
+            &cancel,
+        )
+        .unwrap();
+        trigger.join().unwrap();
+        assert!(done.cancelled && !done.timed_out && done.status.is_none());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(done.stdout.text, "begun\n");
+    }
+
+    #[test]
+    fn a_transcript_shows_both_tails_and_what_was_cut() {
+        let tail = |text: &str, total_bytes| Tail {
+            text: text.into(),
+            total_bytes,
+        };
+        assert_eq!(transcript(&tail("out\n", 4), &tail("", 0)), "out\n");
+        assert_eq!(
+            transcript(&tail("out", 3), &tail("err\n", 4)),
+            "out\n--- stderr ---\nerr\n"
+        );
+        assert_eq!(
+            transcript(&tail("end\n", 10), &tail("", 0)),
+            "[first 6 bytes not kept]\nend\n"
+        );
     }
 
     #[test]

@@ -37,8 +37,8 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
     );
     let closing = stdout.lines().last().unwrap();
     assert!(
-        closing.ends_with("0 failed, 0 errors, 1 skipped, 1 pending"),
-        "{closing}"
+        closing.contains("0 failed, 0 errors, 1 skipped, 1 pending in ") && closing.ends_with('s'),
+        "the counts and the wall time: {closing}"
     );
 
     let xml = dir.path().join("r/l30.xml");
@@ -77,6 +77,18 @@ fn lesson_30_passes_locally_and_its_junit_validates_and_reads_back() {
         assert!(case.time.is_some() && case.classname.is_some(), "{case:?}");
     }
     assert!(suite.timestamp.is_some() && suite.extra.contains_key("hostname"));
+    assert_eq!(
+        suite.extra.get("file").map(|f| f.as_str()),
+        Some("checkpoints/30-replay-audit.toml"),
+        "the suite names its manifest"
+    );
+    assert!(
+        suite
+            .test_cases
+            .iter()
+            .all(|c| !c.extra.contains_key("file")),
+        "xunit2 cases carry no file"
+    );
     let sql = suite
         .test_cases
         .iter()
@@ -117,24 +129,65 @@ fn every_checkpoint_runs_when_no_lesson_is_given() {
 }
 
 #[test]
-fn strict_turns_pending_into_exit_1() {
+fn strict_turns_pending_into_exit_1_and_a_failure_in_every_report() {
     let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("s.xml");
     let out = lessonprobe(&repo())
         .args([
             "--lesson", "30", "--strict", "--select", "L30-10", "--junit",
         ])
-        .arg(dir.path().join("s.xml"))
+        .arg(&xml)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let cases = verdicts(&parse_junit(&dir.path().join("s.xml")));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let closing = stdout.lines().last().unwrap();
+    assert!(
+        closing.contains("1 pending in ") && closing.ends_with("; PENDING under --strict: L30-10"),
+        "the closing line says why the run failed: {closing}"
+    );
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
     assert_eq!(
-        cases,
+        verdicts(&report),
         vec![(
             "L30-10 remote-bounded-replay-preserves-live-offsets".to_owned(),
-            "PENDING".to_owned()
+            "FAIL".to_owned()
         )]
     );
+    let suite = &report.test_suites[0];
+    assert_eq!((suite.failures, suite.errors, suite.skipped), (1, 0, 0));
+    match &suite.test_cases[0].status {
+        quick_junit::TestCaseStatus::NonSuccess { message, .. } => assert!(
+            message
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("PENDING under --strict: TICKETFLOW_REMOTE_TESTS is not set"),
+            "{message:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    let json = lessonprobe(&repo())
+        .args([
+            "--lesson",
+            "30",
+            "--strict",
+            "--select",
+            "L30-10",
+            "--no-junit",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (doc["succeeded"].as_bool(), doc["strict"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(doc["outcomes"][0]["verdict"], "PENDING");
 }
 
 #[test]
@@ -453,27 +506,6 @@ kind = "command"
 argv = ["sleep", "1"]
 "#;
 
-/// The binary under a pseudo-terminal (`script`), as a user at a terminal runs it.
-fn on_a_terminal(dir: &std::path::Path, no_color: bool) -> String {
-    let command = format!(
-        "{} --lesson 79 --no-junit",
-        env!("CARGO_BIN_EXE_lessonprobe")
-    );
-    let mut script = std::process::Command::new("script");
-    script
-        .current_dir(dir)
-        .args(["-q", "-e", "-c", &command, "/dev/null"])
-        .stdin(std::process::Stdio::null())
-        .env_remove("NO_COLOR")
-        .env_remove("LESSONPROBE_CHECKPOINTS");
-    if no_color {
-        script.env("NO_COLOR", "1");
-    }
-    let out = script.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     if !tool("script") {
@@ -483,7 +515,7 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
     std::fs::write(dir.path().join("checkpoints/79-status.toml"), NAPPER).unwrap();
 
-    let tty = on_a_terminal(dir.path(), false);
+    let tty = on_a_terminal(dir.path(), "--lesson 79 --no-junit", &[], false);
     assert!(
         tty.contains("0/1 running: napper sleeps-a-second"),
         "{tty:?}"
@@ -494,7 +526,7 @@ fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     );
     assert!(tty.contains("1 passed, 0 failed"), "{tty:?}");
 
-    let no_color = on_a_terminal(dir.path(), true);
+    let no_color = on_a_terminal(dir.path(), "--lesson 79 --no-junit", &[], true);
     assert!(
         no_color.contains("running: napper sleeps-a-second"),
         "{no_color:?}"

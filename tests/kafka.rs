@@ -55,7 +55,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     let s = &broker.servers;
 
     // L30-12: the live group is at the end of every partition, the replay group at yesterday's stop.
-    let suffix = "accept.kt1-l30-12-sqlite";
+    let suffix = "accept.lp-kt1.30.l30-12-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
     let n = partitions_of(s, &topic);
     let live = committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, n);
@@ -79,7 +79,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
         );
         assert!(stop < high, "yesterday must end inside partition {p}");
     }
-    let db = dir.path().join("kt1-l30-12-sqlite.db");
+    let db = dir.path().join("lp-kt1.30.l30-12-sqlite.db");
     let records = day::generate(&DaySpec::default());
     let distinct: HashSet<&str> = records.iter().map(|r| r.event.event_id.as_str()).collect();
     assert_eq!(
@@ -100,7 +100,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
 
     // EX-30-02: the original group stays at 500, the replay group at 200.
-    let suffix = "earliest.kt1-ex-30-02-sqlite";
+    let suffix = "earliest.lp-kt1.30.ex-30-02-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
     assert_eq!(
         committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, 1),
@@ -117,14 +117,14 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
     assert_eq!(
         count(
-            &dir.path().join("kt1-ex-30-02-sqlite.db"),
+            &dir.path().join("lp-kt1.30.ex-30-02-sqlite.db"),
             "SELECT COUNT(*) FROM audit_events"
         ),
         100
     );
 
     // L30-13: nothing committed by the refused replay.
-    let suffix = "beyond.kt1-l30-13-sqlite";
+    let suffix = "beyond.lp-kt1.30.l30-13-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
     assert_eq!(
         committed(
@@ -137,7 +137,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
 
     // L30-14: the rerun finished at 50 with 50 distinct rows.
-    let suffix = "midfail.kt1-l30-14-sqlite";
+    let suffix = "midfail.lp-kt1.30.l30-14-sqlite";
     let topic = format!("ticketflow.audit.v1.{suffix}");
     assert_eq!(
         committed(
@@ -148,7 +148,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
         ),
         vec![Some(50)]
     );
-    let db = dir.path().join("kt1-l30-14-sqlite.db");
+    let db = dir.path().join("lp-kt1.30.l30-14-sqlite.db");
     assert_eq!(
         count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"),
         50
@@ -159,10 +159,10 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     // there, and the run said so, naming each one.
     let stderr = String::from_utf8_lossy(&out.stderr);
     for suffix in [
-        "accept.kt1-l30-12-sqlite",
-        "earliest.kt1-ex-30-02-sqlite",
-        "beyond.kt1-l30-13-sqlite",
-        "midfail.kt1-l30-14-sqlite",
+        "accept.lp-kt1.30.l30-12-sqlite",
+        "earliest.lp-kt1.30.ex-30-02-sqlite",
+        "beyond.lp-kt1.30.l30-13-sqlite",
+        "midfail.lp-kt1.30.l30-14-sqlite",
     ] {
         let topic = format!("ticketflow.audit.v1.{suffix}");
         assert!(partitions_of(s, &topic) > 0, "{topic} is gone");

@@ -3,6 +3,8 @@
 
 use std::fmt::Display;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ticketflow::kafka::KafkaError;
@@ -30,12 +32,25 @@ pub struct ProbeContext {
     pub deadline: Duration,
     /// Unique per run, for names on shared services (topics, groups, schemas).
     pub run_id: String,
+    /// Set when the run is cancelled: the probe stops at its next step.
+    pub cancel: Cancel,
 }
 
 impl ProbeContext {
+    /// `Err` once the run is cancelled. A probe calls it between its steps and returns the
+    /// error, so what it holds (schemas, topics) is released on the way out.
+    pub fn proceed(&self) -> Result<(), ProbeError> {
+        if self.cancel.is_cancelled() {
+            Err(ProbeError::broken("cancelled: the run was interrupted"))
+        } else {
+            Ok(())
+        }
+    }
+
     /// The audit store, beside the live service's business tables (for probes that play the
     /// live consumer).
     pub fn open_live_store(&self) -> Result<Box<dyn LiveStore>, ProbeError> {
+        self.proceed()?;
         let store: Result<Box<dyn LiveStore>, StoreError> = match &self.db {
             DbTarget::SqliteMemory => LiveSqlite::in_memory().map(|s| Box::new(s) as _),
             DbTarget::SqliteFile(path) => LiveSqlite::open(path).map(|s| Box::new(s) as _),
@@ -49,6 +64,25 @@ impl ProbeContext {
             doing: "cannot open the audit store".into(),
             source,
         })
+    }
+}
+
+/// A run's cancellation, shared by everything the run started. Cancelling only stores a flag,
+/// so it may be done from a signal handler.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }
 

@@ -10,5 +10,5 @@ pub mod scratch;
 
 mod checks;
 
-pub use context::{BuiltinProbe, DbTarget, ProbeContext, ProbeError};
+pub use context::{BuiltinProbe, Cancel, DbTarget, ProbeContext, ProbeError};
 pub use ticketflow::KafkaTarget;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::manifest::{self, Checkpoint};
 use super::CatalogError;
+use crate::diagnostics::Source;
 
 /// The manifests shipped with this build, used when no folder is found.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -62,6 +63,8 @@ impl Catalog {
         Self::from_texts(CatalogSource::Embedded, files, known_builtins)
     }
 
+    /// Reads every manifest of `dir`: its `*.toml` files, leaving out hidden ones (editor lock
+    /// files such as `.#30-replay-audit.toml`) and symbolic links that lead nowhere.
     fn from_folder(dir: &Path, known_builtins: &[&str]) -> Result<Catalog, CatalogError> {
         let unreadable = |source| CatalogError::UnreadableFolder {
             dir: dir.to_owned(),
@@ -70,7 +73,7 @@ impl Catalog {
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(unreadable)? {
             let path = entry.map_err(unreadable)?.path();
-            if path.extension().is_some_and(|x| x == "toml") {
+            if is_manifest(&path) {
                 paths.push(path);
             }
         }
@@ -82,10 +85,11 @@ impl Catalog {
         }
         let mut files = Vec::with_capacity(paths.len());
         for path in paths {
-            match std::fs::read_to_string(&path) {
-                Ok(text) => files.push((path, text)),
+            let text = match std::fs::read(&path) {
+                Ok(bytes) => Source::decode(&path, bytes)?,
                 Err(source) => return Err(CatalogError::UnreadableManifest { path, source }),
-            }
+            };
+            files.push((path, text));
         }
         Self::from_texts(CatalogSource::Folder(dir.to_owned()), files, known_builtins)
     }
@@ -115,6 +119,23 @@ impl Catalog {
     }
 }
 
+/// A visible `*.toml` file, or a link to one; a link that leads nowhere is named and left out.
+fn is_manifest(path: &Path) -> bool {
+    let visible_toml = path.extension().is_some_and(|x| x == "toml")
+        && path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !n.starts_with('.'));
+    if visible_toml && !path.exists() {
+        tracing::warn!(
+            "{}: a link that leads nowhere; not read as a manifest",
+            path.display()
+        );
+        return false;
+    }
+    visible_toml && path.is_file()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +149,27 @@ mod tests {
         let catalog = Catalog::embedded(&names).unwrap();
         let lessons: Vec<u32> = catalog.checkpoints.iter().map(|c| c.lesson).collect();
         assert_eq!(lessons, vec![29, 30]);
+    }
+
+    #[test]
+    fn lock_files_hidden_files_dead_links_and_other_files_are_not_manifests() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("30-replay-audit.toml"), "").unwrap();
+        std::fs::write(d.join(".hidden.toml"), "").unwrap();
+        std::fs::write(d.join("notes.md"), "").unwrap();
+        std::fs::create_dir(d.join("folder.toml")).unwrap();
+        std::os::unix::fs::symlink("root@vm.1234:1700000000", d.join(".#30-replay-audit.toml"))
+            .unwrap();
+        std::os::unix::fs::symlink("nowhere.toml", d.join("31-dead.toml")).unwrap();
+        std::os::unix::fs::symlink("30-replay-audit.toml", d.join("32-link.toml")).unwrap();
+        let mut kept: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| is_manifest(p))
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        kept.sort();
+        assert_eq!(kept, ["30-replay-audit.toml", "32-link.toml"]);
     }
 }

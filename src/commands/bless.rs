@@ -104,6 +104,7 @@ fn run_all(
 ) -> Vec<DocRun> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<DocRun>>> = Mutex::new(vec![None; probes.len()]);
+    let cancel = lessonprobe_probes::Cancel::new();
     std::thread::scope(|scope| {
         for _ in 0..jobs.clamp(1, probes.len().max(1)) {
             scope.spawn(|| loop {
@@ -111,7 +112,8 @@ fn run_all(
                 let Some((doc, code)) = probes.get(i) else {
                     break;
                 };
-                let run = lesson::run(doc, code, code.timeout.unwrap_or(default_timeout));
+                let deadline = code.timeout.unwrap_or(default_timeout);
+                let run = lesson::run(doc, code, deadline, &cancel);
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(run);
                 }

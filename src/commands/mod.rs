@@ -2,6 +2,7 @@
 
 pub mod bless;
 pub mod broker;
+pub mod clean;
 mod course;
 pub mod hosts;
 pub mod list;
@@ -25,6 +26,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::List(args)) => list::list(args),
         Some(Command::Broker(args)) => broker::broker(args),
+        Some(Command::Clean(args)) => clean::clean(args),
         Some(Command::Bless(args)) => bless::bless(args),
         Some(Command::Replay(args)) => replay::replay(args),
         Some(Command::Remote(args)) => remote::remote(args),

@@ -1,15 +1,18 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use lessonprobe_probes::DbTarget;
+use ticketflow::KafkaTarget;
 
 use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
+use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
 use crate::report::json::Json;
-use crate::report::junit::Junit;
+use crate::report::junit::{self, Junit};
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
@@ -86,7 +89,14 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         strict: args.strict,
         junit_family: args.junit_family,
     };
-    let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
+    let run_id = match &args.run_id {
+        Some(id) => {
+            // A run given the id of an earlier one starts from nothing that run left.
+            drop_scratch(&selection, &config, id, Leftovers::OfEarlierRun);
+            id.clone()
+        }
+        None => new_run_id(),
+    };
     execute_and_report(&selection, &config, &run_id, &report)
 }
 
@@ -108,29 +118,101 @@ pub(super) struct Reporting {
     pub junit_family: crate::report::junit::Family,
 }
 
-/// Plans and executes the selection, feeds the run's events to the reporters (JUnit first,
-/// so a report that cannot be written stops the closing lines), and maps the run to its exit
-/// code.
+/// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into
+/// an interruption, feeds the run's events to the reporters (every one finishes, so the results
+/// are printed even when the JUnit report cannot be written), drops what an interrupted run
+/// left on shared services, and maps the run to its exit code.
 pub(super) fn execute_and_report(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,
     reporting: &Reporting,
 ) -> Result<Code, Error> {
+    if let Some(path) = &reporting.junit {
+        junit::prepare(path)?;
+    }
     let plan = Plan::new(selection, config);
     let mut reporters = Reporters::default();
     if let Some(path) = &reporting.junit {
-        reporters.add(Junit::new(path).with_family(reporting.junit_family));
+        reporters.add(
+            Junit::new(path)
+                .with_family(reporting.junit_family)
+                .strict(reporting.strict),
+        );
     }
     match reporting.format {
-        Format::Human => {
-            reporters.add(Terminal::stdout(reporting.verbose, reporting.junit.clone()))
-        }
-        Format::Json => reporters.add(Json::stdout()),
+        Format::Human => reporters.add(
+            Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
+        ),
+        Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
     }
-    let summary = run::execute(&plan, config, run_id, &Interrupt::new(), |event| {
+    let interrupt = Interrupt::new();
+    crate::signals::watch(&interrupt)
+        .map_err(|e| Error::Operation(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
+    let summary = run::execute(&plan, config, run_id, &interrupt, |event| {
         reporters.event(event)
     });
+    if summary.interrupted.is_some() {
+        drop_scratch(selection, config, run_id, Leftovers::OfInterruption);
+    }
     reporters.finish()?;
     Ok(Code::of_run(&summary, reporting.strict))
 }
+
+/// Why a run drops scratch resources of its own id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leftovers {
+    /// Before it starts: an earlier run with this id left them.
+    OfEarlierRun,
+    /// After an interruption: probes that did not stop in time left them.
+    OfInterruption,
+}
+
+/// Drops what the probes of `selection` have of run `run_id` on PostgreSQL and a real broker,
+/// saying what, and how to finish the job when a service refuses. Services that cannot be
+/// asked are named after an interruption only: before a run, its probes will say so.
+fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why: Leftovers) {
+    let runs = Runs::One {
+        run_id: run_id.to_owned(),
+        schemas: clean::run_schemas(selection.checkpoints.iter().map(|(c, _)| *c), run_id),
+    };
+    let mut places: Vec<Place> = config
+        .sql
+        .iter()
+        .filter_map(|t| match &t.target {
+            DbTarget::Postgres(url) => Some(Place::Postgres(url.clone())),
+            _ => None,
+        })
+        .collect();
+    if config.kafka != KafkaTarget::Embedded {
+        places.push(Place::Kafka(config.kafka.clone()));
+    }
+    let loud = why == Leftovers::OfInterruption;
+    let because = match why {
+        Leftovers::OfEarlierRun => "left by an earlier run with this id",
+        Leftovers::OfInterruption => "left by a probe the interruption stopped",
+    };
+    let later = format!(
+        "`lessonprobe clean --run-id {run_id} --execute` with the same --db/--kafka drops it later"
+    );
+    for place in &places {
+        let found = match clean::find(place, &runs, SCRATCH_TIMEOUT) {
+            Ok(found) => found,
+            Err(e) => {
+                if loud {
+                    eprintln!("lessonprobe: {e}; {later}");
+                }
+                continue;
+            }
+        };
+        for result in clean::drop_all(place, &found.leftovers, SCRATCH_TIMEOUT) {
+            match result {
+                Ok(leftover) => eprintln!("lessonprobe: dropped {leftover}, {because}"),
+                Err(e) => eprintln!("lessonprobe: {e}; {later}"),
+            }
+        }
+    }
+}
+
+/// How long each service gets to list and drop a run's scratch resources.
+const SCRATCH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::document::{CodeProbe, DocProbe};
+use lessonprobe_probes::Cancel;
+
 use super::matcher;
 use crate::process::{self, Tail};
 
@@ -65,20 +67,12 @@ impl DocRun {
 
     /// stdout, then stderr if it said anything: the report's captured output.
     pub fn output(&self) -> String {
-        let mut out = self.stdout.text.clone();
-        if !self.stderr.text.trim().is_empty() {
-            if !out.is_empty() && !out.ends_with('\n') {
-                out.push('\n');
-            }
-            out.push_str("--- stderr ---\n");
-            out.push_str(&self.stderr.text);
-        }
-        out
+        process::transcript(&self.stdout, &self.stderr)
     }
 }
 
-/// Runs `probe` (whose body is `code`) with `deadline`.
-pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration) -> DocRun {
+/// Runs `probe` (whose body is `code`) with `deadline`, stopping when `cancel` is set.
+pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
     let at = format!("{}:{}", probe.file.display(), code.command.line);
     let python = match resolve(&code.python) {
         Some(p) => p,
@@ -133,7 +127,7 @@ pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration) -> DocRun {
         ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
     ]);
     let args = ["-e".to_owned(), "-c".to_owned(), script];
-    let done = match process::run(shell, &args, &cwd, &env, deadline) {
+    let done = match process::run(shell, &args, &cwd, &env, deadline, cancel) {
         Ok(done) => done,
         Err(e) => return DocRun::error(format!("{at}: cannot start {shell}: {e}")),
     };
@@ -147,6 +141,13 @@ pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration) -> DocRun {
         blessable: None,
     };
     let command = code.command.content.trim();
+    if done.cancelled {
+        result.verdict = DocVerdict::Error;
+        result.message = Some(format!(
+            "{at}: stopped: the run was interrupted; process group killed"
+        ));
+        return result;
+    }
     if done.timed_out {
         result.verdict = DocVerdict::Error;
         result.message = Some(format!(

@@ -166,10 +166,11 @@ impl HostsFile {
     }
 
     pub fn load(path: &Path) -> Result<HostsFile, HostsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| HostsError::Unreadable {
+        let bytes = std::fs::read(path).map_err(|source| HostsError::Unreadable {
             path: path.to_owned(),
             source,
         })?;
+        let text = Source::decode(path, bytes)?;
         Ok(Self::parse(path, &text)?)
     }
 

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use lessonprobe_probes::Cancel;
+
 use super::hosts::AuthorizedHost;
 use super::selector::{quote, CommandSet};
 use super::session::{Deadline, SshSession, StepError};
@@ -28,14 +30,16 @@ pub fn check_host(host: &AuthorizedHost) -> Result<HostFacts, RemoteError> {
 }
 
 /// Runs `selector` of `checkpoint` on `host`. `deadline` bounds everything up to the fetched
-/// report, connecting included; teardown has its own bound.
+/// report, connecting included, and `cancel` cuts it short; teardown has its own bound and
+/// runs either way.
 pub fn run_selector(
     host: &AuthorizedHost,
     checkpoint: u32,
     selector: &str,
     deadline: Duration,
+    cancel: &Cancel,
 ) -> Result<RemoteReport, RemoteError> {
-    let end = Deadline::after(deadline, "the deadline");
+    let end = Deadline::after(deadline, "the deadline").or_cancelled(cancel);
     let session = open(host, &end)?;
     // Steps that should answer at once get the connect timeout, within the deadline.
     let quick = || end.clone().or(connect_timeout(host));

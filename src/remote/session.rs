@@ -1,7 +1,8 @@
 //! One SSH session under a watchdog: TCP connect, handshake, host-key verification against the
 //! host's known_hosts (before any authentication; no trust on first use), key or agent
-//! authentication, commands and file reads. Every step runs under a deadline; when it passes,
-//! the watchdog shuts the socket so every pending libssh2 call returns instead of hanging.
+//! authentication, commands and file reads. Every step runs under a deadline; when it passes, or
+//! the run is cancelled, the watchdog shuts the socket so every pending libssh2 call returns
+//! instead of hanging.
 
 use std::io::Read;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -10,15 +11,18 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use lessonprobe_probes::Cancel;
 use ssh2::{CheckResult, HashType, KnownHostFileKind, Session};
 
 use super::hosts::AuthorizedHost;
 
-/// A moment a step must end by, and how messages name it ("the deadline of 2s").
+/// A moment a step must end by, and how messages name it ("the deadline of 2s"); and the
+/// run's cancellation, which ends the step sooner.
 #[derive(Debug, Clone)]
 pub struct Deadline {
     at: Instant,
     name: String,
+    cancel: Option<Cancel>,
 }
 
 impl Deadline {
@@ -27,7 +31,18 @@ impl Deadline {
         Deadline {
             at: Instant::now() + span,
             name: format!("{what} of {}", humantime::format_duration(span)),
+            cancel: None,
         }
+    }
+
+    /// The same deadline, also ended by `cancel`.
+    pub fn or_cancelled(mut self, cancel: &Cancel) -> Deadline {
+        self.cancel = Some(cancel.clone());
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_cancelled)
     }
 
     /// The same deadline, under the same name, `by` later: a grace for an answer.
@@ -36,13 +51,12 @@ impl Deadline {
         self
     }
 
-    /// Whichever of the two comes first.
+    /// Whichever of the two comes first, ended by either's cancellation.
     pub fn or(self, other: Deadline) -> Deadline {
-        if other.at < self.at {
-            other
-        } else {
-            self
-        }
+        let cancel = self.cancel.clone().or_else(|| other.cancel.clone());
+        let mut first = if other.at < self.at { other } else { self };
+        first.cancel = cancel;
+        first
     }
 
     pub fn remaining(&self) -> Duration {
@@ -56,6 +70,9 @@ pub enum StepError {
     /// The deadline passed and the watchdog shut the connection.
     #[error("{limit} exceeded while {doing}")]
     TimedOut { doing: String, limit: String },
+    /// The run was cancelled and the watchdog shut the connection.
+    #[error("interrupted while {doing}")]
+    Interrupted { doing: String },
     /// The server or the connection failed the step.
     #[error("{doing}: {reason}")]
     Failed { doing: String, reason: String },
@@ -79,11 +96,29 @@ pub struct Cut {
     pub output: String,
 }
 
-/// Shuts a socket when its deadline passes, and remembers which deadline that was.
+/// Why the watchdog shut the socket.
+#[derive(Debug, Clone)]
+enum Fired {
+    /// The deadline of this name passed.
+    Deadline(String),
+    Cancelled,
+}
+
+impl Fired {
+    fn error(self, doing: &str) -> StepError {
+        let doing = doing.to_owned();
+        match self {
+            Fired::Deadline(limit) => StepError::TimedOut { doing, limit },
+            Fired::Cancelled => StepError::Interrupted { doing },
+        }
+    }
+}
+
+/// Shuts a socket when its deadline passes or the run is cancelled, and remembers why.
 struct Watchdog {
     deadline: Arc<Mutex<Deadline>>,
     done: Arc<AtomicBool>,
-    fired: Arc<Mutex<Option<String>>>,
+    fired: Arc<Mutex<Option<Fired>>>,
 }
 
 impl Watchdog {
@@ -98,14 +133,15 @@ impl Watchdog {
             if done.load(Ordering::SeqCst) {
                 return;
             }
-            let (due, name) = match deadline.lock() {
-                Ok(d) => (d.at, d.name.clone()),
-                Err(_) => (Instant::now(), "the deadline".to_owned()),
+            let (due, why) = match deadline.lock() {
+                Ok(d) if d.cancelled() => (Instant::now(), Fired::Cancelled),
+                Ok(d) => (d.at, Fired::Deadline(d.name.clone())),
+                Err(_) => (Instant::now(), Fired::Deadline("the deadline".to_owned())),
             };
             let now = Instant::now();
             if now >= due {
                 if let Ok(mut f) = fired.lock() {
-                    *f = Some(name);
+                    *f = Some(why);
                 }
                 let _ = stream.shutdown(Shutdown::Both);
                 return;
@@ -121,8 +157,8 @@ impl Watchdog {
         }
     }
 
-    /// The deadline that shut the socket, if one did.
-    fn fired(&self) -> Option<String> {
+    /// Why the socket was shut, if it was.
+    fn fired(&self) -> Option<Fired> {
         self.fired.lock().ok().and_then(|f| f.clone())
     }
 }
@@ -178,10 +214,7 @@ impl SshSession {
         let (dog_stream, socket) = (clone()?, clone()?);
         let watchdog = Watchdog::start(dog_stream, deadline.clone());
         let ssh_error = |doing: &str, e: ssh2::Error| match watchdog.fired() {
-            Some(limit) => StepError::TimedOut {
-                doing: doing.to_owned(),
-                limit,
-            },
+            Some(why) => why.error(doing),
             None => failed(doing, e.to_string()),
         };
 
@@ -259,10 +292,7 @@ impl SshSession {
     fn error(&self, doing: &str, reason: impl std::fmt::Display) -> StepError {
         self.broken.store(true, Ordering::SeqCst);
         match self.watchdog.fired() {
-            Some(limit) => StepError::TimedOut {
-                doing: doing.to_owned(),
-                limit,
-            },
+            Some(why) => why.error(doing),
             None => StepError::Failed {
                 doing: doing.to_owned(),
                 reason: reason.to_string(),

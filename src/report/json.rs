@@ -1,15 +1,16 @@
-//! The JSON reporter: one document with the run id, the counts and every outcome in plan
-//! order, written when the run is over.
+//! The JSON reporter: one document with the run id, whether the run succeeded (and why not),
+//! the counts, the wall time and every outcome in plan order, written when the run is over.
 
 use std::io::Write;
 
 use serde::Serialize;
 
 use super::{Gathered, ReportError, Reporter};
-use crate::run::{Counts, Outcome, RunEvent};
+use crate::run::{Counts, Interruption, Outcome, RunEvent};
 
 pub struct Json<W: Write> {
     out: W,
+    strict: bool,
     gathered: Gathered,
 }
 
@@ -23,8 +24,15 @@ impl<W: Write> Json<W> {
     pub fn to(out: W) -> Self {
         Json {
             out,
+            strict: false,
             gathered: Gathered::default(),
         }
+    }
+
+    /// Under `--strict`, PENDING cases fail the run.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
     }
 }
 
@@ -34,8 +42,24 @@ impl<W: Write> Reporter for Json<W> {
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
+        let summary = self.gathered.summary;
         let outcomes = self.gathered.outcomes();
-        let _ = writeln!(self.out, "{}", render(&self.gathered.run_id, &outcomes));
+        let counts = Counts::of(&outcomes);
+        let doc = Document {
+            run_id: &self.gathered.run_id,
+            succeeded: summary.is_some_and(|s| s.interrupted.is_none())
+                && counts.succeeded(self.strict),
+            strict: self.strict,
+            interrupted: summary
+                .and_then(|s| s.interrupted)
+                .map(Interruption::signal_name),
+            wall_seconds: summary.map_or(0.0, |s| (s.wall.as_secs_f64() * 1000.0).round() / 1000.0),
+            counts,
+            outcomes: &outcomes,
+        };
+        let text = serde_json::to_string_pretty(&doc)
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        let _ = writeln!(self.out, "{text}");
         Ok(())
     }
 }
@@ -43,17 +67,14 @@ impl<W: Write> Reporter for Json<W> {
 #[derive(Serialize)]
 struct Document<'a> {
     run_id: &'a str,
+    /// What the exit code says: no FAIL or ERROR, no PENDING under `--strict`, not interrupted.
+    succeeded: bool,
+    strict: bool,
+    /// The signal that interrupted the run, if one did.
+    interrupted: Option<&'static str>,
+    wall_seconds: f64,
     counts: Counts,
     outcomes: &'a [Outcome],
-}
-
-pub fn render(run_id: &str, outcomes: &[Outcome]) -> String {
-    let doc = Document {
-        run_id,
-        counts: Counts::of(outcomes),
-        outcomes,
-    };
-    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 #[cfg(test)]
@@ -94,5 +115,7 @@ mod tests {
             ]
         );
         assert_eq!(doc["counts"]["errors"], 2);
+        assert_eq!(doc["succeeded"], false);
+        assert_eq!(doc["interrupted"], "SIGINT");
     }
 }

@@ -1,7 +1,8 @@
 //! The JUnit XML reporter: one `<testsuites>`, one `<testsuite>` per checkpoint, one
-//! `<testcase>` per case, SKIP and PENDING included. Valid against the Jenkins xunit JUnit
-//! schema, which has no `skipped` on `<testsuites>` and no properties on test cases: case
-//! properties go on the suite, prefixed with the case name.
+//! `<testcase>` per case, SKIP and PENDING included (PENDING as a failure under `--strict`,
+//! so the report agrees with the exit code). Valid against the Jenkins xunit JUnit schema,
+//! which has no `skipped` on `<testsuites>` and no properties on test cases: case properties
+//! go on the suite, prefixed with the case name.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use crate::run::{Outcome, RunEvent, Verdict};
 pub struct Junit {
     path: PathBuf,
     family: Family,
+    strict: bool,
     gathered: Gathered,
 }
 
@@ -25,6 +27,7 @@ impl Junit {
         Junit {
             path: path.into(),
             family: Family::default(),
+            strict: false,
             gathered: Gathered::default(),
         }
     }
@@ -32,6 +35,12 @@ impl Junit {
     /// Writes this dialect instead of the default xunit2.
     pub fn with_family(mut self, family: Family) -> Self {
         self.family = family;
+        self
+    }
+
+    /// Under `--strict`, PENDING cases fail the run and are written as failures.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
         self
     }
 }
@@ -42,7 +51,8 @@ impl Reporter for Junit {
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
-        let xml = render(&self.gathered.outcomes(), self.gathered.wall, self.family).map_err(
+        let wall = self.gathered.wall();
+        let xml = render(&self.gathered.outcomes(), wall, self.family, self.strict).map_err(
             |source| ReportError::Render {
                 path: self.path.clone(),
                 source,
@@ -62,11 +72,13 @@ pub enum Family {
     Xunit2,
 }
 
-/// Renders the outcomes, grouped by lesson in the order they come.
+/// Renders the outcomes, grouped by lesson in the order they come; `strict` writes PENDING
+/// cases as failures.
 pub fn render(
     outcomes: &[Outcome],
     wall: Duration,
     family: Family,
+    strict: bool,
 ) -> Result<String, SerializeError> {
     let now = chrono::Local::now().fixed_offset();
     let hostname = hostname();
@@ -83,6 +95,12 @@ pub fn render(
         suite
             .extra
             .insert("hostname".into(), hostname.as_str().into());
+        // Both schemas allow `file` on a suite; publishers that read no testcase `file` use it.
+        if let Some(first) = cases.first() {
+            suite
+                .extra
+                .insert("file".into(), first.checkpoint_file.as_str().into());
+        }
         for o in &cases {
             for (key, value) in &o.properties {
                 suite.add_property(Property::new(
@@ -90,7 +108,7 @@ pub fn render(
                     value.as_str(),
                 ));
             }
-            let mut case = test_case(lesson, o);
+            let mut case = test_case(lesson, o, strict);
             if family == Family::Xunit1 {
                 if let Some(file) = &o.file {
                     case.extra.insert("file".into(), file.as_str().into());
@@ -106,21 +124,75 @@ pub fn render(
     Ok(drop_root_skipped(report.to_string()?))
 }
 
-pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
-            dir: dir.to_owned(),
-            source,
-        })?;
+/// Makes sure a report can be written at `path` before anything runs: not a folder, its
+/// folder created and writable. A report left there by an earlier run is removed, so that a
+/// run that cannot finish leaves no stale report behind.
+pub fn prepare(path: &Path) -> Result<(), ReportError> {
+    if path.is_dir() {
+        return Err(ReportError::IsFolder {
+            path: path.to_owned(),
+        });
     }
-    std::fs::write(path, xml).map_err(|source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    })
+    new_file_beside(path)?;
+    match std::fs::remove_file(path) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(ReportError::Write {
+            path: path.to_owned(),
+            source,
+        }),
+        _ => Ok(()),
+    }
 }
 
-fn test_case(lesson: u32, o: &Outcome) -> TestCase {
+/// Writes the report whole or not at all: into a new file beside `path`, renamed over it, so a
+/// consumer never reads half a report and a failed write leaves no file at `path`.
+pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
+    use std::io::Write;
+
+    let mut file = new_file_beside(path)?;
+    let write_error = |source| ReportError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    file.write_all(xml.as_bytes()).map_err(write_error)?;
+    file.persist(path).map_err(|e| write_error(e.error))?;
+    Ok(())
+}
+
+/// A new temporary file in the folder of `path` (created if missing), removed when dropped.
+fn new_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, ReportError> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
+                dir: dir.to_owned(),
+                source,
+            })?;
+            dir
+        }
+        None => Path::new("."),
+    };
+    // The mode std::fs::write gives a new file (before the umask), not a temp file's 0600.
+    tempfile::Builder::new()
+        .prefix(".lessonprobe-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|source| ReportError::Write {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
     let status = match o.verdict {
+        Verdict::Pending if strict => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status.set_message(format!(
+                "PENDING under --strict: {}",
+                o.message.as_deref().unwrap_or("not run")
+            ));
+            status
+        }
         Verdict::Pass => TestCaseStatus::success(),
         Verdict::Fail | Verdict::Error => {
             let kind = if o.verdict == Verdict::Fail {
@@ -253,6 +325,52 @@ mod tests {
         assert!(
             matches!(e, ReportError::Folder { ref dir, .. } if *dir == blocker),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_folder_or_an_unwritable_place_is_refused_before_the_run_and_a_stale_report_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = prepare(dir.path()).unwrap_err();
+        assert!(matches!(e, ReportError::IsFolder { .. }), "{e}");
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "").unwrap();
+        let e = prepare(&blocker.join("r.xml")).unwrap_err();
+        assert!(matches!(e, ReportError::Folder { .. }), "{e}");
+        let stale = dir.path().join("reports/r.xml");
+        std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+        std::fs::write(&stale, "<stale/>").unwrap();
+        prepare(&stale).unwrap();
+        assert!(
+            !stale.exists(),
+            "a report of an earlier run is not left to look current"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("reports"))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn under_strict_a_pending_case_is_a_failure_saying_so() {
+        let mut outcome = testing::outcome(30, "L30-10", Verdict::Pending);
+        outcome.message = Some("TICKETFLOW_REMOTE_TESTS is not set".into());
+        let status = |o: &Outcome, strict| test_case(30, o, strict).status;
+        assert!(matches!(
+            status(&outcome, false),
+            TestCaseStatus::Skipped { message: Some(m), .. } if m.as_str() == "PENDING: TICKETFLOW_REMOTE_TESTS is not set"
+        ));
+        assert!(matches!(
+            status(&outcome, true),
+            TestCaseStatus::NonSuccess { kind: NonSuccessKind::Failure, message: Some(m), .. }
+                if m.as_str() == "PENDING under --strict: TICKETFLOW_REMOTE_TESTS is not set"
+        ));
+        outcome.verdict = Verdict::Skip;
+        assert!(
+            matches!(status(&outcome, true), TestCaseStatus::Skipped { .. }),
+            "SKIP stays SKIP"
         );
     }
 

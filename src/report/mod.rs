@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::run::{Outcome, RunEvent};
+use crate::run::{Outcome, RunEvent, RunSummary};
 
 /// What goes to standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -32,8 +32,9 @@ pub trait Reporter {
     }
 }
 
-/// Several reporters fed the same events; they finish in the order they were added, and the
-/// first that fails stops the others.
+/// Several reporters fed the same events; they finish in the order they were added, every one
+/// of them even when an earlier one failed (the results are always printed), and the first
+/// failure is returned.
 #[derive(Default)]
 pub struct Reporters(Vec<Box<dyn Reporter>>);
 
@@ -51,7 +52,14 @@ impl Reporter for Reporters {
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
-        self.0.iter_mut().try_for_each(|r| r.finish())
+        let mut first = Ok(());
+        for reporter in &mut self.0 {
+            let result = reporter.finish();
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
     }
 }
 
@@ -73,6 +81,8 @@ pub enum ReportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{}: is a folder; give --junit the path of a file", path.display())]
+    IsFolder { path: PathBuf },
 }
 
 /// A run's outcomes gathered from its events, for the reports written whole at the end: in
@@ -81,7 +91,7 @@ pub enum ReportError {
 struct Gathered {
     run_id: String,
     by_case: Vec<Vec<Outcome>>,
-    wall: Duration,
+    summary: Option<RunSummary>,
 }
 
 impl Gathered {
@@ -98,9 +108,13 @@ impl Gathered {
                     *slot = outcomes.to_vec();
                 }
             }
-            RunEvent::RunFinished { summary } => self.wall = summary.wall,
+            RunEvent::RunFinished { summary } => self.summary = Some(*summary),
             RunEvent::CaseStarted { .. } | RunEvent::RunInterrupted { .. } => {}
         }
+    }
+
+    fn wall(&self) -> Duration {
+        self.summary.map_or(Duration::ZERO, |s| s.wall)
     }
 
     fn outcomes(&mut self) -> Vec<Outcome> {
@@ -108,5 +122,48 @@ impl Gathered {
             .into_iter()
             .flatten()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::testing;
+
+    /// A reporter that fails to finish, like a JUnit file that cannot be written.
+    struct Failing;
+
+    impl Reporter for Failing {
+        fn event(&mut self, _: &RunEvent<'_>) {}
+
+        fn finish(&mut self) -> Result<(), ReportError> {
+            Err(ReportError::IsFolder {
+                path: PathBuf::from("reports"),
+            })
+        }
+    }
+
+    /// Counts the finishes it saw.
+    struct Counting(std::rc::Rc<std::cell::Cell<usize>>);
+
+    impl Reporter for Counting {
+        fn event(&mut self, _: &RunEvent<'_>) {}
+
+        fn finish(&mut self) -> Result<(), ReportError> {
+            self.0.set(self.0.get() + 1);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_reporter_finishes_when_an_earlier_one_fails_and_the_failure_is_returned() {
+        let finished = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut reporters = Reporters::default();
+        reporters.add(Failing);
+        reporters.add(Counting(finished.clone()));
+        testing::run(None, |e| reporters.event(e));
+        let e = reporters.finish().unwrap_err();
+        assert!(matches!(e, ReportError::IsFolder { .. }), "{e}");
+        assert_eq!(finished.get(), 1, "the results are still printed");
     }
 }

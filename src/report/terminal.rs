@@ -1,6 +1,8 @@
-//! The terminal reporter: a line per case as it ends, diffs for mismatches, a closing count.
-//! On a terminal a status line below the lines names the cases running now; when stdout is not
-//! a terminal there is none. Colour only on a terminal and never with NO_COLOR.
+//! The terminal reporter: a line per case as it ends, diffs for mismatches, and a closing line
+//! with the counts, the wall time and why the run failed (the FAIL and ERROR ids, PENDING under
+//! `--strict`, an interruption). On a terminal a status line below the lines names the cases
+//! running now; when stdout is not a terminal there is none. Colour only on a terminal and
+//! never with NO_COLOR.
 
 use std::io::{IsTerminal, Stdout, Write};
 use std::path::PathBuf;
@@ -20,15 +22,22 @@ pub struct Terminal<W: Write> {
     live: Option<Live>,
     /// Named in the closing lines.
     junit: Option<PathBuf>,
+    strict: bool,
+    /// Verdict and name of every case that fails the run, in the order they finished.
+    failing: Vec<(Verdict, String)>,
+    /// Whether the run covers several lessons: then the recap names each case's lesson.
+    several_lessons: bool,
     summary: Option<RunSummary>,
 }
+
+/// Cases the closing line names; more are counted.
+const RECAP: usize = 10;
 
 impl Terminal<Stdout> {
     /// On standard output: a status line and colour when it is a terminal.
     pub fn stdout(verbose: bool, junit: Option<PathBuf>) -> Self {
         let tty = std::io::stdout().is_terminal();
-        let colour = tty && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
-        let mut terminal = Terminal::to(std::io::stdout(), verbose, junit, colour);
+        let mut terminal = Terminal::to(std::io::stdout(), verbose, junit, colour(tty));
         terminal.status_line = tty;
         terminal
     }
@@ -44,8 +53,17 @@ impl<W: Write> Terminal<W> {
             status_line: false,
             live: None,
             junit,
+            strict: false,
+            failing: Vec::new(),
+            several_lessons: false,
             summary: None,
         }
+    }
+
+    /// Under `--strict`, PENDING cases fail the run and the closing line says so.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
     }
 
     /// Writes `lines` above the status line, if there is one.
@@ -61,6 +79,55 @@ impl<W: Write> Terminal<W> {
             Some(live) => live.bar.suspend(write),
             None => write(),
         }
+    }
+
+    /// Notes a case that fails the run, for the closing line.
+    fn record(&mut self, o: &Outcome) {
+        let fails = match o.verdict {
+            Verdict::Fail | Verdict::Error => true,
+            Verdict::Pending => self.strict,
+            _ => false,
+        };
+        if !fails {
+            return;
+        }
+        let mut name = o.id.clone();
+        if let Some(backend) = o.backend {
+            name.push_str(&format!(" [{backend}]"));
+        }
+        if self.several_lessons {
+            name = format!("{}/{name}", o.lesson);
+        }
+        self.failing.push((o.verdict, name));
+    }
+
+    /// The counts, the wall time, the cases that failed the run by verdict, an interruption.
+    fn closing(&self, summary: RunSummary) -> String {
+        let mut closing = format!("{} in {:.2}s", summary.counts, summary.wall.as_secs_f64());
+        for (verdict, label) in [
+            (Verdict::Fail, "FAIL"),
+            (Verdict::Error, "ERROR"),
+            (Verdict::Pending, "PENDING under --strict"),
+        ] {
+            let names: Vec<&str> = self
+                .failing
+                .iter()
+                .filter(|(v, _)| *v == verdict)
+                .map(|(_, name)| name.as_str())
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            let mut recap = names[..names.len().min(RECAP)].join(", ");
+            if names.len() > RECAP {
+                recap.push_str(&format!(" and {} more", names.len() - RECAP));
+            }
+            closing.push_str(&format!("; {label}: {recap}"));
+        }
+        if let Some(why) = summary.interrupted {
+            closing.push_str(&format!("; interrupted ({})", why.signal_name()));
+        }
+        closing
     }
 
     fn outcome_lines(&self, o: &Outcome) -> Vec<String> {
@@ -120,6 +187,9 @@ impl<W: Write> Reporter for Terminal<W> {
     fn event(&mut self, event: &RunEvent<'_>) {
         match event {
             RunEvent::RunStarted { cases, .. } => {
+                self.several_lessons = cases
+                    .windows(2)
+                    .any(|w| w[0].checkpoint.lesson != w[1].checkpoint.lesson);
                 if self.status_line {
                     self.live = Some(Live::start(cases.len()));
                 }
@@ -138,6 +208,9 @@ impl<W: Write> Reporter for Terminal<W> {
                     .flat_map(|o| self.outcome_lines(o))
                     .collect();
                 self.print(&lines);
+                for o in outcomes.iter() {
+                    self.record(o);
+                }
                 if let Some(live) = &mut self.live {
                     live.running.retain(|(i, _)| i != index);
                     live.bar.inc(1);
@@ -150,7 +223,7 @@ impl<W: Write> Reporter for Terminal<W> {
                 not_started,
             } => {
                 let line = format!(
-                    "INTERRUPTED ({}): {running} running and {not_started} waiting cases end as ERROR",
+                    "INTERRUPTED ({}): {running} running and {not_started} waiting cases end as ERROR; stopping what runs (interrupt again to exit at once)",
                     reason.signal_name()
                 );
                 self.print(&[line]);
@@ -164,22 +237,29 @@ impl<W: Write> Reporter for Terminal<W> {
         }
     }
 
-    /// The closing lines: where the JUnit report is, and the counts.
+    /// The closing lines: where the JUnit report is (or that it could not be written: its
+    /// reporter finished first, and a stale report was removed before the run), and the counts,
+    /// the wall time and why the run failed.
     fn finish(&mut self) -> Result<(), ReportError> {
         let mut lines = Vec::new();
         if let Some(path) = &self.junit {
-            lines.push(format!("JUnit report: {}", path.display()));
+            lines.push(if path.is_file() {
+                format!("JUnit report: {}", path.display())
+            } else {
+                format!("JUnit report not written: {}", path.display())
+            });
         }
         if let Some(summary) = self.summary {
-            let mut closing = summary.counts.to_string();
-            if let Some(why) = summary.interrupted {
-                closing.push_str(&format!("; interrupted ({})", why.signal_name()));
-            }
-            lines.push(closing);
+            lines.push(self.closing(summary));
         }
         self.print(&lines);
         Ok(())
     }
+}
+
+/// Whether a stream gets colour: only a terminal, and never when NO_COLOR is set to anything.
+pub fn colour(is_terminal: bool) -> bool {
+    is_terminal && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
 }
 
 /// The status line: cases finished of all, and the names of those running.
@@ -229,16 +309,24 @@ mod tests {
 
     /// The terminal's output for the test run, durations blanked.
     fn output(interrupt_at: Option<usize>, colour: bool) -> Vec<String> {
-        let mut terminal = Terminal::to(Vec::new(), false, Some("r.xml".into()), colour);
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.xml");
+        std::fs::write(&report, "<testsuites/>").unwrap();
+        let mut terminal = Terminal::to(Vec::new(), false, Some(report), colour);
         testing::run(interrupt_at, |e| terminal.event(e));
         terminal.finish().unwrap();
         String::from_utf8(terminal.out)
             .unwrap()
             .lines()
             .map(testing::without_temp_dir)
+            .map(|l| l.replace(&format!("{}/", dir.path().display()), ""))
             .map(|l| match (l.find(" ["), l.find("s] ")) {
                 (Some(a), Some(b)) if a < b => format!("{}{}", &l[..a], &l[b + 2..]),
                 _ => l.to_owned(),
+            })
+            .map(|l| {
+                let wall = regex::Regex::new(r" in [0-9]+\.[0-9]{2}s").unwrap();
+                wall.replace(&l, " in Ts").into_owned()
             })
             .collect()
     }
@@ -254,7 +342,7 @@ mod tests {
                 "FAIL    lesson 90 third fails",
                 "        90.toml:30: exited with status 3",
                 "JUnit report: r.xml",
-                "2 passed, 1 failed, 0 errors, 1 skipped, 0 pending",
+                "2 passed, 1 failed, 0 errors, 1 skipped, 0 pending in Ts; FAIL: third",
             ]
         );
     }
@@ -265,15 +353,51 @@ mod tests {
             output(Some(1), false),
             [
                 "PASS    lesson 90 first prints",
-                "INTERRUPTED (SIGINT): 1 running and 1 waiting cases end as ERROR",
+                "INTERRUPTED (SIGINT): 1 running and 1 waiting cases end as ERROR; stopping what runs (interrupt again to exit at once)",
                 "ERROR   lesson 90 second prints-too",
                 "        interrupted (SIGINT) while it ran",
                 "SKIP    lesson 90 prose answered-in-writing: prose exercise: answered in writing, no executable form",
                 "ERROR   lesson 90 third fails",
                 "        interrupted (SIGINT) before it started",
                 "JUnit report: r.xml",
-                "1 passed, 0 failed, 2 errors, 1 skipped, 0 pending; interrupted (SIGINT)",
+                "1 passed, 0 failed, 2 errors, 1 skipped, 0 pending in Ts; ERROR: second, third; interrupted (SIGINT)",
             ]
+        );
+    }
+
+    #[test]
+    fn the_closing_line_names_what_failed_and_under_strict_what_is_pending() {
+        let mut terminal = Terminal::to(Vec::new(), false, None, false).strict(true);
+        for (i, verdict) in [
+            Verdict::Fail,
+            Verdict::Error,
+            Verdict::Pending,
+            Verdict::Pass,
+        ]
+        .into_iter()
+        .cycle()
+        .take(48)
+        .enumerate()
+        {
+            let lesson = if i % 2 == 0 { 30 } else { 31 };
+            terminal.several_lessons = true;
+            let mut o = crate::run::testing::outcome(lesson, &format!("P{i:02}"), verdict);
+            o.backend = (i == 0).then_some("postgres");
+            terminal.record(&o);
+        }
+        let closing = terminal.closing(crate::run::RunSummary {
+            counts: crate::run::Counts::default(),
+            wall: Duration::from_millis(1234),
+            interrupted: None,
+        });
+        assert!(closing.starts_with("0 passed, 0 failed, 0 errors, 0 skipped, 0 pending in 1.23s; FAIL: 30/P00 [postgres], 30/P04,"), "{closing}");
+        assert!(
+            closing.contains("30/P36 and 2 more; ERROR: 31/P01, "),
+            "{closing}"
+        );
+        assert!(
+            closing.contains("; PENDING under --strict: 30/P02, "),
+            "{closing}"
         );
     }
 

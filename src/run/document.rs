@@ -4,16 +4,18 @@
 
 use std::time::{Duration, Instant};
 
+use lessonprobe_probes::Cancel;
+
 use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
 use crate::lesson::{self, DocBody, DocProbe, DocVerdict};
 
-/// One document probe's outcome.
-pub fn run(mut outcome: Outcome, doc: &DocProbe, deadline: Duration) -> Outcome {
+/// One document probe's outcome; `cancel` stops it.
+pub fn run(mut outcome: Outcome, doc: &DocProbe, deadline: Duration, cancel: &Cancel) -> Outcome {
     let started = Instant::now();
     match &doc.body {
         DocBody::Code(code) => {
-            let done = lesson::run(doc, code, deadline);
+            let done = lesson::run(doc, code, deadline, cancel);
             outcome.verdict = match done.verdict {
                 DocVerdict::Pass => Verdict::Pass,
                 DocVerdict::Fail => Verdict::Fail,
@@ -62,6 +64,7 @@ pub fn answer(
     checkpoint: &Checkpoint,
     done: &[Outcome],
     config: &RunConfig,
+    cancel: &Cancel,
 ) -> Outcome {
     let started = Instant::now();
     let mut lines = Vec::new();
@@ -78,7 +81,7 @@ pub fn answer(
             Some(o) => o.verdict,
             None => {
                 let deadline = probe.timeout.unwrap_or(config.default_timeout);
-                run(outcome.clone(), doc, deadline).verdict
+                run(outcome.clone(), doc, deadline, cancel).verdict
             }
         };
         lines.push(format!(

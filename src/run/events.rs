@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lessonprobe_probes::Cancel;
+
 use super::{Counts, Outcome, PlannedCase};
 
 /// One step of a run. `index` is a case's place in the plan, `RunStarted`'s `cases`.
@@ -83,11 +85,15 @@ impl Interruption {
 }
 
 /// A request to stop a run, shared between the run and whatever notices the need (a signal
-/// handler): once requested, the runner starts no further case and ends the unfinished ones
-/// as ERROR "interrupted". The first request wins. Storing a byte is all a request does, so
-/// it may be made from a signal handler.
+/// handler): once requested, the runner starts no further case, the running ones are told to
+/// stop through [`Interrupt::cancel`], and every unfinished case ends as ERROR "interrupted".
+/// The first request wins. A request only stores a byte and a flag, so it may be made from a
+/// signal handler.
 #[derive(Debug, Clone, Default)]
-pub struct Interrupt(Arc<AtomicU8>);
+pub struct Interrupt {
+    why: Arc<AtomicU8>,
+    cancel: Cancel,
+}
 
 impl Interrupt {
     pub fn new() -> Self {
@@ -96,12 +102,19 @@ impl Interrupt {
 
     pub fn request(&self, why: Interruption) {
         let _ = self
-            .0
+            .why
             .compare_exchange(0, why.code(), Ordering::SeqCst, Ordering::SeqCst);
+        self.cancel.cancel();
     }
 
     pub fn requested(&self) -> Option<Interruption> {
-        Interruption::from_code(self.0.load(Ordering::SeqCst))
+        Interruption::from_code(self.why.load(Ordering::SeqCst))
+    }
+
+    /// What the run's probes, commands and remote sessions watch: cancelled by the first
+    /// request.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
     }
 }
 
@@ -117,5 +130,6 @@ mod tests {
         handler.request(Interruption::Terminate);
         handler.request(Interruption::Interrupt);
         assert_eq!(interrupt.requested(), Some(Interruption::Terminate));
+        assert!(interrupt.cancel().is_cancelled());
     }
 }

@@ -1,17 +1,25 @@
 //! Executes one planned case: a builtin probe, a command or a remote selector under its
-//! deadline, judged against the expected output; a case decided SKIP or PENDING only reports
-//! its reason.
+//! deadline and the run's cancellation, judged against the expected output; a case decided
+//! SKIP or PENDING only reports its reason.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use lessonprobe_probes::{registry, DbTarget, ProbeContext, ProbeError};
+use lessonprobe_probes::{registry, Cancel, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, PlannedCase};
 use super::{command, document, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
+use crate::process::{self, Finished};
+
+/// How often a waiting builtin probe's case looks at the run's cancellation.
+const POLL: Duration = Duration::from_millis(50);
+
+/// How long a cancelled builtin probe gets to reach its next step and release what it holds
+/// (schemas, topics) before the run leaves it behind.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Why a case that ran has no output to judge. Its verdict is FAIL when the claim did not
 /// hold and ERROR when the case could not run or finish.
@@ -37,13 +45,21 @@ enum CaseError {
         dir: PathBuf,
         source: std::io::Error,
     },
-    #[error("deadline of {} exceeded; process group killed{}", humantime::format_duration(*.limit), tail("stderr", stderr))]
-    CommandDeadline { limit: Duration, stderr: String },
+    #[error("deadline of {} exceeded; process group killed{}", humantime::format_duration(*.limit), tail("stderr", &done.stderr.text))]
+    CommandDeadline { limit: Duration, done: Finished },
     /// The command ran and exited unsuccessfully: its claim did not hold.
-    #[error("exited with status {code}{}", tail("stderr", stderr))]
-    Exited { code: i32, stderr: String },
-    #[error("killed by a signal{}", tail("stderr", stderr))]
-    Killed { stderr: String },
+    #[error("exited with status {code}{}", tail("stderr", &done.stderr.text))]
+    Exited { code: i32, done: Finished },
+    #[error("killed by a signal{}", tail("stderr", &done.stderr.text))]
+    Killed { done: Finished },
+    /// The run was cancelled while the case ran.
+    #[error("stopped: the run was interrupted")]
+    Cancelled,
+    #[error("{}: cannot remove the database file an earlier run left: {source}", path.display())]
+    StaleDatabase {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A remote probe with no host to run on.
     #[error("{0}")]
     NoRemoteHost(String),
@@ -56,6 +72,16 @@ impl CaseError {
         match self {
             CaseError::ClaimFailed(_) | CaseError::Exited { .. } => Verdict::Fail,
             _ => Verdict::Error,
+        }
+    }
+
+    /// What a command printed before it failed: the tails of stdout and stderr.
+    fn transcript(&self) -> Option<String> {
+        match self {
+            CaseError::CommandDeadline { done, .. }
+            | CaseError::Exited { done, .. }
+            | CaseError::Killed { done } => Some(process::transcript(&done.stdout, &done.stderr)),
+            _ => None,
         }
     }
 }
@@ -84,8 +110,13 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
 }
 
 /// One planned case's outcomes: exactly one, except a remote selector whose report holds
-/// several test cases.
-pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str) -> Vec<Outcome> {
+/// several test cases. `key` names what the case creates on shared services; `cancel` stops it.
+pub(super) fn run_case(
+    case: &PlannedCase<'_>,
+    config: &RunConfig,
+    key: &str,
+    cancel: &Cancel,
+) -> Vec<Outcome> {
     if let Some(outcome) = decided(case) {
         return vec![outcome];
     }
@@ -95,35 +126,28 @@ pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str)
     if let (ProbeKind::Remote { selector, .. }, RemoteHost::Host(host)) =
         (&probe.kind, &config.remote)
     {
-        return remote::run(outcome, host, case.checkpoint.lesson, selector, deadline);
+        return remote::run(
+            outcome,
+            host,
+            case.checkpoint.lesson,
+            selector,
+            deadline,
+            cancel,
+        );
     }
     if let ProbeKind::Document(doc) = &probe.kind {
-        return vec![document::run(outcome, doc, deadline)];
+        return vec![document::run(outcome, doc, deadline, cancel)];
     }
     let started = Instant::now();
     let result = match &probe.kind {
-        ProbeKind::Builtin { name, .. } => {
-            let ctx = ProbeContext {
-                db: match case.sql.as_ref().map(|s| &s.target) {
-                    None => DbTarget::SqliteMemory,
-                    // `sqlite:DIR`: each case its own database file, kept for inspection.
-                    Some(DbTarget::SqliteFile(dir)) => {
-                        DbTarget::SqliteFile(dir.join(format!("{run_id}.db")))
-                    }
-                    Some(other) => other.clone(),
-                },
-                kafka: config.kafka.clone(),
-                deadline,
-                run_id: run_id.to_owned(),
-            };
-            run_builtin(name, ctx, deadline)
-        }
+        ProbeKind::Builtin { name, .. } => probe_context(case, config, key, deadline, cancel)
+            .and_then(|ctx| run_builtin(name, ctx, deadline)),
         ProbeKind::Command { argv, cwd, env, .. } => {
             let dir = cwd.as_ref().map_or_else(
                 || config.course_root.clone(),
                 |c| config.course_root.join(c),
             );
-            run_command(argv, &dir, env, deadline)
+            run_command(argv, &dir, env, deadline, cancel)
         }
         ProbeKind::Remote { .. } => Err(CaseError::NoRemoteHost(
             config.remote.unavailable_reason().unwrap_or_default(),
@@ -146,9 +170,56 @@ pub(super) fn run_case(case: &PlannedCase<'_>, config: &RunConfig, run_id: &str)
         Err(e) => {
             outcome.verdict = e.verdict();
             outcome.message = Some(e.to_string());
+            outcome.output = e.transcript().unwrap_or_default();
         }
     }
     vec![outcome]
+}
+
+/// What a builtin probe of `case` is handed. With `sqlite:DIR` each case has a database file
+/// of its own, kept for inspection; one left by an earlier run with the same id is removed
+/// first, so every run starts from a fresh file.
+fn probe_context(
+    case: &PlannedCase<'_>,
+    config: &RunConfig,
+    key: &str,
+    deadline: Duration,
+    cancel: &Cancel,
+) -> Result<ProbeContext, CaseError> {
+    let db = match case.sql.as_ref().map(|s| &s.target) {
+        None => DbTarget::SqliteMemory,
+        Some(DbTarget::SqliteFile(dir)) => {
+            let path = dir.join(format!("{key}.db"));
+            remove_database_file(&path)?;
+            DbTarget::SqliteFile(path)
+        }
+        Some(other) => other.clone(),
+    };
+    Ok(ProbeContext {
+        db,
+        kafka: config.kafka.clone(),
+        deadline,
+        run_id: key.to_owned(),
+        cancel: cancel.clone(),
+    })
+}
+
+/// Removes an SQLite database file and its journal, WAL and shared-memory companions.
+fn remove_database_file(path: &Path) -> Result<(), CaseError> {
+    for suffix in ["", "-journal", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(CaseError::StaleDatabase {
+                    path: PathBuf::from(file),
+                    source: e,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// PASS when the output equals the expected text (trailing line ends aside), else FAIL with a diff.
@@ -178,6 +249,7 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
     })?;
     let (tx, rx) = mpsc::channel();
     let run = probe.run;
+    let cancel = ctx.cancel.clone();
     // A probe bounds its own waits by the deadline; should one not, the run still moves on and
     // the thread is left to finish on its own.
     std::thread::Builder::new()
@@ -187,9 +259,30 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
             let _ = tx.send(result);
         })
         .map_err(|source| CaseError::Thread { source })?;
-    match rx.recv_timeout(deadline) {
-        Ok(Ok(result)) => result.map_err(CaseError::from),
-        Ok(Err(panic)) => {
+    let started = Instant::now();
+    let answer = loop {
+        let left = deadline.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(CaseError::Deadline { limit: deadline });
+        }
+        if cancel.is_cancelled() {
+            // Told to stop: the probe returns at its next step, dropping what it holds.
+            let _ = rx.recv_timeout(STOP_GRACE.min(left));
+            return Err(CaseError::Cancelled);
+        }
+        match rx.recv_timeout(POLL.min(left)) {
+            Ok(answer) => break answer,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(CaseError::Panicked {
+                    what: "its thread ended without an answer".into(),
+                })
+            }
+        }
+    };
+    match answer {
+        Ok(result) => result.map_err(CaseError::from),
+        Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
@@ -197,7 +290,6 @@ fn run_builtin(name: &str, ctx: ProbeContext, deadline: Duration) -> Result<Stri
                 .unwrap_or_else(|| "unknown panic".into());
             Err(CaseError::Panicked { what })
         }
-        Err(_) => Err(CaseError::Deadline { limit: deadline }),
     }
 }
 
@@ -206,27 +298,27 @@ fn run_command(
     dir: &Path,
     env: &std::collections::BTreeMap<String, String>,
     deadline: Duration,
+    cancel: &Cancel,
 ) -> Result<String, CaseError> {
-    let done = command::run(argv, dir, env, deadline).map_err(|source| CaseError::Spawn {
-        program: argv.first().cloned().unwrap_or_default(),
-        dir: dir.to_owned(),
-        source,
-    })?;
+    let done =
+        command::run(argv, dir, env, deadline, cancel).map_err(|source| CaseError::Spawn {
+            program: argv.first().cloned().unwrap_or_default(),
+            dir: dir.to_owned(),
+            source,
+        })?;
+    if done.cancelled {
+        return Err(CaseError::Cancelled);
+    }
     if done.timed_out {
         return Err(CaseError::CommandDeadline {
             limit: deadline,
-            stderr: done.stderr,
+            done,
         });
     }
     match done.status.and_then(|s| s.code()) {
-        Some(0) => Ok(done.stdout),
-        Some(code) => Err(CaseError::Exited {
-            code,
-            stderr: done.stderr,
-        }),
-        None => Err(CaseError::Killed {
-            stderr: done.stderr,
-        }),
+        Some(0) => Ok(done.stdout.text),
+        Some(code) => Err(CaseError::Exited { code, done }),
+        None => Err(CaseError::Killed { done }),
     }
 }
 

@@ -59,6 +59,10 @@ pub struct Outcome {
     pub properties: Vec<(String, String)>,
     /// Where the probe is written: its manifest, or its lesson file.
     pub file: Option<String>,
+    /// Where its checkpoint is written: the manifest, or the lesson file of a lesson without
+    /// one (the JUnit suite's `file`).
+    #[serde(skip)]
+    pub checkpoint_file: String,
     /// The probe's line in that file, where known.
     pub line: Option<usize>,
 }
@@ -102,6 +106,7 @@ impl Outcome {
                 .to_string(),
             ),
             line: probe.line,
+            checkpoint_file: case.checkpoint.source.display().to_string(),
         }
     }
 

@@ -46,21 +46,15 @@ impl PlannedCase<'_> {
         super::outcome::display_name(&self.probe.id, &self.probe.name, self.backend(), None)
     }
 
-    /// A name for this case that is safe in topic, group, schema and file names.
-    pub fn slug(&self) -> String {
-        let raw = match &self.sql {
-            Some(sql) => format!("{}-{}", self.probe.id, sql.backend.label()),
-            None => self.probe.id.clone(),
-        };
-        raw.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '-'
-                }
-            })
-            .collect()
+    /// The key this case's names on shared services carry in run `run_id`: topics, groups,
+    /// schemas and database files of the same probe id in two lessons never meet.
+    pub fn scratch_key(&self, run_id: &str) -> String {
+        crate::scratch_key::case_key(
+            run_id,
+            self.checkpoint.lesson,
+            &self.probe.id,
+            self.backend(),
+        )
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use lessonprobe_probes::Cancel;
+
 use super::{Outcome, Verdict};
 use crate::remote::{self, AuthorizedHost, HostFacts, RemoteCase, RemoteVerdict};
 
@@ -14,11 +16,12 @@ pub fn run(
     checkpoint: u32,
     selector: &str,
     deadline: Duration,
+    cancel: &Cancel,
 ) -> Vec<Outcome> {
     base.host = Some(host.name.clone());
     base.properties.push(("host".into(), host.place()));
     let started = Instant::now();
-    match remote::run_selector(host, checkpoint, selector, deadline) {
+    match remote::run_selector(host, checkpoint, selector, deadline, cancel) {
         Ok(report) => {
             add_facts(&mut base, &report.facts);
             let times = case_times(&report.cases, started.elapsed());

@@ -22,7 +22,8 @@ enum Progress {
 /// Where a case is.
 enum Slot {
     Waiting,
-    Running,
+    /// Since when.
+    Running(Instant),
     Done(Vec<Outcome>),
 }
 
@@ -59,7 +60,8 @@ pub fn execute(
                     if runs && tx.send(Progress::Started(i)).is_err() {
                         break;
                     }
-                    let outcomes = run_case(case, config, &format!("{run_id}-{}", case.slug()));
+                    let key = case.scratch_key(run_id);
+                    let outcomes = run_case(case, config, &key, interrupt.cancel());
                     if tx.send(Progress::Finished(i, outcomes)).is_err() {
                         break;
                     }
@@ -70,10 +72,12 @@ pub fn execute(
         loop {
             let progress = rx.recv_timeout(POLL);
             let disconnected = matches!(progress, Err(RecvTimeoutError::Disconnected));
-            if interrupted.is_none() {
+            // A case that ends once the run is interrupted was stopped by the interruption (its
+            // command killed, its probe cancelled): it ends as interrupted like the others.
+            if interrupted.is_none() && interrupt.requested().is_none() {
                 match progress {
                     Ok(Progress::Started(index)) => {
-                        slots[index] = Slot::Running;
+                        slots[index] = Slot::Running(Instant::now());
                         sink(&RunEvent::CaseStarted {
                             index,
                             case: &cases[index],
@@ -90,6 +94,8 @@ pub fn execute(
                     }
                     Err(_) => {}
                 }
+            }
+            if interrupted.is_none() {
                 if let Some(why) = interrupt.requested() {
                     interrupted = Some(why);
                     end_unfinished(cases, &mut slots, why, &mut sink);
@@ -104,7 +110,7 @@ pub fn execute(
         }
     });
     if interrupted.is_none() {
-        answer_from_documents(plan, config, &mut slots, &mut sink);
+        answer_from_documents(plan, config, interrupt, &mut slots, &mut sink);
     }
     let mut counts = Counts::default();
     for slot in &slots {
@@ -125,6 +131,7 @@ pub fn execute(
 fn answer_from_documents(
     plan: &Plan<'_>,
     config: &RunConfig,
+    interrupt: &Interrupt,
     slots: &mut [Slot],
     sink: &mut impl FnMut(&RunEvent<'_>),
 ) {
@@ -141,8 +148,13 @@ fn answer_from_documents(
             })
             .flatten()
             .collect();
-        let mut outcome =
-            super::document::answer(Outcome::of(case), case.checkpoint, &done, config);
+        let mut outcome = super::document::answer(
+            Outcome::of(case),
+            case.checkpoint,
+            &done,
+            config,
+            interrupt.cancel(),
+        );
         outcome.locate_message();
         let outcomes = vec![outcome];
         sink(&RunEvent::CaseFinished {
@@ -162,7 +174,10 @@ fn end_unfinished(
     why: Interruption,
     sink: &mut impl FnMut(&RunEvent<'_>),
 ) {
-    let running = slots.iter().filter(|s| matches!(s, Slot::Running)).count();
+    let running = slots
+        .iter()
+        .filter(|s| matches!(s, Slot::Running(_)))
+        .count();
     let not_started = slots
         .iter()
         .zip(cases)
@@ -177,7 +192,11 @@ fn end_unfinished(
         let case = &cases[index];
         let outcome = match slot {
             Slot::Done(_) => continue,
-            Slot::Running => interrupted(case, why, "while it ran"),
+            Slot::Running(since) => {
+                let mut outcome = interrupted(case, why, "while it ran");
+                outcome.duration = since.elapsed();
+                outcome
+            }
             Slot::Waiting => {
                 decided(case).unwrap_or_else(|| interrupted(case, why, "before it started"))
             }

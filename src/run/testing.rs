@@ -85,3 +85,29 @@ pub(crate) fn without_temp_dir(line: &str) -> String {
         None => line.to_owned(),
     }
 }
+
+/// An outcome of a case `id` of `lesson` with `verdict`, for tests of what reporters write.
+pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::Outcome {
+    super::Outcome {
+        lesson,
+        checkpoint: format!("lesson {lesson}"),
+        id: id.to_owned(),
+        name: "case".into(),
+        claim: "c".into(),
+        kind: "command",
+        backend: None,
+        verdict,
+        message: None,
+        diff: None,
+        output: String::new(),
+        expected: None,
+        answer: None,
+        duration: Duration::ZERO,
+        host: None,
+        remote_case: None,
+        properties: Vec::new(),
+        file: None,
+        line: None,
+        checkpoint_file: format!("checkpoints/{lesson}.toml"),
+    }
+}

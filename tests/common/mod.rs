@@ -58,6 +58,27 @@ pub fn process_gone(pid_file: &Path) -> bool {
     }
 }
 
+/// The built `lessonprobe` with `args`, run in `cwd` under a pseudo-terminal (`script`), as a
+/// user at a terminal runs it, with `envs` set and `NO_COLOR` unless `no_color`: what the
+/// terminal showed (stdout and stderr together).
+pub fn on_a_terminal(cwd: &Path, args: &str, envs: &[(&str, &str)], no_color: bool) -> String {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_lessonprobe"));
+    let mut script = Command::new("script");
+    script
+        .current_dir(cwd)
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .stdin(Stdio::null())
+        .env_remove("NO_COLOR")
+        .env_remove("LESSONPROBE_CHECKPOINTS")
+        .envs(envs.iter().copied());
+    if no_color {
+        script.env("NO_COLOR", "1");
+    }
+    let out = script.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }

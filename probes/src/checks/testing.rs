@@ -16,7 +16,7 @@ use ticketflow::store::{AuditStore, StoreError};
 use ticketflow::KafkaTarget;
 
 use super::system::System;
-use crate::context::{DbTarget, ProbeContext, ProbeError};
+use crate::context::{Cancel, DbTarget, ProbeContext, ProbeError};
 use crate::live::LiveStore;
 
 /// A context on in-memory SQLite and the embedded mock cluster, its run id unique in the process.
@@ -50,6 +50,7 @@ fn context(db: DbTarget) -> ProbeContext {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ),
+        cancel: Cancel::new(),
     }
 }
 
