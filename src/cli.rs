@@ -20,7 +20,7 @@ Exit codes:
   3    a file could not be read or written (a manifest folder, a report path)
   4    an operational command (replay, broker, hosts check, clean) failed
   5    a replay completed with findings (conflicts or quarantined records)
-  6    replay verify found events of the window missing from the audit table or stored with other content
+  6    replay verify found events missing from the audit table or stored differently
   130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM";
 
 #[derive(Debug, Parser)]
