@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ticketflow::day::{self, DaySpec};
 use ticketflow::event::EventRecord;
 use ticketflow::kafka::{Broker, KafkaReplayConsumer};
-use ticketflow::replay::ReplayConsumer;
+use ticketflow::replay::{ReplayConsumer, ReplayGroup};
 use ticketflow::store::{
     AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
     RecordedPlan, Timeouts,
@@ -128,7 +128,11 @@ fn rate(events: u64, wall: Duration) -> f64 {
 fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
     let started = Instant::now();
     let mut n = 0u64;
-    let mut consumer = KafkaReplayConsumer::new(broker, "bench-consume").expect("consumer");
+    let mut consumer = KafkaReplayConsumer::new(
+        broker,
+        &ReplayGroup::new("bench-consume", "bench-live").expect("group"),
+    )
+    .expect("consumer");
     for p in 0..partitions {
         let (low, high) = broker.watermarks(TOPIC, p).expect("watermarks");
         consumer.seek(TOPIC, p, low).expect("seek");

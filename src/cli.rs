@@ -413,6 +413,11 @@ pub struct ReplayArgs {
     /// Partitions replayed at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+    /// After each partition's stop, read on until records are this much later than --until,
+    /// counting records of the window written after the stop (reported as `late`)
+    /// [default: 0, no reading past stop].
+    #[arg(long, value_name = "DURATION", value_parser = crate::config::duration::parse)]
+    pub skew: Option<Duration>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod diagnostics;
 pub mod exit;
 pub mod lesson;
+pub mod logging;
 pub mod process;
 pub mod progress;
 pub mod remote;
@@ -20,7 +21,6 @@ pub mod selector;
 pub mod signals;
 pub mod wildcard;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -29,7 +29,7 @@ use clap::Parser;
 /// result to the process exit code.
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging();
+    logging::init();
     match commands::dispatch(cli) {
         Ok(code) => code.into(),
         Err(err) => {
@@ -37,15 +37,4 @@ pub fn main() -> ExitCode {
             err.exit_code().into()
         }
     }
-}
-
-/// Logs go to stderr at `warn` unless RUST_LOG says otherwise, coloured only on a terminal.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(report::terminal::colour(std::io::stderr().is_terminal()))
-        .try_init();
 }

@@ -8,8 +8,9 @@ use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use ticketflow::replay::{
-    BadRecords, DayPlan, DayPlanError, DayReplayRequest, Decision, ExecuteOptions, PlanDocument,
-    Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window, CONNECT_TIMEOUT,
+    BadRecords, ConnectError, DayPlan, DayPlanError, DayReplayRequest, Decision, ExecuteOptions,
+    PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window,
+    CONNECT_TIMEOUT,
 };
 use ticketflow::store::Timeouts;
 use ticketflow::KafkaTarget;
@@ -61,7 +62,11 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     };
     let view = ReplayJob::inspect(&db, timeouts)
         .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
-    let job = ReplayJob::connect(&kafka, request, Duration::from_secs(10)).map_err(|e| op(&e))?;
+    let job =
+        ReplayJob::connect(&kafka, request, Duration::from_secs(10)).map_err(|e| match e {
+            ConnectError::OwnedProperty { .. } => Error::Usage(e.to_string()),
+            ConnectError::Kafka(e) => op(&e),
+        })?;
     let mut plan = job.plan().map_err(refused)?;
     let decision = ReplayJob::decide(&mut plan, &view)
         .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
@@ -94,8 +99,11 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
                 OnBadRecord::Quarantine => BadRecords::Quarantine,
                 OnBadRecord::Fail => BadRecords::Fail,
             },
+            skew: args.skew,
         },
-        deadline: args.deadline.saturating_sub(planned),
+        // The deadline bounds the whole command: planning took part of it.
+        deadline: args.deadline,
+        since: started,
         idle_timeout: args.idle_timeout,
         jobs: args.jobs as usize,
     };
@@ -126,6 +134,9 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         records as f64 / secs.max(1e-9),
         planned.as_secs_f64()
     );
+    for notice in report.notices() {
+        eprintln!("lessonprobe replay: {notice}");
+    }
     let failures = report.failures();
     let mut findings = false;
     let (conflicts, quarantined) = (report.conflicts(), report.quarantined());
@@ -205,6 +216,9 @@ fn refused(e: DayPlanError) -> Error {
         _ => "",
     };
     match e {
+        DayPlanError::Refused(
+            why @ (Refusal::DuplicatePartition { .. } | Refusal::NegativeOffset { .. }),
+        ) => Error::Usage(format!("--partitions/--start/--stop: {why}")),
         DayPlanError::Refused(why) => Error::Operation(format!("replay refused: {why}{hint}")),
         DayPlanError::Kafka(e) => Error::Operation(e.to_string()),
     }
@@ -338,6 +352,8 @@ struct PartitionLine {
     duplicates: u64,
     conflicts: u64,
     quarantined: u64,
+    markers: u64,
+    aborted: u64,
     updated_at: String,
 }
 
@@ -355,6 +371,8 @@ impl From<&StatusRow> for PartitionLine {
             duplicates: r.duplicates,
             conflicts: r.conflicts,
             quarantined: r.quarantined,
+            markers: r.markers,
+            aborted: r.aborted,
             updated_at: r.updated_at.clone(),
         }
     }

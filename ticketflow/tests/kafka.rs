@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ticketflow::day::{self, DaySpec, YESTERDAY};
 use ticketflow::kafka::{
-    partition_window, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer, OffsetLookup,
-    ScanLookup,
+    partition_window, time_windows, AutoLookup, Broker, BrokerLookup, KafkaReplayConsumer,
+    OffsetLookup,
 };
 use ticketflow::replay::{
     run_bounded_replay, ConsumerError, ReplayErrorKind, ReplayLimits, ReplayPlan,
@@ -33,7 +33,7 @@ fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
     let mut broker = Broker::embedded(1).unwrap();
     broker.create_topic("one-partition", 1).unwrap();
     let plan = ReplayPlan::new("live", "replay", "one-partition", 2, 0, 10).unwrap();
-    let mut consumer = KafkaReplayConsumer::new(&broker, "replay").unwrap();
+    let mut consumer = KafkaReplayConsumer::new(&broker, &plan.group()).unwrap();
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let err = run_bounded_replay(&plan, LIMITS, &mut consumer, &mut store).unwrap_err();
     assert!(
@@ -71,18 +71,12 @@ fn the_mock_answers_end_to_timestamp_lookups_and_the_fallback_reads_the_right_of
             .iter()
             .position(|r| r.timestamp_ms >= YESTERDAY.1)
             .map(|i| i as i64);
-        // The mock's own index says END for a time that has records after it.
+        // The mock's own index says -1 for a time that has records after it.
         assert_eq!(
-            BrokerLookup { broker: &broker }
-                .offset_at_or_after("lookup", p, YESTERDAY.0)
+            BrokerLookup::new(&broker)
+                .offsets_for_time("lookup", &[p], YESTERDAY.0)
                 .unwrap(),
-            None
-        );
-        assert_eq!(
-            ScanLookup { broker: &broker }
-                .offset_at_or_after("lookup", p, YESTERDAY.0)
-                .unwrap(),
-            expected_start
+            vec![None]
         );
         let window = partition_window(
             &broker,
@@ -94,15 +88,24 @@ fn the_mock_answers_end_to_timestamp_lookups_and_the_fallback_reads_the_right_of
         )
         .unwrap();
         assert_eq!(
+            (window.since, window.until),
+            (expected_start, expected_stop)
+        );
+        assert_eq!(
             window.range(),
             (expected_start.unwrap(), expected_stop.unwrap())
         );
         // After the last record there is no offset: None, not "the end".
-        assert_eq!(
-            ScanLookup { broker: &broker }
-                .offset_at_or_after("lookup", p, day::FIRST_DAY_MS + 10 * day::DAY_MS)
-                .unwrap(),
-            None
-        );
+        let later = day::FIRST_DAY_MS + 10 * day::DAY_MS;
+        let windows = time_windows(
+            &broker,
+            &mut AutoLookup::new(&broker),
+            "lookup",
+            &[p],
+            later,
+            later + 1,
+        )
+        .unwrap();
+        assert_eq!((windows[0].since, windows[0].until), (None, None));
     }
 }

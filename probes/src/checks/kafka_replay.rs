@@ -131,7 +131,9 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
             format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
         })?;
         let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
-        let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+        let mut consumer = sys
+            .replay_consumer(&broker, &plan.group())
+            .map_err(broken)?;
         let summary = sys
             .replay(
                 &plan,
@@ -229,7 +231,9 @@ pub(crate) fn earliest_does_not_rewind(
     })?;
 
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let mut store = sys.open_store(ctx)?;
     let summary = sys
         .replay(
@@ -275,7 +279,9 @@ pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<St
     broker.create_topic(&n.topic, 1).map_err(broken)?;
     load_simple(&broker, &n.topic, 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 40, 60).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let mut store = sys.open_store(ctx)?;
     let started = Instant::now();
     let mut watched = Watched {
@@ -390,7 +396,9 @@ pub(crate) fn failure_mid_range(
         applied: 0,
         fail_at: 25,
     };
-    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let committed_at =
         match sys.replay(&plan, limits(started, ctx), consumer.as_mut(), &mut failing) {
             Err(
@@ -423,7 +431,9 @@ pub(crate) fn failure_mid_range(
 
     let resume = on_broker[0].unwrap_or(0);
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
-    let mut consumer = sys.replay_consumer(&broker, &n.replay).map_err(broken)?;
+    let mut consumer = sys
+        .replay_consumer(&broker, &plan.group())
+        .map_err(broken)?;
     let summary = sys
         .replay(
             &plan,
@@ -456,6 +466,7 @@ mod tests {
 
     use rdkafka::consumer::{BaseConsumer, CommitMode};
     use ticketflow::kafka::{KafkaError, KafkaReplayConsumer};
+    use ticketflow::replay::ReplayGroup;
 
     use super::*;
     use crate::checks::system::Ticketflow;
@@ -463,7 +474,7 @@ mod tests {
         assert_fails, sqlite, BrokenStore, Naive, PastStop, Rules, SeeksFirst,
     };
 
-    type MakeConsumer = fn(&Broker, &str) -> Result<Box<dyn ReplayConsumer>, KafkaError>;
+    type MakeConsumer = fn(&Broker, &ReplayGroup) -> Result<Box<dyn ReplayConsumer>, KafkaError>;
 
     /// The real system but for the replay's consumer.
     struct BrokenConsumer(MakeConsumer);
@@ -472,7 +483,7 @@ mod tests {
         fn replay_consumer(
             &self,
             broker: &Broker,
-            group: &str,
+            group: &ReplayGroup,
         ) -> Result<Box<dyn ReplayConsumer>, KafkaError> {
             (self.0)(broker, group)
         }
@@ -550,6 +561,7 @@ mod tests {
                         partition: m.partition(),
                         offset: m.offset(),
                         timestamp: m.timestamp().to_millis(),
+                        key: m.key().map(<[u8]>::to_vec),
                         payload: m.payload().unwrap_or_default().to_vec(),
                     })),
                 }
@@ -568,7 +580,7 @@ mod tests {
         }
         let mut config = broker.config();
         config
-            .set("group.id", group)
+            .set("group.id", group.as_str())
             .set("enable.auto.commit", "true")
             .set("auto.commit.interval.ms", "100")
             .set("enable.auto.offset.store", "true")
@@ -577,7 +589,7 @@ mod tests {
             .create()
             .map_err(|e| broker.error("creating an auto-committing consumer", e))?;
         Ok(Box::new(AutoCommitting {
-            group: group.to_owned(),
+            group: group.as_str().to_owned(),
             client,
             ends: KafkaReplayConsumer::new(broker, group)?,
         }))
@@ -616,10 +628,15 @@ mod tests {
                 self.inner.commit(topic, partition, next)
             }
         }
-        let live = group.replace("ticketflow-replay-20260922", "ticketflow-audit-v1");
+        let live = group
+            .as_str()
+            .replace("ticketflow-replay-20260922", "ticketflow-audit-v1");
+        // The live group's id passes as a replay group only by naming another live group.
+        let disguised = ReplayGroup::new(&live, "someone-else")
+            .map_err(|e| broker.error("disguising the live group", e))?;
         Ok(Box::new(Disguised {
-            group: group.to_owned(),
-            inner: KafkaReplayConsumer::new(broker, &live)?,
+            group: group.as_str().to_owned(),
+            inner: KafkaReplayConsumer::new(broker, &disguised)?,
         }))
     });
 

@@ -94,6 +94,7 @@ fn record(partition: i32, offset: i64, event_id: &str) -> ReplayRecord {
         partition,
         offset,
         timestamp: None,
+        key: None,
         payload: AuditEvent::sample_with_id(event_id).to_json(),
     }
 }

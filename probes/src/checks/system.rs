@@ -8,8 +8,8 @@ use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::kafka::{Broker, KafkaError, KafkaReplayConsumer};
 use ticketflow::replay::{
-    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayLimits, ReplayPlan,
-    ReplaySummary,
+    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayGroup, ReplayLimits,
+    ReplayPlan, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -64,7 +64,7 @@ pub(crate) trait System {
     fn replay_consumer(
         &self,
         broker: &Broker,
-        group: &str,
+        group: &ReplayGroup,
     ) -> Result<Box<dyn ReplayConsumer>, KafkaError> {
         Ok(Box::new(KafkaReplayConsumer::new(broker, group)?))
     }

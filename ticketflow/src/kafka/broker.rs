@@ -159,6 +159,19 @@ impl Broker {
         })
     }
 
+    /// A handle on the same address and properties that owns nothing (no mock cluster, no
+    /// topics to delete): for clients made later by something that outlives a borrow.
+    pub(crate) fn same_address(&self) -> Broker {
+        Broker {
+            servers: self.servers.clone(),
+            properties: self.properties.clone(),
+            mock: None,
+            created: Vec::new(),
+            op_timeout: self.op_timeout,
+            utility: std::sync::Mutex::new(None),
+        }
+    }
+
     pub fn servers(&self) -> &str {
         &self.servers
     }
@@ -177,14 +190,16 @@ impl Broker {
     }
 
     /// Client settings shared by every client of this broker: the address, the user's
-    /// properties, short timeouts so an unreachable broker fails instead of hanging.
+    /// properties, short timeouts so an unreachable broker fails instead of hanging. The socket
+    /// timeout stays a second above the longest fetch wait (librdkafka warns otherwise), however
+    /// little time a run has left: the run's own clock bounds each call.
     pub fn config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", &self.servers)
             .set(
                 "socket.timeout.ms",
-                self.op_timeout.as_millis().max(1000).to_string(),
+                (self.op_timeout.as_millis().max(1000) + 1000).to_string(),
             )
             .set(
                 "socket.connection.setup.timeout.ms",
@@ -215,7 +230,8 @@ impl Broker {
         }
     }
 
-    /// A consumer of `group` that commits only when told to (auto-commit off, whatever -X says).
+    /// A consumer of `group` that commits only when told to (auto-commit off, whatever -X says)
+    /// and sees committed transactions only.
     pub fn consumer(&self, group: &str, reset: &str) -> Result<BaseConsumer, KafkaError> {
         self.consumer_waiting(group, reset, 50)
     }
@@ -225,6 +241,18 @@ impl Broker {
         group: &str,
         reset: &str,
         fetch_wait_ms: u32,
+    ) -> Result<BaseConsumer, KafkaError> {
+        self.reader(group, reset, fetch_wait_ms, Isolation::ReadCommitted)
+    }
+
+    /// A consumer that only reads (assign and poll) with the given isolation: for scans and
+    /// for re-reading what a read_committed consumer skipped.
+    pub(crate) fn reader(
+        &self,
+        group: &str,
+        reset: &str,
+        fetch_wait_ms: u32,
+        isolation: Isolation,
     ) -> Result<BaseConsumer, KafkaError> {
         let mut config = self.config();
         // Tuning the user's -X may override: a short fetch wait keeps reads quick on brokers
@@ -241,7 +269,8 @@ impl Broker {
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", reset);
+            .set("auto.offset.reset", reset)
+            .set("isolation.level", isolation.as_str());
         config
             .create()
             .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
@@ -469,24 +498,6 @@ impl Broker {
         )
     }
 
-    /// The timestamp of the record at `offset`, read from the broker.
-    pub fn record_timestamp(
-        &self,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-    ) -> Result<Option<i64>, KafkaError> {
-        self.with_utility(
-            |consumer| match read_one(self, consumer, topic, partition, offset)? {
-                Some((_, ts)) => Ok(ts),
-                None => Err(self.error(
-                    format!("reading {topic}[{partition}]@{offset}"),
-                    "nothing arrived",
-                )),
-            },
-        )
-    }
-
     /// `(low, high)` watermarks of one partition.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
         self.with_utility(|c| {
@@ -496,31 +507,21 @@ impl Broker {
     }
 }
 
-/// Assigns `consumer` to `topic[partition]` at `offset` and returns the first record's
-/// `(offset, timestamp)` within the broker's call timeout (`None`: nothing arrived).
-pub(crate) fn read_one(
-    broker: &Broker,
-    consumer: &BaseConsumer,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<Option<(i64, Option<i64>)>, KafkaError> {
-    use rdkafka::{Message, Offset, TopicPartitionList};
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-        .map_err(|e| broker.error("building a read", e))?;
-    consumer
-        .assign(&tpl)
-        .map_err(|e| broker.error(format!("assigning {topic}[{partition}]"), e))?;
-    let started = Instant::now();
-    while started.elapsed() < broker.op_timeout {
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let message = message
-                .map_err(|e| broker.error(format!("reading {topic}[{partition}]@{offset}"), e))?;
-            return Ok(Some((message.offset(), message.timestamp().to_millis())));
+/// Which records a consumer is handed: only those of committed transactions (what every
+/// consumer of this crate uses), or also those of aborted ones (re-reads that explain a jump).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    ReadCommitted,
+    ReadUncommitted,
+}
+
+impl Isolation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
         }
     }
-    Ok(None)
 }
 
 enum AdminFailure {

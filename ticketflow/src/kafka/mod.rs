@@ -4,12 +4,15 @@
 mod broker;
 mod offsets;
 mod replay_consumer;
+mod scan;
 mod target;
 
 pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
 pub use offsets::{
-    committed_offsets, partition_window, AutoLookup, BrokerLookup, OffsetLookup, ScanLookup,
+    committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,
     TimeWindow,
 };
 pub use replay_consumer::KafkaReplayConsumer;
-pub use target::{is_secret_property, redact, KafkaTarget, KafkaTargetError};
+pub use target::{
+    is_secret_property, redact, KafkaTarget, KafkaTargetError, REPLAY_OWNED_PROPERTIES,
+};

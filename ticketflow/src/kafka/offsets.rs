@@ -1,12 +1,11 @@
-//! Reading offsets back from the broker: a group's committed offsets, and the first offset at
-//! or after a timestamp, per partition.
-
-use std::time::{Duration, Instant};
+//! Reading offsets back from the broker: a group's committed offsets, and a time window's
+//! offsets per partition by Kafka's timestamp rule — from the broker's index where it answers,
+//! by one reading pass where it does not.
 
 use rdkafka::consumer::Consumer;
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
-use super::broker::read_one;
+use super::scan::scan_windows;
 use super::{Broker, KafkaError};
 
 /// The committed offset of `group` for each of `partitions` (`None`: nothing committed).
@@ -42,166 +41,74 @@ pub fn committed_offsets(
     Ok(offsets)
 }
 
-/// Timestamp → offset, per partition. `None` means no record at or after the timestamp — never
-/// "start at the end".
+/// Timestamp → offset, many partitions at once, by Kafka's rule (ListOffsets): for each
+/// partition the first offset, in offset order, whose timestamp is at or after the time.
+/// `None` is the broker's -1: no such offset — never "start at the end".
 pub trait OffsetLookup {
-    fn offset_at_or_after(
+    fn offsets_for_time(
         &mut self,
         topic: &str,
-        partition: i32,
+        partitions: &[i32],
         timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError>;
+    ) -> Result<Vec<Option<i64>>, KafkaError>;
 }
 
-/// The broker's own index (ListOffsets by timestamp), for real brokers.
+/// The broker's own index: one ListOffsets request for all partitions.
 pub struct BrokerLookup<'a> {
     pub broker: &'a Broker,
 }
 
+impl<'a> BrokerLookup<'a> {
+    pub fn new(broker: &'a Broker) -> Self {
+        BrokerLookup { broker }
+    }
+}
+
+/// The lookup [`time_windows`] starts from: the broker's index, read past where the broker
+/// does not answer.
+pub type AutoLookup<'a> = BrokerLookup<'a>;
+
 impl OffsetLookup for BrokerLookup<'_> {
-    fn offset_at_or_after(
+    fn offsets_for_time(
         &mut self,
         topic: &str,
-        partition: i32,
+        partitions: &[i32],
         timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError> {
+    ) -> Result<Vec<Option<i64>>, KafkaError> {
         let broker = self.broker;
+        let what = || format!("looking up {topic}{partitions:?} at {timestamp_ms} ms");
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
-            .map_err(|e| broker.error("building a lookup", e))?;
+        for &p in partitions {
+            tpl.add_partition_offset(topic, p, Offset::Offset(timestamp_ms))
+                .map_err(|e| broker.error(what(), e))?;
+        }
         broker.with_utility(|consumer| {
             let answer = consumer
                 .offsets_for_times(tpl, broker.op_timeout)
-                .map_err(|e| {
-                    broker.error(
-                        format!("looking up {topic}[{partition}] at {timestamp_ms} ms"),
-                        e,
-                    )
-                })?;
-            let offset = match answer.find_partition(topic, partition).map(|e| e.offset()) {
-                Some(Offset::Offset(o)) if o >= 0 => Some(o),
-                _ => None, // -1 / END: nothing at or after that time
-            };
+                .map_err(|e| broker.error(what(), e))?;
+            let offsets = partitions
+                .iter()
+                .map(
+                    |&p| match answer.find_partition(topic, p).map(|e| e.offset()) {
+                        Some(Offset::Offset(o)) if o >= 0 => Some(o),
+                        _ => None, // -1 / END: nothing at or after that time
+                    },
+                )
+                .collect();
             drop(answer);
-            Ok(offset)
+            Ok(offsets)
         })
-    }
-}
-
-/// Finds the offset by reading the partition from its start: for brokers that do not answer
-/// timestamp lookups (librdkafka's mock cluster answers END to every one).
-pub struct ScanLookup<'a> {
-    pub broker: &'a Broker,
-}
-
-impl OffsetLookup for ScanLookup<'_> {
-    fn offset_at_or_after(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError> {
-        let broker = self.broker;
-        let (low, high) = broker.watermarks(topic, partition)?;
-        if low >= high {
-            return Ok(None);
-        }
-        // Nothing at or after the time when even the newest record is older: no scan needed.
-        if broker
-            .record_timestamp(topic, partition, high - 1)?
-            .is_some_and(|ts| ts < timestamp_ms)
-        {
-            return Ok(None);
-        }
-        broker.with_utility(|consumer| {
-            let scanning = || format!("scanning {topic}[{partition}]");
-            let Some((first, ts)) = read_one(broker, consumer, topic, partition, low)? else {
-                return Err(broker.error(scanning(), "no records arrived"));
-            };
-            if ts.is_some_and(|ts| ts >= timestamp_ms) {
-                return Ok(Some(first));
-            }
-            let mut idle_since = Instant::now();
-            loop {
-                match consumer.poll(Duration::from_millis(100)) {
-                    Some(Ok(message)) => {
-                        idle_since = Instant::now();
-                        if message
-                            .timestamp()
-                            .to_millis()
-                            .is_some_and(|ts| ts >= timestamp_ms)
-                        {
-                            return Ok(Some(message.offset()));
-                        }
-                        if message.offset() + 1 >= high {
-                            return Ok(None);
-                        }
-                    }
-                    Some(Err(e)) => return Err(broker.error(scanning(), e)),
-                    None if idle_since.elapsed() > broker.op_timeout => {
-                        return Err(broker.error(scanning(), "no records arrived"))
-                    }
-                    None => {}
-                }
-            }
-        })
-    }
-}
-
-/// The broker's index when it answers, reading when it does not: an END answer is checked by
-/// reading (which costs one record when the newest record really is older), and a broker
-/// caught answering END wrongly (the mock cluster) is read from then on.
-pub struct AutoLookup<'a> {
-    broker: &'a Broker,
-    scan: bool,
-}
-
-impl<'a> AutoLookup<'a> {
-    pub fn new(broker: &'a Broker) -> Self {
-        AutoLookup {
-            broker,
-            scan: broker.is_embedded(),
-        }
-    }
-}
-
-impl OffsetLookup for AutoLookup<'_> {
-    fn offset_at_or_after(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        timestamp_ms: i64,
-    ) -> Result<Option<i64>, KafkaError> {
-        if !self.scan {
-            let answer = BrokerLookup {
-                broker: self.broker,
-            }
-            .offset_at_or_after(topic, partition, timestamp_ms)?;
-            if answer.is_some() {
-                return Ok(answer);
-            }
-        }
-        let scanned = ScanLookup {
-            broker: self.broker,
-        }
-        .offset_at_or_after(topic, partition, timestamp_ms)?;
-        if scanned.is_some() && !self.scan {
-            tracing::info!(
-                "kafka {}: timestamp lookups answer END wrongly; finding offsets by reading",
-                self.broker.servers()
-            );
-            self.scan = true;
-        }
-        Ok(scanned)
     }
 }
 
 /// One partition's offsets for a time window `[since, until)`, looked up now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeWindow {
+    pub partition: i32,
     /// The oldest offset retention kept.
     pub log_start: i64,
-    /// The end offset captured while looking.
+    /// The end offset captured while looking (for a read_committed client: the last stable
+    /// offset, so no open transaction lies inside).
     pub end: i64,
     /// First offset at or after `since` (`None`: no such record).
     pub since: Option<i64>,
@@ -217,6 +124,77 @@ impl TimeWindow {
         let start = self.since.unwrap_or(self.end);
         (start, self.until.unwrap_or(self.end).max(start))
     }
+
+    /// Offsets retention removed that may have held records of the window: all of them when
+    /// nothing is kept, and `[0, log_start)` when the oldest kept record is already at or after
+    /// `since` (records are appended in time order, so removed ones older than a kept record
+    /// older than `since` were outside the window).
+    pub fn lost(&self) -> Option<(i64, i64)> {
+        let gone = self.log_start > 0;
+        let all = self.log_start >= self.end;
+        (gone && (all || self.since == Some(self.log_start))).then_some((0, self.log_start))
+    }
+}
+
+/// Looks up the windows of `partitions` of `topic`: watermarks, then the broker's answers for
+/// `since` and `until` (one request each for all partitions) when the broker answers
+/// timestamp lookups, else one reading pass over all partitions at once (librdkafka's mock
+/// cluster answers -1 to every lookup). A broker is trusted to answer when, asked for time 0,
+/// it names an offset on every partition that holds records.
+pub fn time_windows(
+    broker: &Broker,
+    lookup: &mut dyn OffsetLookup,
+    topic: &str,
+    partitions: &[i32],
+    since_ms: i64,
+    until_ms: i64,
+) -> Result<Vec<TimeWindow>, KafkaError> {
+    let mut windows = Vec::with_capacity(partitions.len());
+    for &partition in partitions {
+        let (log_start, end) = broker.watermarks(topic, partition)?;
+        windows.push(TimeWindow {
+            partition,
+            log_start,
+            end,
+            since: None,
+            until: None,
+        });
+    }
+    let holding: Vec<i32> = windows
+        .iter()
+        .filter(|w| w.log_start < w.end)
+        .map(|w| w.partition)
+        .collect();
+    if holding.is_empty() {
+        return Ok(windows);
+    }
+    let answers = !broker.is_embedded()
+        && lookup
+            .offsets_for_time(topic, &holding, 0)?
+            .iter()
+            .all(Option::is_some);
+    let found = if answers {
+        let since = lookup.offsets_for_time(topic, &holding, since_ms)?;
+        let until = lookup.offsets_for_time(topic, &holding, until_ms)?;
+        since.into_iter().zip(until).collect()
+    } else {
+        let ranges: Vec<(i32, i64, i64)> = windows
+            .iter()
+            .filter(|w| w.log_start < w.end)
+            .map(|w| (w.partition, w.log_start, w.end))
+            .collect();
+        scan_windows(broker, topic, &ranges, since_ms, until_ms)?
+    };
+    let mut found = holding.iter().zip(found);
+    for w in windows.iter_mut().filter(|w| w.log_start < w.end) {
+        if let Some((_, (since, until))) = found.next() {
+            // An answer at or past the captured end lies outside what this plan may read.
+            let inside = |o: Option<i64>| o.filter(|&o| o < w.end).map(|o| o.max(w.log_start));
+            w.since = inside(since);
+            w.until = inside(until);
+        }
+    }
+    Ok(windows)
 }
 
 /// Looks up one partition's [`TimeWindow`].
@@ -228,13 +206,7 @@ pub fn partition_window(
     since_ms: i64,
     until_ms: i64,
 ) -> Result<TimeWindow, KafkaError> {
-    let (log_start, end) = broker.watermarks(topic, partition)?;
-    let since = lookup.offset_at_or_after(topic, partition, since_ms)?;
-    let until = lookup.offset_at_or_after(topic, partition, until_ms)?;
-    Ok(TimeWindow {
-        log_start,
-        end,
-        since,
-        until,
-    })
+    time_windows(broker, lookup, topic, &[partition], since_ms, until_ms)?
+        .pop()
+        .ok_or_else(|| broker.error(format!("looking up {topic}[{partition}]"), "no answer"))
 }

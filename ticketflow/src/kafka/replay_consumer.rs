@@ -1,14 +1,15 @@
-//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, synchronous commits of
-//! explicit offsets for its own group, end offsets from the high watermark.
+//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, read_committed, synchronous
+//! commits of explicit offsets for its own group, end offsets from the high watermark (the last
+//! stable offset for a read_committed client), and re-reads of offsets it jumped over.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::broker::partition_count;
+use super::broker::{partition_count, Isolation};
 use super::{Broker, KafkaError};
-use crate::replay::{ConsumerError, ReplayConsumer, ReplayRecord};
+use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 
 pub struct KafkaReplayConsumer {
     group: String,
@@ -16,16 +17,25 @@ pub struct KafkaReplayConsumer {
     consumer: BaseConsumer,
     /// For metadata and watermarks only.
     meta: BaseConsumer,
+    /// Re-readers of jumped-over offsets, made on the first jump.
+    uncommitted: Option<BaseConsumer>,
+    committed: Option<BaseConsumer>,
+    broker_config: Broker,
     timeout: Duration,
 }
 
 impl KafkaReplayConsumer {
-    pub fn new(broker: &Broker, group: &str) -> Result<Self, KafkaError> {
+    /// A consumer that commits for `group` only: a [`ReplayGroup`] is never the live group.
+    pub fn new(broker: &Broker, group: &ReplayGroup) -> Result<Self, KafkaError> {
+        let group = group.as_str();
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
             servers: broker.servers().to_owned(),
             consumer: broker.consumer(group, "error")?,
             meta: broker.consumer("lessonprobe-utility", "error")?,
+            uncommitted: None,
+            committed: None,
+            broker_config: broker.same_address(),
             timeout: broker.op_timeout,
         })
     }
@@ -37,6 +47,74 @@ impl KafkaReplayConsumer {
             what,
             reason: reason.to_string(),
         })
+    }
+
+    /// The offsets in `[from, to)` a reader with `isolation` delivers.
+    fn delivered(
+        &mut self,
+        isolation: Isolation,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<i64>, ConsumerError> {
+        let servers = self.servers.clone();
+        let fail = |reason: &dyn std::fmt::Display| {
+            ConsumerError::Kafka(KafkaError {
+                servers: servers.clone(),
+                what: format!(
+                    "re-reading {topic}[{partition}] offsets [{from}, {to}) ({isolation:?})"
+                ),
+                reason: reason.to_string(),
+            })
+        };
+        let slot = match isolation {
+            Isolation::ReadCommitted => &mut self.committed,
+            Isolation::ReadUncommitted => &mut self.uncommitted,
+        };
+        if slot.is_none() {
+            *slot = Some(
+                self.broker_config
+                    .reader("lessonprobe-utility", "error", 5, isolation)
+                    .map_err(ConsumerError::Kafka)?,
+            );
+        }
+        let Some(reader) = slot.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(from))
+            .map_err(|e| fail(&e))?;
+        reader.assign(&tpl).map_err(|e| fail(&e))?;
+        let mut found = Vec::new();
+        let started = Instant::now();
+        loop {
+            match reader.poll(Duration::from_millis(20)) {
+                Some(Ok(m)) if m.partition() == partition && m.topic() == topic => {
+                    if m.offset() >= to {
+                        break;
+                    }
+                    if m.offset() >= from {
+                        found.push(m.offset());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(fail(&e)),
+                None => {}
+            }
+            let position = reader
+                .position()
+                .map_err(|e| fail(&e))?
+                .find_partition(topic, partition)
+                .map(|e| e.offset());
+            if matches!(position, Some(Offset::Offset(p)) if p >= to) {
+                break;
+            }
+            if started.elapsed() > self.timeout {
+                return Err(fail(&format!("the position stayed below {to}")));
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -82,9 +160,59 @@ impl ReplayConsumer for KafkaReplayConsumer {
                 partition: m.partition(),
                 offset: m.offset(),
                 timestamp: m.timestamp().to_millis(),
+                key: m.key().map(<[u8]>::to_vec),
                 payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
             })),
         }
+    }
+
+    fn position(&mut self, topic: &str, partition: i32) -> Result<Option<i64>, ConsumerError> {
+        let positions = self
+            .consumer
+            .position()
+            .map_err(|e| self.error(format!("reading the position on {topic}[{partition}]"), e))?;
+        Ok(
+            match positions
+                .find_partition(topic, partition)
+                .map(|e| e.offset())
+            {
+                Some(Offset::Offset(p)) => Some(p),
+                _ => None,
+            },
+        )
+    }
+
+    /// Reads `[from, to)` read_uncommitted; where that delivers records, reads it again
+    /// read_committed to show they are not committed ones. The log start comes first: offsets
+    /// below it are gone, whatever the reads say.
+    fn reread(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<GapReading>, ConsumerError> {
+        let (log_start, _) = self
+            .meta
+            .fetch_watermarks(topic, partition, self.timeout)
+            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))?;
+        if log_start > from || from >= to {
+            return Ok(Some(GapReading {
+                log_start,
+                ..GapReading::default()
+            }));
+        }
+        let uncommitted = self.delivered(Isolation::ReadUncommitted, topic, partition, from, to)?;
+        let committed = if uncommitted.is_empty() {
+            Vec::new()
+        } else {
+            self.delivered(Isolation::ReadCommitted, topic, partition, from, to)?
+        };
+        Ok(Some(GapReading {
+            log_start,
+            uncommitted,
+            committed,
+        }))
     }
 
     fn commit(

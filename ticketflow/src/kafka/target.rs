@@ -144,6 +144,30 @@ impl KafkaTarget {
             KafkaTarget::Bootstrap { properties, .. } => redact(properties, text),
         }
     }
+}
+
+/// Client properties a replay sets itself, whatever `-X` says: its own group, commits only
+/// after the effect is durable, an error instead of a silent jump when an offset is gone, and
+/// only records of committed transactions.
+pub const REPLAY_OWNED_PROPERTIES: [&str; 5] = [
+    "group.id",
+    "isolation.level",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "auto.offset.reset",
+];
+
+impl KafkaTarget {
+    /// The first client property given that a replay sets itself ([`REPLAY_OWNED_PROPERTIES`]).
+    pub fn replay_owned_property(&self) -> Option<&str> {
+        match self {
+            KafkaTarget::Embedded => None,
+            KafkaTarget::Bootstrap { properties, .. } => properties
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .find(|k| REPLAY_OWNED_PROPERTIES.contains(k)),
+        }
+    }
 
     /// This target with client `properties` added; the embedded broker takes none.
     pub fn with_properties(
@@ -193,6 +217,23 @@ mod tests {
             KafkaTarget::Embedded.with_properties(vec![("k".into(), "v".into())]),
             Err(KafkaTargetError::PropertiesForEmbedded)
         );
+        let with = |k: &str| {
+            "a:1"
+                .parse::<KafkaTarget>()
+                .and_then(|t| {
+                    t.with_properties(vec![
+                        ("sasl.username".into(), "u".into()),
+                        (k.into(), "x".into()),
+                    ])
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            with("isolation.level").replay_owned_property(),
+            Some("isolation.level")
+        );
+        assert_eq!(with("group.id").replay_owned_property(), Some("group.id"));
+        assert_eq!(with("client.id").replay_owned_property(), None);
     }
 
     #[test]

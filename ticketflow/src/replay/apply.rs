@@ -3,10 +3,8 @@
 //! after it for the replay group — Kafka's committed offset is visible progress, never ahead
 //! of what the database holds.
 
-use super::{
-    BadRecords, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayOptions, ReplayPlan,
-    ReplayRecord,
-};
+use super::read::Gathered;
+use super::{BadRecords, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayOptions, ReplayPlan};
 use crate::event::EventRecord;
 use crate::store::{AuditStore, Batch, Counters, PlanScope, ReplayTarget, StoreError, WriteError};
 
@@ -81,14 +79,16 @@ pub(crate) struct Applied {
     pub stopped_on: Option<ReplayErrorKind>,
 }
 
-/// Decodes `records` (contiguous from `committed`), writes them as one batch, then commits the
-/// next offset. With [`BadRecords::Fail`] an undecodable record cuts the batch: the records
-/// before it are applied and committed, and it is returned as `stopped_on`. `Ok(None)`:
-/// nothing to apply.
+/// Decodes `records` (the records of offsets `[committed, next)`; the others held control
+/// markers or aborted records, as `jumps` tells), writes them as one batch with the checkpoint
+/// `next`, then commits `next`. With [`BadRecords::Fail`] an undecodable record cuts the batch:
+/// the records before it are written and its offset is committed, and it is returned as
+/// `stopped_on`. A batch of markers alone is written too: the checkpoint moves past them.
+/// `Ok(None)`: nothing to write and no offset to move.
 pub(crate) fn apply_batch(
     plan: &ReplayPlan,
     options: ReplayOptions,
-    records: &[ReplayRecord],
+    gathered: &Gathered,
     committed: i64,
     writer: &mut dyn BatchWriter,
     consumer: &mut dyn ReplayConsumer,
@@ -99,12 +99,11 @@ pub(crate) fn apply_batch(
         committed: Some(committed),
         kind,
     };
-    let mut entries = Vec::with_capacity(records.len());
+    let mut entries = Vec::with_capacity(gathered.records.len());
     let mut stopped_on = None;
-    let mut next = committed;
-    for record in records {
-        let decoded = EventRecord::decode(&record.payload);
-        let decoded = match decoded {
+    let mut next = gathered.next;
+    for record in &gathered.records {
+        let decoded = match EventRecord::decode(&record.payload) {
             Ok(event) => Ok(event),
             Err(reason) if options.bad_records == BadRecords::Quarantine => Err(reason.to_string()),
             Err(source) => {
@@ -112,6 +111,7 @@ pub(crate) fn apply_batch(
                     offset: record.offset,
                     source,
                 });
+                next = record.offset;
                 break;
             }
         };
@@ -123,9 +123,8 @@ pub(crate) fn apply_batch(
             raw: &record.payload,
             decoded,
         });
-        next = record.offset + 1;
     }
-    if entries.is_empty() {
+    if next <= committed {
         return match stopped_on {
             Some(kind) => Ok(Some(Applied {
                 records: 0,
@@ -136,13 +135,15 @@ pub(crate) fn apply_batch(
             None => Ok(None),
         };
     }
+    // Only the jumps below the new checkpoint belong to this batch.
+    let (markers, aborted) = gathered.jumps_below(next);
     let batch = Batch {
         partition: plan.partition(),
         first: committed,
         next,
         entries,
-        markers: 0,
-        aborted: 0,
+        markers,
+        aborted,
     };
     let outcome = writer.write(&batch).map_err(|e| {
         fail(
@@ -165,7 +166,11 @@ pub(crate) fn apply_batch(
         .map_err(|e| fail(next, ReplayErrorKind::Consumer(e)))?;
     Ok(Some(Applied {
         records: batch.entries.len() as u64,
-        outcome,
+        outcome: Counters {
+            markers,
+            aborted,
+            ..outcome
+        },
         next,
         stopped_on,
     }))

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::apply::TargetWriter;
 use super::window::DayPlan;
-use super::{run_bounded_replay_with, ReplayError, ReplayLimits, ReplayOptions, ReplaySummary};
+use super::{
+    run_bounded_replay_with, ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions,
+    ReplaySummary,
+};
 use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
@@ -36,8 +39,10 @@ pub(crate) struct WriteTarget<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct ExecuteOptions {
     pub replay: ReplayOptions,
-    /// Wall-clock bound of the whole run.
+    /// Wall-clock bound of the whole run, counted from `since`; messages name it as given.
     pub deadline: Duration,
+    /// When the run began (planning included).
+    pub since: Instant,
     pub idle_timeout: Duration,
     pub jobs: usize,
 }
@@ -107,13 +112,8 @@ pub(crate) fn execute_day(
     to: &WriteTarget<'_>,
     progress: &dyn Progress,
 ) -> Vec<PartitionResult> {
-    let started = Instant::now();
-    let remaining = || {
-        options
-            .deadline
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(1))
-    };
+    let left = || options.deadline.saturating_sub(options.since.elapsed());
+    let remaining = || left().max(Duration::from_millis(1));
     let work: Vec<_> = plan
         .partitions
         .iter()
@@ -139,11 +139,33 @@ pub(crate) fn execute_day(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(p) = work.get(i) else { break };
-                    let setup = |cause: SetupError| PartitionError::Setup {
-                        cause,
-                        committed: p.resume_from,
+                    // Past the deadline a partition is not started, and a failure to start it
+                    // is the deadline's doing: either way it is reported as the deadline.
+                    let deadline = || {
+                        PartitionError::Replay(ReplayError {
+                            topic: plan.request.topic.clone(),
+                            partition: p.partition,
+                            committed: Some(p.resume_from),
+                            kind: ReplayErrorKind::Deadline {
+                                deadline: options.deadline,
+                                stop: p.stop,
+                            },
+                        })
+                    };
+                    let setup = |cause: SetupError| {
+                        if left().is_zero() {
+                            deadline()
+                        } else {
+                            PartitionError::Setup {
+                                cause,
+                                committed: p.resume_from,
+                            }
+                        }
                     };
                     let result = (|| {
+                        if left().is_zero() {
+                            return Err(deadline());
+                        }
                         let bounded = plan.bounded(p).ok_or_else(|| {
                             setup(SetupError::InvalidRange {
                                 start: p.resume_from,
@@ -154,11 +176,12 @@ pub(crate) fn execute_day(
                             Some(w) => worker.insert(w),
                             None => {
                                 let made = (|| -> Result<Worker, SetupError> {
-                                    let broker = Broker::for_target(kafka, remaining())?;
-                                    let consumer = KafkaReplayConsumer::new(
-                                        &broker,
-                                        &plan.request.replay_group,
+                                    let broker = Broker::for_target(
+                                        kafka,
+                                        remaining().max(Duration::from_secs(1)),
                                     )?;
+                                    let consumer =
+                                        KafkaReplayConsumer::new(&broker, &bounded.group())?;
                                     let mut target =
                                         to.db.open_target(timeouts_within(remaining()))?;
                                     target.prepare(&adoption)?;
@@ -175,6 +198,14 @@ pub(crate) fn execute_day(
                         let limits = ReplayLimits {
                             deadline: remaining(),
                             idle_timeout: options.idle_timeout,
+                        };
+                        // The partition's own limit is what was left of the run's deadline:
+                        // running out of it is the run's deadline, and is named as such.
+                        let as_run_deadline = |mut e: ReplayError| {
+                            if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
+                                *deadline = options.deadline;
+                            }
+                            e
                         };
                         let mut writer = TargetWriter {
                             target: w.target.as_mut(),
@@ -194,7 +225,8 @@ pub(crate) fn execute_day(
                             &mut w.consumer,
                             &mut writer,
                             &mut |s| progress.batch_done(p.partition, s),
-                        )?)
+                        )
+                        .map_err(as_run_deadline)?)
                     })();
                     // After an error the connections may be broken: the next partition makes new ones.
                     if result.is_err() {

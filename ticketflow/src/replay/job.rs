@@ -1,5 +1,6 @@
 //! The replay job: plan a window of a real topic, execute the plan into the audit database, and
-//! report per partition what happened — including whether the live group stayed where it was.
+//! report per partition what happened — including how the live group moved meanwhile: it may
+//! keep consuming (forward is information), but must not move back or lose its offsets.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use super::execute::{
 };
 use super::identity::{self, Decision, IdentityRefusal, TargetView};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
-use super::{ReplayConsumer, ReplaySummary};
+use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, PlanStatus, StoreError, Timeouts};
 
@@ -21,6 +22,28 @@ pub struct ReplayJob {
     request: DayReplayRequest,
 }
 
+/// Why the job could not reach the broker it was given.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A client property the replay sets itself was given (`-X`); nothing was contacted.
+    #[error(
+        "-X {property}: the replay sets {property} itself ({}); remove it",
+        owned_reason(property)
+    )]
+    OwnedProperty { property: String },
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+}
+
+fn owned_reason(property: &str) -> &'static str {
+    match property {
+        "isolation.level" => "read_committed: records of aborted transactions are never replayed",
+        "group.id" => "the replay group, which must differ from the live group",
+        "auto.offset.reset" => "error: a gone offset stops the replay instead of moving it",
+        _ => "offsets are committed only after their rows are durable",
+    }
+}
+
 /// Why the job could not execute its plan (the partitions' own failures are in the report).
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
@@ -30,6 +53,8 @@ pub enum ExecuteError {
     /// The replay group's or live group's offsets could not be committed or read back.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
 }
 
 /// Why the target could not be looked at, or must not be used; nothing was read or written.
@@ -71,9 +96,53 @@ pub struct PartitionReport {
     pub live_after: Option<i64>,
 }
 
+/// How the live group's committed offset on one partition changed while the replay ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveMovement {
+    Unchanged,
+    /// It kept consuming: information, not a failure.
+    Advanced {
+        by: i64,
+    },
+    /// It committed for the first time.
+    Started {
+        at: i64,
+    },
+    /// Someone moved it back (a reset to an earlier offset).
+    MovedBack {
+        from: i64,
+        to: i64,
+    },
+    /// Its committed offset is gone (deleted or reset to nothing).
+    Reset {
+        from: i64,
+    },
+}
+
+impl LiveMovement {
+    pub fn between(before: Option<i64>, after: Option<i64>) -> LiveMovement {
+        match (before, after) {
+            (None, None) => LiveMovement::Unchanged,
+            (None, Some(at)) => LiveMovement::Started { at },
+            (Some(from), None) => LiveMovement::Reset { from },
+            (Some(from), Some(to)) if to < from => LiveMovement::MovedBack { from, to },
+            (Some(from), Some(to)) if to > from => LiveMovement::Advanced { by: to - from },
+            _ => LiveMovement::Unchanged,
+        }
+    }
+
+    /// Whether the run must fail for it.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            LiveMovement::MovedBack { .. } | LiveMovement::Reset { .. }
+        )
+    }
+}
+
 impl PartitionReport {
-    pub fn live_moved(&self) -> bool {
-        self.live_before != self.live_after
+    pub fn live_movement(&self) -> LiveMovement {
+        LiveMovement::between(self.live_before, self.live_after)
     }
 }
 
@@ -98,8 +167,7 @@ pub enum Failure<'a> {
     LiveGroupMoved {
         partition: i32,
         group: &'a str,
-        from: Option<i64>,
-        to: Option<i64>,
+        movement: LiveMovement,
     },
 }
 
@@ -130,16 +198,36 @@ impl ReplayReport {
                     durable: p.summary.final_offset,
                 });
             }
-            if p.live_moved() {
+            let movement = p.live_movement();
+            if movement.is_failure() {
                 failures.push(Failure::LiveGroupMoved {
                     partition: p.partition,
                     group: &self.live_group,
-                    from: p.live_before,
-                    to: p.live_after,
+                    movement,
                 });
             }
         }
         failures
+    }
+
+    /// What the run noticed that is no failure: the live group consuming on meanwhile.
+    pub fn notices(&self) -> Vec<String> {
+        let group = &self.live_group;
+        self.partitions
+            .iter()
+            .filter_map(|p| {
+                let partition = p.partition;
+                match p.live_movement() {
+                    LiveMovement::Advanced { by } => Some(format!(
+                        "live group {group} advanced by {by} on partition {partition} while the replay ran"
+                    )),
+                    LiveMovement::Started { at } => Some(format!(
+                        "live group {group} committed offset {at} on partition {partition} for the first time while the replay ran"
+                    )),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     pub fn succeeded(&self) -> bool {
@@ -149,7 +237,6 @@ impl ReplayReport {
 
 impl fmt::Display for Failure<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let offset = |o: &Option<i64>| o.map_or_else(|| "-".to_owned(), |o| o.to_string());
         match self {
             Failure::Partition {
                 partition,
@@ -162,25 +249,35 @@ impl fmt::Display for Failure<'_> {
             Failure::LiveGroupMoved {
                 partition,
                 group,
-                from,
-                to,
-            } => write!(
-                f,
-                "partition {partition}: THE LIVE GROUP {group} MOVED from {} to {} during the replay",
-                offset(from),
-                offset(to)
-            ),
+                movement,
+            } => match movement {
+                LiveMovement::Reset { from } => write!(
+                    f,
+                    "partition {partition}: THE LIVE GROUP {group} WAS RESET during the replay: its committed offset {from} is gone"
+                ),
+                LiveMovement::MovedBack { from, to } => write!(
+                    f,
+                    "partition {partition}: THE LIVE GROUP {group} MOVED BACKWARD from {from} to {to} during the replay"
+                ),
+                other => write!(f, "partition {partition}: live group {group}: {other:?}"),
+            },
         }
     }
 }
 
 impl ReplayJob {
     /// Reaches the broker; every later broker call is bounded by `timeout`.
+    /// Refuses client properties the replay sets itself before contacting anything.
     pub fn connect(
         kafka: &KafkaTarget,
         request: DayReplayRequest,
         timeout: Duration,
-    ) -> Result<ReplayJob, KafkaError> {
+    ) -> Result<ReplayJob, ConnectError> {
+        if let Some(property) = kafka.replay_owned_property() {
+            return Err(ConnectError::OwnedProperty {
+                property: property.to_owned(),
+            });
+        }
         Ok(ReplayJob {
             kafka: kafka.clone(),
             broker: Broker::for_target(kafka, timeout)?,
@@ -271,7 +368,9 @@ impl ReplayJob {
         let recorded = decision.plan();
         let owner = format!("{} pid {}", identity::who(), std::process::id());
         let mut target = db
-            .open_target(timeouts_within(options.deadline))
+            .open_target(timeouts_within(
+                options.deadline.saturating_sub(options.since.elapsed()),
+            ))
             .map_err(store)?;
         target.prepare(&view.adoption).map_err(store)?;
         if let Decision::New(plan) = decision {
@@ -280,8 +379,9 @@ impl ReplayJob {
         target.claim(&recorded.plan_id, &owner).map_err(store)?;
         if let Decision::Resume { behind, .. } = decision {
             if !behind.is_empty() {
-                let mut consumer =
-                    KafkaReplayConsumer::new(&self.broker, &plan.request.replay_group)?;
+                let r = &plan.request;
+                let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+                let mut consumer = KafkaReplayConsumer::new(&self.broker, &group)?;
                 for b in behind {
                     consumer
                         .commit(&plan.request.topic, b.partition, b.sql)
@@ -299,11 +399,7 @@ impl ReplayJob {
             plan_id: &recorded.plan_id,
             owner: &owner,
         };
-        let remaining = ExecuteOptions {
-            deadline: options.deadline.saturating_sub(started.elapsed()),
-            ..options
-        };
-        let mut results = execute_day(&self.kafka, plan, remaining, &to, progress);
+        let mut results = execute_day(&self.kafka, plan, options, &to, progress);
         let elapsed = started.elapsed();
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
         let live_after = committed_offsets(

@@ -18,11 +18,13 @@ pub use execute::{
     timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
 };
 pub use job::{
-    ExecuteError, Failure, PartitionOutcome, PartitionReport, ReplayJob, ReplayReport, TargetError,
+    ConnectError, ExecuteError, Failure, LiveMovement, PartitionOutcome, PartitionReport,
+    ReplayJob, ReplayReport, TargetError,
 };
 pub use rows::{PlanDocument, PlanRow, ReportRow, StatusRow};
 pub use window::{
-    plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan, Refusal, Window,
+    plan_day, DayPlan, DayPlanError, DayReplayRequest, Lost, LostWhy, PartitionPlan, Refusal,
+    Window,
 };
 
 use std::time::Duration;
@@ -30,6 +32,29 @@ use std::time::Duration;
 use crate::event::DecodeError;
 use crate::kafka::KafkaError;
 use crate::store::{AuditStore, StoreError, WriteError};
+
+/// The consumer group a replay commits for, checked against the live group it must never be:
+/// the only way to name the group of a [`KafkaReplayConsumer`](crate::kafka::KafkaReplayConsumer),
+/// so the replay cannot commit to the live group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayGroup(String);
+
+impl ReplayGroup {
+    /// `replay`, unless it is empty or the `live` group itself.
+    pub fn new(replay: &str, live: &str) -> Result<Self, PlanError> {
+        if replay.trim().is_empty() {
+            return Err(PlanError::Missing("replay group"));
+        }
+        if replay == live {
+            return Err(PlanError::SameGroup(live.to_owned()));
+        }
+        Ok(ReplayGroup(replay.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +65,9 @@ pub struct ReplayPlan {
     partition: i32,
     start: i64,
     stop: i64,
+    /// The time window `[since, until)` in ms the offsets were found for, if any: records
+    /// inside `[start, stop)` whose timestamps lie outside it are counted.
+    window: Option<(i64, i64)>,
 }
 
 /// A plan that must not run.
@@ -97,7 +125,19 @@ impl ReplayPlan {
             partition,
             start,
             stop,
+            window: None,
         })
+    }
+
+    /// This plan, with the time window its offsets were found for.
+    pub fn timed(mut self, since_ms: i64, until_ms: i64) -> Self {
+        self.window = Some((since_ms, until_ms));
+        self
+    }
+
+    /// The time window `[since, until)` in ms, for a plan found by time.
+    pub fn window(&self) -> Option<(i64, i64)> {
+        self.window
     }
 
     pub fn live_group(&self) -> &str {
@@ -105,6 +145,10 @@ impl ReplayPlan {
     }
     pub fn replay_group(&self) -> &str {
         &self.replay_group
+    }
+    /// The replay group, for building the consumer (checked against the live group by `new`).
+    pub fn group(&self) -> ReplayGroup {
+        ReplayGroup(self.replay_group.clone())
     }
     pub fn topic(&self) -> &str {
         &self.topic
@@ -141,9 +185,22 @@ pub struct ReplayRecord {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
-    /// The record's timestamp in milliseconds, when it has one.
+    /// Milliseconds since the epoch, as the record carries it (`None`: it carries none).
     pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
+}
+
+/// What a re-read of offsets `[from, to)` found, which a read_committed consumer jumped over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GapReading {
+    /// The partition's log start when re-read: offsets below it are gone.
+    pub log_start: i64,
+    /// Offsets a read_uncommitted read delivered inside the range: records of transactions.
+    pub uncommitted: Vec<i64>,
+    /// Offsets a read_committed re-read delivered inside the range (asked only when the
+    /// read_uncommitted one found records): committed records the consumer did not hand over.
+    pub committed: Vec<i64>,
 }
 
 /// Why the consumer side of a replay could not do what it was asked.
@@ -169,6 +226,22 @@ pub trait ReplayConsumer {
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError>;
     /// The next record, or `None` when none arrived within `timeout`.
     fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError>;
+    /// The offset this consumer reads next on `topic[partition]`: past the last record it
+    /// delivered and past control markers after it. `None`: it cannot tell.
+    fn position(&mut self, _topic: &str, _partition: i32) -> Result<Option<i64>, ConsumerError> {
+        Ok(None)
+    }
+    /// Re-reads offsets `[from, to)` that this consumer jumped over, to tell control markers
+    /// and aborted records from lost ones. `None`: it cannot re-read, so no jump is explained.
+    fn reread(
+        &mut self,
+        _topic: &str,
+        _partition: i32,
+        _from: i64,
+        _to: i64,
+    ) -> Result<Option<GapReading>, ConsumerError> {
+        Ok(None)
+    }
     /// Commits `next_offset` for this consumer's group, synchronously.
     fn commit(
         &mut self,
@@ -188,6 +261,14 @@ pub struct ReplaySummary {
     pub conflicts: u64,
     /// Records that were not audit events, kept in the quarantine.
     pub quarantined: u64,
+    /// Offsets that held transaction control markers.
+    pub markers: u64,
+    /// Records of aborted transactions, skipped.
+    pub aborted: u64,
+    /// Records inside `[start, stop)` whose timestamps lie outside the time window.
+    pub out_of_window: u64,
+    /// Records after `stop` (within the skew) whose timestamps lie inside the time window.
+    pub late: u64,
     /// The replay group's committed offset at the end: the plan's `stop`.
     pub final_offset: i64,
 }
@@ -221,8 +302,18 @@ pub enum ReplayErrorKind {
     Consumer(#[source] ConsumerError),
     #[error("record from {topic}[{partition}] arrived instead of the next record")]
     ForeignRecord { topic: String, partition: i32 },
+    /// A jump the consumer could not re-read to explain.
     #[error("discontinuous range: expected offset {expected}, got {got}")]
     Gap { expected: i64, got: i64 },
+    /// A jump a re-read showed to be neither control markers nor aborted records.
+    #[error("discontinuous range: expected offset {expected}, got {got}: {finding}")]
+    UnexplainedGap {
+        expected: i64,
+        got: i64,
+        finding: GapFinding,
+    },
+    #[error("retention removed offsets [{from}, {log_start}) while the replay ran")]
+    RemovedWhileReading { from: i64, log_start: i64 },
     #[error("record at offset {offset}: {source}")]
     Undecodable { offset: i64, source: DecodeError },
     #[error("effect failed at offset {offset}: {source}")]
@@ -235,6 +326,15 @@ pub enum ReplayErrorKind {
     Idle { idle: Duration, stop: i64 },
     #[error("deadline of {deadline:?} reached before stop {stop}")]
     Deadline { deadline: Duration, stop: i64 },
+}
+
+/// Why a re-read did not explain a jump.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GapFinding {
+    #[error("offsets below {log_start} are gone (retention)")]
+    Removed { log_start: i64 },
+    #[error("offset {offset} holds a committed record the consumer did not deliver")]
+    Undelivered { offset: i64 },
 }
 
 /// What to do with a record that is not an audit event.
@@ -254,6 +354,9 @@ pub struct ReplayOptions {
     pub batch: usize,
     pub batch_bytes: usize,
     pub bad_records: BadRecords,
+    /// How far past `until` (in record time) to read after `stop`, counting records that
+    /// belong to the window but were written after it; `None`: not at all.
+    pub skew: Option<Duration>,
 }
 
 impl Default for ReplayOptions {
@@ -262,6 +365,7 @@ impl Default for ReplayOptions {
             batch: 1,
             batch_bytes: usize::MAX,
             bad_records: BadRecords::Fail,
+            skew: None,
         }
     }
 }
@@ -327,17 +431,20 @@ pub fn run_bounded_replay_with(
         let applied = apply::apply_batch(
             plan,
             options,
-            &gathered.records,
+            &gathered,
             committed,
             writer,
             reader.consumer(),
         )?;
-        if let Some(applied) = applied.as_ref().filter(|a| a.records > 0) {
+        if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
             summary.records += applied.records;
             summary.inserted += applied.outcome.inserted;
             summary.duplicates += applied.outcome.duplicates;
             summary.conflicts += applied.outcome.conflicts;
             summary.quarantined += applied.outcome.quarantined;
+            summary.markers += applied.outcome.markers;
+            summary.aborted += applied.outcome.aborted;
+            summary.out_of_window += gathered.out_of_window_below(applied.next);
             summary.final_offset = applied.next;
             progress(&summary);
         }
@@ -347,6 +454,9 @@ pub fn run_bounded_replay_with(
         if let Some(kind) = stopped {
             return Err(fail(Some(summary.final_offset), kind));
         }
+    }
+    if let (Some(skew), Some(window)) = (options.skew, plan.window()) {
+        summary.late = reader.late_records(window, skew);
     }
     Ok(summary)
 }
@@ -387,6 +497,7 @@ mod tests {
             partition: 0,
             offset,
             timestamp: Some(1_000 + offset),
+            key: None,
             payload: payload.to_vec(),
         }
     }
@@ -459,6 +570,7 @@ mod tests {
             batch,
             batch_bytes: usize::MAX,
             bad_records,
+            skew: None,
         };
         let result = run_bounded_replay_with(
             &plan,

@@ -1,19 +1,61 @@
 //! The reading side of a bounded replay: position the replay consumer on one partition's range
-//! and hand out batches of records that carry exactly the next expected offsets, within the
-//! idle timeout and the wall-clock deadline.
+//! and hand out batches of records together with the position after them, driven by the
+//! consumer's position rather than by record offsets, so control markers and aborted records
+//! (verified by re-reading) are accounted for and any other jump stops the replay.
 
 use std::time::{Duration, Instant};
 
-use super::{ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan, ReplayRecord};
+use super::{
+    GapFinding, GapReading, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    ReplayRecord,
+};
 
 /// How long a batch that has begun waits for its next record before it is applied as it is.
 const GATHER_WAIT: Duration = Duration::from_millis(5);
 
-/// One batch as read: contiguous records from the position before it, and what stopped it
-/// early, if anything (the records before such a stop are still to be applied).
+/// How long one poll waits before the position is looked at again: a range that ends in
+/// control markers is done only once the position has moved past them.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What the offsets of a batch held besides its records, by offset, so that a batch the
+/// writer cuts short counts only what lies below its cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BatchCounts {
+    /// Each jump over offsets without records: where it ended, its markers and aborted records.
+    pub jumps: Vec<(i64, u64, u64)>,
+    /// Offsets of records whose timestamps lie outside the plan's time window.
+    pub out_of_window: Vec<i64>,
+}
+
+/// One batch as read: the records of offsets `[before, next)` (the other offsets held control
+/// markers or aborted records), and what stopped it early, if anything (the records before such
+/// a stop are still to be applied).
 pub(crate) struct Gathered {
     pub records: Vec<ReplayRecord>,
+    /// The position after the batch: what the writer commits.
+    pub next: i64,
+    pub counts: BatchCounts,
     pub stopped_on: Option<ReplayErrorKind>,
+}
+
+impl Gathered {
+    /// `(markers, aborted)` of the jumps that end at or below `next`.
+    pub fn jumps_below(&self, next: i64) -> (u64, u64) {
+        self.counts
+            .jumps
+            .iter()
+            .filter(|j| j.0 <= next)
+            .fold((0, 0), |(m, a), j| (m + j.1, a + j.2))
+    }
+
+    /// Records below `next` whose timestamps lie outside the plan's time window.
+    pub fn out_of_window_below(&self, next: i64) -> u64 {
+        self.counts
+            .out_of_window
+            .iter()
+            .filter(|&&o| o < next)
+            .count() as u64
+    }
 }
 
 /// A replay consumer positioned at the start of a plan's range.
@@ -22,8 +64,12 @@ pub(crate) struct Reader<'a> {
     limits: ReplayLimits,
     consumer: &'a mut dyn ReplayConsumer,
     started: Instant,
-    /// The offset the next record must carry.
+    /// The end offset captured before seeking.
+    end: i64,
+    /// Every offset below it is accounted for.
     next: i64,
+    /// A record at or past `stop` that arrived while reading the range: the first one after it.
+    beyond: Option<ReplayRecord>,
 }
 
 impl<'a> Reader<'a> {
@@ -71,7 +117,9 @@ impl<'a> Reader<'a> {
             limits,
             consumer,
             started,
+            end,
             next: plan.start(),
+            beyond: None,
         })
     }
 
@@ -81,8 +129,10 @@ impl<'a> Reader<'a> {
     }
 
     /// Gathers up to `max` records and about `max_bytes` of payload (at least one record):
-    /// waits for the first (idle timeout, deadline), then takes what has already arrived.
-    /// `committed` is the last durable offset, for errors.
+    /// waits for the first (idle timeout, deadline), then takes what has already arrived. A
+    /// jump past offsets that held control markers or aborted records moves the position on
+    /// and is counted; a position that moves past offsets without a record does the same
+    /// (markers at the end of the range). `committed` is the last durable offset, for errors.
     pub fn next_batch(
         &mut self,
         max: usize,
@@ -97,9 +147,15 @@ impl<'a> Reader<'a> {
             kind,
         };
         let mut records: Vec<ReplayRecord> = Vec::with_capacity(max.min(10_000));
+        let mut counts = BatchCounts::default();
         let mut stopped_on = None;
+        let mut progress_at = Instant::now();
         let mut bytes = 0usize;
-        while self.next < plan.stop() && records.len() < max && bytes < max_bytes {
+        while self.next < plan.stop()
+            && records.len() < max
+            && bytes < max_bytes
+            && self.beyond.is_none()
+        {
             let gathering = !records.is_empty();
             let remaining = limits.deadline.saturating_sub(self.started.elapsed());
             if remaining.is_zero() {
@@ -111,26 +167,53 @@ impl<'a> Reader<'a> {
                     stop: plan.stop(),
                 }));
             }
+            let idle_left = limits.idle_timeout.saturating_sub(progress_at.elapsed());
+            if idle_left.is_zero() && !gathering {
+                return Err(fail(ReplayErrorKind::Idle {
+                    idle: limits.idle_timeout,
+                    stop: plan.stop(),
+                }));
+            }
             let wait = if gathering {
-                GATHER_WAIT.min(remaining)
+                GATHER_WAIT
             } else {
-                remaining.min(limits.idle_timeout)
-            };
-            let record = match self
+                POLL.min(idle_left)
+            }
+            .min(remaining);
+            let polled = self
                 .consumer
                 .poll(wait)
-                .map_err(|e| fail(ReplayErrorKind::Consumer(e)))?
-            {
-                Some(record) => record,
-                None if gathering => break,
-                None if wait < limits.idle_timeout => continue, // the deadline check ends it
-                None => {
-                    return Err(fail(ReplayErrorKind::Idle {
-                        idle: limits.idle_timeout,
-                        stop: plan.stop(),
-                    }))
+                .map_err(|e| fail(ReplayErrorKind::Consumer(e)));
+            let record = match polled {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    // The position may have moved past control markers with no record.
+                    let position = self
+                        .consumer
+                        .position(plan.topic(), plan.partition())
+                        .map_err(|e| fail(ReplayErrorKind::Consumer(e)))?;
+                    match position.filter(|&p| p > self.next) {
+                        Some(p) => match self.account_jump(p, &mut counts) {
+                            Ok(()) => progress_at = Instant::now(),
+                            Err(kind) => {
+                                stopped_on = Some(kind);
+                                break;
+                            }
+                        },
+                        None if gathering => break,
+                        None => {}
+                    }
+                    continue;
                 }
+                Err(e) => match self.removed_below_position(&e) {
+                    Some(kind) => {
+                        stopped_on = Some(kind);
+                        break;
+                    }
+                    None => return Err(e),
+                },
             };
+            progress_at = Instant::now();
             if record.topic != plan.topic() || record.partition != plan.partition() {
                 stopped_on = Some(ReplayErrorKind::ForeignRecord {
                     topic: record.topic,
@@ -138,20 +221,464 @@ impl<'a> Reader<'a> {
                 });
                 break;
             }
-            if record.offset != self.next {
+            if record.offset < self.next {
                 stopped_on = Some(ReplayErrorKind::Gap {
                     expected: self.next,
                     got: record.offset,
                 });
                 break;
             }
+            if record.offset > self.next {
+                if let Err(kind) = self.account_jump(record.offset, &mut counts) {
+                    stopped_on = Some(kind);
+                    break;
+                }
+            }
+            if record.offset >= plan.stop() {
+                self.beyond = Some(record);
+                break;
+            }
+            if let Some((since, until)) = plan.window() {
+                if !record.timestamp.is_some_and(|ts| since <= ts && ts < until) {
+                    counts.out_of_window.push(record.offset);
+                }
+            }
+            self.next = record.offset + 1;
             bytes = bytes.saturating_add(record.payload.len());
             records.push(record);
-            self.next += 1;
         }
         Ok(Gathered {
             records,
+            next: self.next,
+            counts,
             stopped_on,
         })
+    }
+
+    /// Accounts for offsets `[next, got)` the consumer moved past without a record (up to the
+    /// plan's stop): re-read, they must be control markers or aborted records.
+    fn account_jump(&mut self, got: i64, counts: &mut BatchCounts) -> Result<(), ReplayErrorKind> {
+        let (from, to) = (self.next, got.min(self.plan.stop()));
+        let reading = self
+            .consumer
+            .reread(self.plan.topic(), self.plan.partition(), from, to)
+            .map_err(ReplayErrorKind::Consumer)?
+            .ok_or(ReplayErrorKind::Gap {
+                expected: from,
+                got,
+            })?;
+        let (markers, aborted) =
+            explain(from, to, &reading).map_err(|finding| ReplayErrorKind::UnexplainedGap {
+                expected: from,
+                got,
+                finding,
+            })?;
+        counts.jumps.push((to, markers, aborted));
+        self.next = to;
+        Ok(())
+    }
+
+    /// A consumer error that means retention removed offsets at the position (the replay
+    /// consumer errs rather than jump when its offset is gone).
+    fn removed_below_position(&mut self, error: &ReplayError) -> Option<ReplayErrorKind> {
+        let ReplayErrorKind::Consumer(_) = &error.kind else {
+            return None;
+        };
+        let reading = self
+            .consumer
+            .reread(
+                self.plan.topic(),
+                self.plan.partition(),
+                self.next,
+                self.next,
+            )
+            .ok()
+            .flatten()?;
+        (reading.log_start > self.next).then_some(ReplayErrorKind::RemovedWhileReading {
+            from: self.next,
+            log_start: reading.log_start,
+        })
+    }
+
+    /// After the range is done: reads on past `stop`, up to the captured end, until a record
+    /// later than `until + skew` arrives, and counts the records whose timestamps fall inside
+    /// `[since, until)` — events of the window written after its stop. Ends early, with what it
+    /// counted, when nothing arrives within the idle timeout or the deadline runs out.
+    pub fn late_records(&mut self, (since, until): (i64, i64), skew: Duration) -> u64 {
+        let horizon = until.saturating_add(skew.as_millis().min(i64::MAX as u128) as i64);
+        let mut late = 0;
+        let mut reached = self.plan.stop();
+        let mut progress_at = Instant::now();
+        let (topic, partition) = (self.plan.topic(), self.plan.partition());
+        while reached < self.end {
+            let remaining = self.limits.deadline.saturating_sub(self.started.elapsed());
+            if remaining.is_zero() || progress_at.elapsed() >= self.limits.idle_timeout {
+                break;
+            }
+            let record = match self.beyond.take() {
+                Some(record) => Some(record),
+                None => match self.consumer.poll(POLL.min(remaining)) {
+                    Ok(record) => record,
+                    Err(_) => break,
+                },
+            };
+            match record {
+                Some(r) if r.topic == topic && r.partition == partition => {
+                    progress_at = Instant::now();
+                    if r.offset >= self.end || r.timestamp.is_some_and(|ts| ts >= horizon) {
+                        break;
+                    }
+                    if r.timestamp.is_some_and(|ts| since <= ts && ts < until) {
+                        late += 1;
+                    }
+                    reached = r.offset + 1;
+                }
+                Some(_) => break,
+                None => match self.consumer.position(topic, partition) {
+                    Ok(Some(p)) if p > reached => {
+                        reached = p;
+                        progress_at = Instant::now();
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                },
+            }
+        }
+        late
+    }
+}
+
+/// Judges a re-read of the jumped-over offsets `[from, to)`: `(markers, aborted)` when they
+/// held only control markers (nothing delivered either way) and records of aborted
+/// transactions (delivered read_uncommitted only); otherwise why not.
+fn explain(from: i64, to: i64, reading: &GapReading) -> Result<(u64, u64), GapFinding> {
+    if reading.log_start > from {
+        return Err(GapFinding::Removed {
+            log_start: reading.log_start,
+        });
+    }
+    if let Some(&offset) = reading.committed.iter().find(|&&o| from <= o && o < to) {
+        return Err(GapFinding::Undelivered { offset });
+    }
+    let aborted = reading
+        .uncommitted
+        .iter()
+        .filter(|&&o| from <= o && o < to)
+        .count() as u64;
+    Ok(((to - from) as u64 - aborted, aborted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::ConsumerError;
+    use std::collections::VecDeque;
+
+    /// A broker's view of one partition, offset by offset: what a replay consumer meets.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Slot {
+        Committed(i64),
+        Aborted,
+        Marker,
+        /// Removed by compaction or never delivered: the consumer skips it.
+        Lost,
+    }
+
+    /// Delivers like a read_committed consumer of a broker that filters aborted records, with
+    /// a position that moves past trailing markers after an empty poll; re-reads like one.
+    struct Log {
+        slots: Vec<Slot>,
+        at: usize,
+        log_start: i64,
+        delivered: VecDeque<i64>,
+    }
+
+    impl Log {
+        fn new(slots: Vec<Slot>) -> Self {
+            Log {
+                slots,
+                at: 0,
+                log_start: 0,
+                delivered: VecDeque::new(),
+            }
+        }
+    }
+
+    impl ReplayConsumer for Log {
+        fn group_id(&self) -> &str {
+            "replay"
+        }
+        fn end_offset(&mut self, _: &str, _: i32) -> Result<i64, ConsumerError> {
+            Ok(self.slots.len() as i64)
+        }
+        fn seek(&mut self, _: &str, _: i32, offset: i64) -> Result<(), ConsumerError> {
+            self.at = offset as usize;
+            Ok(())
+        }
+        fn poll(&mut self, _: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+            while self.at < self.slots.len() {
+                let offset = self.at as i64;
+                self.at += 1;
+                if let Slot::Committed(ts) = self.slots[offset as usize] {
+                    self.delivered.push_back(offset);
+                    return Ok(Some(ReplayRecord {
+                        topic: "t".into(),
+                        partition: 0,
+                        offset,
+                        timestamp: Some(ts),
+                        key: None,
+                        payload: Vec::new(),
+                    }));
+                }
+            }
+            Ok(None)
+        }
+        fn position(&mut self, _: &str, _: i32) -> Result<Option<i64>, ConsumerError> {
+            Ok(Some(self.at as i64))
+        }
+        fn reread(
+            &mut self,
+            _: &str,
+            _: i32,
+            from: i64,
+            to: i64,
+        ) -> Result<Option<GapReading>, ConsumerError> {
+            let pick = |want: &dyn Fn(Slot) -> bool| -> Vec<i64> {
+                (from..to)
+                    .filter(|&o| want(self.slots[o as usize]))
+                    .collect()
+            };
+            Ok(Some(GapReading {
+                log_start: self.log_start,
+                uncommitted: pick(&|s| matches!(s, Slot::Committed(_) | Slot::Aborted)),
+                committed: pick(&|s| matches!(s, Slot::Committed(_))),
+            }))
+        }
+        fn commit(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
+            Ok(())
+        }
+    }
+
+    const LIMITS: ReplayLimits = ReplayLimits {
+        deadline: Duration::from_secs(5),
+        idle_timeout: Duration::from_millis(300),
+    };
+
+    /// Reads `[start, stop)` of `log` in batches of `max`: `(offsets, position)` per batch, and
+    /// the summed counts (markers, aborted, out of window), or the error that stopped it.
+    fn read_all(
+        log: &mut Log,
+        plan: &ReplayPlan,
+        max: usize,
+    ) -> (
+        Vec<(Vec<i64>, i64)>,
+        (u64, u64, u64),
+        Option<ReplayErrorKind>,
+    ) {
+        let mut reader = Reader::open(plan, LIMITS, log).unwrap();
+        let (mut batches, mut total) = (Vec::new(), (0, 0, 0));
+        let mut committed = plan.start();
+        while committed < plan.stop() {
+            let g = match reader.next_batch(max, usize::MAX, committed) {
+                Ok(g) => g,
+                Err(e) => return (batches, total, Some(e.kind)),
+            };
+            let (markers, aborted) = g.jumps_below(g.next);
+            total.0 += markers;
+            total.1 += aborted;
+            total.2 += g.out_of_window_below(g.next);
+            batches.push((g.records.iter().map(|r| r.offset).collect(), g.next));
+            committed = g.next;
+            if g.stopped_on.is_some() {
+                return (batches, total, g.stopped_on);
+            }
+        }
+        (batches, total, None)
+    }
+
+    use Slot::*;
+
+    /// Commit 3, abort 2, commit 3: markers at 3, 6 and 10, end 11.
+    fn transactions() -> Vec<Slot> {
+        vec![
+            Committed(10),
+            Committed(11),
+            Committed(12),
+            Marker,
+            Aborted,
+            Aborted,
+            Marker,
+            Committed(13),
+            Committed(14),
+            Committed(15),
+            Marker,
+        ]
+    }
+
+    #[test]
+    fn markers_and_aborted_records_are_counted_and_the_position_reaches_stop() {
+        let mut log = Log::new(transactions());
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let (batches, counts, error) = read_all(&mut log, &plan, 100);
+        assert!(error.is_none(), "{error:?}");
+        let offsets: Vec<i64> = batches.iter().flat_map(|b| b.0.clone()).collect();
+        assert_eq!(offsets, vec![0, 1, 2, 7, 8, 9]);
+        assert_eq!(
+            batches.last().unwrap().1,
+            11,
+            "the trailing marker is passed"
+        );
+        assert_eq!((counts.0, counts.1), (3, 2));
+        // Small batches: each position is past its records and the markers before the next.
+        let mut log = Log::new(transactions());
+        let (batches, counts, _) = read_all(&mut log, &plan, 2);
+        let positions: Vec<i64> = batches.iter().map(|b| b.1).collect();
+        assert_eq!(positions, vec![2, 8, 10, 11]);
+        assert_eq!((counts.0, counts.1), (3, 2));
+    }
+
+    #[test]
+    fn a_range_that_stops_before_a_marker_ends_at_stop() {
+        let mut log = Log::new(transactions());
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 1, 10).unwrap();
+        let (batches, counts, error) = read_all(&mut log, &plan, 100);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(batches.last().unwrap().1, 10);
+        assert_eq!((counts.0, counts.1), (2, 2));
+    }
+
+    #[test]
+    fn a_jump_over_a_committed_record_or_removed_offsets_is_not_explained() {
+        // The consumer skips offset 8, yet a read_committed re-read delivers it.
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let mut skipping = Log::new(transactions());
+        skipping.slots[8] = Lost;
+        struct Skips(Log, Vec<Slot>);
+        impl ReplayConsumer for Skips {
+            fn group_id(&self) -> &str {
+                "replay"
+            }
+            fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ConsumerError> {
+                self.0.end_offset(t, p)
+            }
+            fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ConsumerError> {
+                self.0.seek(t, p, o)
+            }
+            fn poll(&mut self, d: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+                self.0.poll(d)
+            }
+            fn position(&mut self, t: &str, p: i32) -> Result<Option<i64>, ConsumerError> {
+                self.0.position(t, p)
+            }
+            fn reread(
+                &mut self,
+                t: &str,
+                p: i32,
+                from: i64,
+                to: i64,
+            ) -> Result<Option<GapReading>, ConsumerError> {
+                let mut truth = Log::new(self.1.clone());
+                truth.reread(t, p, from, to)
+            }
+            fn commit(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
+                Ok(())
+            }
+        }
+        let mut truth = transactions();
+        truth[8] = Committed(14);
+        let mut consumer = Skips(skipping, truth);
+        let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
+        let g = reader.next_batch(100, usize::MAX, 0).unwrap();
+        assert_eq!(
+            g.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            vec![0, 1, 2, 7]
+        );
+        assert_eq!(g.next, 8, "the position stays before the unexplained jump");
+        assert!(
+            matches!(
+                g.stopped_on,
+                Some(ReplayErrorKind::UnexplainedGap {
+                    expected: 8,
+                    got: 9,
+                    finding: GapFinding::Undelivered { offset: 8 }
+                })
+            ),
+            "{:?}",
+            g.stopped_on
+        );
+        assert_eq!(
+            explain(
+                3,
+                5,
+                &GapReading {
+                    log_start: 4,
+                    ..GapReading::default()
+                }
+            ),
+            Err(GapFinding::Removed { log_start: 4 })
+        );
+    }
+
+    #[test]
+    fn a_consumer_that_cannot_reread_keeps_every_jump_a_gap() {
+        struct Blind(Log);
+        impl ReplayConsumer for Blind {
+            fn group_id(&self) -> &str {
+                "replay"
+            }
+            fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ConsumerError> {
+                self.0.end_offset(t, p)
+            }
+            fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ConsumerError> {
+                self.0.seek(t, p, o)
+            }
+            fn poll(&mut self, d: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+                self.0.poll(d)
+            }
+            fn commit(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
+                Ok(())
+            }
+        }
+        let mut consumer = Blind(Log::new(transactions()));
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
+        let g = reader.next_batch(100, usize::MAX, 0).unwrap();
+        assert_eq!(g.next, 3);
+        assert!(
+            matches!(
+                g.stopped_on,
+                Some(ReplayErrorKind::Gap {
+                    expected: 3,
+                    got: 7
+                })
+            ),
+            "{:?}",
+            g.stopped_on
+        );
+    }
+
+    #[test]
+    fn timestamps_outside_the_window_and_late_records_are_counted() {
+        // Window [12, 15): offsets 0..2 hold 10, 11, 12; 7..9 hold 13, 14, 15.
+        let mut log = Log::new(transactions());
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 9)
+            .unwrap()
+            .timed(12, 15);
+        let (_, counts, error) = read_all(&mut log, &plan, 100);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(counts.2, 2, "10 and 11 are before the window");
+        // Past stop 7 (ts 13, 14 are in the window, 15 is not).
+        let mut slots = transactions();
+        slots[9] = Committed(12);
+        let mut log = Log::new(slots);
+        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 8)
+            .unwrap()
+            .timed(12, 14);
+        let mut reader = Reader::open(&plan, LIMITS, &mut log).unwrap();
+        let mut committed = 0;
+        while committed < 8 {
+            committed = reader.next_batch(100, usize::MAX, committed).unwrap().next;
+        }
+        assert_eq!(reader.late_records((12, 14), Duration::from_millis(5)), 1);
     }
 }

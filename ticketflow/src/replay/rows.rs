@@ -42,8 +42,10 @@ impl From<&PartitionPlan> for PlanRow {
     }
 }
 
-/// A partition of the report as a flat row: what this run did, where the replay group stands,
-/// and the live group's offsets before and after.
+/// A partition of the report as a flat row: what this run did, what the offsets held besides
+/// records (control markers, aborted records), records of the range outside the time window and
+/// of the window after the range, where the replay group stands, and the live group's offsets
+/// before and after.
 #[derive(Serialize)]
 pub struct ReportRow {
     pub partition: i32,
@@ -52,6 +54,10 @@ pub struct ReportRow {
     pub duplicates: u64,
     pub conflicts: u64,
     pub quarantined: u64,
+    pub markers: u64,
+    pub aborted: u64,
+    pub out_of_window: u64,
+    pub late: u64,
     pub replay_offset: i64,
     pub stop: i64,
     pub live_before: Option<i64>,
@@ -69,6 +75,10 @@ impl From<&PartitionReport> for ReportRow {
             duplicates: s.duplicates,
             conflicts: p.conflicts,
             quarantined: s.quarantined,
+            markers: s.markers,
+            aborted: s.aborted,
+            out_of_window: s.out_of_window,
+            late: s.late,
             replay_offset: s.final_offset,
             stop: p.stop,
             live_before: p.live_before,
@@ -144,6 +154,9 @@ pub struct StatusRow {
     pub duplicates: u64,
     pub conflicts: u64,
     pub quarantined: u64,
+    /// Offsets that held transaction markers, and records of aborted transactions.
+    pub markers: u64,
+    pub aborted: u64,
     pub updated_at: String,
 }
 
@@ -169,6 +182,8 @@ impl StatusRow {
             duplicates: p.counters.duplicates,
             conflicts: p.counters.conflicts,
             quarantined: p.counters.quarantined,
+            markers: p.counters.markers,
+            aborted: p.counters.aborted,
             updated_at: p.updated_at.clone(),
         }
     }

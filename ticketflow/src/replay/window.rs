@@ -7,7 +7,9 @@ use std::fmt;
 use serde::Serialize;
 
 use super::ReplayPlan;
-use crate::kafka::{committed_offsets, partition_window, AutoLookup, Broker, KafkaError};
+use crate::kafka::{
+    committed_offsets, time_windows, Broker, BrokerLookup, KafkaError, OffsetLookup,
+};
 
 /// What to replay: a time window on every chosen partition, or explicit offsets on one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +97,7 @@ impl DayPlan {
     /// The primitive's plan for one partition's remaining range, if any remains.
     pub fn bounded(&self, p: &PartitionPlan) -> Option<ReplayPlan> {
         let r = &self.request;
-        ReplayPlan::new(
+        let plan = ReplayPlan::new(
             &r.live_group,
             &r.replay_group,
             &r.topic,
@@ -103,7 +105,11 @@ impl DayPlan {
             p.resume_from,
             p.stop,
         )
-        .ok()
+        .ok()?;
+        Some(match r.window {
+            Window::Time { since_ms, until_ms } => plan.timed(since_ms, until_ms),
+            Window::Offsets { .. } => plan,
+        })
     }
 }
 
@@ -133,24 +139,66 @@ pub enum Refusal {
     },
     #[error("explicit offsets belong to one partition, and {chosen} were chosen")]
     OffsetsNeedOnePartition { chosen: usize },
+    #[error("partition {partition} is listed twice")]
+    DuplicatePartition { partition: i32 },
+    #[error("--{which} {offset} is negative: offsets start at 0")]
+    NegativeOffset { which: &'static str, offset: i64 },
     #[error("empty window: [{start}, {stop}) holds no offset")]
     EmptyRange { start: i64, stop: i64 },
-    #[error("retention removed part of the window on partition {partition}: offsets [0, {log_start}) are gone and the oldest kept record ({log_start}) is newer than the window's start")]
-    RetentionRemovedWindowStart { partition: i32, log_start: i64 },
-    #[error("retention removed part of the window on partition {partition}: offsets [{start}, {log_start}) are gone")]
-    RetentionRemovedOffsets {
-        partition: i32,
-        start: i64,
-        log_start: i64,
-    },
+    #[error("retention removed offsets the replay needs: {}", lost.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    RetentionRemoved { lost: Vec<Lost> },
     #[error("stop {stop} is beyond the end offset {end} of partition {partition}")]
     StopBeyondEnd { partition: i32, stop: i64, end: i64 },
     #[error("empty window: no record of {topic} falls inside it on partitions {partitions:?}")]
     NothingInWindow { topic: String, partitions: Vec<i32> },
 }
 
+/// Offsets of one partition that retention removed although the replay may need them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
+    /// Why they matter.
+    pub why: LostWhy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostWhy {
+    /// The partition keeps no record at all (its log start is its end).
+    Everything,
+    /// The oldest kept record is already at or after the window's start.
+    WindowStart,
+    /// They lie inside the explicit range, or between the resume offset and the log start.
+    InRange,
+}
+
+impl fmt::Display for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (p, from, to) = (self.partition, self.from, self.to);
+        write!(f, "partition {p}: offsets [{from}, {to}) are gone")?;
+        match self.why {
+            LostWhy::Everything => write!(f, " (every record of the partition)"),
+            LostWhy::WindowStart => write!(
+                f,
+                " and the oldest kept record ({to}) is not older than the window's start"
+            ),
+            LostWhy::InRange => Ok(()),
+        }
+    }
+}
+
 /// Looks everything up on the broker and decides, per partition, what the replay would do.
 pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, DayPlanError> {
+    plan_day_with(broker, &mut BrokerLookup::new(broker), request)
+}
+
+/// [`plan_day`] with the timestamp lookups answered by `lookup` where the broker itself would.
+pub(crate) fn plan_day_with(
+    broker: &Broker,
+    lookup: &mut dyn OffsetLookup,
+    request: &DayReplayRequest,
+) -> Result<DayPlan, DayPlanError> {
     let r = request;
     if r.live_group == r.replay_group {
         return Err(Refusal::SameGroup {
@@ -158,9 +206,23 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
         }
         .into());
     }
-    if let Window::Time { since_ms, until_ms } = r.window {
-        if until_ms <= since_ms {
-            return Err(Refusal::WindowBackwards.into());
+    match r.window {
+        Window::Time { since_ms, until_ms } if until_ms <= since_ms => {
+            return Err(Refusal::WindowBackwards.into())
+        }
+        Window::Offsets { start, stop } => {
+            for (which, offset) in [("start", start), ("stop", stop)] {
+                if offset < 0 {
+                    return Err(Refusal::NegativeOffset { which, offset }.into());
+                }
+            }
+        }
+        Window::Time { .. } => {}
+    }
+    if let Some(list) = &r.partitions {
+        let mut seen = std::collections::HashSet::new();
+        if let Some(&partition) = list.iter().find(|&&p| !seen.insert(p)) {
+            return Err(Refusal::DuplicatePartition { partition }.into());
         }
     }
     let count = broker.partitions(&r.topic)?;
@@ -193,42 +255,52 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
     }
     let live = committed_offsets(broker, &r.live_group, &r.topic, &partitions)?;
     let replay = committed_offsets(broker, &r.replay_group, &r.topic, &partitions)?;
-    let mut lookup = AutoLookup::new(broker);
+    let windows = match r.window {
+        Window::Time { since_ms, until_ms } => {
+            time_windows(broker, lookup, &r.topic, &partitions, since_ms, until_ms)?
+        }
+        Window::Offsets { .. } => Vec::new(),
+    };
     let mut plans = Vec::with_capacity(partitions.len());
+    let mut lost = Vec::new();
     for (i, &partition) in partitions.iter().enumerate() {
         let (log_start, end, since_offset, until_offset, start, stop) = match r.window {
-            Window::Time { since_ms, until_ms } => {
-                let window =
-                    partition_window(broker, &mut lookup, &r.topic, partition, since_ms, until_ms)?;
+            Window::Time { .. } => {
+                let window = windows[i];
                 let (start, stop) = window.range();
-                let (log_start, since) = (window.log_start, window.since);
-                if log_start > 0 && since.is_some() {
-                    // Records before log_start are gone: were any of them in the window?
-                    let oldest = broker.record_timestamp(&r.topic, partition, log_start)?;
-                    if oldest.is_some_and(|ts| ts > since_ms) {
-                        return Err(Refusal::RetentionRemovedWindowStart {
-                            partition,
-                            log_start,
-                        }
-                        .into());
-                    }
+                if let Some((from, to)) = window.lost() {
+                    let why = if window.log_start >= window.end {
+                        LostWhy::Everything
+                    } else {
+                        LostWhy::WindowStart
+                    };
+                    lost.push(Lost {
+                        partition,
+                        from,
+                        to,
+                        why,
+                    });
                 }
-                (log_start, window.end, since, window.until, start, stop)
+                let (log_start, end) = (window.log_start, window.end);
+                (log_start, end, window.since, window.until, start, stop)
             }
             Window::Offsets { start, stop } => {
                 let (log_start, end) = broker.watermarks(&r.topic, partition)?;
-                if stop <= start || start < 0 {
+                if stop <= start {
                     return Err(Refusal::EmptyRange { start, stop }.into());
                 }
                 if start < log_start {
-                    return Err(Refusal::RetentionRemovedOffsets {
+                    lost.push(Lost {
                         partition,
-                        start,
-                        log_start,
-                    }
-                    .into());
-                }
-                if stop > end {
+                        from: start,
+                        to: log_start.min(stop),
+                        why: if log_start >= end {
+                            LostWhy::Everything
+                        } else {
+                            LostWhy::InRange
+                        },
+                    });
+                } else if stop > end {
                     return Err(Refusal::StopBeyondEnd {
                         partition,
                         stop,
@@ -255,6 +327,9 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
             resume_from,
         });
     }
+    if !lost.is_empty() {
+        return Err(Refusal::RetentionRemoved { lost }.into());
+    }
     if plans.iter().all(|p| p.records() == 0) {
         return Err(Refusal::NothingInWindow {
             topic: r.topic.clone(),
@@ -266,4 +341,127 @@ pub fn plan_day(broker: &Broker, request: &DayReplayRequest) -> Result<DayPlan, 
         request: request.clone(),
         partitions: plans,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Answers timestamp lookups as a Kafka broker does (ListOffsets): the first offset, in
+    /// offset order, whose timestamp is at or after the time, or -1 (`None`) when none is.
+    struct KafkaRule {
+        timestamps: HashMap<i32, Vec<i64>>,
+        requests: usize,
+    }
+
+    impl OffsetLookup for KafkaRule {
+        fn offsets_for_time(
+            &mut self,
+            _: &str,
+            partitions: &[i32],
+            timestamp_ms: i64,
+        ) -> Result<Vec<Option<i64>>, KafkaError> {
+            self.requests += 1;
+            Ok(partitions
+                .iter()
+                .map(|p| {
+                    self.timestamps[p]
+                        .iter()
+                        .position(|&t| t >= timestamp_ms)
+                        .map(|i| i as i64)
+                })
+                .collect())
+        }
+    }
+
+    fn request(partition: i32, since_ms: i64, until_ms: i64) -> DayReplayRequest {
+        DayReplayRequest {
+            topic: "ooo".into(),
+            live_group: "live".into(),
+            replay_group: "replay".into(),
+            window: Window::Time { since_ms, until_ms },
+            partitions: Some(vec![partition]),
+            resume: false,
+        }
+    }
+
+    #[test]
+    fn out_of_order_timestamps_plan_kafkas_answer_from_a_broker_that_answers_and_by_reading() {
+        let mut mock = Broker::embedded(1).unwrap();
+        mock.create_topic("ooo", 2).unwrap();
+        let timestamps: HashMap<i32, Vec<i64>> = [
+            (0, vec![1000, 5000, 2000, 3000]),
+            (1, vec![1000, 9000, 2000, 3000]),
+        ]
+        .into();
+        for (&p, ts) in &timestamps {
+            for &t in ts {
+                mock.produce("ooo", [(p, "k", b"{}".as_slice(), t)])
+                    .unwrap();
+            }
+        }
+        // The same cluster reached by address, as a broker that answers lookups would be.
+        let broker = mock.same_address();
+        for (partition, since, until, want) in [(0, 4000, 10_000, (1, 4)), (1, 500, 5000, (0, 1))] {
+            let mut kafka = KafkaRule {
+                timestamps: timestamps.clone(),
+                requests: 0,
+            };
+            let plan =
+                plan_day_with(&broker, &mut kafka, &request(partition, since, until)).unwrap();
+            let p = &plan.partitions[0];
+            assert_eq!(
+                (p.start, p.stop),
+                want,
+                "broker answers, partition {partition}"
+            );
+            assert_eq!(
+                kafka.requests, 3,
+                "time 0, since and until: one request each"
+            );
+            // -1 for `until` on partition 0 (no timestamp reaches 10 s): stop is the end.
+            if partition == 0 {
+                assert_eq!(p.until_offset, None);
+            }
+            // The mock itself answers -1 to every lookup: the plan comes from reading.
+            let read = plan_day(&mock, &request(partition, since, until)).unwrap();
+            assert_eq!((read.partitions[0].start, read.partitions[0].stop), want);
+        }
+        // Nothing at or after the window: refused as empty, both ways.
+        let mut kafka = KafkaRule {
+            timestamps,
+            requests: 0,
+        };
+        assert!(matches!(
+            plan_day_with(&broker, &mut kafka, &request(1, 20_000, 30_000)),
+            Err(DayPlanError::Refused(Refusal::NothingInWindow { .. }))
+        ));
+    }
+
+    #[test]
+    fn lost_offsets_name_every_partition() {
+        let lost = Refusal::RetentionRemoved {
+            lost: vec![
+                Lost {
+                    partition: 0,
+                    from: 0,
+                    to: 4,
+                    why: LostWhy::Everything,
+                },
+                Lost {
+                    partition: 2,
+                    from: 0,
+                    to: 120,
+                    why: LostWhy::WindowStart,
+                },
+            ],
+        };
+        assert_eq!(
+            lost.to_string(),
+            "retention removed offsets the replay needs: partition 0: offsets [0, 4) are gone \
+             (every record of the partition); partition 2: offsets [0, 120) are gone and the \
+             oldest kept record (120) is not older than the window's start"
+        );
+    }
 }

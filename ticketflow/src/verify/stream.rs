@@ -54,22 +54,25 @@ pub(crate) fn read_window(
                 .max(Duration::from_millis(1))
         };
         let broker = Broker::for_target(kafka, remaining().min(Duration::from_secs(10)))?;
-        let mut consumer = KafkaReplayConsumer::new(&broker, READ_GROUP)?;
+        let mut consumer: Option<KafkaReplayConsumer> = None;
         for p in plan.partitions.iter().filter(|p| p.records() > 0) {
             let Some(bounded) = plan.bounded(p) else {
                 continue;
+            };
+            let consumer = match consumer.as_mut() {
+                Some(c) => c,
+                None => consumer.insert(KafkaReplayConsumer::new(&broker, &bounded.group())?),
             };
             let limits = ReplayLimits {
                 deadline: remaining(),
                 idle_timeout: limits.idle_timeout,
             };
-            let mut reader = Reader::open(&bounded, limits, &mut consumer)?;
+            let mut reader = Reader::open(&bounded, limits, consumer)?;
             let mut next = p.start;
             while next < p.stop {
                 let gathered = reader.next_batch(batch, usize::MAX, next)?;
-                if let Some(last) = gathered.records.last() {
-                    next = last.offset + 1;
-                }
+                // The position after the batch: past control markers and aborted records too.
+                next = gathered.next;
                 let records = gathered
                     .records
                     .iter()

@@ -1,0 +1,1021 @@
+//! `lessonprobe replay` on topics as real producers write them, against `lessonprobe broker`:
+//! transactions (control markers, aborted records), out-of-order timestamps, retention that
+//! removed a window, a live group that keeps consuming, deadlines, and SIGKILLs on a
+//! transactional topic. Outcomes are read back from SQL and from the broker.
+
+mod common;
+#[path = "replay_kafka/txn.rs"]
+mod txn;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use ticketflow::event::AuditEvent;
+use txn::Txn;
+
+const LIVE: &str = "audit-live";
+const REPLAY: &str = "audit-replay";
+/// 2026-09-22T10:00:00Z: the records of the transactional tests lie after it.
+const T0: i64 = 1_790_071_200_000;
+const SINCE: &str = "2026-09-22T00:00:00Z";
+const UNTIL: &str = "2026-09-23T00:00:00Z";
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `lessonprobe replay` of `topic` into `db`.
+fn replay(dir: &Path, servers: &str, topic: &str, db: &str, args: &[&str]) -> Command {
+    let mut cmd = lessonprobe(dir);
+    cmd.args([
+        "replay",
+        "--kafka",
+        servers,
+        "--topic",
+        topic,
+        "--live-group",
+        LIVE,
+        "--replay-group",
+        REPLAY,
+        "--db",
+        db,
+    ])
+    .args(args);
+    cmd
+}
+
+fn run(cmd: &mut Command) -> (Option<i32>, String, serde_json::Value) {
+    let out = cmd.output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), text(&out), doc)
+}
+
+/// An audit event whose id names where it was written.
+fn event(tag: &str) -> Vec<u8> {
+    AuditEvent::sample_with_id(tag).to_json()
+}
+
+/// The layout on `topic[partition]`: commit 3, abort 2, commit 3 — markers at 3, 6
+/// and 10, end 11.
+fn commit_abort_commit(servers: &str, topic: &str, partition: i32) -> Vec<i64> {
+    let txn = |first: i64, n: i64, commit: bool| Txn {
+        records: (first..first + n)
+            .map(|i| (T0 + i * 1000, event(&format!("{topic}-{partition}-{i}"))))
+            .collect(),
+        commit,
+    };
+    txn::write(
+        servers,
+        topic,
+        partition,
+        &[txn(0, 3, true), txn(3, 2, false), txn(5, 3, true)],
+    )
+}
+
+/// `(offset, payload)` of every record a client with `isolation` delivers from
+/// `topic[partition]` in `[from, to)`: what Kafka itself hands a consumer there.
+fn delivered(
+    servers: &str,
+    topic: &str,
+    partition: i32,
+    isolation: &str,
+    from: i64,
+    to: i64,
+) -> Vec<(i64, Vec<u8>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", "test-view")
+        .set("isolation.level", isolation)
+        .set("fetch.wait.max.ms", "10")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(from))
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let started = Instant::now();
+    loop {
+        let position = match consumer.position().unwrap().elements()[0].offset() {
+            Offset::Offset(o) => o,
+            _ => from,
+        };
+        if position >= to {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "reading {topic}[{partition}] stalled at {position}"
+        );
+        if let Some(m) = consumer.poll(Duration::from_millis(50)) {
+            let m = m.unwrap();
+            if m.offset() < to {
+                out.push((m.offset(), m.payload().unwrap_or_default().to_vec()));
+            }
+        }
+    }
+    out
+}
+
+fn event_ids(records: &[(i64, Vec<u8>)]) -> HashSet<String> {
+    records
+        .iter()
+        .filter_map(|(_, p)| AuditEvent::decode(p).ok())
+        .map(|e| e.event_id)
+        .collect()
+}
+
+fn sqlite_ids(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare("SELECT event_id FROM audit_events").unwrap();
+    let ids = stmt.query_map([], |r| r.get(0)).unwrap();
+    ids.map(Result::unwrap).collect()
+}
+
+fn sqlite_count(db: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(db)
+        .and_then(|c| c.query_row(sql, [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
+/// The report row of `partition` in a `--format json` result.
+fn result_row(doc: &serde_json::Value, partition: i64) -> serde_json::Value {
+    doc["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results in {doc}"))
+        .iter()
+        .find(|r| r["partition"].as_i64() == Some(partition))
+        .cloned()
+        .unwrap_or_else(|| panic!("no row for partition {partition} in {doc}"))
+}
+
+fn unique(ids: Vec<String>) -> HashSet<String> {
+    let n = ids.len();
+    let set: HashSet<String> = ids.into_iter().collect();
+    assert_eq!(set.len(), n, "an event id was written twice");
+    set
+}
+
+/// Checks what a replay of `[0, 11)` of the layout left behind: exactly what Kafka
+/// delivers under read_committed, the markers and aborted records counted, offset 11 committed.
+fn assert_transactional_replay(
+    s: &str,
+    topic: &str,
+    ids: HashSet<String>,
+    doc: &serde_json::Value,
+) {
+    let committed_view = delivered(s, topic, 0, "read_committed", 0, 11);
+    let everything = delivered(s, topic, 0, "read_uncommitted", 0, 11);
+    assert_eq!(
+        ids,
+        event_ids(&committed_view),
+        "rows = what read_committed delivers"
+    );
+    let row = result_row(doc, 0);
+    assert_eq!(
+        row["markers"].as_i64(),
+        Some(11 - everything.len() as i64),
+        "{row}"
+    );
+    assert_eq!(row["markers"].as_i64(), Some(3), "{row}");
+    assert_eq!(
+        row["aborted"].as_i64(),
+        Some((everything.len() - committed_view.len()) as i64),
+        "{row}"
+    );
+    assert_eq!(row["replay_offset"].as_i64(), Some(11), "{row}");
+    assert_eq!(committed(s, REPLAY, topic, 1), vec![Some(11)]);
+}
+
+#[test]
+fn the_test_broker_lays_out_transactions_as_kafka_does() {
+    let broker = BrokerProcess::start(&[]);
+    let markers = commit_abort_commit(&broker.servers, "txn-layout", 0);
+    assert_eq!(markers, vec![3, 6, 10]);
+    assert_eq!(watermarks(&broker.servers, "txn-layout")[0], (0, 11));
+    let offsets = |iso| -> Vec<i64> {
+        delivered(&broker.servers, "txn-layout", 0, iso, 0, 11)
+            .into_iter()
+            .map(|r| r.0)
+            .collect()
+    };
+    // The mock never lists aborted transactions in a Fetch answer, so read_committed delivers
+    // the aborted records 4 and 5 too: only a real broker filters them.
+    assert_eq!(offsets("read_uncommitted"), vec![0, 1, 2, 4, 5, 7, 8, 9]);
+    assert_eq!(offsets("read_committed"), vec![0, 1, 2, 4, 5, 7, 8, 9]);
+}
+
+#[test]
+fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    commit_abort_commit(s, "txn1", 0);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let target = format!("sqlite:{}", db.display());
+
+    // Planning by time scans to the position: the last offset is a marker, not a record.
+    let started = Instant::now();
+    let (code, said, doc) = run(&mut replay(
+        dir.path(),
+        s,
+        "txn1",
+        &target,
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--partitions",
+            "0",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(code, Some(0), "{said}");
+    let p = &doc["plan"]["partitions"][0];
+    assert_eq!(
+        (p["start"].as_i64(), p["stop"].as_i64()),
+        (Some(0), Some(11)),
+        "{doc}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "planning took {:?}",
+        started.elapsed()
+    );
+
+    let (code, said, doc) = run(&mut replay(
+        dir.path(),
+        s,
+        "txn1",
+        &target,
+        &[
+            "--partitions",
+            "0",
+            "--start",
+            "0",
+            "--stop",
+            "11",
+            "--execute",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(code, Some(0), "{said}");
+    assert_transactional_replay(s, "txn1", unique(sqlite_ids(&db)), &doc);
+    // The target's checkpoint is the position past the last marker, with the counts beside it.
+    let row = result_row(&doc, 0);
+    assert_eq!(
+        sqlite_count(
+            &db,
+            "SELECT next_offset * 10000 + markers * 100 + aborted FROM lessonprobe_replay_partitions"
+        ),
+        11 * 10000 + row["markers"].as_i64().unwrap() * 100 + row["aborted"].as_i64().unwrap()
+    );
+}
+
+#[test]
+fn a_transactional_topic_replays_completely_into_postgres() {
+    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+        return;
+    };
+    let name = format!("lp_txn_{}", std::process::id());
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client.batch_execute(&sql).unwrap(); // each outside a transaction block
+    }
+    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    commit_abort_commit(s, "txn-pg", 0);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, said, doc) = run(&mut replay(
+        dir.path(),
+        s,
+        "txn-pg",
+        &url,
+        &[
+            "--partitions",
+            "0",
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(code, Some(0), "{said}");
+    let ids: Vec<String> = postgres::Client::connect(&url, postgres::NoTls)
+        .unwrap()
+        .query("SELECT event_id FROM audit_events", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_transactional_replay(s, "txn-pg", unique(ids), &doc);
+    drop(broker);
+    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+}
+
+#[test]
+fn resume_after_a_partial_run_continues_past_the_markers() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    // commit 3, abort 2, then a transaction whose second record is not an audit event.
+    let records = |tags: &[&str]| -> Vec<(i64, Vec<u8>)> {
+        tags.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                (
+                    T0 + i as i64,
+                    if *t == "junk" {
+                        b"junk".to_vec()
+                    } else {
+                        event(t)
+                    },
+                )
+            })
+            .collect()
+    };
+    let markers = txn::write(
+        s,
+        "txn-resume",
+        0,
+        &[
+            Txn {
+                records: records(&["r0", "r1", "r2"]),
+                commit: true,
+            },
+            Txn {
+                records: records(&["a4", "a5"]),
+                commit: false,
+            },
+            Txn {
+                records: records(&["r7", "junk", "r9"]),
+                commit: true,
+            },
+        ],
+    );
+    assert_eq!(markers, vec![3, 6, 10]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let target = format!("sqlite:{}", db.display());
+    let range = [
+        "--partitions",
+        "0",
+        "--start",
+        "0",
+        "--stop",
+        "11",
+        "--execute",
+    ];
+    let mut args = range.to_vec();
+    args.extend(["--on-bad-record", "fail", "--batch", "2"]);
+    let (code, said, _) = run(&mut replay(dir.path(), s, "txn-resume", &target, &args));
+    assert_eq!(code, Some(4), "{said}");
+    assert!(said.contains("last durable offset 8"), "{said}");
+    assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(8)]);
+
+    let mut args = range.to_vec();
+    args.extend(["--resume", "--allow-quarantine", "--format", "json"]);
+    let (code, said, doc) = run(&mut replay(dir.path(), s, "txn-resume", &target, &args));
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
+    assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
+    let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
+    assert_eq!(unique(sqlite_ids(&db)), want);
+    assert_eq!(
+        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
+        1
+    );
+}
+
+#[test]
+fn client_properties_the_replay_owns_are_refused() {
+    let broker = BrokerProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    for (property, says) in [
+        ("isolation.level=read_uncommitted", "isolation.level"),
+        ("isolation.level=read_committed", "isolation.level"),
+        ("group.id=someone-else", "group.id"),
+        ("enable.auto.commit=true", "enable.auto.commit"),
+    ] {
+        let (code, said, _) = run(&mut replay(
+            dir.path(),
+            &broker.servers,
+            "any",
+            "sqlite:x.db",
+            &["-X", property, "--since", SINCE, "--until", UNTIL],
+        ));
+        assert_eq!(code, Some(2), "{property}: {said}");
+        assert!(
+            said.contains(says) && said.contains("-X"),
+            "{property}: {said}"
+        );
+    }
+    assert!(!dir.path().join("x.db").exists());
+}
+
+#[test]
+fn duplicate_partitions_and_negative_offsets_are_named() {
+    let broker = BrokerProcess::start(&["--sample-day", "dup", "--events", "300"]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = &broker.servers;
+    let (code, said, _) = run(&mut replay(
+        dir.path(),
+        s,
+        "dup",
+        "sqlite:x.db",
+        &["--partitions", "0,1,0", "--since", SINCE, "--until", UNTIL],
+    ));
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("partition 0 is listed twice"), "{said}");
+    let (code, said, _) = run(&mut replay(
+        dir.path(),
+        s,
+        "dup",
+        "sqlite:x.db",
+        &["--partitions", "0", "--start=-5", "--stop", "3"],
+    ));
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("--start -5 is negative"), "{said}");
+    assert!(!said.contains("empty window"), "{said}");
+}
+
+/// Produces `(partition, timestamp)` records with audit events as payloads.
+fn produce_at(servers: &str, topic: &str, records: &[(i32, i64)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("linger.ms", "1")
+        .create()
+        .unwrap();
+    for (i, &(p, ts)) in records.iter().enumerate() {
+        let payload = event(&format!("{topic}-{p}-{i}"));
+        producer
+            .send(
+                BaseRecord::to(topic)
+                    .partition(p)
+                    .key("k")
+                    .payload(&payload)
+                    .timestamp(ts),
+            )
+            .unwrap();
+        producer.flush(Duration::from_secs(10)).unwrap();
+    }
+}
+
+/// The out-of-order timestamps: `[1000, 5000, 2000, 3000]` on partition 0 and
+/// `[1000, 9000, 2000, 3000]` on partition 1.
+fn produce_out_of_order(servers: &str, topic: &str) {
+    let on = |p, ts: [i64; 4]| ts.map(|t| (p, t));
+    let records: Vec<(i32, i64)> = [
+        on(0, [1000, 5000, 2000, 3000]),
+        on(1, [1000, 9000, 2000, 3000]),
+    ]
+    .concat();
+    produce_at(servers, topic, &records);
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339()
+}
+
+#[test]
+fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    produce_out_of_order(s, "ooo");
+    let dir = tempfile::tempdir().unwrap();
+    // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
+    for (partition, since, until, want) in [("0", 4000, 10_000, (1, 4)), ("1", 500, 5000, (0, 1))] {
+        let (code, said, doc) = run(&mut replay(
+            dir.path(),
+            s,
+            "ooo",
+            "sqlite:x.db",
+            &[
+                "--partitions",
+                partition,
+                "--since",
+                &rfc3339(since),
+                "--until",
+                &rfc3339(until),
+                "--format",
+                "json",
+            ],
+        ));
+        assert_eq!(code, Some(0), "partition {partition}: {said}");
+        let p = &doc["plan"]["partitions"][0];
+        assert_eq!(
+            (p["start"].as_i64().unwrap(), p["stop"].as_i64().unwrap()),
+            want,
+            "partition {partition}: {doc}"
+        );
+    }
+}
+
+#[test]
+fn records_outside_the_window_and_late_arrivals_are_counted_per_partition() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    produce_out_of_order(s, "late");
+    let dir = tempfile::tempdir().unwrap();
+    // Partition 0, window [4 s, 10 s): Kafka's range [1, 4) holds 2 s and 3 s, outside it.
+    // Partition 1, window [0.5 s, 5 s): range [0, 1); past stop, 2 s and 3 s belong to the
+    // window (9 s does not), and a skew of 10 s reads on to the end to count them.
+    for (partition, since, until, skew, want) in [
+        ("0", 4000, 10_000, None, (3, 2, 0)),
+        ("1", 500, 5000, Some("10s"), (1, 0, 2)),
+    ] {
+        let db = format!(
+            "sqlite:{}",
+            dir.path().join(format!("p{partition}.db")).display()
+        );
+        let mut args = vec![
+            "--partitions",
+            partition,
+            "--since",
+            &rfc3339(since),
+            "--until",
+            &rfc3339(until),
+            "--execute",
+            "--format",
+            "json",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+        if let Some(skew) = skew {
+            args.extend(["--skew".to_owned(), skew.to_owned()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, said, doc) = run(&mut replay(dir.path(), s, "late", &db, &args));
+        assert_eq!(code, Some(0), "partition {partition}: {said}");
+        let row = result_row(&doc, partition.parse().unwrap());
+        assert_eq!(
+            (
+                row["records"].as_i64().unwrap(),
+                row["out_of_window"].as_i64().unwrap(),
+                row["late"].as_i64().unwrap()
+            ),
+            want,
+            "partition {partition}: {row}"
+        );
+    }
+}
+
+#[test]
+fn a_partition_whose_records_retention_removed_entirely_is_refused() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    produce_at(s, "gone", &[(0, T0), (0, T0 + 1), (0, T0 + 2)]);
+    // One record larger than what the mock keeps per partition pushes every older one out,
+    // and the log start becomes the end.
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", s)
+        .set("message.max.bytes", "8000000")
+        .create()
+        .unwrap();
+    let big = vec![b'x'; 6 * 1024 * 1024];
+    producer
+        .send(
+            BaseRecord::to("gone")
+                .partition(0)
+                .key("k")
+                .payload(&big)
+                .timestamp(T0 + 3),
+        )
+        .unwrap();
+    producer.flush(Duration::from_secs(20)).unwrap();
+    let (low, high) = watermarks(s, "gone")[0];
+    assert_eq!(
+        (low, high),
+        (4, 4),
+        "the mock's retention left the log start at the end"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["--partitions", "0", "--since", SINCE, "--until", UNTIL],
+        vec!["--partitions", "0", "--start", "1", "--stop", "4"],
+    ] {
+        let (code, said, _) = run(&mut replay(dir.path(), s, "gone", "sqlite:x.db", &args));
+        assert_eq!(code, Some(4), "{args:?}: {said}");
+        assert!(said.contains("retention removed"), "{args:?}: {said}");
+        assert!(
+            said.contains("partition 0") && said.contains(", 4)"),
+            "{args:?}: {said}"
+        );
+    }
+}
+
+/// Rows so far, read while a replay may be writing (0 before the table exists).
+fn rows_now(db: &Path) -> i64 {
+    sqlite_count(db, "SELECT COUNT(*) FROM audit_events")
+}
+
+/// Starts a slow replay (`--batch 1`) of a sample day and returns it once it has made rows
+/// durable.
+fn replay_under_way(dir: &Path, servers: &str, db: &Path) -> std::process::Child {
+    let child = replay(
+        dir,
+        servers,
+        "day",
+        &format!("sqlite:{}", db.display()),
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--batch",
+            "1",
+            "--allow-quarantine",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let started = Instant::now();
+    while rows_now(db) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replay wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[test]
+fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
+    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let s = &broker.servers;
+    commit(s, LIVE, "day", &[10, 10, 10]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let child = replay_under_way(dir.path(), s, &db);
+    // The live service keeps consuming and committing its progress meanwhile.
+    for step in 1..=5 {
+        commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    for line in [
+        "live group audit-live advanced by 50 on partition 0 while the replay ran",
+        "live group audit-live advanced by 5 on partition 2 while the replay ran",
+    ] {
+        assert!(said.contains(line), "{line:?} missing: {said}");
+    }
+    assert!(!said.contains("partition 1 while"), "{said}");
+    assert_eq!(
+        committed(s, LIVE, "day", 3),
+        vec![Some(60), Some(10), Some(15)]
+    );
+}
+
+#[test]
+fn a_live_group_reset_backwards_during_a_replay_fails_it() {
+    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let s = &broker.servers;
+    commit(s, LIVE, "day", &[10, 10, 10]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let child = replay_under_way(dir.path(), s, &db);
+    commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("THE LIVE GROUP audit-live MOVED BACKWARD from 10 to 4"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_time() {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        "day",
+        "--events",
+        "60000",
+        "--partitions",
+        "30",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let started = Instant::now();
+    let out = replay(
+        dir.path(),
+        &broker.servers,
+        "day",
+        &format!("sqlite:{}", db.display()),
+        &[
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+            "--batch",
+            "1",
+            "--deadline",
+            "2s",
+        ],
+    )
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    // 2 s, plus start-up and the final read of the live group's offsets.
+    assert!(
+        took < Duration::from_millis(3500),
+        "--deadline 2s took {took:?}: {said}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failures: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("lessonprobe replay: partition "))
+        .collect();
+    // Every partition that did not reach its stop (begun or not) names the run's deadline.
+    let finished = committed(&broker.servers, REPLAY, "day", 30)
+        .iter()
+        .zip(0..)
+        .filter(|(c, p)| {
+            **c == Some(
+                first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap(),
+            )
+        })
+        .count();
+    assert!(failures.len() >= 20, "{stderr}");
+    assert_eq!(failures.len() + finished, 30, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "replay incomplete on {} partition(s)",
+            failures.len()
+        )),
+        "{stderr}"
+    );
+    for line in &failures {
+        assert!(
+            line.contains("deadline of 2s reached") && line.contains("last durable offset"),
+            "{line}"
+        );
+    }
+    assert!(!said.contains("BrokerTransportFailure"), "{said}");
+    assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr}");
+    let mut kinds = HashSet::new();
+    for line in stderr.lines().filter(|l| l.contains("librdkafka: ")) {
+        let kind = line
+            .split("librdkafka: ")
+            .last()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(kinds.insert(kind.to_owned()), "{kind} twice: {stderr}");
+    }
+    // What was durable when the deadline came is in SQL with its checkpoint, and Kafka's
+    // committed offset is that checkpoint, never ahead of it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT partition, start_offset, next_offset, records FROM lessonprobe_replay_partitions")
+        .unwrap();
+    let checkpoints: Vec<(i32, i64, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(checkpoints.len(), 30);
+    let on_broker = committed(&broker.servers, REPLAY, "day", 30);
+    for &(p, start, next, records) in &checkpoints {
+        let kafka = on_broker[p as usize].unwrap_or(start);
+        assert!(
+            kafka <= next,
+            "partition {p}: Kafka {kafka} ahead of SQL {next}"
+        );
+        assert_eq!(
+            records,
+            next - start,
+            "partition {p}: the checkpoint covers its records"
+        );
+    }
+    let applied: i64 = checkpoints.iter().map(|c| c.2 - c.1).sum();
+    let sum_records = sqlite_count(
+        &db,
+        "SELECT SUM(records) FROM lessonprobe_replay_partitions",
+    );
+    assert!(applied > 0 && applied == sum_records, "{checkpoints:?}");
+}
+
+/// Delivers what the real replay consumer delivers, except the record at `skip`: a consumer that
+/// loses a committed record. Its re-reads are the real ones.
+struct Skipping {
+    inner: ticketflow::kafka::KafkaReplayConsumer,
+    skip: i64,
+}
+
+impl ticketflow::replay::ReplayConsumer for Skipping {
+    fn group_id(&self) -> &str {
+        self.inner.group_id()
+    }
+    fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ticketflow::replay::ConsumerError> {
+        self.inner.end_offset(t, p)
+    }
+    fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ticketflow::replay::ConsumerError> {
+        self.inner.seek(t, p, o)
+    }
+    fn poll(
+        &mut self,
+        d: Duration,
+    ) -> Result<Option<ticketflow::replay::ReplayRecord>, ticketflow::replay::ConsumerError> {
+        match self.inner.poll(d)? {
+            Some(r) if r.offset == self.skip => self.inner.poll(d),
+            other => Ok(other),
+        }
+    }
+    fn position(
+        &mut self,
+        t: &str,
+        p: i32,
+    ) -> Result<Option<i64>, ticketflow::replay::ConsumerError> {
+        self.inner.position(t, p)
+    }
+    fn reread(
+        &mut self,
+        t: &str,
+        p: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<ticketflow::replay::GapReading>, ticketflow::replay::ConsumerError> {
+        self.inner.reread(t, p, from, to)
+    }
+    fn commit(&mut self, t: &str, p: i32, o: i64) -> Result<(), ticketflow::replay::ConsumerError> {
+        self.inner.commit(t, p, o)
+    }
+}
+
+#[test]
+fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it() {
+    use ticketflow::replay::{
+        run_bounded_replay, GapFinding, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    };
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    commit_abort_commit(s, "gap", 0);
+    let target: ticketflow::KafkaTarget = s.parse().unwrap();
+    let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
+    let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
+    let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, &plan.group()).unwrap();
+    let mut consumer = Skipping { inner, skip: 8 };
+    let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();
+    let limits = ReplayLimits {
+        deadline: Duration::from_secs(20),
+        idle_timeout: Duration::from_secs(3),
+    };
+    let err = run_bounded_replay(&plan, limits, &mut consumer, &mut store).unwrap_err();
+    assert!(
+        matches!(
+            err.kind,
+            ReplayErrorKind::UnexplainedGap {
+                expected: 8,
+                got: 9,
+                finding: GapFinding::Undelivered { offset: 8 }
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.committed, Some(8), "{err}");
+    assert_eq!(committed(s, REPLAY, "gap", 1), vec![Some(8)]);
+    // Offsets 0-7 made durable: the records the broker delivers there (the mock hands over
+    // the aborted 4 and 5 too), no more.
+    assert_eq!(
+        ticketflow::store::AuditStore::audit_rows(&mut store).unwrap(),
+        delivered(s, "gap", 0, "read_committed", 0, 8).len() as u64
+    );
+}
+
+#[test]
+fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing() {
+    use rand::{Rng, SeedableRng};
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+    let partitions = 4;
+    let mut n = 0i64;
+    for p in 0..partitions {
+        let txns: Vec<Txn> = (0..120)
+            .map(|_| {
+                let size = rng.random_range(1..40);
+                let records = (0..size)
+                    .map(|_| {
+                        n += 1;
+                        (T0 + n, event(&format!("k-{p}-{n}")))
+                    })
+                    .collect();
+                Txn {
+                    records,
+                    commit: rng.random_range(0..10) > 0,
+                }
+            })
+            .collect();
+        txn::write(s, "txn-kill", p, &txns);
+    }
+    let ends: Vec<i64> = watermarks(s, "txn-kill").iter().map(|w| w.1).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let target = format!("sqlite:{}", db.display());
+    let (mut kills, mut runs) = (0, 0);
+    loop {
+        runs += 1;
+        let mut child = replay(
+            dir.path(),
+            s,
+            "txn-kill",
+            &target,
+            &[
+                "--since",
+                SINCE,
+                "--until",
+                UNTIL,
+                "--execute",
+                "--resume",
+                "--batch",
+                "1",
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        if kills < 30 {
+            if kills % 4 == 0 {
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
+            } else {
+                let before = rows_now(&db);
+                let waiting = Instant::now();
+                while rows_now(&db) == before
+                    && child.try_wait().unwrap().is_none()
+                    && waiting.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
+            }
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                continue;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "run {runs} (after {kills} kills) failed: {status}"
+        );
+        break;
+    }
+    assert!(kills >= 30, "only {kills} kills before a run completed");
+    let mut want = HashSet::new();
+    for p in 0..partitions {
+        want.extend(event_ids(&delivered(
+            s,
+            "txn-kill",
+            p,
+            "read_committed",
+            0,
+            ends[p as usize],
+        )));
+    }
+    assert_eq!(
+        unique(sqlite_ids(&db)),
+        want,
+        "rows = what read_committed delivers"
+    );
+    assert_eq!(
+        committed(s, REPLAY, "txn-kill", partitions),
+        ends.iter().copied().map(Some).collect::<Vec<_>>(),
+        "every partition committed to its end, past its last marker"
+    );
+}

@@ -1,0 +1,133 @@
+//! Finding a time window's offsets by reading, for brokers that do not answer timestamp
+//! lookups: one pass over every partition at once, each read from its log start until the
+//! first record at or after `until` or until its position reaches the captured end.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::broker::Isolation;
+use super::{Broker, KafkaError};
+
+/// How long one poll waits before positions are looked at again: a partition whose last
+/// offsets are control markers is done only once its position has moved past them.
+const POLL: Duration = Duration::from_millis(20);
+
+/// One partition's scan.
+struct Scan {
+    end: i64,
+    since: Option<i64>,
+    until: Option<i64>,
+    done: bool,
+    /// The offset the scan has accounted for up to, to tell progress from a stall.
+    reached: i64,
+}
+
+/// For each `(partition, log_start, end)`, the first offset whose timestamp is at or after
+/// `since_ms` and the first at or after `until_ms` (Kafka's rule: the first in offset order;
+/// timestamps need not grow with offsets). Records of aborted transactions count, as in the
+/// broker's own index (the read is read_uncommitted); control markers hold no timestamp a
+/// client can see, so an answer that a broker would give as a marker's offset comes out as
+/// the next record's — the same records either way.
+pub(crate) fn scan_windows(
+    broker: &Broker,
+    topic: &str,
+    ranges: &[(i32, i64, i64)],
+    since_ms: i64,
+    until_ms: i64,
+) -> Result<Vec<(Option<i64>, Option<i64>)>, KafkaError> {
+    let mut scans: HashMap<i32, Scan> = ranges
+        .iter()
+        .map(|&(p, low, end)| {
+            (
+                p,
+                Scan {
+                    end,
+                    since: None,
+                    until: None,
+                    done: low >= end,
+                    reached: low,
+                },
+            )
+        })
+        .collect();
+    let what = || format!("scanning {topic} for offsets by time");
+    let consumer = broker.reader(
+        "lessonprobe-utility",
+        "error",
+        10,
+        Isolation::ReadUncommitted,
+    )?;
+    let mut tpl = TopicPartitionList::new();
+    for &(p, low, end) in ranges {
+        if low < end {
+            tpl.add_partition_offset(topic, p, Offset::Offset(low))
+                .map_err(|e| broker.error(what(), e))?;
+        }
+    }
+    consumer.assign(&tpl).map_err(|e| broker.error(what(), e))?;
+    let mut progress_at = Instant::now();
+    let mut positions_at = Instant::now();
+    while scans.values().any(|s| !s.done) {
+        match consumer.poll(POLL) {
+            Some(Ok(m)) => {
+                if let Some(scan) = scans.get_mut(&m.partition()).filter(|s| !s.done) {
+                    let offset = m.offset();
+                    if offset < scan.end {
+                        let ts = m.timestamp().to_millis();
+                        let at_or_after = |t: i64| ts.is_some_and(|ts| ts >= t);
+                        if scan.since.is_none() && at_or_after(since_ms) {
+                            scan.since = Some(offset);
+                        }
+                        if at_or_after(until_ms) {
+                            // Every later record is past the window's end: this one decides.
+                            scan.until = Some(offset);
+                            scan.done = true;
+                        }
+                    }
+                    scan.reached = scan.reached.max(offset + 1);
+                    scan.done |= scan.reached >= scan.end;
+                    progress_at = Instant::now();
+                }
+            }
+            Some(Err(e)) => return Err(broker.error(what(), e)),
+            None => {}
+        }
+        if positions_at.elapsed() >= POLL {
+            positions_at = Instant::now();
+            let positions = consumer.position().map_err(|e| broker.error(what(), e))?;
+            for e in positions.elements() {
+                if let (Some(scan), Offset::Offset(p)) = (scans.get_mut(&e.partition()), e.offset())
+                {
+                    if p > scan.reached && !scan.done {
+                        scan.reached = p;
+                        scan.done = p >= scan.end;
+                        progress_at = Instant::now();
+                    }
+                }
+            }
+        }
+        if progress_at.elapsed() > broker.op_timeout {
+            let stuck: Vec<String> = scans
+                .iter()
+                .filter(|(_, s)| !s.done)
+                .map(|(p, s)| format!("{topic}[{p}] at {} of {}", s.reached, s.end))
+                .collect();
+            return Err(broker.error(
+                what(),
+                format!(
+                    "no progress for {:?}: {}",
+                    broker.op_timeout,
+                    stuck.join(", ")
+                ),
+            ));
+        }
+    }
+    drop(consumer);
+    Ok(ranges
+        .iter()
+        .map(|(p, _, _)| scans.get(p).map_or((None, None), |s| (s.since, s.until)))
+        .collect())
+}
