@@ -289,13 +289,9 @@ pub enum ReplayAction {
     Verify(ReplayVerifyArgs),
 }
 
+/// A window of a topic: a time range on every chosen partition, or one partition's offsets.
 #[derive(Debug, Args)]
-pub struct ReplayVerifyArgs {
-    #[command(flatten)]
-    pub kafka: KafkaArgs,
-    /// The topic to verify.
-    #[arg(long)]
-    pub topic: String,
+pub struct WindowArgs {
     /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
     #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
     pub since: Option<i64>,
@@ -308,6 +304,17 @@ pub struct ReplayVerifyArgs {
     /// Exclusive end offset of that range.
     #[arg(long, requires = "start")]
     pub stop: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayVerifyArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// The topic to verify.
+    #[arg(long)]
+    pub topic: String,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Partitions to verify [default: all], e.g. 0,2.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub partitions: Option<Vec<i32>>,
@@ -361,18 +368,8 @@ pub struct ReplayArgs {
     /// The replay's own consumer group (must differ from the live group).
     #[arg(long, value_name = "GROUP", required = true)]
     pub replay_group: Option<String>,
-    /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
-    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
-    pub since: Option<i64>,
-    /// End of the window, exclusive (RFC 3339).
-    #[arg(long, value_name = "TIME", requires = "since", value_parser = parse_time)]
-    pub until: Option<i64>,
-    /// First offset of one partition's explicit range (with --stop and one --partitions).
-    #[arg(long, requires = "stop")]
-    pub start: Option<i64>,
-    /// Exclusive end offset of that range.
-    #[arg(long, requires = "start")]
-    pub stop: Option<i64>,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Partitions to replay [default: all], e.g. 0,2.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub partitions: Option<Vec<i32>>,

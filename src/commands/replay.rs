@@ -15,7 +15,9 @@ use ticketflow::replay::{
 use ticketflow::store::Timeouts;
 use ticketflow::KafkaTarget;
 
-use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs};
+use crate::cli::{
+    OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs,
+};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
@@ -39,7 +41,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     }
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let window = window(args.since, args.until, args.start, args.stop)?;
+    let window = window(&args.window)?;
     let required = |v: Option<String>, flag: &str| {
         v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
     };
@@ -170,13 +172,8 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
 }
 
 /// The window of `--since`/`--until` or `--start`/`--stop`.
-pub(super) fn window(
-    since: Option<i64>,
-    until: Option<i64>,
-    start: Option<i64>,
-    stop: Option<i64>,
-) -> Result<Window, Error> {
-    match (since, until, start, stop) {
+pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
+    match (w.since, w.until, w.start, w.stop) {
         (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
         (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
         _ => Err(Error::Usage(

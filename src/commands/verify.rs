@@ -26,7 +26,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
     }
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let window = super::replay::window(args.since, args.until, args.start, args.stop)?;
+    let window = super::replay::window(&args.window)?;
     let request = VerifyRequest {
         topic: args.topic,
         window,
