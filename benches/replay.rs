@@ -1,14 +1,24 @@
-//! Replay throughput: (a) consume-only, (b) insert-only, (c) `replay --batch 1`, (d) `replay`
-//! with the default batch, and (e) `replay verify` of (d)'s window against (d)'s table, on
-//! SQLite (a file in WAL mode) and PostgreSQL, against `lessonprobe broker` in another process.
-//! Prints events/s, the ratios d/min(a,b), d/c and e/a, and each process's peak RSS.
+//! Replay throughput, every figure measured in the same run against `lessonprobe broker` in
+//! another process, on SQLite (a file in WAL mode, synchronous=FULL) and PostgreSQL:
+//! (a) consume-only (every partition read and decoded, no SQL);
+//! (i) the independent insert-only limit: every event bulk-inserted in one transaction into a
+//!     fresh `audit_events` of the store's own schema, with no replay code (SQLite: one prepared
+//!     INSERT; PostgreSQL: binary COPY), in the order a replay delivers them and in key order;
+//! (b) the replay's own write path alone (batches with their checkpoints, no Kafka);
+//! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
+//!     processes, with the planning time the command reports shown separately;
+//! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process.
+//! Prints events/s, the ratios of (d) to (i) and of (e) to (a), and each process's peak RSS.
 //! `cargo bench --bench replay`.
 //!
 //! LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS (100: the mock
 //! keeps only ~5 MiB per partition), LESSONPROBE_BENCH_BATCH1_EVENTS (20,000: the part (c)
 //! replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL; without
 //! one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list such as
-//! 100,500,2000,10000 for a sweep of (d) on SQLite).
+//! 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of parts
+//! among b,c to leave out of a long run), LESSONPROBE_BENCH_BASELINE (another lessonprobe
+//! binary whose (d) runs beside this one's, in the same run). Each figure is also printed to
+//! standard error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -19,8 +29,8 @@ use ticketflow::event::EventRecord;
 use ticketflow::kafka::{Broker, KafkaReplayConsumer};
 use ticketflow::replay::{ReplayConsumer, ReplayGroup};
 use ticketflow::store::{
-    AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
-    RecordedPlan, Timeouts,
+    schema, AuditDb, Backend, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus,
+    PlanWindow, RecordedPlan, Timeouts,
 };
 use ticketflow::KafkaTarget;
 
@@ -40,13 +50,19 @@ struct Finished {
     stdout: String,
     /// Records/s of the execution phase, as the command reported it.
     execute_rate: f64,
+    /// Seconds the command reported for planning.
+    planning: f64,
 }
 
 /// Runs `lessonprobe ARGS`, sampling its peak RSS (VmHWM of /proc/PID/status) until it exits.
 /// (wait4's ru_maxrss would count the memory of this process at fork time as well.)
 fn run_measured(args: &[String]) -> Finished {
+    run_measured_with(env!("CARGO_BIN_EXE_lessonprobe"), args)
+}
+
+fn run_measured_with(binary: &str, args: &[String]) -> Finished {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
+    let mut child = Command::new(binary)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -78,23 +94,28 @@ fn run_measured(args: &[String]) -> Finished {
     let out = reader.join().unwrap_or_default();
     let err = errors.join().unwrap_or_default();
     assert!(status.success(), "lessonprobe {args:?} failed:\n{out}{err}");
-    // "… N records in X s (R records/s) after planning in Y s": the execution phase alone.
-    let execute_rate = err
-        .lines()
-        .find_map(|l| {
-            l.split(" s (")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(0.0);
+    // From "… N records in X s (R records/s) after planning in Y s": the number after
+    // `marker` on the first line that has one (R: the execution phase alone; Y: planning).
+    let after = |marker: &str| {
+        err.lines()
+            .find_map(|l| {
+                l.split(marker)
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    let execute_rate = after(" s (");
+    let planning = after("after planning in ");
     Finished {
         wall: started.elapsed(),
         peak_rss_mib: peak_kib as f64 / 1024.0,
         stdout: out,
         execute_rate,
+        planning,
     }
 }
 
@@ -228,6 +249,120 @@ fn insert_only(db: &AuditDb, records: &[Vec<u8>]) -> Duration {
     started.elapsed()
 }
 
+/// One event as the independent bulk insert writes it: every column of `audit_events`.
+struct Row {
+    event: EventRecord,
+    raw: Vec<u8>,
+    partition: i32,
+    offset: i64,
+    timestamp: i64,
+}
+
+/// (i) on SQLite: a fresh file with the store's own `audit_events`, WAL and synchronous=FULL
+/// as the store opens it, every row through one prepared INSERT in one transaction.
+fn independent_sqlite(path: &std::path::Path, rows: &[&Row]) -> Duration {
+    let conn = rusqlite::Connection::open(path).expect("sqlite file");
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .expect("wal");
+    conn.pragma_update(None, "synchronous", "FULL")
+        .expect("full");
+    conn.execute_batch(&schema::audit_events(Backend::Sqlite))
+        .expect("audit_events");
+    let started = Instant::now();
+    conn.execute_batch("BEGIN").expect("begin");
+    {
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at,
+                    payload, record, topic, partition, record_offset, record_timestamp)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .expect("prepare");
+        for r in rows {
+            let e = &r.event;
+            insert
+                .execute(rusqlite::params![
+                    e.event_id,
+                    e.tenant_id,
+                    e.ticket_id,
+                    e.action,
+                    e.occurred_at,
+                    e.payload,
+                    r.raw,
+                    TOPIC,
+                    r.partition,
+                    r.offset,
+                    r.timestamp
+                ])
+                .expect("insert");
+        }
+    }
+    conn.execute_batch("COMMIT").expect("commit");
+    started.elapsed()
+}
+
+/// (i) on PostgreSQL: a fresh schema with the store's own `audit_events`, every row through one
+/// binary COPY in one transaction.
+fn independent_postgres(url: &str, schema_name: &str, rows: &[&Row]) -> Duration {
+    use postgres::binary_copy::BinaryCopyInWriter;
+    use postgres::types::Type;
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("postgres");
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema_name} CASCADE; CREATE SCHEMA {schema_name};
+             SET search_path TO {schema_name}; {}",
+            schema::audit_events(Backend::Postgres)
+        ))
+        .expect("audit_events");
+    let started = Instant::now();
+    let mut tx = client.transaction().expect("begin");
+    {
+        let sink = tx
+            .copy_in(
+                "COPY audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload,
+                    record, topic, partition, record_offset, record_timestamp) FROM STDIN BINARY",
+            )
+            .expect("copy");
+        let types = [
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::BYTEA,
+            Type::TEXT,
+            Type::INT4,
+            Type::INT8,
+            Type::INT8,
+        ];
+        let mut writer = BinaryCopyInWriter::new(sink, &types);
+        for r in rows {
+            let e = &r.event;
+            writer
+                .write(&[
+                    &e.event_id,
+                    &e.tenant_id,
+                    &e.ticket_id,
+                    &e.action,
+                    &e.occurred_at,
+                    &e.payload,
+                    &r.raw,
+                    &TOPIC,
+                    &r.partition,
+                    &r.offset,
+                    &r.timestamp,
+                ])
+                .expect("copy row");
+        }
+        writer.finish().expect("copy end");
+    }
+    tx.commit().expect("commit");
+    let elapsed = started.elapsed();
+    let _ = client.batch_execute(&format!("DROP SCHEMA {schema_name} CASCADE"));
+    elapsed
+}
+
 /// `url` with its search path set to `schema`.
 fn in_schema(url: &str, schema: &str) -> String {
     let glue = if url.contains('?') { '&' } else { '?' };
@@ -306,15 +441,21 @@ fn replayed(stdout: &str) -> u64 {
         .sum()
 }
 
-struct Row {
+/// One backend's figures, events/s unless said otherwise.
+struct Figures {
     backend: &'static str,
     a: f64,
-    b: f64,
-    c: f64,
+    /// (i) in delivery order and in key order.
+    i_delivery: f64,
+    i_key: f64,
+    b: Option<f64>,
+    c: Option<f64>,
     d: f64,
     /// (d)'s execution phase alone (the command's own figure), without start-up and planning.
     d_exec: f64,
-    rss_c: f64,
+    /// Seconds (d) spent planning, as it reported.
+    planning: f64,
+    rss_c: Option<f64>,
     rss_d: f64,
     /// (e) `replay verify`: whole process, its reading-and-comparing phase, peak RSS.
     e: f64,
@@ -326,6 +467,8 @@ fn main() {
     let n = env("LESSONPROBE_BENCH_EVENTS", 1_000_000);
     let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 100);
     let batch1 = env("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
+    let skip = std::env::var("LESSONPROBE_BENCH_SKIP").unwrap_or_default();
+    let skip = |part: &str| skip.split(',').any(|s| s.trim() == part);
     let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES")
         .or_else(|_| std::env::var("LESSONPROBE_TEST_POSTGRES"))
         .ok();
@@ -337,14 +480,13 @@ fn main() {
     };
     let broker = Broker::for_target(&target, Duration::from_secs(10)).expect("broker");
     let records = day::generate(&DaySpec {
-        // Not the broker's own sample day's seed: its one preloaded event would share an
-        // event_id with other content (a conflict, exit 5).
-        seed: 3030,
         events: n,
         tickets: 50_000,
         tenants: 20,
         redelivery_per_mille: 0,
         padding: 100,
+        // Not the broker's sample day's seed: its one event would come back as a conflict.
+        seed: 0xbe4c_4d4a,
         ..DaySpec::default()
     });
     let avg = records
@@ -358,18 +500,34 @@ fn main() {
         .produce_day(TOPIC, partitions as i32, &records)
         .expect("produce");
     let produced = started.elapsed();
-    // (b) inserts in the order a replay applies them: partition after partition.
-    let mut events: Vec<(i32, Vec<u8>)> = records
+    // The order a replay applies them: partition after partition, each in offset order.
+    let mut next_offset = vec![0i64; partitions];
+    let mut rows: Vec<Row> = records
         .into_iter()
-        .map(|r| (day::partition_for(&r.key, partitions as i32), r.payload()))
+        .map(|r| {
+            let partition = day::partition_for(&r.key, partitions as i32);
+            let raw = r.payload();
+            let offset = next_offset[partition as usize];
+            next_offset[partition as usize] += 1;
+            Row {
+                event: EventRecord::decode(&raw).expect("a generated event decodes"),
+                raw,
+                partition,
+                offset,
+                timestamp: r.timestamp_ms,
+            }
+        })
         .collect();
-    events.sort_by_key(|(p, _)| *p);
-    let events: Vec<Vec<u8>> = events.into_iter().map(|(_, e)| e).collect();
+    rows.sort_by_key(|r| (r.partition, r.offset));
+    let delivery: Vec<&Row> = rows.iter().collect();
+    let mut by_key: Vec<&Row> = rows.iter().collect();
+    by_key.sort_by(|x, y| x.event.event_id.cmp(&y.event.event_id));
+    let events: Vec<Vec<u8>> = rows.iter().map(|r| r.raw.clone()).collect();
     let total: i64 = (0..partitions as i32)
         .map(|p| broker.watermarks(TOPIC, p).map(|(l, h)| h - l).unwrap_or(0))
         .sum();
     assert!(
-        total as usize > n,
+        total as usize >= n,
         "the broker kept {total} of {n} records: spread them over more partitions"
     );
     println!(
@@ -385,35 +543,62 @@ fn main() {
 
     let (consumed, wall) = consume_only(&broker, partitions as i32);
     let a = rate(consumed, wall);
+    eprintln!("(a) consume-only: {a:.0} events/s");
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rows = Vec::new();
+    let mut figures = Vec::new();
     let mut backends: Vec<(&'static str, String)> = vec![("sqlite", String::new())];
     match &postgres {
         Some(url) => backends.push(("postgres", url.clone())),
         None => println!("PostgreSQL skipped: set LESSONPROBE_BENCH_POSTGRES (or LESSONPROBE_TEST_POSTGRES) to a postgres:// URL"),
     }
     for (backend, url) in backends {
-        let (b, db_c, db_d) = match backend {
+        let (i_delivery, i_key, b, db_c, db_d) = match backend {
             "sqlite" => {
-                let insert = AuditDb::Sqlite(dir.path().join("insert.db"));
-                let b = rate(n as u64, insert_only(&insert, &events));
+                let i_delivery = rate(
+                    n as u64,
+                    independent_sqlite(&dir.path().join("i-delivery.db"), &delivery),
+                );
+                let i_key = rate(
+                    n as u64,
+                    independent_sqlite(&dir.path().join("i-key.db"), &by_key),
+                );
+                for f in ["i-delivery.db", "i-key.db"] {
+                    let _ = std::fs::remove_file(dir.path().join(f));
+                }
+                let b = (!skip("b")).then(|| {
+                    let insert = AuditDb::Sqlite(dir.path().join("insert.db"));
+                    let b = rate(n as u64, insert_only(&insert, &events));
+                    let _ = std::fs::remove_file(dir.path().join("insert.db"));
+                    b
+                });
                 let c = format!("sqlite:{}", dir.path().join("c.db").display());
                 let d = format!("sqlite:{}", dir.path().join("d.db").display());
-                (b, c, d)
+                (i_delivery, i_key, b, c, d)
             }
             _ => {
+                let i_delivery = rate(
+                    n as u64,
+                    independent_postgres(&url, "lessonprobe_bench_copy", &delivery),
+                );
+                let i_key = rate(
+                    n as u64,
+                    independent_postgres(&url, "lessonprobe_bench_copy", &by_key),
+                );
                 let mut client =
                     postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
-                let schema = "lessonprobe_bench_insert";
-                client
-                    .batch_execute(&format!(
-                        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-                    ))
-                    .expect("create the bench schema");
-                let insert = AuditDb::Postgres(in_schema(&url, schema));
-                let b = rate(n as u64, insert_only(&insert, &events));
-                let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+                let b = (!skip("b")).then(|| {
+                    let schema = "lessonprobe_bench_insert";
+                    client
+                        .batch_execute(&format!(
+                            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+                        ))
+                        .expect("create the bench schema");
+                    let insert = AuditDb::Postgres(in_schema(&url, schema));
+                    let b = rate(n as u64, insert_only(&insert, &events));
+                    let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+                    b
+                });
                 // (c) and (d) replay into schemas of their own, made fresh.
                 for run in ["c", "d"] {
                     let _ = client.batch_execute(&format!(
@@ -421,20 +606,27 @@ fn main() {
                     ));
                 }
                 (
+                    i_delivery,
+                    i_key,
                     b,
                     in_schema(&url, "lessonprobe_bench_c"),
                     in_schema(&url, "lessonprobe_bench_d"),
                 )
             }
         };
-        let c_run = run_measured(&replay_args(
-            &servers,
-            &db_c,
-            &format!("bench-c-{backend}"),
-            Some(&c_list),
-            1,
-        ));
-        let c = rate(replayed(&c_run.stdout), c_run.wall);
+        eprintln!(
+            "{backend} (i) delivery order {i_delivery:.0}/s, key order {i_key:.0}/s; (b) {}",
+            b.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}/s"))
+        );
+        let c_run = (!skip("c")).then(|| {
+            run_measured(&replay_args(
+                &servers,
+                &db_c,
+                &format!("bench-c-{backend}"),
+                Some(&c_list),
+                1,
+            ))
+        });
         let d_run = run_measured(&replay_args(
             &servers,
             &db_d,
@@ -442,22 +634,62 @@ fn main() {
             None,
             DEFAULT_BATCH,
         ));
+        eprintln!(
+            "{backend} (d) {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+            rate(replayed(&d_run.stdout), d_run.wall),
+            d_run.execute_rate,
+            d_run.planning,
+            d_run.peak_rss_mib
+        );
+        if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
+            if backend == "postgres" {
+                let _ = postgres::Client::connect(&url, postgres::NoTls).and_then(|mut c| {
+                    c.batch_execute(
+                        "DROP SCHEMA IF EXISTS lessonprobe_bench_base CASCADE; CREATE SCHEMA lessonprobe_bench_base",
+                    )
+                });
+            }
+            let db = match backend {
+                "sqlite" => format!("sqlite:{}", dir.path().join("base.db").display()),
+                _ => in_schema(&url, "lessonprobe_bench_base"),
+            };
+            let run = run_measured_with(
+                &baseline,
+                &replay_args(
+                    &servers,
+                    &db,
+                    &format!("bench-base-{backend}"),
+                    None,
+                    DEFAULT_BATCH,
+                ),
+            );
+            eprintln!(
+                "{backend} (d) of the baseline binary: {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+                rate(replayed(&run.stdout), run.wall),
+                run.execute_rate,
+                run.planning,
+                run.peak_rss_mib
+            );
+            let _ = std::fs::remove_file(dir.path().join("base.db"));
+        }
         let d_records = replayed(&d_run.stdout);
         assert_eq!(
             d_records as i64, total,
             "(d) replayed {d_records} of {total}"
         );
-        let d = rate(d_records, d_run.wall);
         // A clean window exits 0, which run_measured asserts.
         let e_run = run_measured(&verify_args(&servers, &db_d));
-        rows.push(Row {
+        figures.push(Figures {
             backend,
             a,
+            i_delivery,
+            i_key,
             b,
-            c,
-            d,
+            c: c_run.as_ref().map(|c| rate(replayed(&c.stdout), c.wall)),
+            d: rate(d_records, d_run.wall),
             d_exec: d_run.execute_rate,
-            rss_c: c_run.peak_rss_mib,
+            planning: d_run.planning,
+            rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
             e: rate(total as u64, e_run.wall),
             e_exec: e_run.execute_rate,
@@ -465,54 +697,62 @@ fn main() {
         });
     }
 
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
     println!();
     println!(
-        "{:<9} {:>13} {:>13} {:>13} {:>13} {:>13} {:>11} {:>7} {:>10} {:>10}",
+        "{:<9} {:>10} {:>11} {:>11} {:>10} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7}",
         "backend",
-        "(a) consume/s",
-        "(b) insert/s",
-        "(c) batch1/s",
-        "(d) batch/s",
+        "(a) cons/s",
+        "(i) deliv/s",
+        "(i) key/s",
+        "(b) own/s",
+        "(c) b1/s",
+        "(d) all/s",
         "(d) exec/s",
-        "d/min(a,b)",
-        "d/c",
-        "RSS c MiB",
-        "RSS d MiB"
+        "plan s",
+        "exec/i_d",
+        "all/i_d",
+        "RSS c",
+        "RSS d"
     );
-    for r in &rows {
+    for f in &figures {
         println!(
-            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>13.0} {:>13.0} {:>11.2} {:>7.1} {:>10.1} {:>10.1}",
-            r.backend,
-            r.a,
-            r.b,
-            r.c,
-            r.d,
-            r.d_exec,
-            r.d / r.a.min(r.b),
-            r.d / r.c,
-            r.rss_c,
-            r.rss_d
+            "{:<9} {:>10.0} {:>11.0} {:>11.0} {:>10} {:>9} {:>10.0} {:>10.0} {:>8.2} {:>9.2} {:>9.2} {:>7} {:>7.1}",
+            f.backend,
+            f.a,
+            f.i_delivery,
+            f.i_key,
+            opt(f.b),
+            opt(f.c),
+            f.d,
+            f.d_exec,
+            f.planning,
+            f.d_exec / f.i_delivery,
+            f.d / f.i_delivery,
+            f.rss_c.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}")),
+            f.rss_d
         );
     }
-    println!("(d) batch/s is the whole process (start-up, planning, execution, read-back); (d) exec/s its execution phase; ratios use the whole process");
+    println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
+    println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
+    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH}", c_parts * per_partition);
     println!();
     println!(
         "{:<9} {:>13} {:>13} {:>13} {:>7} {:>10}",
         "backend", "(a) consume/s", "(e) verify/s", "(e) exec/s", "e/a", "RSS e MiB"
     );
-    for r in &rows {
+    for f in &figures {
         println!(
             "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>10.1}",
-            r.backend,
-            r.a,
-            r.e,
-            r.e_exec,
-            r.e / r.a,
-            r.rss_e
+            f.backend,
+            f.a,
+            f.e,
+            f.e_exec,
+            f.e / f.a,
+            f.rss_e
         );
     }
-    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); (e) exec/s its reading and comparing; e/a uses the whole process");
-    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH}; whole processes, planning included", c_parts * per_partition);
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a uses the whole process");
 
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
         println!();

@@ -3,7 +3,7 @@
 # PostgreSQL cluster and sshd on loopback, makes a Python virtual environment with SQLAlchemy for
 # the sample course, runs every test in release mode, stops both.
 # Arguments, if any, replace the default `--workspace -- --test-threads 2` of `cargo test`
-# (e.g. `bash scripts/test.sh --test replay -- sigkill`), for running part of the suite.
+# (e.g. `bash scripts/test.sh --test integration -- replay::sigkill`), for running part of the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,10 +35,10 @@ log "building (release)"
 cargo build --release --workspace --all-targets --locked
 
 # The system crate knows nothing of the CLI, reports, SSH, progress bars or probes: its normal
-# dependency tree must not hold any of them.
+# dependency tree must not hold any of them (the test kit is a dev-dependency only).
 log "checking the dependencies of the ticketflow library"
 forbidden=$(cargo tree -p ticketflow -e normal --prefix none --locked \
-  | awk '{print $1}' | grep -x -E 'clap|quick-junit|ssh2|indicatif|lessonprobe|lessonprobe-probes' | sort -u || true)
+  | awk '{print $1}' | grep -x -E 'clap|quick-junit|ssh2|indicatif|lessonprobe|lessonprobe-probes|lessonprobe-testkit' | sort -u || true)
 if [ -n "$forbidden" ]; then
   printf 'FAILED: ticketflow depends on %s; the system crate must not know the CLI, reports, SSH, progress bars or probes\n' "$(echo $forbidden)" >&2
   exit 1

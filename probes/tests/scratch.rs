@@ -5,25 +5,13 @@
 use std::time::Duration;
 
 use lessonprobe_probes::live::{LivePostgres, LiveStore};
+use lessonprobe_testkit::postgres::{connect, tables};
+use lessonprobe_testkit::services;
 use ticketflow::event::AuditEvent;
-
-fn url_or_skip() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    match std::env::var("LESSONPROBE_TEST_POSTGRES") {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if in_ci => panic!(
-            "LESSONPROBE_TEST_POSTGRES is not set: CI must start PostgreSQL (see scripts/test.sh)"
-        ),
-        _ => {
-            eprintln!("skipped: LESSONPROBE_TEST_POSTGRES is not set (run the tests through scripts/test.sh)");
-            None
-        }
-    }
-}
 
 #[test]
 fn a_scratch_store_has_both_sets_of_tables_and_its_schema_is_dropped_with_it() {
-    let Some(url) = url_or_skip() else {
+    let Some(url) = services::postgres() else {
         return;
     };
     let name = format!("t_scratch_{}", std::process::id());
@@ -32,18 +20,9 @@ fn a_scratch_store_has_both_sets_of_tables_and_its_schema_is_dropped_with_it() {
     assert!(!store.apply_live(&AuditEvent::sample()).unwrap());
     assert_eq!(store.business_counts().unwrap(), (1, 1));
 
-    let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let tables: Vec<String> = other
-        .query(
-            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
-            &[&name],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let mut other = connect(&url);
     assert_eq!(
-        tables,
+        tables(&mut other, &name),
         [
             "audit_events",
             "live_schema_migrations",

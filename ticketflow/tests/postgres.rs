@@ -4,63 +4,11 @@
 
 use std::time::Duration;
 
+use lessonprobe_testkit::postgres::Schema;
+use lessonprobe_testkit::services;
 use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::store::{AuditStore, PostgresAuditStore, StoreError};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-fn env_or_skip(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if in_ci() => panic!("{var} is not set: CI must start PostgreSQL (see scripts/test.sh)"),
-        _ => {
-            eprintln!("skipped: {var} is not set (run the tests through scripts/test.sh)");
-            None
-        }
-    }
-}
-
-/// A schema of this test's own, dropped when the value is.
-struct Schema {
-    client: postgres::Client,
-    name: String,
-}
-
-impl Schema {
-    fn new(url: &str, name: &str) -> Schema {
-        let name = format!("t_{name}_{}", std::process::id());
-        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
-        client
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-            ))
-            .unwrap();
-        Schema { client, name }
-    }
-
-    fn tables(&mut self) -> Vec<String> {
-        self.client
-            .query(
-                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
-                &[&self.name],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let _ = self
-            .client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
-    }
-}
 
 fn at(offset: i64) -> Position {
     Position {
@@ -74,7 +22,7 @@ const T: Duration = Duration::from_secs(10);
 
 #[test]
 fn the_store_creates_audit_tables_only_and_a_duplicate_leaves_one_row_seen_elsewhere() {
-    let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else {
+    let Some(url) = services::postgres() else {
         return;
     };
     let mut schema = Schema::new(&url, "dup");
@@ -110,7 +58,7 @@ fn the_store_creates_audit_tables_only_and_a_duplicate_leaves_one_row_seen_elsew
 
 #[test]
 fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothing() {
-    let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else {
+    let Some(url) = services::postgres() else {
         return;
     };
     let schema = Schema::new(&url, "integrity");
@@ -146,14 +94,10 @@ fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothin
 
 #[test]
 fn an_unreachable_server_or_refused_login_names_the_place_never_the_password() {
-    let Some(url) = env_or_skip("LESSONPROBE_TEST_POSTGRES") else {
+    let Some(url) = services::postgres() else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = lessonprobe_testkit::net::free_port();
     let err = PostgresAuditStore::open(&format!("postgres://u:hunter2@127.0.0.1:{port}/audit"), T)
         .err()
         .unwrap();

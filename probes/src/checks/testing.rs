@@ -26,15 +26,11 @@ pub(crate) fn sqlite() -> ProbeContext {
 
 /// One context per SQL backend the test suite provides: SQLite always, PostgreSQL from
 /// `LESSONPROBE_TEST_POSTGRES` (required in CI, else skipped saying why).
+#[track_caller]
 pub(crate) fn sql_backends() -> Vec<ProbeContext> {
     let mut contexts = vec![sqlite()];
-    let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    match std::env::var("LESSONPROBE_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => contexts.push(context(DbTarget::Postgres(url))),
-        _ if in_ci => panic!(
-            "LESSONPROBE_TEST_POSTGRES is not set: CI must start PostgreSQL (see scripts/test.sh)"
-        ),
-        _ => eprintln!("PostgreSQL part skipped: LESSONPROBE_TEST_POSTGRES is not set"),
+    if let Some(url) = lessonprobe_testkit::services::postgres() {
+        contexts.push(context(DbTarget::Postgres(url)));
     }
     contexts
 }

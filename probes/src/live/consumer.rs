@@ -70,6 +70,11 @@ pub fn run_live_consumer(
         .zip(committed.into_iter().map(|c| c.unwrap_or(0)))
         .collect();
     let consumer = broker.consumer(group, "earliest")?;
+    // Leaders known before the assignment: otherwise a fresh client may wait for librdkafka's
+    // one-second topic scan to learn them.
+    consumer
+        .fetch_metadata(Some(topic), broker.op_timeout)
+        .map_err(|e| broker.error("reading metadata for the live consumer", e))?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition_offset(topic, p, Offset::Stored)

@@ -143,6 +143,12 @@ impl ReplayConsumer for KafkaReplayConsumer {
 
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
         let what = || format!("assigning {topic}[{partition}] at {offset}");
+        // The partition's leader must be known to this client when it is assigned: a fresh
+        // client asks for it at once, and when no broker connection is up at that instant
+        // librdkafka asks again only on its one-second topic scan (a whole second idle).
+        self.consumer
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|e| self.error(what(), e))?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
             .map_err(|e| self.error(what(), e))?;

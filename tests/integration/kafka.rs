@@ -1,51 +1,31 @@
 //! Kafka probes against `lessonprobe broker` running as a separate process, with results read
 //! back from the broker (committed offsets, watermarks) and from the SQLite files.
 
-mod common;
-
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::*;
+use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, reader};
+use lessonprobe_testkit::sqlite::count;
+use lessonprobe_testkit::*;
 use rdkafka::consumer::Consumer;
 
 use ticketflow::day::{self, DaySpec, YESTERDAY};
 
-fn count(db: &std::path::Path, sql: &str) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(sql, [], |r| r.get(0)).unwrap()
-}
-
 #[test]
 fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     let mut broker = BrokerProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = lessonprobe(&repo())
+    let dir = Dir::new();
+    let ran = lessonprobe()
+        .in_repo()
         .args([
-            "--lesson",
-            "30",
-            "--select",
-            "L30-1*",
-            "--select",
-            "EX-30-02",
-            "--run-id",
-            "kt1",
-            "--kafka",
-            &broker.servers,
+            "--lesson", "30", "--select", "L30-1*", "--select", "EX-30-02",
         ])
-        .arg(format!("--db=sqlite:{}", dir.path().display()))
+        .args(["--run-id", "kt1", "--kafka", &broker.servers])
+        .arg(format!("--db=sqlite:{}", dir.display()))
         .arg("--junit")
-        .arg(dir.path().join("k.xml"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cases = verdicts(&parse_junit(&dir.path().join("k.xml")));
+        .arg(dir.join("k.xml"))
+        .success();
+    let cases = verdicts(&parse_junit(&dir.join("k.xml")));
     for id in ["EX-30-02", "L30-12", "L30-13", "L30-14"] {
         assert!(
             cases.iter().any(|(n, v)| n.starts_with(id) && v == "PASS"),
@@ -53,25 +33,36 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
         );
     }
     let s = &broker.servers;
+    // The probe's topic and its live and replay groups carry the case's suffix.
+    let topic = |suffix: &str| format!("ticketflow.audit.v1.{suffix}");
+    let live_group = |suffix: &str, n| {
+        committed(
+            s,
+            &format!("ticketflow-audit-v1.{suffix}"),
+            &topic(suffix),
+            n,
+        )
+    };
+    let replay_group = |suffix: &str, n| {
+        committed(
+            s,
+            &format!("ticketflow-replay-20260922.{suffix}"),
+            &topic(suffix),
+            n,
+        )
+    };
 
     // L30-12: the live group is at the end of every partition, the replay group at yesterday's stop.
     let suffix = "accept.lp-kt1.30.l30-12-sqlite";
-    let topic = format!("ticketflow.audit.v1.{suffix}");
-    let n = partitions_of(s, &topic);
-    let live = committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, n);
-    let replay = committed(
-        s,
-        &format!("ticketflow-replay-20260922.{suffix}"),
-        &topic,
-        n,
-    );
+    let n = partitions_of(s, &topic(suffix));
+    let (live, replay) = (live_group(suffix, n), replay_group(suffix, n));
     let consumer = reader(s, "test-watermarks");
     for p in 0..n {
         let (_, high) = consumer
-            .fetch_watermarks(&topic, p, Duration::from_secs(10))
+            .fetch_watermarks(&topic(suffix), p, Duration::from_secs(10))
             .unwrap();
         assert_eq!(live[p as usize], Some(high), "live group on partition {p}");
-        let stop = first_offset_at(s, &topic, p, YESTERDAY.1).unwrap_or(high);
+        let stop = first_offset_at(s, &topic(suffix), p, YESTERDAY.1).unwrap_or(high);
         assert_eq!(
             replay[p as usize],
             Some(stop),
@@ -79,7 +70,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
         );
         assert!(stop < high, "yesterday must end inside partition {p}");
     }
-    let db = dir.path().join("lp-kt1.30.l30-12-sqlite.db");
+    let db = dir.join("lp-kt1.30.l30-12-sqlite.db");
     let records = day::generate(&DaySpec::default());
     let distinct: HashSet<&str> = records.iter().map(|r| r.event.event_id.as_str()).collect();
     assert_eq!(
@@ -101,54 +92,28 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
 
     // EX-30-02: the original group stays at 500, the replay group at 200.
     let suffix = "earliest.lp-kt1.30.ex-30-02-sqlite";
-    let topic = format!("ticketflow.audit.v1.{suffix}");
-    assert_eq!(
-        committed(s, &format!("ticketflow-audit-v1.{suffix}"), &topic, 1),
-        vec![Some(500)]
-    );
-    assert_eq!(
-        committed(
-            s,
-            &format!("ticketflow-replay-20260922.{suffix}"),
-            &topic,
-            1
-        ),
-        vec![Some(200)]
-    );
+    assert_eq!(live_group(suffix, 1), vec![Some(500)]);
+    assert_eq!(replay_group(suffix, 1), vec![Some(200)]);
     assert_eq!(
         count(
-            &dir.path().join("lp-kt1.30.ex-30-02-sqlite.db"),
+            &dir.join("lp-kt1.30.ex-30-02-sqlite.db"),
             "SELECT COUNT(*) FROM audit_events"
         ),
         100
     );
 
     // L30-13: nothing committed by the refused replay.
-    let suffix = "beyond.lp-kt1.30.l30-13-sqlite";
-    let topic = format!("ticketflow.audit.v1.{suffix}");
     assert_eq!(
-        committed(
-            s,
-            &format!("ticketflow-replay-20260922.{suffix}"),
-            &topic,
-            1
-        ),
+        replay_group("beyond.lp-kt1.30.l30-13-sqlite", 1),
         vec![None]
     );
 
     // L30-14: the rerun finished at 50 with 50 distinct rows.
-    let suffix = "midfail.lp-kt1.30.l30-14-sqlite";
-    let topic = format!("ticketflow.audit.v1.{suffix}");
     assert_eq!(
-        committed(
-            s,
-            &format!("ticketflow-replay-20260922.{suffix}"),
-            &topic,
-            1
-        ),
+        replay_group("midfail.lp-kt1.30.l30-14-sqlite", 1),
         vec![Some(50)]
     );
-    let db = dir.path().join("lp-kt1.30.l30-14-sqlite.db");
+    let db = dir.join("lp-kt1.30.l30-14-sqlite.db");
     assert_eq!(
         count(&db, "SELECT COUNT(DISTINCT event_id) FROM audit_events"),
         50
@@ -157,7 +122,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
 
     // The broker process does not answer DeleteTopics: every topic the run created is still
     // there, and the run said so, naming each one.
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = &ran.stderr;
     for suffix in [
         "accept.lp-kt1.30.l30-12-sqlite",
         "earliest.lp-kt1.30.ex-30-02-sqlite",
@@ -281,63 +246,32 @@ fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_star
             "has 250 characters; Kafka allows at most 249",
         ),
     ] {
-        let mut child = lessonprobe(&repo())
+        let ran = lessonprobe()
+            .in_repo()
             .args(["broker", "--sample-day", name])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                panic!("--sample-day {name:?} started a broker");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name:?}: {stderr}");
+            .within(Duration::from_secs(10))
+            .stderr_has(says)
+            .stdout("")
+            .status(2);
         assert!(
-            stderr.starts_with("lessonprobe: --sample-day: ") && stderr.contains(says),
-            "{name:?}: {stderr}"
-        );
-        assert!(
-            out.stdout.is_empty(),
-            "{name:?}: a broker address was printed"
+            ran.stderr.starts_with("lessonprobe: --sample-day: "),
+            "{name:?}: {}",
+            ran.stderr
         );
     }
 }
 
 #[test]
 fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    drop(listener); // nothing listens there now
-    let started = Instant::now();
-    let out = lessonprobe(&repo())
-        .args([
-            "--lesson",
-            "30",
-            "--select",
-            "L30-13",
-            "--no-junit",
-            "--kafka",
-            &addr,
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "took {:?}",
-        started.elapsed()
-    );
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("ERROR") && stdout.contains(&format!("kafka {addr}: connecting")),
-        "{stdout}"
-    );
+    let addr = format!("127.0.0.1:{}", net::free_port()); // nothing listens there now
+    lessonprobe()
+        .in_repo()
+        .args(["--lesson", "30", "--select", "L30-13", "--no-junit"])
+        .args(["--kafka", &addr])
+        .within(Duration::from_secs(60))
+        .stdout_has("ERROR")
+        .stdout_has(format!("kafka {addr}: connecting"))
+        .failure();
 }
 
 #[test]
@@ -348,16 +282,10 @@ fn bad_kafka_arguments_are_usage_errors() {
         vec!["-X", "security.protocol=SSL"],
         vec!["--kafka", "h:1", "-X", "novalue"],
     ] {
-        let out = lessonprobe(&repo())
+        lessonprobe()
+            .in_repo()
             .args(["--lesson", "30", "--no-junit"])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .args(args)
+            .status(2);
     }
 }

@@ -3,13 +3,12 @@
 //! an action wrapped again under a new event_id, undecodable records in and out of the
 //! quarantine — and, read back, not one consumer-group commit and not one row changed.
 
-mod common;
-
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
+use lessonprobe_testkit::kafka::{commit, committed, watermarks};
+use lessonprobe_testkit::postgres::OwnDatabase;
+use lessonprobe_testkit::*;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 use serde_json::Value;
@@ -28,56 +27,29 @@ const GROUPS: [&str; 4] = [
     "lessonprobe-verify-no-live-group",
 ];
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn window(cmd: &mut Command, servers: &str, topic: &str, db: &str) {
-    cmd.args([
+/// The window of `topic` on `servers` against `db`, as `replay` and `replay verify` take it.
+fn window<'a>(servers: &'a str, topic: &'a str, db: &'a str) -> [&'a str; 10] {
+    [
         "--kafka", servers, "--topic", topic, "--db", db, "--since", SINCE, "--until", UNTIL,
-    ]);
+    ]
 }
 
-fn replay(servers: &str, topic: &str, db: &str) -> Output {
-    let mut cmd = lessonprobe(&std::env::temp_dir());
-    cmd.arg("replay");
-    window(&mut cmd, servers, topic, db);
-    cmd.args([
-        "--live-group",
-        LIVE,
-        "--replay-group",
-        GROUP,
-        "--execute",
-        "--allow-quarantine",
-        "--deadline",
-        "60s",
-    ]);
-    cmd.output().unwrap()
+/// `lessonprobe replay --execute` of the window, quarantining what does not decode.
+fn replay(servers: &str, topic: &str, db: &str) -> Test {
+    lessonprobe()
+        .arg("replay")
+        .args(window(servers, topic, db))
+        .args(["--live-group", LIVE, "--replay-group", GROUP])
+        .args(["--execute", "--allow-quarantine", "--deadline", "60s"])
 }
 
-fn verify(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Output {
-    let mut cmd = lessonprobe(&std::env::temp_dir());
-    cmd.args(["replay", "verify"]);
-    window(&mut cmd, servers, topic, db);
-    cmd.args(["--deadline", "60s"]).args(extra);
-    cmd.output().unwrap()
-}
-
-/// `verify --format json`: the exit code and the document.
-fn verify_json(servers: &str, topic: &str, db: &str) -> (Option<i32>, Value) {
-    let out = verify(
-        servers,
-        topic,
-        db,
-        &["--format", "json", "--live-group", LIVE],
-    );
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out)));
-    (out.status.code(), doc)
+/// `lessonprobe replay verify` of the window, with `extra` arguments.
+fn verify(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Test {
+    lessonprobe()
+        .args(["replay", "verify"])
+        .args(window(servers, topic, db))
+        .args(["--deadline", "60s"])
+        .args(extra)
 }
 
 fn event(id: &str, ticket: &str, payload: &str) -> Vec<u8> {
@@ -108,6 +80,7 @@ fn sample() -> Vec<(i32, Vec<u8>)> {
     records
 }
 
+/// A record to produce: partition, payload; record i is stamped inside the window.
 fn produce(servers: &str, topic: &str, records: &[(i32, Vec<u8>)]) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -142,29 +115,24 @@ trait Db {
     fn everything(&self) -> String;
 }
 
-struct Sqlite(std::path::PathBuf);
+struct Sqlite(PathBuf);
 
 impl Db for Sqlite {
     fn arg(&self) -> String {
         format!("sqlite:{}", self.0.display())
     }
+
     fn exec(&self, sql: &str) {
         rusqlite::Connection::open(&self.0)
             .unwrap()
             .execute_batch(sql)
             .unwrap();
     }
+
     fn everything(&self) -> String {
         let conn = rusqlite::Connection::open(&self.0).unwrap();
-        let tables: Vec<String> = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
         let mut all = String::new();
-        for t in tables {
+        for t in sqlite::tables(&self.0) {
             let mut stmt = conn
                 .prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3"))
                 .unwrap();
@@ -182,27 +150,13 @@ impl Db for Sqlite {
     }
 }
 
-struct Postgres {
-    admin: String,
-    name: String,
-}
+/// A database of the test's own holding a table a team made itself: typed columns, its own
+/// id, a unique index on event_id.
+struct Postgres(OwnDatabase);
 
 impl Postgres {
     fn create(admin: &str) -> Postgres {
-        let name = format!("lp_t_verify_{}", std::process::id());
-        let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
-        // One statement per call: DROP and CREATE DATABASE refuse a transaction block.
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            client.batch_execute(&sql).unwrap();
-        }
-        let db = Postgres {
-            admin: admin.to_owned(),
-            name,
-        };
-        // A table a team made itself: typed columns, its own id, a unique index on event_id.
+        let db = Postgres(OwnDatabase::create(admin, "verify"));
         db.exec(
             "CREATE TABLE audit_events (
                 id          BIGSERIAL PRIMARY KEY,
@@ -218,34 +172,21 @@ impl Postgres {
         );
         db
     }
-
-    fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.arg(), postgres::NoTls).unwrap()
-    }
 }
 
 impl Db for Postgres {
     fn arg(&self) -> String {
-        let (base, _) = self.admin.rsplit_once('/').unwrap();
-        format!("{base}/{}", self.name)
+        self.0.url()
     }
+
     fn exec(&self, sql: &str) {
-        self.client().batch_execute(sql).unwrap();
+        self.0.client().batch_execute(sql).unwrap();
     }
+
     fn everything(&self) -> String {
-        let mut client = self.client();
-        let tables: Vec<String> = client
-            .query(
-                "SELECT table_name::text FROM information_schema.tables
-                 WHERE table_schema = current_schema() ORDER BY 1",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let mut client = self.0.client();
         let mut all = String::new();
-        for t in tables {
+        for t in self.0.tables() {
             let row = client
                 .query_one(
                     &format!("SELECT COALESCE(string_agg(t::text, E'\\n' ORDER BY t::text), '') FROM {t} t"),
@@ -258,21 +199,15 @@ impl Db for Postgres {
     }
 }
 
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = client.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
+fn discrepancies(doc: &Value) -> &[Value] {
+    doc["discrepancies"]
+        .as_array()
+        .expect("a discrepancies array")
 }
 
+/// The event_ids of the discrepancies of `kind`, sorted.
 fn ids(doc: &Value, kind: &str) -> Vec<String> {
-    let mut ids: Vec<String> = doc["discrepancies"]
-        .as_array()
-        .unwrap()
+    let mut ids: Vec<String> = discrepancies(doc)
         .iter()
         .filter(|d| d["kind"] == kind)
         .map(|d| d["event_id"].as_str().unwrap_or("-").to_owned())
@@ -281,21 +216,40 @@ fn ids(doc: &Value, kind: &str) -> Vec<String> {
     ids
 }
 
-fn total(doc: &Value, field: &str) -> u64 {
-    doc["total"][field].as_u64().unwrap()
+/// The one discrepancy `is` picks out.
+#[track_caller]
+fn the_one(doc: &Value, is: impl Fn(&Value) -> bool) -> &Value {
+    let found: Vec<&Value> = discrepancies(doc).iter().filter(|d| is(d)).collect();
+    assert_eq!(found.len(), 1, "{doc:#}");
+    found[0]
 }
 
-/// Runs `verify` and checks that it changed no row and committed no offset.
-fn verify_read_only(servers: &str, topic: &str, db: &dyn Db) -> (Option<i32>, Value) {
+fn total(doc: &Value, field: &str) -> u64 {
+    doc["total"][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no total {field}"))
+}
+
+/// `verify --format json` with the live group, which must exit `code`: the document, after
+/// checking that it changed no row and committed no offset.
+#[track_caller]
+fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32) -> Value {
     let (rows, offsets) = (db.everything(), committed_everywhere(servers, topic));
-    let result = verify_json(servers, topic, &db.arg());
+    let doc = verify(
+        servers,
+        topic,
+        &db.arg(),
+        &["--format", "json", "--live-group", LIVE],
+    )
+    .status(code)
+    .json();
     assert_eq!(db.everything(), rows, "verify changed the database");
     assert_eq!(
         committed_everywhere(servers, topic),
         offsets,
         "verify committed offsets"
     );
-    result
+    doc
 }
 
 /// The whole story on one database: replayed and clean; then 3 rows deleted, 1 payload
@@ -305,12 +259,10 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     let s = &broker.servers;
     let topic = "verify";
     produce(s, topic, &sample());
-    let out = replay(s, topic, &db.arg());
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    replay(s, topic, &db.arg()).success();
     commit(s, LIVE, topic, &[10, 10, 10, 10]);
 
-    let (code, doc) = verify_read_only(s, topic, db);
-    assert_eq!(code, Some(0), "{doc:#}");
+    let doc = verify_read_only(s, topic, db, 0);
     assert_eq!(doc["clean"], true);
     let counts: Vec<u64> = [
         "records",
@@ -327,12 +279,7 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     .collect();
     assert_eq!(counts, [203, 201, 201, 2, 2, 0, 0, 1], "{doc:#}");
     assert_eq!(ids(&doc, "duplicated_facts"), ["e-7-rewrapped"]);
-    let rewrapped = doc["discrepancies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == "duplicated_facts")
-        .unwrap();
+    let rewrapped = the_one(&doc, |d| d["kind"] == "duplicated_facts");
     assert!(
         rewrapped["detail"]
             .as_str()
@@ -340,34 +287,31 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
             .contains("as event_id e-7 "),
         "{rewrapped}"
     );
-    assert_eq!(
-        doc["discrepancies"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|d| d["kind"] == "undecodable" && d["quarantined"] == true)
-            .count(),
-        2
-    );
+    let quarantined = discrepancies(&doc)
+        .iter()
+        .filter(|d| d["kind"] == "undecodable" && d["quarantined"] == true)
+        .count();
+    assert_eq!(quarantined, 2, "{doc:#}");
     // The replay's plan covers every partition of the window, complete.
     let plans = doc["plans"].as_array().unwrap();
     assert_eq!(plans.len(), PARTITIONS as usize, "{doc:#}");
-    assert!(plans
-        .iter()
-        .all(|p| p["covers"] == true && p["remaining"] == 0 && p["status"] == "complete"));
+    assert!(
+        plans
+            .iter()
+            .all(|p| p["covers"] == true && p["remaining"] == 0 && p["status"] == "complete"),
+        "{doc:#}"
+    );
     // The live group's offsets and lag, against the partitions' ends.
     let ends: Vec<i64> = watermarks(s, topic).iter().map(|w| w.1).collect();
-    for (p, live) in doc["live"].as_array().unwrap().iter().enumerate() {
-        assert_eq!(live["committed"], 10);
+    let live = doc["live"].as_array().unwrap();
+    assert_eq!(live.len(), PARTITIONS as usize, "{doc:#}");
+    for (p, live) in live.iter().enumerate() {
+        assert_eq!(live["committed"], 10, "{live}");
         assert_eq!(live["lag"].as_i64(), Some(ends[p] - 10), "{live}");
     }
-    let table = verify(s, topic, &db.arg(), &[]);
-    assert_eq!(table.status.code(), Some(0), "{}", text(&table));
-    assert!(
-        text(&table).contains("CLEAN: every one of the 201 distinct events"),
-        "{}",
-        text(&table)
-    );
+    verify(s, topic, &db.arg(), &[])
+        .output_has("CLEAN: every one of the 201 distinct events")
+        .success();
 
     // Behind its back: three rows gone, one payload altered, one quarantine row gone.
     db.exec(&format!(
@@ -375,17 +319,11 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
          UPDATE audit_events SET payload = {altered_payload} WHERE event_id = 'e-42';
          DELETE FROM lessonprobe_replay_quarantine WHERE partition = 1;"
     ));
-    let (code, doc) = verify_read_only(s, topic, db);
-    assert_eq!(code, Some(6), "{doc:#}");
+    let doc = verify_read_only(s, topic, db, 6);
     assert_eq!(doc["clean"], false);
     assert_eq!(ids(&doc, "missing"), ["e-10", "e-199", "e-21"], "{doc:#}");
     assert_eq!(ids(&doc, "mismatched"), ["e-42"], "{doc:#}");
-    let mismatch = doc["discrepancies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == "mismatched")
-        .unwrap();
+    let mismatch = the_one(&doc, |d| d["kind"] == "mismatched");
     assert!(
         mismatch["detail"]
             .as_str()
@@ -404,35 +342,26 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     let p1 = &doc["partitions"][1];
     assert_eq!(
         (p1["undecodable"].as_u64(), p1["quarantined"].as_u64()),
-        (Some(1), Some(0))
+        (Some(1), Some(0)),
+        "{p1}"
     );
-    let not_quarantined = doc["discrepancies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == "undecodable" && d["partition"] == 1)
-        .unwrap();
+    let not_quarantined = the_one(&doc, |d| d["kind"] == "undecodable" && d["partition"] == 1);
     assert_eq!(not_quarantined["quarantined"], false);
-    assert!(not_quarantined["detail"]
-        .as_str()
-        .unwrap()
-        .contains("not in the quarantine table"));
+    assert!(
+        not_quarantined["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not in the quarantine table"),
+        "{not_quarantined}"
+    );
 
     // The table shows two examples per kind and says where the rest are; CSV lists them all.
-    let table = verify(s, topic, &db.arg(), &["--limit", "2"]);
-    let said = text(&table);
-    assert_eq!(table.status.code(), Some(6), "{said}");
-    assert!(
-        said.contains("missing: 3 (the first 2; --format json or csv lists all)"),
-        "{said}"
-    );
-    assert!(
-        said.contains("DISCREPANCIES: 3 event(s) of the window missing"),
-        "{said}"
-    );
-    let csv = verify(s, topic, &db.arg(), &["--format", "csv"]);
-    assert_eq!(csv.status.code(), Some(6), "{}", text(&csv));
-    let mut reader = ::csv::Reader::from_reader(csv.stdout.as_slice());
+    verify(s, topic, &db.arg(), &["--limit", "2"])
+        .output_has("missing: 3 (the first 2; --format json or csv lists all)")
+        .output_has("DISCREPANCIES: 3 event(s) of the window missing")
+        .status(6);
+    let csv = verify(s, topic, &db.arg(), &["--format", "csv"]).status(6);
+    let mut reader = ::csv::Reader::from_reader(csv.stdout.as_bytes());
     assert_eq!(
         reader.headers().unwrap(),
         vec![
@@ -461,50 +390,34 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
 
 #[test]
 fn sqlite_a_replayed_window_verifies_clean_and_every_change_behind_its_back_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    scenario(
-        &Sqlite(dir.path().join("audit.db")),
-        r#"'{"version":4242}'"#,
-    );
+    let dir = Dir::new();
+    scenario(&Sqlite(dir.join("audit.db")), r#"'{"version":4242}'"#);
 }
 
 #[test]
 fn postgres_a_foreign_typed_table_verifies_clean_and_every_change_behind_its_back_is_found() {
-    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(admin) = services::postgres() else {
         return;
     };
-    let db = Postgres::create(&admin);
-    scenario(&db, r#"'{"version": 4242}'::jsonb"#);
+    scenario(&Postgres::create(&admin), r#"'{"version": 4242}'::jsonb"#);
 }
 
 #[test]
 fn a_table_it_cannot_compare_with_is_refused_before_anything_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("nokey.db");
-    rusqlite::Connection::open(&file)
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE audit_events (event_id TEXT, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
-        )
-        .unwrap();
-    // No broker listens here: a refusal naming the table shows the table was looked at first.
-    let nowhere = "127.0.0.1:1";
-    let out = verify(nowhere, "t", &format!("sqlite:{}", file.display()), &[]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(
-        text(&out)
-            .contains("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);"),
-        "{}",
-        text(&out)
+    let dir = Dir::new();
+    let file = dir.join("nokey.db");
+    Sqlite(file.clone()).exec(
+        "CREATE TABLE audit_events (event_id TEXT, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
     );
-    let missing = dir.path().join("absent.db");
-    let out = verify(nowhere, "t", &format!("sqlite:{}", missing.display()), &[]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(
-        text(&out).contains("no such database file"),
-        "{}",
-        text(&out)
-    );
+    // Nothing listens here: a refusal naming the table shows the table was looked at first.
+    let nowhere = format!("127.0.0.1:{}", net::free_port());
+    verify(&nowhere, "t", &format!("sqlite:{}", file.display()), &[])
+        .output_has("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);")
+        .status(4);
+    let missing = dir.join("absent.db");
+    verify(&nowhere, "t", &format!("sqlite:{}", missing.display()), &[])
+        .output_has("no such database file")
+        .status(4);
     assert!(!missing.exists(), "verify created the database file");
 }
 
@@ -513,14 +426,17 @@ fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so() {
     let broker = BrokerProcess::start(&["--sample-day", "unused", "--events", "1"]);
     let s = &broker.servers;
     produce(s, "unreplayed", &sample()[..20]);
-    let dir = tempfile::tempdir().unwrap();
-    let db = Sqlite(dir.path().join("audit.db"));
+    let dir = Dir::new();
+    let db = Sqlite(dir.join("audit.db"));
     db.exec(
         "CREATE TABLE audit_events (event_id TEXT PRIMARY KEY, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
     );
-    let (code, doc) = verify_read_only(s, "unreplayed", &db);
-    assert_eq!(code, Some(6), "{doc:#}");
+    let doc = verify_read_only(s, "unreplayed", &db, 6);
     assert_eq!((total(&doc, "missing"), total(&doc, "records")), (20, 20));
     assert_eq!(doc["plans"], Value::Array(Vec::new()));
-    assert!(Path::new(&db.0).exists());
+    assert_eq!(
+        sqlite::tables(&db.0),
+        ["audit_events"],
+        "verify created no table"
+    );
 }

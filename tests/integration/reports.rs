@@ -2,11 +2,7 @@
 //! output in every format, a report path checked before anything runs, a closing line that
 //! says what failed and how long it took, and the exit codes in `--help`.
 
-mod common;
-
-use std::path::Path;
-
-use common::*;
+use lessonprobe_testkit::*;
 
 /// Lesson 91: a command that prints and fails, one that outlives its deadline, one that passes.
 const FAILING: &str = r#"
@@ -39,17 +35,18 @@ argv = ["echo", "ok"]
 expect = "ok"
 "#;
 
-fn course(dir: &Path) {
-    std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
-    std::fs::write(dir.join("checkpoints/91-failing.toml"), FAILING).unwrap();
+fn course() -> Dir {
+    let dir = Dir::new();
+    dir.write("checkpoints/91-failing.toml", FAILING);
+    dir
 }
 
 #[test]
 fn a_failing_command_keeps_its_stdout_and_stderr_in_every_report() {
-    let dir = tempfile::tempdir().unwrap();
-    course(dir.path());
-    let xml = dir.path().join("r.xml");
-    let out = lessonprobe(dir.path())
+    let dir = course();
+    let xml = dir.join("r.xml");
+    let mut run = dir
+        .lessonprobe()
         .args([
             "--lesson",
             "91",
@@ -59,22 +56,17 @@ fn a_failing_command_keeps_its_stdout_and_stderr_in_every_report() {
             "--junit",
         ])
         .arg(&xml)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("exited with status 4; stderr: err-line-1 | err-line-2"),
-        "{stdout}"
-    );
+        .stdout_has("exited with status 4; stderr: err-line-1 | err-line-2");
+    // --verbose shows the output.
     for line in [
         "| out-line-1",
         "| out-line-2",
         "| --- stderr ---",
         "| err-line-2",
     ] {
-        assert!(stdout.contains(line), "--verbose shows {line:?}: {stdout}");
+        run = run.stdout_has(line);
     }
+    run.failure();
     validate_junit(&xml);
     // Read from the XML itself: quick-junit's reader trims the text of system-out.
     let raw = std::fs::read_to_string(&xml).unwrap();
@@ -85,27 +77,14 @@ fn a_failing_command_keeps_its_stdout_and_stderr_in_every_report() {
         "{raw}"
     );
     let case = &parse_junit(&xml).test_suites[0].test_cases[0];
-    assert!(matches!(
-        case.status,
-        quick_junit::TestCaseStatus::NonSuccess {
-            kind: quick_junit::NonSuccessKind::Failure,
-            ..
-        }
-    ));
+    assert_eq!(verdict(case), "FAIL");
 
-    let json = lessonprobe(dir.path())
-        .args([
-            "--lesson",
-            "91",
-            "--select",
-            "R-FAIL",
-            "--format",
-            "json",
-            "--no-junit",
-        ])
-        .output()
-        .unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let doc = dir
+        .lessonprobe()
+        .args(["--lesson", "91", "--select", "R-FAIL"])
+        .args(["--format", "json", "--no-junit"])
+        .failure()
+        .json();
     let outcome = &doc["outcomes"][0];
     assert_eq!(outcome["verdict"], "FAIL");
     assert_eq!(
@@ -116,22 +95,15 @@ fn a_failing_command_keeps_its_stdout_and_stderr_in_every_report() {
 
 #[test]
 fn a_report_path_that_is_a_folder_exits_3_before_any_probe_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    course(dir.path());
-    std::fs::create_dir(dir.path().join("reports")).unwrap();
+    let dir = course();
+    std::fs::create_dir(dir.join("reports")).unwrap();
     for format in ["human", "json"] {
-        let out = lessonprobe(dir.path())
+        dir.lessonprobe()
             .args(["--lesson", "91", "--select", "R-FAIL", "--junit", "reports"])
             .args(["--format", format])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{stderr}");
-        assert!(
-            stderr.contains("reports: is a folder; give --junit the path of a file"),
-            "{stderr}"
-        );
-        assert!(!dir.path().join("ran").exists(), "no probe ran");
+            .stderr_has("reports: is a folder; give --junit the path of a file")
+            .status(3);
+        assert!(!dir.join("ran").exists(), "no probe ran");
     }
 }
 
@@ -152,38 +124,27 @@ expect = "ok"
 
 #[test]
 fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
-    std::fs::write(
-        dir.path().join("checkpoints/92-taken.toml"),
-        TAKES_THE_REPORT_PATH,
-    )
-    .unwrap();
+    let dir = Dir::new();
+    dir.write("checkpoints/92-taken.toml", TAKES_THE_REPORT_PATH);
     let run = |format: &str| {
-        let _ = std::fs::remove_dir_all(dir.path().join("out"));
-        let out = lessonprobe(dir.path())
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let ran = dir
+            .lessonprobe()
             .args(["--lesson", "92", "--junit", "out/r.xml", "--format", format])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+            .stderr_has("out/r.xml: cannot write JUnit report: ")
+            .status(3);
         assert!(
-            stderr.contains("out/r.xml: cannot write JUnit report: "),
-            "{stderr}"
-        );
-        assert!(
-            dir.path().join("out/r.xml").is_dir(),
+            dir.join("out/r.xml").is_dir(),
             "the probe's folder is left as it made it"
         );
-        stdout
+        ran
     };
 
-    let doc: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let doc = run("json").json();
     assert_eq!(doc["outcomes"][0]["id"], "W-1");
     assert_eq!(doc["outcomes"][0]["verdict"], "PASS");
 
-    let human = run("human");
+    let human = run("human").stdout;
     let lines: Vec<&str> = human.lines().collect();
     assert!(
         lines[0].starts_with("PASS ") && lines[0].ends_with("lesson 92 W-1 takes-the-report-path"),
@@ -198,15 +159,13 @@ fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
 
 #[test]
 fn the_closing_line_gives_the_wall_time_and_what_failed() {
-    let dir = tempfile::tempdir().unwrap();
-    course(dir.path());
-    let out = lessonprobe(dir.path())
+    let dir = course();
+    let ran = dir
+        .lessonprobe()
         .args(["--lesson", "91", "--no-junit"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
-    let closing = stdout.lines().last().unwrap();
+        .stdout_has("deadline of 1s exceeded; process group killed")
+        .failure();
+    let closing = ran.stdout.lines().last().unwrap();
     let wall = regex::Regex::new(
         r"^1 passed, 1 failed, 1 errors, 0 skipped, 0 pending in ([0-9]+\.[0-9]{2})s; FAIL: R-FAIL; ERROR: R-SLOW$",
     )
@@ -220,17 +179,11 @@ fn the_closing_line_gives_the_wall_time_and_what_failed() {
         seconds >= 1.0,
         "the deadline of 1s passed within the run: {closing}"
     );
-    assert!(
-        stdout.contains("deadline of 1s exceeded; process group killed"),
-        "{stdout}"
-    );
 }
 
 #[test]
 fn help_lists_the_exit_codes() {
-    let out = lessonprobe(&repo()).arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0));
+    let mut help = lessonprobe().arg("--help");
     for line in [
         "Exit codes:",
         "  0    every selected probe passed",
@@ -242,6 +195,7 @@ fn help_lists_the_exit_codes() {
         "  6    replay verify found events missing from the audit table",
         "  130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM",
     ] {
-        assert!(help.contains(line), "{line:?} in {help}");
+        help = help.stdout_has(line);
     }
+    help.success();
 }

@@ -2,41 +2,14 @@
 //! SQLAlchemy, failures with diffs and file:line, bless, deadlines and process groups, lint,
 //! git revisions, and the author's mistakes refused before anything runs.
 
-mod common;
-
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::*;
-
-/// The interpreter with SQLAlchemy that `scripts/test.sh` prepares.
-fn python() -> Option<String> {
-    service(
-        "LESSONPROBE_TEST_PYTHON",
-        "a Python interpreter with SQLAlchemy (scripts/test.sh makes a virtual environment)",
-    )
-}
+use lessonprobe_testkit::services::python;
+use lessonprobe_testkit::*;
 
 fn sample() -> PathBuf {
     repo().join("examples/ticketflow-course")
-}
-
-/// A copy of a folder tree, for a test to alter.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            if entry.file_name() != "__pycache__" {
-                copy_dir(&entry.path(), &target);
-            }
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A copy of the sample course in `dir/course`, and its lesson 30 file with its text.
@@ -49,30 +22,13 @@ fn sample_copy(dir: &Path) -> (PathBuf, PathBuf, String) {
 }
 
 /// `lessonprobe ARGS --course COURSE --python PYTHON`, run from the repository.
-fn with_course(args: &[&str], course: &Path, python: &str) -> Command {
-    let mut cmd = lessonprobe(&repo());
-    cmd.args(args)
+fn with_course(args: &[&str], course: &Path, python: &str) -> Test {
+    lessonprobe()
+        .in_repo()
+        .args(args)
         .arg("--course")
         .arg(course)
-        .args(["--python", python]);
-    cmd
-}
-
-/// Every file under `dir` with its bytes: what a run must leave unchanged.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
+        .args(["--python", python])
 }
 
 /// A small course of shell-only lessons (no Python needed): `lessons` are (file name, text).
@@ -88,24 +44,6 @@ fn mini_course(dir: &Path, config: &str, lessons: &[(&str, &str)]) -> PathBuf {
     course
 }
 
-fn run(cwd: &Path, args: &[&str]) -> Output {
-    lessonprobe(cwd).args(args).output().unwrap()
-}
-
-/// stdout and stderr of a run whose exit code must be `code`.
-fn status(out: &Output, code: i32) -> (String, String) {
-    let (stdout, stderr) = text(out);
-    assert_eq!(out.status.code(), Some(code), "{stdout}{stderr}");
-    (stdout, stderr)
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// 1-based line of the first line of `haystack` equal to `line`, after `after`.
 fn line_of(haystack: &str, line: &str, after: usize) -> usize {
     haystack
@@ -117,41 +55,14 @@ fn line_of(haystack: &str, line: &str, after: usize) -> usize {
         .unwrap_or_else(|| panic!("{line:?} not in the lesson"))
 }
 
-fn case<'a>(report: &'a quick_junit::Report, name: &str) -> &'a quick_junit::TestCase {
-    report
-        .test_suites
-        .iter()
-        .flat_map(|s| &s.test_cases)
-        .find(|c| c.name.as_str() == name)
-        .unwrap_or_else(|| panic!("no test case {name:?}"))
-}
-
-fn message(case: &quick_junit::TestCase) -> String {
-    match &case.status {
-        quick_junit::TestCaseStatus::NonSuccess { message, .. }
-        | quick_junit::TestCaseStatus::Skipped { message, .. } => {
-            message.as_deref().unwrap_or("").to_owned()
-        }
-        quick_junit::TestCaseStatus::Success { .. } => String::new(),
-    }
-}
-
-fn description(case: &quick_junit::TestCase) -> String {
-    match &case.status {
-        quick_junit::TestCaseStatus::NonSuccess { description, .. } => {
-            description.as_deref().unwrap_or("").to_owned()
-        }
-        _ => String::new(),
-    }
-}
-
 #[test]
 fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Dir::new();
     let before = snapshot(&sample());
-    let xml = dir.path().join("course.xml");
-    let out = lessonprobe(&repo())
+    let xml = dir.join("course.xml");
+    lessonprobe()
+        .in_repo()
         .args([
             "--course",
             "examples/ticketflow-course",
@@ -160,10 +71,8 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
         ])
         .args(["--junit-family", "xunit1", "--jobs", "2", "--junit"])
         .arg(&xml)
-        .output()
-        .unwrap();
-    let (_, stderr) = status(&out, 0);
-    assert!(!stderr.contains("not collected"), "{stderr}");
+        .stderr_lacks("not collected")
+        .success();
     validate_against(&xml, "junit-10-xunit1.xsd");
     let report = parse_junit(&xml);
     let cases = verdicts(&report);
@@ -228,8 +137,8 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
 #[test]
 fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactly_that_block() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (course, lesson, original) = sample_copy(dir.path());
+    let dir = Dir::new();
+    let (course, lesson, original) = sample_copy(&dir);
     // The expected-output block's line is its opening fence's.
     let expected_line = line_of(
         &original,
@@ -240,26 +149,19 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
     assert_eq!(altered.matches("True True 1").count(), 1);
     std::fs::write(&lesson, &altered).unwrap();
 
-    let xml = dir.path().join("f.xml");
-    let out = with_course(
+    let xml = dir.join("f.xml");
+    let at = format!("{}:{expected_line}", lesson.display());
+    with_course(
         &["--lesson", "30", "--select", "EX-30-01"],
         &course,
         &python,
     )
     .arg("--junit")
     .arg(&xml)
-    .output()
-    .unwrap();
-    let (stdout, _) = status(&out, 1);
-    let at = format!("{}:{expected_line}", lesson.display());
-    assert!(
-        stdout.contains(&format!("{at}: output differs from the expected output")),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("-True True 1") && stdout.contains("+True False 1"),
-        "{stdout}"
-    );
+    .stdout_has(format!("{at}: output differs from the expected output"))
+    .stdout_has("-True True 1")
+    .stdout_has("+True False 1")
+    .failure();
     validate_junit(&xml);
     let report = parse_junit(&xml);
     let doc_case = case(&report, "EX-30-01 audit_sql_duplicate_probe.py");
@@ -285,32 +187,27 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
     );
 
     let bless = ["bless", "--lesson", "30"];
-    let out = with_course(&bless, &course, &python).output().unwrap();
-    let (stdout, _) = status(&out, 0);
-    assert!(stdout.contains("-True True 1\n+True False 1\n"), "{stdout}");
-    assert!(
-        stdout.contains("blessed 1 expected-output block"),
-        "{stdout}"
-    );
+    with_course(&bless, &course, &python)
+        .stdout_has("-True True 1\n+True False 1\n")
+        .stdout_has("blessed 1 expected-output block")
+        .success();
     assert_eq!(
         std::fs::read_to_string(&lesson).unwrap(),
         original,
         "bless touched other bytes"
     );
 
-    let out = with_course(&bless, &course, &python)
+    with_course(&bless, &course, &python)
         .args(["--select", "EX-30-01"])
-        .output()
-        .unwrap();
-    let (stdout, _) = status(&out, 0);
-    assert!(stdout.contains("nothing to bless"), "{stdout}");
+        .stdout_has("nothing to bless")
+        .success();
 }
 
 #[test]
 fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_an_error() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (course, lesson, text0) = sample_copy(dir.path());
+    let dir = Dir::new();
+    let (course, lesson, text0) = sample_copy(&dir);
     std::fs::write(
         &lesson,
         text0.replacen(
@@ -320,14 +217,12 @@ fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_a
         ),
     )
     .unwrap();
-    let xml = dir.path().join("r.xml");
+    let xml = dir.join("r.xml");
     let select = ["--lesson", "30", "--select", "audit_sql_duplicate_probe.py"];
-    let out = with_course(&select, &course, &python)
+    with_course(&select, &course, &python)
         .arg("--junit")
         .arg(&xml)
-        .output()
-        .unwrap();
-    status(&out, 1);
+        .failure();
     let report = parse_junit(&xml);
     let c = case(&report, "EX-30-01 audit_sql_duplicate_probe.py");
     assert!(matches!(
@@ -356,15 +251,10 @@ fn code_that_raises_fails_with_the_traceback_tail_and_a_missing_interpreter_is_a
         "sql_audit_probe.py",
         "--no-junit",
     ];
-    let out = with_course(&select, &course, "python3.99-missing")
-        .output()
-        .unwrap();
-    let (stdout, _) = status(&out, 1);
-    assert!(
-        stdout.contains("ERROR")
-            && stdout.contains("python interpreter \"python3.99-missing\" not found"),
-        "{stdout}"
-    );
+    with_course(&select, &course, "python3.99-missing")
+        .stdout_has("ERROR")
+        .stdout_has("python interpreter \"python3.99-missing\" not found")
+        .failure();
 }
 
 const DEADLINES: &str = "# Deadlines
@@ -409,35 +299,24 @@ Expected output:
 
 #[test]
 fn deadlines_background_children_and_megabytes_leave_nothing_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let lesson = DEADLINES.replace("{dir}", dir.path().to_str().unwrap());
-    let course = mini_course(
-        dir.path(),
-        "timeout = \"1s\"\n",
-        &[("31-deadlines.md", &lesson)],
-    );
+    let dir = Dir::new();
+    let lesson = DEADLINES.replace("{dir}", dir.to_str().unwrap());
+    let course = mini_course(&dir, "timeout = \"1s\"\n", &[("31-deadlines.md", &lesson)]);
     let before = snapshot(&course);
-    let started = Instant::now();
     // Lesson 31 has no manifest: its document is a checkpoint of its own.
-    let out = run(
-        dir.path(),
-        &[
+    dir.lessonprobe()
+        .args([
             "--lesson",
             "31",
             "--course",
             course.to_str().unwrap(),
             "--jobs",
             "3",
-        ],
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
-    status(&out, 1);
-    let report = parse_junit(&dir.path().join("reports/lesson-31.xml"));
-    validate_junit(&dir.path().join("reports/lesson-31.xml"));
+        ])
+        .within(Duration::from_secs(20))
+        .failure();
+    let report = parse_junit(&dir.join("reports/lesson-31.xml"));
+    validate_junit(&dir.join("reports/lesson-31.xml"));
     assert_eq!(report.test_suites[0].name.as_str(), "lesson 31: Deadlines");
     let sleeper = case(&report, "EX-31-01 exercise");
     assert!(
@@ -457,12 +336,12 @@ fn deadlines_background_children_and_megabytes_leave_nothing_running() {
         message(sleeper)
     );
     assert!(
-        process_gone(&dir.path().join("sleeper.pid")),
+        process::process_gone(&dir.join("sleeper.pid")),
         "the sleeping block's child survived"
     );
     assert_eq!(verdicts(&report)[1].1, "PASS", "{:?}", verdicts(&report));
     assert!(
-        process_gone(&dir.path().join("forked.pid")),
+        process::process_gone(&dir.join("forked.pid")),
         "the forked background child survived"
     );
     let noisy = case(&report, "EX-31-03 exercise");
@@ -474,21 +353,12 @@ fn deadlines_background_children_and_megabytes_leave_nothing_running() {
     assert_eq!(snapshot(&course), before);
 
     // Without --lesson, the document-only lesson is included.
-    let out = run(
-        dir.path(),
-        &[
-            "--course",
-            course.to_str().unwrap(),
-            "--select",
-            "EX-31-02",
-            "--no-junit",
-        ],
-    );
-    let (stdout, _) = status(&out, 0);
-    assert!(
-        stdout.contains("PASS") && stdout.contains("lesson 31 EX-31-02 exercise"),
-        "{stdout}"
-    );
+    dir.lessonprobe()
+        .args(["--course", course.to_str().unwrap()])
+        .args(["--select", "EX-31-02", "--no-junit"])
+        .stdout_has("PASS")
+        .stdout_has("lesson 31 EX-31-02 exercise")
+        .success();
 }
 
 const UNCOLLECTED: &str = "# Lint
@@ -524,67 +394,42 @@ print('nobody, on purpose')
 
 #[test]
 fn an_uncollected_block_is_a_warning_and_fails_under_strict() {
-    let dir = tempfile::tempdir().unwrap();
-    let course = mini_course(dir.path(), "", &[("32-lint.md", UNCOLLECTED)]);
+    let dir = Dir::new();
+    let course = mini_course(&dir, "", &[("32-lint.md", UNCOLLECTED)]);
     let course_arg = course.to_str().unwrap();
-    let out = run(
-        dir.path(),
-        &["--lesson", "32", "--course", course_arg, "--no-junit"],
-    );
-    let (stdout, stderr) = status(&out, 0);
-    assert!(
-        stdout.contains("PASS") && stdout.contains("hello.sh snippet"),
-        "{stdout}"
-    );
+    let lint = || {
+        dir.lessonprobe()
+            .args(["--lesson", "32", "--course", course_arg, "--no-junit"])
+    };
     let at = format!("{}/lessons/32-lint.md:23", course.display());
-    assert!(
-        stderr.contains(&format!("warning: not collected: {at}")),
-        "{stderr}"
-    );
+    lint()
+        .stdout_has("PASS")
+        .stdout_has("hello.sh snippet")
+        .stderr_has(format!("warning: not collected: {at}"))
+        .success();
 
-    let out = run(
-        dir.path(),
-        &[
-            "--lesson",
-            "32",
-            "--course",
-            course_arg,
-            "--strict",
-            "--no-junit",
-        ],
-    );
-    let (stdout, _) = status(&out, 1);
-    assert!(
-        stdout.contains("FAIL") && stdout.contains(&format!("not collected: {at} ")),
-        "{stdout}"
-    );
-    assert!(
-        !stdout.contains(":27"),
-        "the no-run block is not reported: {stdout}"
-    );
+    lint()
+        .arg("--strict")
+        .stdout_has("FAIL")
+        .stdout_has(format!("not collected: {at} "))
+        // The no-run block is not reported.
+        .stdout_lacks(":27")
+        .failure();
 
-    let out = run(dir.path(), &["list", "--course", course_arg]);
-    let (stdout, _) = text(&out);
-    assert!(
-        stdout.contains("lesson 32: Lint")
-            && stdout.contains(&format!("{}/lessons/32-lint.md:3", course.display())),
-        "{stdout}"
-    );
+    dir.lessonprobe()
+        .args(["list", "--course", course_arg])
+        .stdout_has("lesson 32: Lint")
+        .stdout_has(format!("{}/lessons/32-lint.md:3", course.display()))
+        .success();
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    Test::new("git")
         .arg("-C")
         .arg(dir)
         .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
         .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .success();
 }
 
 fn echo_lesson(title: &str, expected: &str) -> String {
@@ -598,10 +443,10 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
     if !tool("git") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Dir::new();
     let wrong = echo_lesson("Revisions", "from the old project");
     let course = mini_course(
-        dir.path(),
+        &dir,
         "",
         &[
             ("33-rev.md", &wrong),
@@ -609,17 +454,17 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
         ],
     );
     // The course is a folder inside its repository, as examples/ticketflow-course is here.
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["add", "course"]);
-    git(dir.path(), &["commit", "-q", "-m", "first"]);
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "course"]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
     let right = echo_lesson("Revisions", "from the project");
     std::fs::write(course.join("lessons/33-rev.md"), &right).unwrap();
-    git(dir.path(), &["commit", "-q", "-am", "fix"]);
+    git(&dir, &["commit", "-q", "-am", "fix"]);
     let course_arg = course.to_str().unwrap();
     let before = snapshot(&course);
 
     let at_rev = |rev: &str| {
-        let args = [
+        dir.lessonprobe().args([
             "--lesson",
             "33",
             "--course",
@@ -627,31 +472,20 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
             "--rev",
             rev,
             "--no-junit",
-        ];
-        run(dir.path(), &args)
+        ])
     };
-    let out = at_rev("HEAD~1");
-    let (stdout, _) = status(&out, 1);
-    assert!(
-        stdout.contains(&format!(
+    at_rev("HEAD~1")
+        .stdout_has(format!(
             "{}/lessons/33-rev.md:17: output differs",
             course.display()
-        )),
-        "{stdout}"
-    );
-    let out = at_rev("HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
+        ))
+        .failure();
+    at_rev("HEAD").success();
     assert_eq!(snapshot(&course), before, "--rev touched the checkout");
-    let out = run(
-        dir.path(),
-        &["--course", course_arg, "--rev", "no-such-rev"],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
-    assert!(
-        text(&out).1.contains("\"no-such-rev\" is not a revision"),
-        "{}",
-        text(&out).1
-    );
+    dir.lessonprobe()
+        .args(["--course", course_arg, "--rev", "no-such-rev"])
+        .stderr_has("\"no-such-rev\" is not a revision")
+        .status(2);
 
     // Only lesson 34 changes: only lesson 34 runs.
     std::fs::write(
@@ -659,13 +493,12 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
         echo_lesson("Other, revised", "from the project"),
     )
     .unwrap();
-    let xml = dir.path().join("changed.xml");
-    let out = lessonprobe(dir.path())
-        .args(["--course", course_arg, "--changed-since", "HEAD", "--junit"])
-        .arg(&xml)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
+    let xml = dir.join("changed.xml");
+    let changed_since_head = || {
+        dir.lessonprobe()
+            .args(["--course", course_arg, "--changed-since", "HEAD"])
+    };
+    changed_since_head().arg("--junit").arg(&xml).success();
     let suites: Vec<String> = parse_junit(&xml)
         .test_suites
         .iter()
@@ -674,41 +507,27 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
     assert_eq!(suites, vec!["lesson 34: Other, revised".to_owned()]);
     // A project file changes: every lesson that runs from it.
     std::fs::write(course.join("project/data.txt"), "changed\n").unwrap();
-    let out = lessonprobe(dir.path())
-        .args(["--course", course_arg, "--changed-since", "HEAD", "--junit"])
-        .arg(&xml)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out).0);
+    changed_since_head().arg("--junit").arg(&xml).failure();
     assert_eq!(parse_junit(&xml).test_suites.len(), 2);
     git(&course, &["checkout", "-q", "--", "."]);
-    let out = run(
-        dir.path(),
-        &["--course", course_arg, "--changed-since", "HEAD"],
-    );
-    let (stdout, _) = status(&out, 0);
-    assert!(
-        stdout.contains("nothing to verify: no lesson file or project file changed since HEAD"),
-        "{stdout}"
-    );
+    changed_since_head()
+        .stdout_has("nothing to verify: no lesson file or project file changed since HEAD")
+        .success();
 }
 
 #[test]
 fn authoring_mistakes_and_a_missing_course_exit_2_naming_file_and_line_before_anything_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no/such/course");
-    let out = run(
-        dir.path(),
-        &["--course", missing.to_str().unwrap(), "--strict"],
-    );
-    let (_, stderr) = status(&out, 2);
-    assert!(
-        stderr.contains(&format!(
+    let dir = Dir::new();
+    let missing = dir.join("no/such/course");
+    dir.lessonprobe()
+        .arg("--course")
+        .arg(&missing)
+        .arg("--strict")
+        .stderr_has(format!(
             "course folder {} does not exist",
             missing.display()
-        )),
-        "{stderr}"
-    );
+        ))
+        .status(2);
 
     let cases: &[(&str, &[u8], &str)] = &[
         ("unterminated", b"# L\n\ntext\n\n```python\nprint(1)\n", ":5: unterminated fence"),
@@ -741,31 +560,26 @@ fn authoring_mistakes_and_a_missing_course_exit_2_naming_file_and_line_before_an
         ("not-utf8", b"# L\n\n\xff\xfe\n", ":3: not valid UTF-8"),
     ];
     for (name, lesson, wanted) in cases {
-        let sub = dir.path().join(name);
+        let sub = dir.join(name);
         let course = mini_course(&sub, "", &[]);
         std::fs::write(course.join("lessons/35-bad.md"), lesson).unwrap();
         let xml = sub.join("never.xml");
-        let out = lessonprobe(&sub)
-            .args(["--course", course.to_str().unwrap(), "--junit"])
+        lessonprobe()
+            .current_dir(&sub)
+            .arg("--course")
+            .arg(&course)
+            .arg("--junit")
             .arg(&xml)
-            .output()
-            .unwrap();
-        let (stdout, stderr) = status(&out, 2);
-        let at = format!("{}/lessons/35-bad.md{wanted}", course.display());
-        assert!(stderr.contains(&at), "{name}: wanted {at:?} in {stderr}");
-        assert!(
-            !stderr.contains("panicked") && stdout.is_empty() && !xml.exists(),
-            "{name}"
-        );
+            .stderr_has(format!("{}/lessons/35-bad.md{wanted}", course.display()))
+            .stderr_lacks("panicked")
+            .stdout("")
+            .status(2);
+        assert!(!xml.exists(), "{name}");
     }
-    let course = mini_course(&dir.path().join("config"), "run_from = \"app\"\n", &[]);
-    let out = run(dir.path(), &["--course", course.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out)
-            .1
-            .contains("lessonprobe.toml:1:12: run_from folder \"app\" does not exist"),
-        "{}",
-        text(&out).1
-    );
+    let course = mini_course(&dir.join("config"), "run_from = \"app\"\n", &[]);
+    dir.lessonprobe()
+        .arg("--course")
+        .arg(&course)
+        .stderr_has("lessonprobe.toml:1:12: run_from folder \"app\" does not exist")
+        .status(2);
 }

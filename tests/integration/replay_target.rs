@@ -3,15 +3,13 @@
 //! records stored as received, quarantine, batch splitting, a black-hole server, TLS, and
 //! the plan's identity — read back from SQLite, PostgreSQL and `lessonprobe broker`.
 
-mod common;
-
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::*;
+use lessonprobe_testkit::kafka::committed;
+use lessonprobe_testkit::postgres::OwnDatabase;
+use lessonprobe_testkit::*;
 use rand::{Rng, SeedableRng};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
@@ -23,24 +21,14 @@ const SINCE: &str = "2026-09-22T00:00:00Z";
 const UNTIL: &str = "2026-09-23T00:00:00Z";
 const IN_WINDOW_MS: i64 = 1_789_948_800_000 + 86_400_000 + 3_600_000;
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// `lessonprobe replay` of `topic` in the test window into `db`, as replay group `GROUP`
 /// unless `extra` names another.
-fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Command {
-    let dir = std::env::temp_dir();
-    let mut cmd = lessonprobe(&dir);
-    cmd.arg("replay");
+fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Test {
+    let mut test = lessonprobe().arg("replay");
     if !extra.contains(&"--replay-group") {
-        cmd.args(["--replay-group", GROUP]);
+        test = test.args(["--replay-group", GROUP]);
     }
-    cmd.args([
+    test.args([
         "--kafka",
         servers,
         "--topic",
@@ -56,8 +44,19 @@ fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Command {
         "--deadline",
         "60s",
     ])
-    .args(extra);
-    cmd
+    .args(extra)
+}
+
+/// A broker for topics a test fills with [`produce`] (its sample day is one record elsewhere).
+fn broker_for_own_records() -> BrokerProcess {
+    BrokerProcess::start(&[
+        "--sample-day",
+        "unused",
+        "--events",
+        "1",
+        "--partitions",
+        "1",
+    ])
 }
 
 /// A record to produce: partition, payload.
@@ -93,69 +92,6 @@ fn event(id: &str, action: &str, ticket: &str) -> Vec<u8> {
         r#"{{"event_id":"{id}","tenant_id":"tenant-a","ticket_id":"{ticket}","action":"{action}","occurred_at":"2026-09-22T10:00:00+00:00","payload":{{"version":1}}}}"#
     )
     .into_bytes()
-}
-
-fn sqlite_rows<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> Vec<T> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    let rows = stmt.query_map([], |r| r.get(0)).unwrap();
-    rows.map(Result::unwrap).collect()
-}
-
-/// A database of this test's own on the test server, dropped when the value is.
-struct OwnDatabase {
-    admin: String,
-    name: String,
-}
-
-impl OwnDatabase {
-    fn create(admin: &str, what: &str) -> OwnDatabase {
-        let name = format!("lp_t_{what}_{}", std::process::id());
-        let mut client = postgres::Client::connect(admin, postgres::NoTls).unwrap();
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            client.batch_execute(&sql).unwrap();
-        }
-        OwnDatabase {
-            admin: admin.to_owned(),
-            name,
-        }
-    }
-
-    fn url(&self) -> String {
-        let (base, _) = self.admin.rsplit_once('/').unwrap();
-        format!("{base}/{}", self.name)
-    }
-
-    fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
-    }
-
-    fn tables(&self) -> Vec<String> {
-        self.client()
-            .query(
-                "SELECT table_name::text FROM information_schema.tables
-                 WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    }
-}
-
-impl Drop for OwnDatabase {
-    fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = client.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
 }
 
 const BOOKKEEPING: [&str; 5] = [
@@ -194,40 +130,26 @@ fn foreign_table(db: &OwnDatabase, unique: bool) {
 
 #[test]
 fn a_foreign_postgres_audit_table_is_adopted_and_only_bookkeeping_appears() {
-    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(admin) = services::postgres() else {
         return;
     };
     let db = OwnDatabase::create(&admin, "adopt");
     foreign_table(&db, true);
     let broker = BrokerProcess::start(&["--sample-day", "adopt", "--events", "600"]);
-    let dry = replay(&broker.servers, "adopt", &db.url(), &[])
-        .output()
-        .unwrap();
-    let said = text(&dry);
-    assert_eq!(dry.status.code(), Some(0), "{said}");
-    assert!(
-        said.contains("audit_events: found; adopted as it is (unique key audit_events_event_uq"),
-        "{said}"
-    );
-    assert!(
-        said.contains("ALTER TABLE audit_events ADD COLUMN record BYTEA;"),
-        "{said}"
-    );
-    assert!(
-        said.contains("bookkeeping: will create lessonprobe_replay_plans"),
-        "{said}"
-    );
+    replay(&broker.servers, "adopt", &db.url(), &[])
+        .output_has("audit_events: found; adopted as it is (unique key audit_events_event_uq")
+        .output_has("ALTER TABLE audit_events ADD COLUMN record BYTEA;")
+        .output_has("bookkeeping: will create lessonprobe_replay_plans")
+        .success();
     assert_eq!(db.tables(), ["audit_events"], "a dry run creates nothing");
 
-    let out = replay(
+    replay(
         &broker.servers,
         "adopt",
         &db.url(),
         &["--execute", "--allow-quarantine"],
     )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    .success();
     let mut want = vec!["audit_events".to_owned()];
     want.extend(BOOKKEEPING.iter().map(|t| t.to_string()));
     assert_eq!(
@@ -255,7 +177,7 @@ fn a_foreign_postgres_audit_table_is_adopted_and_only_bookkeeping_appears() {
 
 #[test]
 fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read() {
-    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(admin) = services::postgres() else {
         return;
     };
     let db = OwnDatabase::create(&admin, "nokey");
@@ -264,57 +186,36 @@ fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read(
     // was looked at before Kafka was.
     let nowhere = "127.0.0.1:1";
     for extra in [&[][..], &["--execute"][..]] {
-        let out = replay(nowhere, "t", &db.url(), extra).output().unwrap();
-        let said = text(&out);
-        assert_eq!(out.status.code(), Some(4), "{said}");
-        assert!(
-            said.contains("no unique constraint or unique index on exactly (event_id)"),
-            "{said}"
-        );
-        assert!(said.contains("records every event twice"), "{said}");
-        assert!(
-            said.contains("ALTER TABLE audit_events ADD CONSTRAINT audit_events_event_id_key UNIQUE (event_id);"),
-            "{said}"
-        );
+        replay(nowhere, "t", &db.url(), extra)
+            .output_has("no unique constraint or unique index on exactly (event_id)")
+            .output_has("records every event twice")
+            .output_has("ALTER TABLE audit_events ADD CONSTRAINT audit_events_event_id_key UNIQUE (event_id);")
+            .status(4);
     }
     assert_eq!(db.tables(), ["audit_events"]);
 
     // The same on SQLite, with SQLite's statement.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("nokey.db");
+    let dir = Dir::new();
+    let file = dir.join("nokey.db");
     rusqlite::Connection::open(&file)
         .unwrap()
         .execute_batch(
             "CREATE TABLE audit_events (event_id TEXT, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
         )
         .unwrap();
-    let out = replay(
+    replay(
         nowhere,
         "t",
         &format!("sqlite:{}", file.display()),
         &["--execute"],
     )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(
-        text(&out)
-            .contains("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);"),
-        "{}",
-        text(&out)
-    );
+    .output_has("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);")
+    .status(4);
 }
 
 #[test]
 fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jobs() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let topic = "conflict";
     let mut records: Vec<(i32, Vec<u8>)> = (0..400)
@@ -329,11 +230,11 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
     records.push((2, event("e-2", "ticket.updated", "t-2")));
     produce(s, topic, &records);
     for run in 0..3 {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.db");
+        let dir = Dir::new();
+        let file = dir.join("c.db");
         let db = format!("sqlite:{}", file.display());
         let group = format!("conflict-{run}");
-        let out = replay(
+        replay(
             s,
             topic,
             &db,
@@ -347,12 +248,9 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
                 &group,
             ],
         )
-        .output()
-        .unwrap();
-        let said = text(&out);
-        assert_eq!(out.status.code(), Some(5), "run {run}: {said}");
-        assert!(said.contains("1 CONFLICT(S)"), "{said}");
-        let kept: Vec<String> = sqlite_rows(
+        .output_has("1 CONFLICT(S)")
+        .status(5);
+        let kept: Vec<String> = sqlite::rows(
             &file,
             "SELECT action FROM audit_events WHERE event_id = 'e-2'",
         );
@@ -361,15 +259,15 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
             ["ticket.updated"],
             "run {run}: the version at the lowest partition stays"
         );
-        let conflicts: Vec<String> = sqlite_rows(
+        let conflicts: Vec<String> = sqlite::rows(
             &file,
             "SELECT stored_partition || '>' || incoming_partition || ':' || (stored_hash <> incoming_hash) FROM lessonprobe_replay_conflicts WHERE event_id = 'e-2'",
         );
         assert_eq!(conflicts, ["2>3:1"], "run {run}");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite:{}", dir.path().join("w.db").display());
-    let out = replay(
+    let dir = Dir::new();
+    let db = format!("sqlite:{}", dir.join("w.db").display());
+    replay(
         s,
         topic,
         &db,
@@ -381,10 +279,8 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
             "conflict-warn",
         ],
     )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(text(&out).contains("1 CONFLICT(S)"), "{}", text(&out));
+    .output_has("1 CONFLICT(S)")
+    .success();
 }
 
 /// Records whose JSON a re-serialising replay would change, and one with a field unknown to
@@ -406,14 +302,7 @@ fn payload_text(raw: &[u8]) -> String {
 
 #[test]
 fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let raws = as_received();
     produce(
@@ -421,16 +310,15 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
         "raw",
         &raws.iter().map(|r| (0, r.clone())).collect::<Vec<_>>(),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("raw.db");
-    let mut cmd = replay(
+    let dir = Dir::new();
+    let file = dir.join("raw.db");
+    replay(
         s,
         "raw",
         &format!("sqlite:{}", file.display()),
         &["--execute", "--partitions", "0"],
-    );
-    let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    )
+    .success();
     let conn = rusqlite::Connection::open(&file).unwrap();
     for (offset, raw) in raws.iter().enumerate() {
         let (record, payload, topic, partition, ts): (Vec<u8>, String, String, i32, i64) = conn
@@ -452,22 +340,20 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
         );
     }
     let quarantined: Vec<i64> =
-        sqlite_rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
+        sqlite::rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
     assert_eq!(quarantined, [0]);
 
-    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(admin) = services::postgres() else {
         return;
     };
     let db = OwnDatabase::create(&admin, "raw");
-    let out = replay(
+    replay(
         s,
         "raw",
         &db.url(),
         &["--execute", "--partitions", "0", "--replay-group", "raw-pg"],
     )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    .success();
     let mut client = db.client();
     for (offset, raw) in raws.iter().enumerate() {
         let row = client
@@ -483,14 +369,7 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
 
 #[test]
 fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let nul = br#"{"event_id":"nul-1","tenant_id":"t","ticket_id":"t\u0000x","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{}}"#.to_vec();
     produce(
@@ -502,28 +381,24 @@ fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
             (0, event("ok-2", "a", "k")),
         ],
     );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("nul.db");
+    let dir = Dir::new();
+    let file = dir.join("nul.db");
     let sqlite = format!("sqlite:{}", file.display());
     let mut targets = vec![(sqlite, None)];
-    let pg = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server")
-        .map(|admin| OwnDatabase::create(&admin, "nul"));
+    let pg = services::postgres().map(|admin| OwnDatabase::create(&admin, "nul"));
     if let Some(db) = &pg {
         targets.push((db.url(), Some(db)));
     }
     for (target, pg) in targets {
         let group = if pg.is_some() { "nul-pg" } else { "nul-sqlite" };
-        let out = replay(
+        replay(
             s,
             "nul",
             &target,
             &["--execute", "--partitions", "0", "--replay-group", group],
         )
-        .output()
-        .unwrap();
-        let said = text(&out);
-        assert_eq!(out.status.code(), Some(5), "{target}: {said}");
-        assert!(said.contains("1 RECORD(S) QUARANTINED"), "{said}");
+        .output_has("1 RECORD(S) QUARANTINED")
+        .status(5);
         let (offset, reason, record): (i64, String, Vec<u8>) = match pg {
             None => rusqlite::Connection::open(&file)
                 .unwrap()
@@ -550,20 +425,13 @@ fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
             "{reason}"
         );
     }
-    let ids: Vec<String> = sqlite_rows(&file, "SELECT event_id FROM audit_events ORDER BY 1");
+    let ids: Vec<String> = sqlite::rows(&file, "SELECT event_id FROM audit_events ORDER BY 1");
     assert_eq!(ids, ["ok-1", "ok-2"]);
 }
 
 #[test]
 fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_record() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ]);
+    let broker = broker_for_own_records();
     let s = &broker.servers;
     let records: Vec<(i32, Vec<u8>)> = (0..10_000)
         .map(|i| {
@@ -573,8 +441,8 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
         .collect();
     produce(s, "split", &records);
     // The target refuses one value by a CHECK of its own: the database's reason is kept.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("split.db");
+    let dir = Dir::new();
+    let file = dir.join("split.db");
     rusqlite::Connection::open(&file)
         .unwrap()
         .execute_batch(
@@ -585,8 +453,7 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
         )
         .unwrap();
     let mut targets = vec![format!("sqlite:{}", file.display())];
-    let pg = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server")
-        .map(|admin| OwnDatabase::create(&admin, "split"));
+    let pg = services::postgres().map(|admin| OwnDatabase::create(&admin, "split"));
     if let Some(db) = &pg {
         foreign_table(db, true);
         db.client()
@@ -595,7 +462,7 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
         targets.push(db.url());
     }
     for target in targets {
-        let out = replay(
+        replay(
             s,
             "split",
             &target,
@@ -614,21 +481,12 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
                 },
             ],
         )
-        .output()
-        .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{target}: {}", text(&out));
+        .success();
         let read = |sql: &str| -> Vec<String> {
             if target.starts_with("sqlite:") {
-                sqlite_rows(&file, sql)
+                sqlite::rows(&file, sql)
             } else {
-                pg.as_ref()
-                    .unwrap()
-                    .client()
-                    .query(sql, &[])
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect()
+                postgres::strings(&pg.as_ref().unwrap().url(), sql)
             }
         };
         assert_eq!(
@@ -657,56 +515,24 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
     }
 }
 
-/// A TCP listener that accepts connections and never answers, until dropped.
-struct BlackHole {
-    port: u16,
-    _listener: std::thread::JoinHandle<()>,
-}
-
-impl BlackHole {
-    fn start() -> BlackHole {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let handle = std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for stream in listener.incoming().take(64).flatten() {
-                held.push(stream);
-            }
-            std::thread::sleep(Duration::from_secs(120));
-        });
-        BlackHole {
-            port,
-            _listener: handle,
-        }
-    }
-}
-
 #[test]
 fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
-    let hole = BlackHole::start();
+    let hole = SilentListener::start();
     let url = format!(
         "postgres://audit:s3cret@127.0.0.1:{}/auditdb?connect_timeout=2",
         hole.port
     );
-    let started = Instant::now();
-    let out = replay("127.0.0.1:1", "t", &url, &["--execute"])
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(4), "{said}");
-    assert!(took < Duration::from_secs(3), "took {took:?}: {said}");
-    assert!(
-        said.contains(&format!("127.0.0.1:{}/auditdb", hole.port)),
-        "{said}"
-    );
-    assert!(!said.contains("s3cret"), "{said}");
+    let ran = replay("127.0.0.1:1", "t", &url, &["--execute"])
+        .within(Duration::from_secs(3))
+        .output_has(format!("127.0.0.1:{}/auditdb", hole.port))
+        .status(4);
+    assert!(!ran.text().contains("s3cret"), "{}", ran.text());
 
     // Probe runs against it: each SQL case ERRORs with the same words, as soon.
-    let dir = tempfile::tempdir().unwrap();
-    let junit = dir.path().join("r.xml");
-    let started = Instant::now();
-    let out = lessonprobe(&repo())
+    let dir = Dir::new();
+    let junit = dir.join("r.xml");
+    let ran = lessonprobe()
+        .in_repo()
         .args([
             "--lesson",
             "30",
@@ -722,15 +548,10 @@ fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
         ))
         .arg("--junit")
         .arg(&junit)
-        .output()
-        .unwrap();
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "{:?}: {said}",
-        started.elapsed()
-    );
+        .within(Duration::from_secs(15))
+        .output_has(format!("127.0.0.1:{}/auditdb", hole.port))
+        .failure();
+    let said = ran.text();
     let report = parse_junit(&junit);
     let cases: Vec<_> = report
         .test_suites
@@ -742,44 +563,31 @@ fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
         let time = case.time.map_or(0.0, |t| t.as_secs_f64());
         assert!(time < 2.0, "{:?} took {time} s", case.name);
     }
-    assert!(
-        said.contains(&format!("127.0.0.1:{}/auditdb", hole.port)),
-        "{said}"
-    );
 }
 
 #[test]
 fn tls_require_and_verify_full_against_a_self_signed_server() {
-    let (Some(admin), Some(ca)) = (
-        service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server"),
-        service(
-            "LESSONPROBE_TEST_PG_CA",
-            "the CA of the test server's certificate",
-        ),
-    ) else {
+    let (Some(admin), Some(ca)) = (services::postgres(), services::postgres_ca()) else {
         return;
     };
     let db = OwnDatabase::create(&admin, "tls");
     let broker = BrokerProcess::start(&["--sample-day", "tls", "--events", "300"]);
     let secure = |query: &str| format!("{}?{query}", db.url());
-    let out = replay(
+    replay(
         &broker.servers,
         "tls",
         &secure("sslmode=require"),
         &["--execute", "--allow-quarantine"],
     )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    .success();
     for host in ["127.0.0.1", "localhost"] {
         let url =
             secure(&format!("sslmode=verify-full&sslrootcert={ca}")).replace("127.0.0.1", host);
-        let status = lessonprobe(&repo())
+        lessonprobe()
+            .in_repo()
             .args(["replay", "status", "--db", &url])
-            .output()
-            .unwrap();
-        assert_eq!(status.status.code(), Some(0), "{host}: {}", text(&status));
-        assert!(text(&status).contains("complete"), "{}", text(&status));
+            .output_has("complete")
+            .success();
         // The connection really is TLS, with the certificate verified.
         let (mut client, _) =
             ticketflow::store::postgres::connect(&url, Duration::from_secs(10)).unwrap();
@@ -793,8 +601,8 @@ fn tls_require_and_verify_full_against_a_self_signed_server() {
         assert!(ssl, "{host}");
     }
     // A CA that did not sign the server's certificate is refused by verify-ca.
-    let dir = tempfile::tempdir().unwrap();
-    let other = dir.path().join("other.pem");
+    let dir = Dir::new();
+    let other = dir.join("other.pem");
     assert!(Command::new("openssl")
         .args([
             "req",
@@ -808,7 +616,7 @@ fn tls_require_and_verify_full_against_a_self_signed_server() {
             "/CN=other"
         ])
         .arg("-keyout")
-        .arg(dir.path().join("other.key"))
+        .arg(dir.join("other.key"))
         .arg("-out")
         .arg(&other)
         .output()
@@ -819,81 +627,68 @@ fn tls_require_and_verify_full_against_a_self_signed_server() {
         "sslmode=verify-ca&sslrootcert={}",
         other.display()
     ));
-    let out = lessonprobe(&repo())
+    lessonprobe()
+        .in_repo()
         .args(["replay", "status", "--db", &url])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(
-        text(&out).contains("certificate verify failed"),
-        "{}",
-        text(&out)
-    );
+        .output_has("certificate verify failed")
+        .status(4);
 }
 
 #[test]
 fn a_plan_has_an_identity_complete_plans_do_nothing_and_other_windows_are_refused() {
     let broker = BrokerProcess::start(&["--sample-day", "plans", "--events", "900"]);
     let s = &broker.servers;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("plans.db");
+    let dir = Dir::new();
+    let file = dir.join("plans.db");
     let db = format!("sqlite:{}", file.display());
-    let first = replay(s, "plans", &db, &["--execute", "--allow-quarantine"])
-        .output()
-        .unwrap();
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
-    let rows: Vec<i64> = sqlite_rows(&file, "SELECT COUNT(*) FROM audit_events");
-    let batches: Vec<i64> = sqlite_rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches");
+    replay(s, "plans", &db, &["--execute", "--allow-quarantine"]).success();
+    let rows: Vec<i64> = sqlite::rows(&file, "SELECT COUNT(*) FROM audit_events");
+    let batches: Vec<i64> = sqlite::rows(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches");
     for extra in [&[][..], &["--execute"][..], &["--execute", "--resume"][..]] {
-        let again = replay(s, "plans", &db, extra).output().unwrap();
-        assert_eq!(again.status.code(), Some(0), "{extra:?}: {}", text(&again));
-        assert!(text(&again).contains("nothing to do"), "{}", text(&again));
+        replay(s, "plans", &db, extra)
+            .output_has("nothing to do")
+            .success();
     }
     assert_eq!(
-        sqlite_rows::<i64>(&file, "SELECT COUNT(*) FROM audit_events"),
+        sqlite::rows::<i64>(&file, "SELECT COUNT(*) FROM audit_events"),
         rows
     );
     assert_eq!(
-        sqlite_rows::<i64>(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+        sqlite::rows::<i64>(&file, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
         batches,
         "a complete plan applies nothing again"
     );
     // A wider window with the same replay group: refused, both plans shown.
-    let mut wider = lessonprobe(dir.path());
-    wider.args([
-        "replay",
-        "--kafka",
-        s,
-        "--topic",
-        "plans",
-        "--live-group",
-        LIVE,
-        "--replay-group",
-        GROUP,
-        "--db",
-        &db,
-        "--since",
-        "2026-09-21T00:00:00Z",
-        "--until",
-        UNTIL,
-        "--execute",
-        "--resume",
-    ]);
-    let out = wider.output().unwrap();
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(4), "{said}");
-    assert!(
-        said.contains("recorded: plan p-") && said.contains("this run: plan p-"),
-        "{said}"
-    );
-    assert!(said.contains("choose a new --replay-group"), "{said}");
+    dir.lessonprobe()
+        .args([
+            "replay",
+            "--kafka",
+            s,
+            "--topic",
+            "plans",
+            "--live-group",
+            LIVE,
+            "--replay-group",
+            GROUP,
+            "--db",
+            &db,
+            "--since",
+            "2026-09-21T00:00:00Z",
+            "--until",
+            UNTIL,
+            "--execute",
+            "--resume",
+        ])
+        .output_has("recorded: plan p-")
+        .output_has("this run: plan p-")
+        .output_has("choose a new --replay-group")
+        .status(4);
     // replay status lists the plan and each partition at its stop.
-    let status = lessonprobe(dir.path())
+    let csv = dir
+        .lessonprobe()
         .args(["replay", "status", "--db", &db, "--format", "csv"])
-        .output()
-        .unwrap();
-    assert_eq!(status.status.code(), Some(0), "{}", text(&status));
-    let csv = String::from_utf8_lossy(&status.stdout).to_string();
+        .success()
+        .stdout;
     let mut reader = csv::Reader::from_reader(csv.as_bytes());
     let headers = reader.headers().unwrap().clone();
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
@@ -909,7 +704,7 @@ fn a_plan_has_an_identity_complete_plans_do_nothing_and_other_windows_are_refuse
 }
 
 /// Per partition, the SQL checkpoint of the only recorded plan.
-fn checkpoints(client: &mut postgres::Client) -> HashMap<i32, i64> {
+fn checkpoints(client: &mut ::postgres::Client) -> HashMap<i32, i64> {
     client
         .query(
             "SELECT partition, next_offset FROM lessonprobe_replay_partitions",
@@ -921,7 +716,7 @@ fn checkpoints(client: &mut postgres::Client) -> HashMap<i32, i64> {
 
 #[test]
 fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_of_sql() {
-    let Some(admin) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(admin) = services::postgres() else {
         return;
     };
     let db = OwnDatabase::create(&admin, "sigkill");
@@ -939,7 +734,7 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
     let mut kills = 0;
     let mut client = db.client();
     loop {
-        let mut child = replay(
+        let mut run = replay(
             s,
             "kills",
             &db.url(),
@@ -951,15 +746,11 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
                 "--allow-quarantine",
             ],
         )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn();
         if kills < 30 {
             std::thread::sleep(Duration::from_millis(rng.random_range(50..900)));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                child.wait().unwrap();
+            if run.is_running() {
+                run.kill();
                 kills += 1;
                 // Visible progress never ahead of durable progress.
                 let sql = checkpoints(&mut client);
@@ -976,8 +767,8 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
                 continue;
             }
         }
-        let status = child.wait().unwrap();
-        assert!(status.success(), "after {kills} kills: {status}");
+        eprintln!("the run after {kills} kills must complete");
+        run.success();
         break;
     }
     assert!(kills >= 30, "only {kills} kills");

@@ -1,11 +1,10 @@
 //! The SQL probes on a real PostgreSQL (LESSONPROBE_TEST_POSTGRES, started by scripts/test.sh),
 //! chosen with --db, read back through the JUnit report and the server's catalog.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::*;
+use lessonprobe_testkit::postgres::OwnCluster;
+use lessonprobe_testkit::*;
 use ticketflow::consumer::{AuditConsumer, Commit, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::store::PostgresAuditStore;
@@ -22,7 +21,7 @@ const T: Duration = Duration::from_secs(10);
 
 /// Schemas left by runs whose id starts with `run`.
 fn schemas_of(url: &str, run: &str) -> i64 {
-    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let mut client = lessonprobe_testkit::postgres::connect(url);
     let pattern = format!("lp\\_%\\_{}\\_%", run.replace('-', "\\_"));
     client
         .query_one(
@@ -35,18 +34,16 @@ fn schemas_of(url: &str, run: &str) -> i64 {
 
 #[test]
 fn lesson_30_passes_on_postgres() {
-    let Some(url) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(url) = services::postgres() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let xml = dir.path().join("pg.xml");
-    let out = lessonprobe(&repo())
+    let dir = Dir::new();
+    let xml = dir.join("pg.xml");
+    lessonprobe()
+        .in_repo()
         .args(["--lesson", "30", "--db", &url, "--junit"])
         .arg(&xml)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+        .success();
     validate_junit(&xml);
     let cases = verdicts(&parse_junit(&xml));
     let on_pg: Vec<_> = cases
@@ -60,26 +57,18 @@ fn lesson_30_passes_on_postgres() {
 
 #[test]
 fn db_all_runs_each_sql_probe_once_per_backend() {
-    let Some(url) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(url) = services::postgres() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let xml = dir.path().join("all.xml");
-    let out = lessonprobe(&repo())
+    let dir = Dir::new();
+    let xml = dir.join("all.xml");
+    lessonprobe()
+        .in_repo()
         .env("LESSONPROBE_POSTGRES", &url)
-        .args([
-            "--lesson", "30", "--db", "all", "--select", "EX-30-01", "--select", "L30-0*",
-            "--junit",
-        ])
+        .args(["--lesson", "30", "--db", "all"])
+        .args(["--select", "EX-30-01", "--select", "L30-0*", "--junit"])
         .arg(&xml)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+        .success();
     let names: Vec<String> = verdicts(&parse_junit(&xml))
         .into_iter()
         .map(|(n, _)| n)
@@ -104,30 +93,25 @@ fn db_all_runs_each_sql_probe_once_per_backend() {
 
 #[test]
 fn two_runs_at_once_do_not_interfere_and_leave_no_schema_behind() {
-    let Some(url) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(url) = services::postgres() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Dir::new();
     let spawn = |id: &str| {
-        lessonprobe(&repo())
+        lessonprobe()
+            .in_repo()
             .args([
-                "--lesson", "30", "--select", "EX-30-01", "--select", "L30-0*", "--select",
-                "L30-14", "--db", &url, "--run-id", id, "--junit",
+                "--lesson", "30", "--select", "EX-30-01", "--select", "L30-0*",
             ])
-            .arg(dir.path().join(format!("{id}.xml")))
-            .stdout(std::process::Stdio::piped())
+            .args([
+                "--select", "L30-14", "--db", &url, "--run-id", id, "--junit",
+            ])
+            .arg(dir.join(format!("{id}.xml")))
             .spawn()
-            .unwrap()
     };
     let (a, b) = (spawn("twin-a"), spawn("twin-b"));
-    for child in [a, b] {
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+    for run in [a, b] {
+        run.success();
     }
     assert_eq!(
         schemas_of(&url, "twin-a") + schemas_of(&url, "twin-b"),
@@ -138,14 +122,10 @@ fn two_runs_at_once_do_not_interfere_and_leave_no_schema_behind() {
 
 #[test]
 fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_password() {
-    let Some(url) = service("LESSONPROBE_TEST_POSTGRES", "a PostgreSQL server") else {
+    let Some(url) = services::postgres() else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = net::free_port();
     let place = url
         .rsplit_once('@')
         .map_or(url.as_str(), |(_, p)| p)
@@ -160,32 +140,21 @@ fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_p
             "28000".to_owned(),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let xml = dir.path().join("down.xml");
-        let started = Instant::now();
-        let out = lessonprobe(&repo())
+        let dir = Dir::new();
+        let xml = dir.join("down.xml");
+        lessonprobe()
+            .in_repo()
             .args([
                 "--lesson", "30", "--select", "L30-01", "--db", &db, "--junit",
             ])
             .arg(&xml)
-            .output()
-            .unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "took {:?}",
-            started.elapsed()
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(1), "{stdout}");
-        assert!(
-            stdout.contains("ERROR") && stdout.contains(&names),
-            "{stdout}"
-        );
+            .within(Duration::from_secs(15))
+            .stdout_has("ERROR")
+            .stdout_has(names)
+            .stdout_lacks("hunter2")
+            .failure();
         let report = std::fs::read_to_string(&xml).unwrap();
-        assert!(
-            !stdout.contains("hunter2") && !report.contains("hunter2"),
-            "{stdout}"
-        );
+        assert!(!report.contains("hunter2"), "{report}");
         assert_eq!(
             verdicts(&parse_junit(&xml)),
             vec![(
@@ -198,7 +167,7 @@ fn a_database_that_is_down_or_refuses_the_login_is_error_naming_it_without_the_p
 
 #[test]
 fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
-    let Some(pg_ctl) = service("LESSONPROBE_TEST_PG_CTL", "PostgreSQL server binaries") else {
+    let Some(pg_ctl) = services::pg_ctl() else {
         return;
     };
     let cluster = OwnCluster::start(&pg_ctl);

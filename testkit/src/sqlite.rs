@@ -1,0 +1,47 @@
+//! SQLite files read back through a connection of the test's own.
+
+use std::path::Path;
+
+use rusqlite::types::FromSql;
+
+/// The one integer `sql` answers (a `COUNT(*)`, a `SUM`).
+#[track_caller]
+pub fn count(db: &Path, sql: &str) -> i64 {
+    let conn = open(db);
+    conn.query_row(sql, [], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()))
+}
+
+/// The first column of every row `sql` answers.
+#[track_caller]
+pub fn rows<T: FromSql>(db: &Path, sql: &str) -> Vec<T> {
+    let conn = open(db);
+    let mut stmt = conn
+        .prepare(sql)
+        .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()));
+    let rows = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display()));
+    rows.map(|r| r.unwrap_or_else(|e| panic!("{sql} on {}: {e}", db.display())))
+        .collect()
+}
+
+/// The first column of every row `sql` answers, as text.
+#[track_caller]
+pub fn strings(db: &Path, sql: &str) -> Vec<String> {
+    rows(db, sql)
+}
+
+/// Every table of the database, by name.
+#[track_caller]
+pub fn tables(db: &Path) -> Vec<String> {
+    strings(
+        db,
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+    )
+}
+
+#[track_caller]
+fn open(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(db).unwrap_or_else(|e| panic!("open {}: {e}", db.display()))
+}

@@ -1,0 +1,17 @@
+//! The integration tests of the built `lessonprobe`, one module per area, in one test binary
+//! (one link for all of them). Each run is stated with `lessonprobe_testkit::Test`; services come
+//! from `scripts/test.sh`.
+
+mod clean;
+mod cli;
+mod inputs;
+mod interrupt;
+mod kafka;
+mod lesson_docs;
+mod postgres;
+mod remote;
+mod replay;
+mod replay_kafka;
+mod replay_target;
+mod replay_verify;
+mod reports;
