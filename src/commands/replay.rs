@@ -15,9 +15,7 @@ use ticketflow::replay::{
 use ticketflow::store::Timeouts;
 use ticketflow::KafkaTarget;
 
-use crate::cli::{
-    OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs,
-};
+use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
