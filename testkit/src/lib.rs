@@ -24,6 +24,7 @@
 //! ([`services`]).
 
 pub mod kafka;
+pub mod kills;
 pub mod net;
 pub mod postgres;
 pub mod process;

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::kafka::{commit, committed, first_offset_at, watermarks};
+use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::{OwnCluster, OwnDatabase};
 use lessonprobe_testkit::*;
-use rand::{Rng, SeedableRng};
 use ticketflow::day::{self, YESTERDAY};
 
 const TOPIC: &str = "ticketflow.audit.v1";
@@ -434,57 +434,33 @@ fn sigkill_at_random_moments_loses_nothing() {
     let dir = Dir::new();
     let db = dir.join("audit.db");
     let target = sqlite_target(&db);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(30);
-    let (mut kills, mut runs, mut mid_write) = (0, 0, 0);
     let started = Instant::now();
-    loop {
-        runs += 1;
-        let mut run = replay(
-            &dir,
-            s,
-            &target,
-            &window(&[
-                "--execute",
-                "--resume",
-                "--batch",
-                "1",
-                "--allow-quarantine",
-            ]),
-        )
-        .spawn();
-        if kills < 30 {
-            // Every fourth kill lands anywhere, start-up and planning included; the others
-            // only once this run has made rows durable, a random moment later.
-            if kills % 4 == 0 {
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
-            } else {
-                let before = rows_now(&db);
-                let waiting = Instant::now();
-                while rows_now(&db) == before
-                    && run.is_running()
-                    && waiting.elapsed() < Duration::from_secs(20)
-                {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
-                mid_write += 1;
-            }
-            if run.is_running() {
-                run.kill();
-                kills += 1;
-                continue;
-            }
-        }
-        eprintln!("run {runs}, after {kills} kills, must complete");
-        run.success();
-        break;
-    }
-    assert!(
-        kills >= 30,
-        "only {kills} kills before a run completed; the day is too small to interrupt"
+    let campaign = kill_campaign(
+        30,
+        30,
+        Duration::from_millis(150),
+        || {
+            replay(
+                &dir,
+                s,
+                &target,
+                &window(&[
+                    "--execute",
+                    "--resume",
+                    "--batch",
+                    "1",
+                    "--allow-quarantine",
+                ]),
+            )
+            .spawn()
+        },
+        || rows_now(&db),
+        |_| {},
     );
     eprintln!(
-        "{kills} kills ({mid_write} while writing) in {runs} runs, {:?}",
+        "{} kills in {} runs, {:?}",
+        campaign.kills,
+        campaign.runs,
         started.elapsed()
     );
     let live: Vec<Option<i64>> = live.into_iter().map(Some).collect();

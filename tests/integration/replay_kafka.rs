@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::kafka::{commit, committed, first_offset_at, watermarks};
+use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -912,51 +913,32 @@ fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing(
     let dir = Dir::new();
     let db = &dir.join("audit.db");
     let target = format!("sqlite:{}", db.display());
-    let (mut kills, mut runs) = (0, 0);
-    loop {
-        runs += 1;
-        let mut run = replay(
-            &dir,
-            s,
-            "txn-kill",
-            &target,
-            &[
-                "--since",
-                SINCE,
-                "--until",
-                UNTIL,
-                "--execute",
-                "--resume",
-                "--batch",
-                "1",
-            ],
-        )
-        .spawn();
-        if kills < 30 {
-            if kills % 4 == 0 {
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
-            } else {
-                let before = rows_now(&db);
-                let waiting = Instant::now();
-                while rows_now(&db) == before
-                    && run.is_running()
-                    && waiting.elapsed() < Duration::from_secs(20)
-                {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
-            }
-            if run.is_running() {
-                run.kill(); // SIGKILL
-                kills += 1;
-                continue;
-            }
-        }
-        eprintln!("run {runs}, after {kills} kills, must complete");
-        run.success();
-        break;
-    }
-    assert!(kills >= 30, "only {kills} kills before a run completed");
+    kill_campaign(
+        rng.random(),
+        30,
+        Duration::from_millis(100),
+        || {
+            replay(
+                &dir,
+                s,
+                "txn-kill",
+                &target,
+                &[
+                    "--since",
+                    SINCE,
+                    "--until",
+                    UNTIL,
+                    "--execute",
+                    "--resume",
+                    "--batch",
+                    "1",
+                ],
+            )
+            .spawn()
+        },
+        || rows_now(db),
+        |_| {},
+    );
     let mut want = HashSet::new();
     for p in 0..partitions {
         want.extend(event_ids(&delivered(

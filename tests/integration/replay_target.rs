@@ -8,9 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use lessonprobe_testkit::kafka::committed;
+use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::*;
-use rand::{Rng, SeedableRng};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
@@ -720,7 +720,7 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
         return;
     };
     let db = OwnDatabase::create(&admin, "sigkill");
-    let events = 30_000;
+    let events = 12_000;
     let broker = BrokerProcess::start(&[
         "--sample-day",
         "kills",
@@ -730,48 +730,44 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
         "4",
     ]);
     let s = &broker.servers;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-    let mut kills = 0;
     let mut client = db.client();
-    loop {
-        let mut run = replay(
-            s,
-            "kills",
-            &db.url(),
-            &[
-                "--execute",
-                "--resume",
-                "--batch",
-                "50",
-                "--allow-quarantine",
-            ],
-        )
-        .spawn();
-        if kills < 30 {
-            std::thread::sleep(Duration::from_millis(rng.random_range(50..900)));
-            if run.is_running() {
-                run.kill();
-                kills += 1;
-                // Visible progress never ahead of durable progress.
-                let sql = checkpoints(&mut client);
-                let kafka = committed(s, GROUP, "kills", 4);
-                for (p, k) in kafka.iter().enumerate() {
-                    if let Some(k) = k {
-                        let c = sql.get(&(p as i32)).copied().unwrap_or(-1);
-                        assert!(
-                            *k <= c,
-                            "kill {kills}: partition {p}: Kafka {k} ahead of SQL {c}"
-                        );
-                    }
+    let mut watching = db.client();
+    kill_campaign(
+        11,
+        30,
+        Duration::from_millis(150),
+        || {
+            replay(
+                s,
+                "kills",
+                &db.url(),
+                &[
+                    "--execute",
+                    "--resume",
+                    "--batch",
+                    "5",
+                    "--allow-quarantine",
+                ],
+            )
+            .spawn()
+        },
+        || checkpoints(&mut watching).values().sum(),
+        |kill| {
+            // Visible progress never ahead of durable progress.
+            let sql = checkpoints(&mut client);
+            eprintln!("kill {kill}: SQL checkpoints {sql:?}");
+            let kafka = committed(s, GROUP, "kills", 4);
+            for (p, k) in kafka.iter().enumerate() {
+                if let Some(k) = k {
+                    let c = sql.get(&(p as i32)).copied().unwrap_or(-1);
+                    assert!(
+                        *k <= c,
+                        "kill {kill}: partition {p}: Kafka {k} ahead of SQL {c}"
+                    );
                 }
-                continue;
             }
-        }
-        eprintln!("the run after {kills} kills must complete");
-        run.success();
-        break;
-    }
-    assert!(kills >= 30, "only {kills} kills");
+        },
+    );
     // Batches tile each partition's range exactly: none applied twice, none missing.
     let plan: Vec<(i32, i64, i64, i64)> = client
         .query("SELECT partition, start_offset, stop_offset, next_offset FROM lessonprobe_replay_partitions ORDER BY 1", &[])
