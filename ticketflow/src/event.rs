@@ -143,6 +143,18 @@ impl EventRecord {
         ]
     }
 
+    /// The values of an audit row's columns, in the order of `store::schema::REQUIRED_COLUMNS`.
+    pub fn columns(&self) -> [&str; 6] {
+        [
+            &self.event_id,
+            &self.tenant_id,
+            &self.ticket_id,
+            &self.action,
+            &self.occurred_at,
+            &self.payload,
+        ]
+    }
+
     /// The event with its payload parsed (numbers as serde_json reads them).
     pub fn to_event(&self) -> Result<AuditEvent, DecodeError> {
         Ok(AuditEvent {

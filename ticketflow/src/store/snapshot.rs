@@ -7,9 +7,9 @@ use postgres::types::ToSql;
 use super::batch::postgres_data_error;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::RecordedPlan;
-use super::postgres::PostgresTarget;
+use super::postgres::{stored_event as postgres_event, PostgresTarget};
 use super::schema::REQUIRED_COLUMNS;
-use super::sqlite::SqliteTarget;
+use super::sqlite::{stored_event as sqlite_event, SqliteTarget};
 use super::target::{AuditDb, ReplayTarget, Timeouts};
 use super::StoreError;
 use crate::event::EventRecord;
@@ -211,31 +211,17 @@ fn sqlite_stored(
         let Some(event) = events.get(i) else { continue };
         // The common case, a row that holds the event's very text, is decided on the
         // database's own bytes; only a row that differs is copied out.
-        let same = [
-            &event.event_id,
-            &event.tenant_id,
-            &event.ticket_id,
-            &event.action,
-            &event.occurred_at,
-            &event.payload,
-        ]
-        .iter()
-        .enumerate()
-        .all(|(c, v)| matches!(r.get_ref(c + 1), Ok(rusqlite::types::ValueRef::Text(t)) if t == v.as_bytes()));
+        let same = event
+            .columns()
+            .iter()
+            .enumerate()
+            .all(|(c, v)| matches!(r.get_ref(c + 1), Ok(rusqlite::types::ValueRef::Text(t)) if t == v.as_bytes()));
         if same {
             out[i] = Lookup::Same;
             continue;
         }
-        let text = |c: usize| r.get::<_, Option<String>>(c).map(Option::unwrap_or_default);
         let row = Lookup::Row {
-            stored: EventRecord {
-                event_id: text(1)?,
-                tenant_id: text(2)?,
-                ticket_id: text(3)?,
-                action: text(4)?,
-                occurred_at: text(5)?,
-                payload: text(6)?,
-            },
+            stored: sqlite_event(r, 1)?,
             incoming: None,
             at: location(r.get(7)?, r.get(8)?, r.get(9)?),
         };
@@ -296,18 +282,8 @@ fn lookup_splitting(
     let place = target.place().to_owned();
     let mut columns: [Vec<&str>; 6] = Default::default();
     for e in events {
-        for (i, v) in [
-            &e.event_id,
-            &e.tenant_id,
-            &e.ticket_id,
-            &e.action,
-            &e.occurred_at,
-            &e.payload,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            columns[i].push(v.as_str());
+        for (column, v) in columns.iter_mut().zip(e.columns()) {
+            column.push(v);
         }
     }
     let params: Vec<&(dyn ToSql + Sync)> =
@@ -352,17 +328,9 @@ fn lookup_splitting(
     let mut out = vec![Lookup::Absent; events.len()];
     for r in rows {
         let ord: i64 = r.get(0);
-        let record = |base: usize| EventRecord {
-            event_id: r.get::<_, Option<String>>(base).unwrap_or_default(),
-            tenant_id: r.get::<_, Option<String>>(base + 1).unwrap_or_default(),
-            ticket_id: r.get::<_, Option<String>>(base + 2).unwrap_or_default(),
-            action: r.get::<_, Option<String>>(base + 3).unwrap_or_default(),
-            occurred_at: r.get::<_, Option<String>>(base + 4).unwrap_or_default(),
-            payload: r.get::<_, Option<String>>(base + 5).unwrap_or_default(),
-        };
         let row = Lookup::Row {
-            stored: record(1),
-            incoming: any_cast.then(|| record(10)),
+            stored: postgres_event(&r, 1),
+            incoming: any_cast.then(|| postgres_event(&r, 10)),
             at: location(r.get(7), r.get(8), r.get(9)),
         };
         if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {
