@@ -12,7 +12,7 @@ use ticketflow::replay::{
     PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window,
     CONNECT_TIMEOUT,
 };
-use ticketflow::store::Timeouts;
+use ticketflow::store::{AuditDb, Timeouts};
 use ticketflow::KafkaTarget;
 
 use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs};
@@ -53,13 +53,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     };
     let op = |e: &dyn Display| Error::Operation(e.to_string());
     // The target first: one that must not be written to stops the run before anything is read.
-    let timeouts = Timeouts {
-        connect: db
-            .connect_timeout()
-            .unwrap_or(CONNECT_TIMEOUT)
-            .min(args.deadline),
-        statement: args.deadline,
-    };
+    let timeouts = timeouts(&db, args.deadline);
     let view = ReplayJob::inspect(&db, timeouts)
         .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
     let job =
@@ -177,6 +171,18 @@ pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
         _ => Err(Error::Usage(
             "give --since and --until, or --start and --stop".into(),
         )),
+    }
+}
+
+/// The database's bounds under `--deadline`: connecting within the URL's `connect_timeout` (or
+/// the default) and the deadline, every statement within the deadline.
+pub(super) fn timeouts(db: &AuditDb, deadline: Duration) -> Timeouts {
+    Timeouts {
+        connect: db
+            .connect_timeout()
+            .unwrap_or(CONNECT_TIMEOUT)
+            .min(deadline),
+        statement: deadline,
     }
 }
 

@@ -7,8 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
-use ticketflow::replay::{DayPlanError, CONNECT_TIMEOUT};
-use ticketflow::store::Timeouts;
+use ticketflow::replay::DayPlanError;
 use ticketflow::verify::{
     self, Counts, Discrepancy, Findings, VerifyError, VerifyOptions, VerifyReport, VerifyRequest,
 };
@@ -33,13 +32,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         partitions: args.partitions,
         live_group: args.live_group,
     };
-    let timeouts = Timeouts {
-        connect: db
-            .connect_timeout()
-            .unwrap_or(CONNECT_TIMEOUT)
-            .min(args.deadline),
-        statement: args.deadline,
-    };
+    let timeouts = super::replay::timeouts(&db, args.deadline);
     let options = VerifyOptions {
         batch: args.batch as usize,
         limit: args.limit,
