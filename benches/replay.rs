@@ -369,50 +369,10 @@ fn in_schema(url: &str, schema: &str) -> String {
     format!("{url}{glue}options=-csearch_path%3D{schema}")
 }
 
-fn replay_args(
-    servers: &str,
-    db: &str,
-    group: &str,
-    partitions: Option<&str>,
-    batch: usize,
-) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "replay",
-        "--kafka",
-        servers,
-        "--topic",
-        TOPIC,
-        "--live-group",
-        "bench-live",
-        "--replay-group",
-        group,
-        "--since",
-        "2026-09-21T00:00:00Z",
-        "--until",
-        "2026-09-25T00:00:00Z",
-        "--execute",
-        "--format",
-        "csv",
-        "--db",
-        db,
-        "--deadline",
-        "1h",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(["--batch".into(), batch.to_string()]);
-    if let Some(p) = partitions {
-        args.extend(["--partitions".into(), p.to_owned()]);
-    }
-    args
-}
-
-/// `replay verify` of the window every (d) replays, against `db`.
-fn verify_args(servers: &str, db: &str) -> Vec<String> {
+/// What `replay` and `replay verify` are both given: the broker, the topic, the window every
+/// run reads, the database and the deadline.
+fn window_args(servers: &str, db: &str) -> Vec<String> {
     [
-        "replay",
-        "verify",
         "--kafka",
         servers,
         "--topic",
@@ -429,6 +389,41 @@ fn verify_args(servers: &str, db: &str) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+fn replay_args(
+    servers: &str,
+    db: &str,
+    group: &str,
+    partitions: Option<&str>,
+    batch: usize,
+) -> Vec<String> {
+    let mut args = vec!["replay".to_owned()];
+    args.extend(window_args(servers, db));
+    args.extend(
+        [
+            "--live-group",
+            "bench-live",
+            "--replay-group",
+            group,
+            "--execute",
+            "--format",
+            "csv",
+        ]
+        .map(String::from),
+    );
+    args.extend(["--batch".into(), batch.to_string()]);
+    if let Some(p) = partitions {
+        args.extend(["--partitions".into(), p.to_owned()]);
+    }
+    args
+}
+
+/// `replay verify` of the window every (d) replays, against `db`.
+fn verify_args(servers: &str, db: &str) -> Vec<String> {
+    let mut args = vec!["replay".to_owned(), "verify".to_owned()];
+    args.extend(window_args(servers, db));
+    args
 }
 
 /// Records the replay reported (the csv's `records` column summed).
