@@ -4,13 +4,10 @@
 //! quarantine — and, read back, not one consumer-group commit and not one row changed.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use lessonprobe_testkit::kafka::{commit, committed, watermarks};
+use lessonprobe_testkit::kafka::{commit, committed, produce, watermarks};
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::*;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::ClientConfig;
 use serde_json::Value;
 
 const LIVE: &str = "live-verify";
@@ -80,26 +77,6 @@ fn sample() -> Vec<(i32, Vec<u8>)> {
     records
 }
 
-/// A record to produce: partition, payload; record i is stamped inside the window.
-fn produce(servers: &str, topic: &str, records: &[(i32, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for (i, (partition, payload)) in records.iter().enumerate() {
-        let key = format!("k{i}");
-        let record = BaseRecord::to(topic)
-            .partition(*partition)
-            .key(&key)
-            .payload(payload)
-            .timestamp(IN_WINDOW_MS + i as i64);
-        producer.send(record).map_err(|(e, _)| e).unwrap();
-        producer.poll(Duration::ZERO);
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
-}
-
 fn committed_everywhere(servers: &str, topic: &str) -> Vec<Vec<Option<i64>>> {
     GROUPS
         .iter()
@@ -150,27 +127,14 @@ impl Db for Sqlite {
     }
 }
 
-/// A database of the test's own holding a table a team made itself: typed columns, its own
-/// id, a unique index on event_id.
+/// A database of the test's own holding an `audit_events` a team made itself.
 struct Postgres(OwnDatabase);
 
 impl Postgres {
     fn create(admin: &str) -> Postgres {
-        let db = Postgres(OwnDatabase::create(admin, "verify"));
-        db.exec(
-            "CREATE TABLE audit_events (
-                id          BIGSERIAL PRIMARY KEY,
-                event_id    VARCHAR(64) NOT NULL,
-                tenant_id   TEXT NOT NULL,
-                ticket_id   TEXT NOT NULL,
-                action      TEXT NOT NULL,
-                occurred_at TIMESTAMPTZ NOT NULL,
-                payload     JSONB NOT NULL,
-                source      TEXT NOT NULL DEFAULT 'live'
-            );
-            CREATE UNIQUE INDEX audit_events_event_uq ON audit_events (event_id);",
-        );
-        db
+        let db = OwnDatabase::create(admin, "verify");
+        db.foreign_audit_table(true);
+        Postgres(db)
     }
 }
 
@@ -224,6 +188,13 @@ fn the_one(doc: &Value, is: impl Fn(&Value) -> bool) -> &Value {
     found[0]
 }
 
+/// What a discrepancy says it found must include `words`.
+#[track_caller]
+fn assert_detail(discrepancy: &Value, words: &str) {
+    let detail = discrepancy["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(words), "{words:?} not in {discrepancy}");
+}
+
 fn total(doc: &Value, field: &str) -> u64 {
     doc["total"][field]
         .as_u64()
@@ -255,10 +226,10 @@ fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32) -> Value
 /// The whole story on one database: replayed and clean; then 3 rows deleted, 1 payload
 /// altered and 1 quarantine row removed behind its back.
 fn scenario(db: &dyn Db, altered_payload: &str) {
-    let broker = BrokerProcess::start(&["--sample-day", "unused", "--events", "1"]);
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let topic = "verify";
-    produce(s, topic, &sample());
+    produce(s, topic, IN_WINDOW_MS, &sample());
     replay(s, topic, &db.arg()).success();
     commit(s, LIVE, topic, &[10, 10, 10, 10]);
 
@@ -280,13 +251,7 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     assert_eq!(counts, [203, 201, 201, 2, 2, 0, 0, 1], "{doc:#}");
     assert_eq!(ids(&doc, "duplicated_facts"), ["e-7-rewrapped"]);
     let rewrapped = the_one(&doc, |d| d["kind"] == "duplicated_facts");
-    assert!(
-        rewrapped["detail"]
-            .as_str()
-            .unwrap()
-            .contains("as event_id e-7 "),
-        "{rewrapped}"
-    );
+    assert_detail(rewrapped, "as event_id e-7 ");
     let quarantined = discrepancies(&doc)
         .iter()
         .filter(|d| d["kind"] == "undecodable" && d["quarantined"] == true)
@@ -324,13 +289,7 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     assert_eq!(ids(&doc, "missing"), ["e-10", "e-199", "e-21"], "{doc:#}");
     assert_eq!(ids(&doc, "mismatched"), ["e-42"], "{doc:#}");
     let mismatch = the_one(&doc, |d| d["kind"] == "mismatched");
-    assert!(
-        mismatch["detail"]
-            .as_str()
-            .unwrap()
-            .contains("differs in payload"),
-        "{mismatch}"
-    );
+    assert_detail(mismatch, "differs in payload");
     assert_eq!(
         (
             total(&doc, "missing"),
@@ -347,13 +306,7 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     );
     let not_quarantined = the_one(&doc, |d| d["kind"] == "undecodable" && d["partition"] == 1);
     assert_eq!(not_quarantined["quarantined"], false);
-    assert!(
-        not_quarantined["detail"]
-            .as_str()
-            .unwrap()
-            .contains("not in the quarantine table"),
-        "{not_quarantined}"
-    );
+    assert_detail(not_quarantined, "not in the quarantine table");
 
     // The table shows two examples per kind and says where the rest are; CSV lists them all.
     verify(s, topic, &db.arg(), &["--limit", "2"])
@@ -423,9 +376,9 @@ fn a_table_it_cannot_compare_with_is_refused_before_anything_is_read() {
 
 #[test]
 fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so() {
-    let broker = BrokerProcess::start(&["--sample-day", "unused", "--events", "1"]);
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
-    produce(s, "unreplayed", &sample()[..20]);
+    produce(s, "unreplayed", IN_WINDOW_MS, &sample()[..20]);
     let dir = Dir::new();
     let db = Sqlite(dir.join("audit.db"));
     db.exec(
