@@ -269,12 +269,12 @@ fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted
         ),
         0,
     );
-    assert_transactional_replay(s, "txn1", unique(sqlite_ids(&db)), &doc);
+    assert_transactional_replay(s, "txn1", unique(sqlite_ids(db)), &doc);
     // The target's checkpoint is the position past the last marker, with the counts beside it.
     let row = result_row(&doc, 0);
     assert_eq!(
         sqlite_count(
-            &db,
+            db,
             "SELECT next_offset * 10000 + markers * 100 + aborted FROM lessonprobe_replay_partitions"
         ),
         11 * 10000 + row["markers"].as_i64().unwrap() * 100 + row["aborted"].as_i64().unwrap()
@@ -381,9 +381,9 @@ fn resume_after_a_partial_run_continues_past_the_markers() {
     assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
     assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
     let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
-    assert_eq!(unique(sqlite_ids(&db)), want);
+    assert_eq!(unique(sqlite_ids(db)), want);
     assert_eq!(
-        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
+        sqlite_count(db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
         1
     );
 }
@@ -654,7 +654,7 @@ fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
     commit(s, LIVE, "day", &[10, 10, 10]);
     let dir = Dir::new();
     let db = &dir.join("audit.db");
-    let run = replay_under_way(&dir, s, &db);
+    let run = replay_under_way(&dir, s, db);
     // The live service keeps consuming and committing its progress meanwhile.
     for step in 1..=5 {
         commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
@@ -682,7 +682,7 @@ fn a_live_group_reset_backwards_during_a_replay_fails_it() {
     commit(s, LIVE, "day", &[10, 10, 10]);
     let dir = Dir::new();
     let db = &dir.join("audit.db");
-    let run = replay_under_way(&dir, s, &db);
+    let run = replay_under_way(&dir, s, db);
     commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
     run.status(4);
 }
@@ -765,7 +765,7 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
     }
     // What was durable when the deadline came is in SQL with its checkpoint, and Kafka's
     // committed offset is that checkpoint, never ahead of it.
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = rusqlite::Connection::open(db).unwrap();
     let mut stmt = conn
         .prepare("SELECT partition, start_offset, next_offset, records FROM lessonprobe_replay_partitions")
         .unwrap();
@@ -789,10 +789,7 @@ fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_t
         );
     }
     let applied: i64 = checkpoints.iter().map(|c| c.2 - c.1).sum();
-    let sum_records = sqlite_count(
-        &db,
-        "SELECT SUM(records) FROM lessonprobe_replay_partitions",
-    );
+    let sum_records = sqlite_count(db, "SELECT SUM(records) FROM lessonprobe_replay_partitions");
     assert!(applied > 0 && applied == sum_records, "{checkpoints:?}");
 }
 
@@ -951,7 +948,7 @@ fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing(
         )));
     }
     assert_eq!(
-        unique(sqlite_ids(&db)),
+        unique(sqlite_ids(db)),
         want,
         "rows = what read_committed delivers"
     );

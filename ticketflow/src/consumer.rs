@@ -120,7 +120,6 @@ mod tests {
             .consume(&at(10), &AuditEvent::sample())
             .unwrap_err();
         assert_eq!(err.to_string(), "database unavailable");
-        drop(consumer);
         assert_eq!(commits, 0);
     }
 }

@@ -15,6 +15,10 @@ use super::{Broker, KafkaError};
 /// offsets are control markers is done only once its position has moved past them.
 const POLL: Duration = Duration::from_millis(20);
 
+/// A window's bounds on one partition: the first offset at or after `since` and at or after
+/// `until`, where there is one.
+type Bounds = (Option<i64>, Option<i64>);
+
 /// One partition's scan.
 struct Scan {
     end: i64,
@@ -37,7 +41,7 @@ pub(crate) fn scan_windows(
     ranges: &[(i32, i64, i64)],
     since_ms: i64,
     until_ms: i64,
-) -> Result<Vec<(Option<i64>, Option<i64>)>, KafkaError> {
+) -> Result<Vec<Bounds>, KafkaError> {
     let mut scans: HashMap<i32, Scan> = ranges
         .iter()
         .map(|&(p, low, end)| {

@@ -464,17 +464,16 @@ mod tests {
         idle_timeout: Duration::from_millis(300),
     };
 
-    /// Reads `[start, stop)` of `log` in batches of `max`: `(offsets, position)` per batch, and
-    /// the summed counts (markers, aborted, out of window), or the error that stopped it.
-    fn read_all(
-        log: &mut Log,
-        plan: &ReplayPlan,
-        max: usize,
-    ) -> (
+    /// `(offsets, position)` per batch, the summed counts (markers, aborted, out of window),
+    /// and the error that stopped the read, if one did.
+    type ReadAll = (
         Vec<(Vec<i64>, i64)>,
         (u64, u64, u64),
         Option<ReplayErrorKind>,
-    ) {
+    );
+
+    /// Reads `[start, stop)` of `log` in batches of `max`.
+    fn read_all(log: &mut Log, plan: &ReplayPlan, max: usize) -> ReadAll {
         let mut reader = Reader::open(plan, LIMITS, log).unwrap();
         let (mut batches, mut total) = (Vec::new(), (0, 0, 0));
         let mut committed = plan.start();
