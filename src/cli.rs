@@ -286,7 +286,8 @@ pub enum ReplayAction {
     /// missing, mismatched, duplicated and undecodable events per partition, the replay plans
     /// that cover the window and the live group's lag. Exit 0 when nothing is missing or
     /// mismatched, 6 when something is, 4 when the comparison could not be made.
-    Verify(ReplayVerifyArgs),
+    // Boxed so that these arguments, the largest, do not set the size of every command value.
+    Verify(Box<ReplayVerifyArgs>),
 }
 
 /// A window of a topic: a time range on every chosen partition, or one partition's offsets.

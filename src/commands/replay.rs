@@ -28,7 +28,7 @@ const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     match args.action {
         Some(ReplayAction::Status(status_args)) => return status(status_args),
-        Some(ReplayAction::Verify(verify_args)) => return super::verify::verify(verify_args),
+        Some(ReplayAction::Verify(verify_args)) => return super::verify::verify(*verify_args),
         None => {}
     }
     let started = Instant::now();

@@ -176,7 +176,7 @@ impl Serialize for Streamed {
             .take()
             .ok_or_else(|| S::Error::custom("the findings were already written"))?;
         let mut seq = serializer.serialize_seq(None)?;
-        for d in findings.into_iter().map_err(S::Error::custom)? {
+        for d in findings.read_back().map_err(S::Error::custom)? {
             seq.serialize_element(&d.map_err(S::Error::custom)?)?;
         }
         seq.end()
@@ -236,7 +236,7 @@ fn print_csv(findings: Findings) -> Result<(), Error> {
     let mut out = csv::Writer::from_writer(std::io::BufWriter::new(std::io::stdout().lock()));
     // The header comes from the first row; an empty list still gets one.
     let mut any = false;
-    for d in findings.into_iter().map_err(op)? {
+    for d in findings.read_back().map_err(op)? {
         let d: Discrepancy = d.map_err(op)?;
         out.serialize(&d).map_err(op)?;
         any = true;

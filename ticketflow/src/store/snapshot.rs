@@ -43,9 +43,10 @@ pub enum Lookup {
     /// A row with the event's id: its fields as the database renders them, and the incoming
     /// event rendered through the same column types where a column is not text (so a
     /// `timestamptz` or `jsonb` column compares as the database would have stored the event).
+    /// Boxed: a batch holds one lookup per event, and nearly all of them are `Same`.
     Row {
-        stored: EventRecord,
-        incoming: Option<EventRecord>,
+        stored: Box<EventRecord>,
+        incoming: Option<Box<EventRecord>>,
         at: Option<StoredAt>,
     },
     /// A row holds exactly the event's text (found without copying the row out).
@@ -221,7 +222,7 @@ fn sqlite_stored(
             continue;
         }
         let row = Lookup::Row {
-            stored: sqlite_event(r, 1)?,
+            stored: Box::new(sqlite_event(r, 1)?),
             incoming: None,
             at: location(r.get(7)?, r.get(8)?, r.get(9)?),
         };
@@ -329,8 +330,8 @@ fn lookup_splitting(
     for r in rows {
         let ord: i64 = r.get(0);
         let row = Lookup::Row {
-            stored: postgres_event(&r, 1),
-            incoming: any_cast.then(|| postgres_event(&r, 10)),
+            stored: Box::new(postgres_event(&r, 1)),
+            incoming: any_cast.then(|| Box::new(postgres_event(&r, 10))),
             at: location(r.get(7), r.get(8), r.get(9)),
         };
         if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {

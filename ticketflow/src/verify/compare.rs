@@ -35,8 +35,8 @@ pub(crate) fn judge(event: &EventRecord, lookup: &Lookup) -> Verdict {
         } => (stored, incoming, at),
     };
     // On a typed column the event compares as the database rendered it.
-    let theirs = incoming.as_ref().unwrap_or(event);
-    if stored == theirs || stored.content_hash() == theirs.content_hash() {
+    let theirs = incoming.as_deref().unwrap_or(event);
+    if **stored == *theirs || stored.content_hash() == theirs.content_hash() {
         return Verdict::Same;
     }
     Verdict::Mismatched {
@@ -83,8 +83,8 @@ mod tests {
 
     fn row(stored: EventRecord, incoming: Option<EventRecord>) -> Lookup {
         Lookup::Row {
-            stored,
-            incoming,
+            stored: Box::new(stored),
+            incoming: incoming.map(Box::new),
             at: None,
         }
     }

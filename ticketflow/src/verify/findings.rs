@@ -107,7 +107,7 @@ impl Findings {
     }
 
     /// Every discrepancy, kind after kind, read back from the files.
-    pub fn into_iter(self) -> io::Result<impl Iterator<Item = io::Result<Discrepancy>>> {
+    pub fn read_back(self) -> io::Result<impl Iterator<Item = io::Result<Discrepancy>>> {
         let mut readers = Vec::with_capacity(self.spills.len());
         for spill in self.spills {
             let mut file = spill.file.into_inner().map_err(|e| e.into_error())?;
@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(f.count(Kind::Missing), 5);
         assert_eq!(f.examples(Kind::Missing).len(), 2);
         assert_eq!(f.count(Kind::Mismatched), 0);
-        let all: Vec<Discrepancy> = f.into_iter().unwrap().map(Result::unwrap).collect();
+        let all: Vec<Discrepancy> = f.read_back().unwrap().map(Result::unwrap).collect();
         assert_eq!(all.len(), 10);
         assert_eq!(all[0], d(Kind::Missing, 10));
         assert_eq!(all[9], d(Kind::Undecodable, 4));
