@@ -13,5 +13,6 @@ mod remote;
 mod replay;
 mod replay_kafka;
 mod replay_target;
+mod replay_verify;
 mod replay_workers;
 mod reports;

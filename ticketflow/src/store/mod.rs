@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod ledger;
 pub mod postgres;
 pub mod schema;
+pub mod snapshot;
 pub mod sqlite;
 mod target;
 mod tls;
@@ -17,6 +18,7 @@ pub use ledger::{
     Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
+pub use snapshot::{Lookup, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;
 pub use target::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 
