@@ -91,6 +91,36 @@ impl Snapshot {
         })
     }
 
+    /// Another session that sees exactly what this one sees, for lookups in parallel:
+    /// PostgreSQL imports this session's snapshot into a read-only transaction of its own.
+    /// `None` where that cannot be had (SQLite, whose readers cannot share a snapshot, or a
+    /// server that refuses to export one): this session alone then does every lookup.
+    pub fn beside(&mut self, db: &AuditDb, timeouts: Timeouts) -> Option<Snapshot> {
+        let (Inner::Postgres(first), AuditDb::Postgres(url)) = (&mut self.inner, db) else {
+            return None;
+        };
+        let exported: String = first
+            .client()
+            .query_one("SELECT pg_export_snapshot()", &[])
+            .ok()?
+            .get(0);
+        let mut target = PostgresTarget::open(url, timeouts).ok()?;
+        target
+            .client()
+            .batch_execute(&format!(
+                "SET default_transaction_read_only = on;
+                 BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                 SET TRANSACTION SNAPSHOT '{}'",
+                exported.replace('\'', "''")
+            ))
+            .ok()?;
+        Some(Snapshot {
+            inner: Inner::Postgres(target),
+            quarantine: self.quarantine,
+            prepared: None,
+        })
+    }
+
     fn target(&mut self) -> &mut dyn ReplayTarget {
         match &mut self.inner {
             Inner::Sqlite(t) => t,

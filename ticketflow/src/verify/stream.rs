@@ -37,14 +37,18 @@ fn decode(payload: &[u8]) -> Result<(EventRecord, [u8; 16]), String> {
 }
 
 /// Reads every partition of `plan` with records in its range and sends them in batches of up
-/// to `batch` records; stops at the first error (sent too), or when the receiver is gone.
+/// to `batch` records, batch after batch to each of `sends` in turn (so a receiver that takes
+/// from them in the same turn sees the window in order); stops at the first error (sent too,
+/// in its turn), or when a receiver is gone.
 pub(crate) fn read_window(
     kafka: &KafkaTarget,
     plan: &DayPlan,
     limits: ReplayLimits,
     batch: usize,
-    send: &SyncSender<Result<Batch, VerifyError>>,
+    sends: &[SyncSender<Result<Batch, VerifyError>>],
 ) {
+    let mut turn = sends.iter().cycle();
+    let mut send = |item| turn.next().is_some_and(|s| s.send(item).is_ok());
     let started = Instant::now();
     let result = (|| -> Result<(), VerifyError> {
         let remaining = || {
@@ -81,13 +85,10 @@ pub(crate) fn read_window(
                         event: decode(&r.payload),
                     })
                     .collect();
-                if send
-                    .send(Ok(Batch {
-                        partition: p.partition,
-                        records,
-                    }))
-                    .is_err()
-                {
+                if !send(Ok(Batch {
+                    partition: p.partition,
+                    records,
+                })) {
                     return Ok(());
                 }
                 if let Some(kind) = gathered.stopped_on {
@@ -104,6 +105,6 @@ pub(crate) fn read_window(
         Ok(())
     })();
     if let Err(e) = result {
-        let _ = send.send(Err(e));
+        send(Err(e));
     }
 }
