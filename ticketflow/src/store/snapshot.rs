@@ -412,3 +412,70 @@ fn lookup_splitting(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lessonprobe_testkit::postgres::OwnDatabase;
+    use lessonprobe_testkit::services;
+
+    use super::*;
+    use crate::store::{schema, Backend};
+
+    fn event(id: &str) -> EventRecord {
+        EventRecord {
+            event_id: id.into(),
+            tenant_id: "t".into(),
+            ticket_id: "k".into(),
+            action: "a".into(),
+            occurred_at: "2026-09-22T10:00:00+00:00".into(),
+            payload: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_session_beside_sees_what_the_first_sees_and_nothing_written_since() {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let own = OwnDatabase::create(&admin, "snapshot_beside");
+        let mut client = own.client();
+        client
+            .batch_execute(&schema::audit_events(Backend::Postgres))
+            .unwrap();
+        let insert = |client: &mut postgres::Client, e: &EventRecord| {
+            let c = e.columns();
+            client
+                .execute(
+                    "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action,
+                        occurred_at, payload) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&c[0], &c[1], &c[2], &c[3], &c[4], &c[5]],
+                )
+                .unwrap();
+        };
+        let (before, after) = (event("before"), event("after"));
+        insert(&mut client, &before);
+        let db = AuditDb::Postgres(own.url());
+        let mut first = Snapshot::open(&db, Timeouts::all(Duration::from_secs(10))).unwrap();
+        // The first statement fixes the session's snapshot.
+        let adoption = first.inspect().unwrap().adopt().unwrap();
+        insert(&mut client, &after);
+        let mut beside = first
+            .beside(&db, Timeouts::all(Duration::from_secs(10)))
+            .expect("a second session on PostgreSQL");
+        for session in [&mut first, &mut beside] {
+            assert_eq!(
+                session.stored(&adoption, &[&before, &after]).unwrap(),
+                [Lookup::Same, Lookup::Absent]
+            );
+        }
+        // What differs comes back as the row; what is absent stays absent.
+        let mut changed = before.clone();
+        changed.payload = r#"{"a":1}"#.into();
+        match &beside.stored(&adoption, &[&changed]).unwrap()[..] {
+            [Lookup::Row { stored, .. }] => assert_eq!(**stored, before),
+            other => panic!("{other:?}"),
+        }
+    }
+}

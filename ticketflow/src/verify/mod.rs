@@ -249,7 +249,7 @@ fn look_up(
     let events: Vec<&EventRecord> = batch
         .records
         .iter()
-        .filter_map(|r| r.event.as_ref().ok().map(|(e, _)| e))
+        .filter_map(|r| r.event.as_ref().ok())
         .collect();
     let lookups = snapshot.stored(adoption, &events).map_err(fail)?;
     let mut verdicts = lookups
@@ -301,7 +301,7 @@ fn account(
     for (record, verdict) in batch.records.into_iter().zip(judged) {
         counts.records += 1;
         total.records += 1;
-        let (event, facts) = match record.event {
+        let event = match record.event {
             Err(reason) => {
                 let q = quarantined(record.offset);
                 counts.undecodable += 1;
@@ -361,8 +361,10 @@ fn account(
             }
             Some(Verdict::Same) | None => {}
         }
+        // Digested here rather than by the reader: of the three threads this one has the
+        // least else to do.
         let facts = FactEntry {
-            facts,
+            facts: stream::facts(&event),
             event_id: event.event_id,
             partition,
             offset: record.offset,
