@@ -411,6 +411,10 @@ pub struct ReplayArgs {
     /// Partitions replayed at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+    /// Run as one of several workers of this plan (start the same command on each machine):
+    /// the replay group's members share its partitions, one partition at a time per worker.
+    #[arg(long, requires = "execute", conflicts_with = "jobs")]
+    pub worker: bool,
     /// After each partition's stop, read on until records are this much later than --until,
     /// counting records of the window written after the stop (reported as `late`)
     /// [default: 0, no reading past stop].

@@ -1,7 +1,8 @@
 //! `lessonprobe replay`: the audit-only replay of a window of a real topic, as a replay job.
 //! Looks at the target first, plans, decides from the plan's record in the target what this
 //! run does, prints it (a dry run by default) or executes it with progress bars, renders the
-//! report and maps it to an exit code; `replay status` lists the recorded plans. The job
+//! report and maps it to an exit code; with `--worker` the process is one of several sharing
+//! the plan; `replay status` lists the recorded plans. The job
 //! itself lives in `ticketflow::replay`.
 
 use std::fmt::Display;
@@ -9,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use ticketflow::replay::{
     BadRecords, ConnectError, DayPlan, DayPlanError, DayReplayRequest, Decision, ExecuteOptions,
-    PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window,
-    CONNECT_TIMEOUT,
+    JoinError, PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView,
+    Window, CONNECT_TIMEOUT,
 };
 use ticketflow::store::{AuditDb, Timeouts};
 use ticketflow::KafkaTarget;
@@ -49,7 +50,8 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         replay_group: required(args.replay_group, "--replay-group")?,
         window,
         partitions: args.partitions,
-        resume: args.resume,
+        // A worker joins the plan however far the others got.
+        resume: args.resume || args.worker,
     };
     let op = |e: &dyn Display| Error::Operation(e.to_string());
     // The target first: one that must not be written to stops the run before anything is read.
@@ -62,8 +64,24 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
             ConnectError::Kafka(e) => op(&e),
         })?;
     let mut plan = job.plan().map_err(refused)?;
-    let decision = ReplayJob::decide(&mut plan, &view)
+    // Workers look again after planning read the replay group's offsets in Kafka: the plan and
+    // SQL checkpoints other workers recorded meanwhile explain them.
+    let view = if args.worker {
+        ReplayJob::inspect(&db, timeouts)
+            .map_err(|e| Error::Operation(format!("replay refused: {e}")))?
+    } else {
+        view
+    };
+    let mut decision = ReplayJob::decide(&mut plan, &view)
         .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
+    if args.worker && !matches!(decision, Decision::Complete(_)) {
+        decision = ReplayJob::join(&db, timeouts, &mut plan, decision, &view).map_err(|e| {
+            Error::Operation(match e {
+                JoinError::Refused(e) => format!("replay refused: {e}"),
+                e => e.to_string(),
+            })
+        })?;
+    }
     let format = args.format;
     if !args.execute || format == TableFormat::Table || matches!(decision, Decision::Complete(_)) {
         print_plan(&job, &plan, &view, &decision, format)?;
@@ -102,9 +120,12 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         jobs: args.jobs as usize,
     };
     let bars = PartitionBars::new(&plan);
-    let report = job
-        .execute(&plan, &decision, &view, &db, options, &bars)
-        .map_err(|e| op(&e))?;
+    let report = if args.worker {
+        job.work(&plan, &decision, &view, &db, options, &bars)
+    } else {
+        job.execute(&plan, &decision, &view, &db, options, &bars)
+    }
+    .map_err(|e| op(&e))?;
     bars.finish();
     let rows = report.rows();
     let text = match format {

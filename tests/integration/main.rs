@@ -14,4 +14,5 @@ mod replay;
 mod replay_kafka;
 mod replay_target;
 mod replay_verify;
+mod replay_workers;
 mod reports;

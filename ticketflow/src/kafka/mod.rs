@@ -1,13 +1,16 @@
 //! Kafka through `rdkafka`: the embedded mock cluster or a broker given by address, topics
-//! named per run, producing keyed records, the replay consumer and offset lookups.
+//! named per run, producing keyed records, the replay consumer, members of the replay group
+//! and offset lookups.
 
 mod broker;
+mod group_member;
 mod offsets;
 mod replay_consumer;
 mod scan;
 mod target;
 
 pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
+pub use group_member::{GroupEvent, GroupMember};
 pub use offsets::{
     committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,
     TimeWindow,

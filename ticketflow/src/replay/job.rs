@@ -6,13 +6,14 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::execute::{
-    execute_day, timeouts_within, ExecuteOptions, PartitionError, Progress, WriteTarget,
+    execute_day, timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget,
 };
 use super::identity::{self, Decision, IdentityRefusal, TargetView};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
+use super::worker::{self, WorkerTarget};
 use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{AuditDb, PlanStatus, StoreError, Timeouts};
+use crate::store::{AuditDb, PlanStatus, Recording, StoreError, Timeouts};
 
 /// A replay of one request on one broker: [`plan`](Self::plan), then
 /// [`execute`](Self::execute) that plan into a database.
@@ -64,6 +65,15 @@ pub enum TargetError {
     Store { db: String, source: StoreError },
 }
 
+/// Why a worker could not start on its plan; nothing was read from the topic.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("{db}: {source}")]
+    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Refused(#[from] IdentityRefusal),
+}
+
 /// How an error of the store names the database: PostgreSQL errors name their server.
 fn name_of(db: &AuditDb) -> String {
     match db {
@@ -79,6 +89,8 @@ pub enum PartitionOutcome {
     Replayed,
     /// Nothing was left to do: the SQL checkpoint was already at `stop`.
     CompleteBefore,
+    /// Replayed by the other workers of the plan (with `--worker`), none of it by this one.
+    ByOtherWorkers,
     Failed(PartitionError),
 }
 
@@ -457,33 +469,172 @@ impl ReplayJob {
             .partitions
             .iter()
             .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
-        let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
-            let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
-            target.finish(
-                &recorded.plan_id,
-                if done {
-                    PlanStatus::Complete
-                } else {
-                    PlanStatus::Failed
-                },
-            )?;
-            target.conflicts_by_partition(&recorded.plan_id)
-        })();
-        match closing {
-            Ok(conflicts) => {
-                for (partition, n) in conflicts {
-                    if let Some(p) = report
-                        .partitions
-                        .iter_mut()
-                        .find(|p| p.partition == partition)
-                    {
-                        p.conflicts = n;
-                    }
-                }
-            }
-            Err(e) if done => return Err(store(e)),
-            Err(e) => tracing::warn!("{}: recording the failed run: {e}", name_of(db)),
-        }
+        let status = if done {
+            PlanStatus::Complete
+        } else {
+            PlanStatus::Failed
+        };
+        close(db, &mut report, Some(status), done)?;
         Ok(report)
     }
+
+    /// For one of several workers of a plan: prepares the target and records the plan unless
+    /// another worker recorded it first — then the recorded plan is adopted as it is (its
+    /// ranges), or refused when it is another window of the same replay group.
+    pub fn join(
+        db: &AuditDb,
+        timeouts: Timeouts,
+        plan: &mut DayPlan,
+        decision: Decision,
+        view: &TargetView,
+    ) -> Result<Decision, JoinError> {
+        let store = |source| JoinError::Store {
+            db: name_of(db),
+            source,
+        };
+        let mut target = db.open_target(timeouts).map_err(store)?;
+        target.prepare(&view.adoption).map_err(store)?;
+        let Decision::New(ours) = &decision else {
+            return Ok(decision);
+        };
+        match target.record_plan_once(ours).map_err(store)? {
+            Recording::Recorded => Ok(decision),
+            Recording::Present | Recording::OtherPlan { .. } => {
+                let now = TargetView {
+                    plans: target.plans().map_err(store)?,
+                    ..view.clone()
+                };
+                Ok(Self::decide(plan, &now)?)
+            }
+        }
+    }
+
+    /// Runs this process as one worker of the recorded plan (see [`join`](Self::join)): a
+    /// member of the replay group replaying the partitions the group assigns it, until every
+    /// partition of the plan reached its stop. The report shows what this worker replayed; the
+    /// partitions the others replayed are marked so.
+    pub fn work(
+        &self,
+        plan: &DayPlan,
+        decision: &Decision,
+        view: &TargetView,
+        db: &AuditDb,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<ReplayReport, ExecuteError> {
+        let started = Instant::now();
+        let store = |source| ExecuteError::Store {
+            db: name_of(db),
+            source,
+        };
+        let recorded = decision.plan();
+        let owner = format!(
+            "{}:{}:{:08x}",
+            identity::who(),
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let r = &plan.request;
+        let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+        let to = WorkerTarget {
+            db,
+            adoption: &view.adoption,
+            plan_id: &recorded.plan_id,
+            owner: &owner,
+        };
+        let mut run = worker::work(&self.kafka, &group, plan, options, &to, progress).map_err(
+            |e| match e {
+                SetupError::Kafka(e) => ExecuteError::Kafka(e),
+                SetupError::Store(e) => store(e),
+                other => store(StoreError::Unavailable(other.to_string())),
+            },
+        )?;
+        let elapsed = started.elapsed();
+        let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
+        let live_after = committed_offsets(&self.broker, &r.live_group, &r.topic, &numbers)?;
+        let partitions: Vec<PartitionReport> = plan
+            .partitions
+            .iter()
+            .zip(live_after)
+            .map(|(p, live_after)| {
+                let at = run.checkpoints.get(&p.partition).copied();
+                let failed = run
+                    .failed
+                    .iter()
+                    .position(|(n, _)| *n == p.partition)
+                    .map(|i| run.failed.swap_remove(i).1);
+                let mine = run.replayed.remove(&p.partition);
+                let outcome = match (failed, &mine) {
+                    (Some(e), _) => PartitionOutcome::Failed(e),
+                    (None, Some(_)) => PartitionOutcome::Replayed,
+                    (None, None) if p.resume_from >= p.stop => PartitionOutcome::CompleteBefore,
+                    (None, None) => PartitionOutcome::ByOtherWorkers,
+                };
+                let mut summary = mine.unwrap_or_default();
+                summary.final_offset = at.unwrap_or(summary.final_offset.max(p.resume_from));
+                PartitionReport {
+                    partition: p.partition,
+                    summary,
+                    stop: p.stop,
+                    conflicts: 0,
+                    outcome,
+                    live_before: p.live_committed,
+                    live_after,
+                }
+            })
+            .collect();
+        let mut report = ReplayReport {
+            plan_id: recorded.plan_id.clone(),
+            live_group: r.live_group.clone(),
+            partitions,
+            elapsed,
+        };
+        // Any worker that sees the plan done marks it so; a failing one leaves it running for
+        // the others.
+        let done = report
+            .partitions
+            .iter()
+            .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
+        close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
+        Ok(report)
+    }
+}
+
+/// Records the plan's `status` (when given) and reads the conflicts per partition into the
+/// report, over a fresh connection: the run's own may have outlived the server (a restart
+/// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
+fn close(
+    db: &AuditDb,
+    report: &mut ReplayReport,
+    status: Option<PlanStatus>,
+    succeeded: bool,
+) -> Result<(), ExecuteError> {
+    let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
+        let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
+        if let Some(status) = status {
+            target.finish(&report.plan_id, status)?;
+        }
+        target.conflicts_by_partition(&report.plan_id)
+    })();
+    match closing {
+        Ok(conflicts) => {
+            for (partition, n) in conflicts {
+                if let Some(p) = report
+                    .partitions
+                    .iter_mut()
+                    .find(|p| p.partition == partition)
+                {
+                    p.conflicts = n;
+                }
+            }
+        }
+        Err(source) if succeeded => {
+            return Err(ExecuteError::Store {
+                db: name_of(db),
+                source,
+            })
+        }
+        Err(e) => tracing::warn!("{}: closing the run: {e}", name_of(db)),
+    }
+    Ok(())
 }

@@ -10,6 +10,7 @@ mod job;
 pub(crate) mod read;
 mod rows;
 mod window;
+mod worker;
 
 pub use apply::{BatchWriter, StoreWriter, TargetWriter};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
@@ -18,8 +19,8 @@ pub use execute::{
     timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
 };
 pub use job::{
-    ConnectError, ExecuteError, Failure, LiveMovement, PartitionOutcome, PartitionReport,
-    ReplayJob, ReplayReport, TargetError,
+    ConnectError, ExecuteError, Failure, JoinError, LiveMovement, PartitionOutcome,
+    PartitionReport, ReplayJob, ReplayReport, TargetError,
 };
 pub use rows::{PlanDocument, PlanRow, ReportRow, StatusRow};
 pub use window::{
@@ -273,6 +274,21 @@ pub struct ReplaySummary {
     pub final_offset: i64,
 }
 
+impl ReplaySummary {
+    /// Counts a batch made durable, and moves the final offset to the position after it.
+    pub(crate) fn add(&mut self, applied: &apply::Applied, gathered: &read::Gathered) {
+        self.records += applied.records;
+        self.inserted += applied.outcome.inserted;
+        self.duplicates += applied.outcome.duplicates;
+        self.conflicts += applied.outcome.conflicts;
+        self.quarantined += applied.outcome.quarantined;
+        self.markers += applied.outcome.markers;
+        self.aborted += applied.outcome.aborted;
+        self.out_of_window += gathered.out_of_window_below(applied.next);
+        self.final_offset = applied.next;
+    }
+}
+
 /// Why the replay of one partition did not complete, and where it stood: the partition once,
 /// the replay group's last committed offset (where a rerun continues; `None` when it stopped
 /// before seeking), and what went wrong.
@@ -437,15 +453,7 @@ pub fn run_bounded_replay_with(
             reader.consumer(),
         )?;
         if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
-            summary.records += applied.records;
-            summary.inserted += applied.outcome.inserted;
-            summary.duplicates += applied.outcome.duplicates;
-            summary.conflicts += applied.outcome.conflicts;
-            summary.quarantined += applied.outcome.quarantined;
-            summary.markers += applied.outcome.markers;
-            summary.aborted += applied.outcome.aborted;
-            summary.out_of_window += gathered.out_of_window_below(applied.next);
-            summary.final_offset = applied.next;
+            summary.add(applied, &gathered);
             progress(&summary);
         }
         // A record that stopped the batch (or could not be decoded) ends the run there, after

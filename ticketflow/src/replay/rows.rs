@@ -86,6 +86,7 @@ impl From<&PartitionReport> for ReportRow {
             status: match &p.outcome {
                 PartitionOutcome::Replayed => "ok".to_owned(),
                 PartitionOutcome::CompleteBefore => "complete before this run".to_owned(),
+                PartitionOutcome::ByOtherWorkers => "replayed by other workers".to_owned(),
                 PartitionOutcome::Failed(e) => format!("error: {e}"),
             },
         }

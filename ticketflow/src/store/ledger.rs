@@ -116,6 +116,24 @@ impl RecordedPlan {
     }
 }
 
+/// What recording a plan found, decided atomically against other runs recording at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recording {
+    /// This run recorded it.
+    Recorded,
+    /// It was recorded already (another worker of the same plan was first).
+    Present,
+    /// Another plan of the same replay group is recorded: nothing was written.
+    OtherPlan { plan_id: String },
+}
+
+/// A partition claimed by a worker: its checkpoint and stop as the claim found them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub next_offset: i64,
+    pub stop: i64,
+}
+
 /// One record of a batch as the writer receives it: where it sits, its bytes, and either the
 /// event it decodes to or why it is not one.
 #[derive(Debug, Clone)]

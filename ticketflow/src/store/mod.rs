@@ -15,7 +15,8 @@ pub use self::postgres::PostgresAuditStore;
 pub use batch::PlanScope;
 pub use inspect::{Adoption, Inspection, Unfit};
 pub use ledger::{
-    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+    Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
+    Recording, WriteError,
 };
 pub use snapshot::{Lookup, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;

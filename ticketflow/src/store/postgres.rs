@@ -15,7 +15,8 @@ use super::batch::{
 };
 use super::inspect::{Adoption, AuditTable, Column, Inspection};
 use super::ledger::{
-    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+    Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
+    Recording, WriteError,
 };
 use super::schema::{self, BOOKKEEPING, LEGACY, RECORD_COLUMNS, REQUIRED_COLUMNS};
 use super::sqlite::{now, payload_column, window_from};
@@ -285,6 +286,62 @@ impl PostgresTarget {
     }
 }
 
+/// Inserts `plan` and its partitions inside the caller's transaction.
+fn insert_plan(
+    tx: &mut Transaction<'_>,
+    plan: &RecordedPlan,
+    place: &str,
+) -> Result<(), StoreError> {
+    let wrap = |e| StoreError::postgres(place, e);
+    let (kind, w) = match plan.window {
+        PlanWindow::Time { since_ms, until_ms } => {
+            ("time", [Some(since_ms), Some(until_ms), None, None])
+        }
+        PlanWindow::Offsets { start, stop } => ("offsets", [None, None, Some(start), Some(stop)]),
+    };
+    tx.execute(
+        "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
+            window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
+            created_by, status, finished_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)",
+        &[
+            &plan.plan_id,
+            &plan.topic,
+            &plan.replay_group,
+            &plan.live_group,
+            &kind,
+            &w[0],
+            &w[1],
+            &w[2],
+            &w[3],
+            &plan.partition_list(),
+            &plan.created_at,
+            &plan.created_by,
+            &plan.status.as_str(),
+        ],
+    )
+    .map_err(wrap)?;
+    for p in &plan.partitions {
+        tx.execute(
+            "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
+                stop_offset, captured_end, next_offset, owner, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &plan.plan_id,
+                &p.partition,
+                &p.start,
+                &p.stop,
+                &p.captured_end,
+                &p.next_offset,
+                &p.owner,
+                &p.updated_at,
+            ],
+        )
+        .map_err(wrap)?;
+    }
+    Ok(())
+}
+
 impl ReplayTarget for PostgresTarget {
     fn place(&self) -> &str {
         &self.place
@@ -389,6 +446,12 @@ impl ReplayTarget for PostgresTarget {
                 .client
                 .transaction()
                 .map_err(|e| StoreError::postgres(&place, e))?;
+            // Runs preparing at once (workers of one plan) take turns: concurrent CREATE TABLE
+            // IF NOT EXISTS of one name can fail on PostgreSQL's catalog.
+            sql.insert_str(
+                0,
+                "SELECT pg_advisory_xact_lock(hashtext('lessonprobe_replay_prepare'));\n",
+            );
             tx.batch_execute(&sql)
                 .map_err(|e| StoreError::postgres(&place, e))?;
             tx.commit().map_err(|e| StoreError::postgres(&place, e))?;
@@ -467,56 +530,80 @@ impl ReplayTarget for PostgresTarget {
     fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError> {
         let place = self.place.clone();
         let wrap = |e| StoreError::postgres(&place, e);
-        let (kind, w) = match plan.window {
-            PlanWindow::Time { since_ms, until_ms } => {
-                ("time", [Some(since_ms), Some(until_ms), None, None])
-            }
-            PlanWindow::Offsets { start, stop } => {
-                ("offsets", [None, None, Some(start), Some(stop)])
+        let mut tx = self.client.transaction().map_err(wrap)?;
+        insert_plan(&mut tx, plan, &place)?;
+        tx.commit().map_err(wrap)
+    }
+
+    fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError> {
+        let place = self.place.clone();
+        let wrap = |e| StoreError::postgres(&place, e);
+        let mut tx = self.client.transaction().map_err(wrap)?;
+        // This lock mode conflicts with itself: one run at a time looks and inserts, while
+        // readers of the plans go on.
+        tx.batch_execute("LOCK TABLE lessonprobe_replay_plans IN SHARE ROW EXCLUSIVE MODE")
+            .map_err(wrap)?;
+        let found: Option<String> = tx
+            .query_opt(
+                "SELECT plan_id FROM lessonprobe_replay_plans WHERE plan_id = $1 OR replay_group = $2
+                 ORDER BY plan_id = $1 DESC LIMIT 1",
+                &[&plan.plan_id, &plan.replay_group],
+            )
+            .map_err(wrap)?
+            .map(|r| r.get(0));
+        let recording = match found {
+            Some(id) if id == plan.plan_id => Recording::Present,
+            Some(plan_id) => Recording::OtherPlan { plan_id },
+            None => {
+                insert_plan(&mut tx, plan, &place)?;
+                Recording::Recorded
             }
         };
-        let mut tx = self.client.transaction().map_err(wrap)?;
-        tx.execute(
-            "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
-                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
-                created_by, status, finished_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)",
-            &[
-                &plan.plan_id,
-                &plan.topic,
-                &plan.replay_group,
-                &plan.live_group,
-                &kind,
-                &w[0],
-                &w[1],
-                &w[2],
-                &w[3],
-                &plan.partition_list(),
-                &plan.created_at,
-                &plan.created_by,
-                &plan.status.as_str(),
-            ],
-        )
-        .map_err(wrap)?;
-        for p in &plan.partitions {
-            tx.execute(
-                "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
-                    stop_offset, captured_end, next_offset, owner, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[
-                    &plan.plan_id,
-                    &p.partition,
-                    &p.start,
-                    &p.stop,
-                    &p.captured_end,
-                    &p.next_offset,
-                    &p.owner,
-                    &p.updated_at,
-                ],
+        tx.commit().map_err(wrap)?;
+        Ok(recording)
+    }
+
+    fn claim_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<Option<Claim>, StoreError> {
+        // A finished partition keeps the owner that finished it. The row lock waits for a
+        // batch of the partition in flight, so the checkpoint read is the one after it.
+        let place = self.place.clone();
+        Ok(self
+            .client
+            .query_opt(
+                "UPDATE lessonprobe_replay_partitions
+                 SET owner = CASE WHEN next_offset < stop_offset THEN $3 ELSE owner END,
+                     updated_at = CASE WHEN next_offset < stop_offset THEN $4 ELSE updated_at END
+                 WHERE plan_id = $1 AND partition = $2
+                 RETURNING next_offset, stop_offset",
+                &[&plan_id, &partition, &owner, &now()],
             )
-            .map_err(wrap)?;
-        }
-        tx.commit().map_err(wrap)
+            .map_err(|e| StoreError::postgres(&place, e))?
+            .map(|r| Claim {
+                next_offset: r.get(0),
+                stop: r.get(1),
+            }))
+    }
+
+    fn release_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        let place = self.place.clone();
+        self.client
+            .execute(
+                "UPDATE lessonprobe_replay_partitions SET owner = NULL, updated_at = $4
+                 WHERE plan_id = $1 AND partition = $2 AND owner = $3 AND next_offset < stop_offset",
+                &[&plan_id, &partition, &owner, &now()],
+            )
+            .map(drop)
+            .map_err(|e| StoreError::postgres(&place, e))
     }
 
     fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError> {

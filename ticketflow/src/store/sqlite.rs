@@ -12,7 +12,8 @@ use super::batch::{
 };
 use super::inspect::{Adoption, AuditTable, Column, Inspection};
 use super::ledger::{
-    Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
+    Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
+    Recording, WriteError,
 };
 use super::schema::{self, AUDIT_TABLE, BOOKKEEPING, LEGACY};
 use super::target::{ReplayTarget, Timeouts};
@@ -255,6 +256,61 @@ pub(crate) fn window_from(kind: &str, v: [Option<i64>; 4]) -> PlanWindow {
     }
 }
 
+/// Inserts `plan` and its partitions inside the caller's transaction.
+fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
+    let (kind, w) = window_columns(&plan.window);
+    tx.execute(
+        "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
+                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
+                created_by, status, finished_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, NULL)",
+        params![
+            plan.plan_id,
+            plan.topic,
+            plan.replay_group,
+            plan.live_group,
+            kind,
+            w[0],
+            w[1],
+            w[2],
+            w[3],
+            plan.partition_list(),
+            plan.created_at,
+            plan.created_by,
+            plan.status.as_str()
+        ],
+    )?;
+    for p in &plan.partitions {
+        tx.execute(
+            "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
+                    stop_offset, captured_end, next_offset, owner, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                plan.plan_id,
+                p.partition,
+                p.start,
+                p.stop,
+                p.captured_end,
+                p.next_offset,
+                p.owner,
+                p.updated_at
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// A finished partition keeps the owner that finished it; an unfinished one gets the claimer.
+const CLAIM_PARTITION: &str = "UPDATE lessonprobe_replay_partitions
+     SET owner = CASE WHEN next_offset < stop_offset THEN ?3 ELSE owner END,
+         updated_at = CASE WHEN next_offset < stop_offset THEN ?4 ELSE updated_at END
+     WHERE plan_id = ?1 AND partition = ?2
+     RETURNING next_offset, stop_offset";
+
+const RELEASE_PARTITION: &str =
+    "UPDATE lessonprobe_replay_partitions SET owner = NULL, updated_at = ?4
+     WHERE plan_id = ?1 AND partition = ?2 AND owner = ?3 AND next_offset < stop_offset";
+
 impl ReplayTarget for SqliteTarget {
     fn place(&self) -> &str {
         &self.place
@@ -373,46 +429,65 @@ impl ReplayTarget for SqliteTarget {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let (kind, w) = window_columns(&plan.window);
-        tx.execute(
-            "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
-                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
-                created_by, status, finished_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, NULL)",
-            params![
-                plan.plan_id,
-                plan.topic,
-                plan.replay_group,
-                plan.live_group,
-                kind,
-                w[0],
-                w[1],
-                w[2],
-                w[3],
-                plan.partition_list(),
-                plan.created_at,
-                plan.created_by,
-                plan.status.as_str()
-            ],
-        )?;
-        for p in &plan.partitions {
-            tx.execute(
-                "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
-                    stop_offset, captured_end, next_offset, owner, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    plan.plan_id,
-                    p.partition,
-                    p.start,
-                    p.stop,
-                    p.captured_end,
-                    p.next_offset,
-                    p.owner,
-                    p.updated_at
-                ],
-            )?;
-        }
+        insert_plan(&tx, plan)?;
         tx.commit()?;
+        Ok(())
+    }
+
+    fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError> {
+        // IMMEDIATE takes the write lock first: one writer at a time looks and inserts.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let found: Option<String> = tx
+            .query_row(
+                "SELECT plan_id FROM lessonprobe_replay_plans WHERE plan_id = ?1 OR replay_group = ?2
+                 ORDER BY plan_id = ?1 DESC LIMIT 1",
+                params![plan.plan_id, plan.replay_group],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let recording = match found {
+            Some(id) if id == plan.plan_id => Recording::Present,
+            Some(plan_id) => Recording::OtherPlan { plan_id },
+            None => {
+                insert_plan(&tx, plan)?;
+                Recording::Recorded
+            }
+        };
+        tx.commit()?;
+        Ok(recording)
+    }
+
+    fn claim_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<Option<Claim>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                CLAIM_PARTITION,
+                params![plan_id, partition, owner, now()],
+                |r| {
+                    Ok(Claim {
+                        next_offset: r.get(0)?,
+                        stop: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn release_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(RELEASE_PARTITION, params![plan_id, partition, owner, now()])?;
         Ok(())
     }
 

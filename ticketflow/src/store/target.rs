@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::batch::PlanScope;
 use super::inspect::{Adoption, Inspection};
-use super::ledger::{Batch, Counters, PlanStatus, RecordedPlan, WriteError};
+use super::ledger::{Batch, Claim, Counters, PlanStatus, RecordedPlan, Recording, WriteError};
 use super::postgres::PostgresTarget;
 use super::sqlite::SqliteTarget;
 use super::StoreError;
@@ -93,6 +93,25 @@ pub trait ReplayTarget: Send {
     /// Makes `owner` the owner of every partition of the plan (a writer that owned them before
     /// fails its next checkpoint), and marks the plan running.
     fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError>;
+    /// Records `plan` unless it, or another plan of its replay group, is recorded already —
+    /// decided under a lock, so workers starting at once record it exactly once.
+    fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError>;
+    /// Makes `owner` the owner of one unfinished partition of the plan (the writer that owned
+    /// it before fails its next checkpoint); waits for a batch of that partition in flight.
+    /// `None`: the plan has no such partition.
+    fn claim_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<Option<Claim>, StoreError>;
+    /// Clears the owner of an unfinished partition where it is still `owner`.
+    fn release_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<(), StoreError>;
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError>;
     /// Conflicts recorded for the plan, per partition of the version not kept.
     fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError>;

@@ -1,0 +1,272 @@
+//! `lessonprobe replay --execute --worker`: three processes share one plan through the replay
+//! group, one of them is SIGKILLed mid-run, and the others finish it — read back from the
+//! target (rows, batches, checkpoints, owners) and from `lessonprobe broker` (the group's
+//! committed offsets), on PostgreSQL and on SQLite.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use lessonprobe_testkit::kafka::committed;
+use lessonprobe_testkit::postgres::OwnDatabase;
+use lessonprobe_testkit::*;
+
+const TOPIC: &str = "workers";
+const GROUP: &str = "replay-workers";
+const EVENTS: usize = 24_000;
+const PARTITIONS: i32 = 6;
+
+/// The database the workers share, read back through the test's own connections.
+enum Target {
+    Postgres(OwnDatabase),
+    /// The folder goes with the value.
+    Sqlite {
+        _dir: Dir,
+        file: PathBuf,
+    },
+}
+
+impl Target {
+    fn url(&self) -> String {
+        match self {
+            Target::Postgres(db) => db.url(),
+            Target::Sqlite { file, .. } => format!("sqlite:{}", file.display()),
+        }
+    }
+
+    /// The one integer `sql` answers; 0 while the tables do not exist yet.
+    fn count(&self, sql: &str) -> i64 {
+        match self {
+            Target::Postgres(db) => db
+                .client()
+                .query_one(sql, &[])
+                .map(|r| r.get(0))
+                .unwrap_or(0),
+            Target::Sqlite { file, .. } => rusqlite::Connection::open(file)
+                .and_then(|c| c.query_row(sql, [], |r| r.get(0)))
+                .unwrap_or(0),
+        }
+    }
+
+    fn strings(&self, sql: &str) -> Vec<String> {
+        match self {
+            Target::Postgres(db) => postgres::strings(&db.url(), sql),
+            Target::Sqlite { file, .. } => sqlite::rows(file, sql),
+        }
+    }
+}
+
+fn worker(servers: &str, db: &str) -> Test {
+    lessonprobe()
+        .arg("replay")
+        .args([
+            "--kafka",
+            servers,
+            "--topic",
+            TOPIC,
+            "--live-group",
+            "live-workers",
+            "--replay-group",
+            GROUP,
+            "--db",
+            db,
+            "--since",
+            "2026-09-21T00:00:00Z",
+            "--until",
+            "2026-09-24T00:00:00Z",
+            "--execute",
+            "--worker",
+            "--batch",
+            "100",
+            "--allow-quarantine",
+            "--deadline",
+            "150s",
+            "--format",
+            "csv",
+        ])
+        // The default already; stated so the test does not depend on it.
+        .args(["-X", "session.timeout.ms=6000"])
+}
+
+/// Three workers on one plan, one SIGKILLed after it made batches durable: the other two finish
+/// the plan, each event once, each offset applied once, and the group's offsets at stop.
+fn three_workers_one_killed(target: Target) {
+    let broker = BrokerProcess::start(&[
+        "--sample-day",
+        TOPIC,
+        "--events",
+        &EVENTS.to_string(),
+        "--partitions",
+        &PARTITIONS.to_string(),
+    ]);
+    let s = &broker.servers;
+    let db = target.url();
+    let mut victim = worker(s, &db).spawn();
+    let others = [worker(s, &db).spawn(), worker(s, &db).spawn()];
+    let pid = victim.id();
+    let mine =
+        format!("SELECT COUNT(*) FROM lessonprobe_replay_batches WHERE owner LIKE '%:{pid}:%'");
+    let waiting = Instant::now();
+    while target.count(&mine) < 3 {
+        if !victim.is_running() {
+            let ran = victim.success();
+            panic!(
+                "the first worker ended before it was killed:\n{}",
+                ran.text()
+            );
+        }
+        assert!(
+            waiting.elapsed() < Duration::from_secs(60),
+            "the first worker made no durable batch"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victim.kill();
+    let killed_at = target.count("SELECT COUNT(*) FROM lessonprobe_replay_batches");
+    for other in others {
+        let ran = other.within(Duration::from_secs(160)).success();
+        assert!(ran.stdout.contains("partition,records"), "{}", ran.text());
+        eprintln!("{}", ran.text());
+    }
+    assert!(
+        target.count("SELECT COUNT(*) FROM lessonprobe_replay_batches") > killed_at,
+        "the survivors worked after the kill"
+    );
+
+    // Every event of the window once.
+    assert_eq!(
+        target.count("SELECT COUNT(*) FROM audit_events"),
+        EVENTS as i64
+    );
+    assert_eq!(
+        target.count("SELECT COUNT(DISTINCT event_id) FROM audit_events"),
+        EVENTS as i64
+    );
+    assert_eq!(
+        target.count("SELECT CAST(SUM(inserted) AS BIGINT) FROM lessonprobe_replay_partitions"),
+        EVENTS as i64,
+        "every row counted once, by the batch that inserted it"
+    );
+
+    // Batches tile each range: contiguous, none twice, each with its owner.
+    let ranges: BTreeMap<i32, (i64, i64, i64)> = target
+        .strings(
+            "SELECT CAST(partition AS TEXT) || ' ' || CAST(start_offset AS TEXT) || ' ' ||
+                    CAST(stop_offset AS TEXT) || ' ' || CAST(next_offset AS TEXT)
+             FROM lessonprobe_replay_partitions",
+        )
+        .iter()
+        .map(|row| {
+            let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
+            (v[0] as i32, (v[1], v[2], v[3]))
+        })
+        .collect();
+    assert_eq!(ranges.len(), PARTITIONS as usize);
+    let batches = target.strings(
+        "SELECT CAST(partition AS TEXT) || ' ' || CAST(first_offset AS TEXT) || ' ' ||
+                CAST(next_offset AS TEXT) || ' ' || owner
+         FROM lessonprobe_replay_batches ORDER BY partition, first_offset",
+    );
+    let mut at: BTreeMap<i32, i64> = ranges.iter().map(|(p, r)| (*p, r.0)).collect();
+    let mut owners: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for row in &batches {
+        let v: Vec<&str> = row.split(' ').collect();
+        let (p, first, next) = (
+            v[0].parse::<i32>().unwrap(),
+            v[1].parse::<i64>().unwrap(),
+            v[2].parse::<i64>().unwrap(),
+        );
+        assert_eq!(
+            first, at[&p],
+            "partition {p}: batches contiguous, none twice"
+        );
+        at.insert(p, next);
+        let list = owners.entry(p).or_default();
+        if !list.contains(&v[3].to_owned()) {
+            list.push(v[3].to_owned());
+        }
+    }
+    for (p, (_, stop, next)) in &ranges {
+        assert_eq!(at[p], *stop, "partition {p}: batches reach stop");
+        assert_eq!(next, stop, "partition {p}: checkpoint at stop");
+    }
+    let distinct: std::collections::BTreeSet<&String> = owners.values().flatten().collect();
+    assert!(distinct.len() > 1, "more than one owner: {owners:?}");
+    let victim_tag = format!(":{pid}:");
+    assert!(
+        owners
+            .values()
+            .any(|o| o.len() > 1 && o[0].contains(&victim_tag)),
+        "a partition the killed worker began was finished by another: {owners:?}"
+    );
+
+    // The group's offsets in Kafka at stop: visible progress caught up with SQL.
+    let kafka = committed(s, GROUP, TOPIC, PARTITIONS);
+    for (p, k) in kafka.iter().enumerate() {
+        assert_eq!(
+            *k,
+            Some(ranges[&(p as i32)].1),
+            "partition {p}: Kafka at stop"
+        );
+    }
+
+    // `replay status` shows who owns what and how far it got.
+    let status = lessonprobe()
+        .args(["replay", "status", "--db", &db, "--format", "csv"])
+        .success();
+    let mut reader = csv::Reader::from_reader(status.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let mut rows = 0;
+    for row in reader.records() {
+        let row = row.unwrap();
+        assert_eq!(&row[col("remaining")], "0", "{row:?}");
+        assert!(row[col("owner")].contains(':'), "{row:?}");
+        assert_eq!(&row[col("status")], "complete", "{row:?}");
+        rows += 1;
+    }
+    assert_eq!(rows, PARTITIONS, "{}", status.stdout);
+}
+
+#[test]
+fn replay_workers_share_a_plan_on_postgres_and_survive_a_sigkill() {
+    let Some(admin) = services::postgres() else {
+        return;
+    };
+    three_workers_one_killed(Target::Postgres(OwnDatabase::create(&admin, "workers")));
+}
+
+#[test]
+fn replay_workers_share_a_plan_on_sqlite_and_survive_a_sigkill() {
+    let dir = Dir::new();
+    let file = dir.join("workers.db");
+    three_workers_one_killed(Target::Sqlite { _dir: dir, file });
+}
+
+#[test]
+fn replay_worker_needs_execute_and_takes_no_jobs() {
+    let replay = |extra: &[&str]| {
+        lessonprobe()
+            .arg("replay")
+            .args([
+                "--kafka",
+                "127.0.0.1:9",
+                "--topic",
+                "t",
+                "--live-group",
+                "l",
+            ])
+            .args(["--replay-group", "r", "--db", "sqlite:x.db", "--worker"])
+            .args([
+                "--since",
+                "2026-09-21T00:00:00Z",
+                "--until",
+                "2026-09-22T00:00:00Z",
+            ])
+            .args(extra)
+    };
+    replay(&[]).stderr_has("--execute").status(2);
+    replay(&["--execute", "--jobs", "2"])
+        .stderr_has("--jobs")
+        .status(2);
+}

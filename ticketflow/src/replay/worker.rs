@@ -1,0 +1,588 @@
+//! One of several workers on a recorded plan: a member of the replay group replays the plan's
+//! partitions the group assigns it, each claimed in SQL and read from its SQL checkpoint, hands
+//! them back when the group takes them away, and ends once every partition reached its stop.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use super::apply::{apply_batch, TargetWriter};
+use super::execute::{timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError};
+use super::read::Reader;
+use super::window::DayPlan;
+use super::{
+    ConsumerError, GapReading, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayGroup,
+    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
+};
+use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
+use crate::store::{Adoption, AuditDb, Claim, PlanScope, ReplayTarget, StoreError, WriteError};
+
+/// How long a worker with nothing of its own to do waits on the group between looks at the
+/// plan's progress in SQL.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+const PROGRESS_CHECK: Duration = Duration::from_millis(500);
+
+/// Where and as whom a worker writes.
+pub(crate) struct WorkerTarget<'a> {
+    pub db: &'a AuditDb,
+    pub adoption: &'a Adoption,
+    pub plan_id: &'a str,
+    pub owner: &'a str,
+}
+
+/// What one worker did: per partition it replayed batches of, their summary; the partitions
+/// that failed under it (the others' work is theirs to report); and every partition's SQL
+/// checkpoint when it ended.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerRun {
+    pub replayed: BTreeMap<i32, ReplaySummary>,
+    pub failed: Vec<(i32, PartitionError)>,
+    pub checkpoints: BTreeMap<i32, i64>,
+}
+
+/// How a worker's turn on one partition ended without an error.
+enum Turn {
+    /// The partition reached its stop.
+    Done,
+    /// The group took it away between two batches.
+    Revoked,
+    /// Another worker claimed it in SQL: this one's checkpoint was refused.
+    Lost,
+}
+
+/// The reading side of a partition: records from a reader of this worker's own, commits
+/// through the group member (a broker takes commits only from members of an active group).
+struct MemberReads<'a> {
+    reads: &'a mut KafkaReplayConsumer,
+    member: &'a GroupMember,
+}
+
+impl ReplayConsumer for MemberReads<'_> {
+    fn group_id(&self) -> &str {
+        self.reads.group_id()
+    }
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+        self.reads.end_offset(topic, partition)
+    }
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+        self.reads.seek(topic, partition, offset)
+    }
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+        self.reads.poll(timeout)
+    }
+    fn position(&mut self, topic: &str, partition: i32) -> Result<Option<i64>, ConsumerError> {
+        self.reads.position(topic, partition)
+    }
+    fn reread(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<GapReading>, ConsumerError> {
+        self.reads.reread(topic, partition, from, to)
+    }
+    /// The batch is durable in SQL already: a commit the group refuses now (a rebalance in
+    /// progress) stays owed and is made later, so Kafka lags the database and never leads it.
+    fn commit(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+        if let Err(e) = self.member.commit(partition, offset) {
+            tracing::debug!("{topic}[{partition}]: commit owed: {e}");
+        }
+        Ok(())
+    }
+}
+
+/// This worker's partitions and what it knows of the plan.
+struct Share<'a> {
+    plan: &'a DayPlan,
+    to: &'a WorkerTarget<'a>,
+    /// Partitions the group gave this worker and SQL let it claim, with the claim's checkpoint.
+    owned: BTreeMap<i32, Claim>,
+    /// `(partition, start, stop)` of every partition of the plan, for the writer.
+    ranges: Vec<(i32, i64, i64)>,
+    /// Group errors already reported (each once).
+    said: BTreeSet<String>,
+}
+
+impl Share<'_> {
+    fn in_plan(&self, partition: i32) -> bool {
+        self.plan
+            .partitions
+            .iter()
+            .any(|p| p.partition == partition)
+    }
+
+    /// Claims what the group assigned (and brings the group's offset up to the SQL
+    /// checkpoint), releases what it took away.
+    fn serve(
+        &mut self,
+        events: Vec<GroupEvent>,
+        target: &mut dyn ReplayTarget,
+        member: &GroupMember,
+    ) -> Result<(), StoreError> {
+        for event in events {
+            match event {
+                GroupEvent::Assigned(partitions) => {
+                    let ours: Vec<i32> = partitions
+                        .into_iter()
+                        .filter(|&p| self.in_plan(p))
+                        .collect();
+                    for p in ours {
+                        match target.claim_partition(self.to.plan_id, p, self.to.owner)? {
+                            Some(claim) => {
+                                if let Err(e) = member.commit(p, claim.next_offset) {
+                                    tracing::debug!("partition {p}: commit owed: {e}");
+                                }
+                                self.owned.insert(p, claim);
+                            }
+                            None => tracing::warn!(
+                                "partition {p} was assigned but plan {} does not record it",
+                                self.to.plan_id
+                            ),
+                        }
+                    }
+                }
+                GroupEvent::Revoked(partitions) => {
+                    for p in partitions {
+                        if self.owned.remove(&p).is_some() {
+                            target.release_partition(self.to.plan_id, p, self.to.owner)?;
+                        }
+                    }
+                }
+                GroupEvent::Failed(message) => {
+                    if self.said.insert(message.clone()) {
+                        tracing::warn!(
+                            "replay group {}: {message}",
+                            self.plan.request.replay_group
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition with work left that this worker owns, lowest first.
+    fn next_work(&self) -> Option<(i32, Claim)> {
+        self.owned
+            .iter()
+            .find(|(_, c)| c.next_offset < c.stop)
+            .map(|(p, c)| (*p, *c))
+    }
+}
+
+/// Joins the replay group and replays what it is given until the whole plan is at its stop in
+/// SQL and the group's offsets in Kafka caught up (a partition whose worker died between the
+/// two commits waits for the group to hand it to a live worker, which commits on claiming it).
+/// Bounded by the run's deadline; each partition's reading by the idle timeout.
+pub(crate) fn work(
+    kafka: &KafkaTarget,
+    group: &ReplayGroup,
+    plan: &DayPlan,
+    options: ExecuteOptions,
+    to: &WorkerTarget<'_>,
+    progress: &dyn Progress,
+) -> Result<WorkerRun, SetupError> {
+    let left = || options.deadline.saturating_sub(options.since.elapsed());
+    let remaining = || left().max(Duration::from_millis(1));
+    let broker = Broker::for_target(kafka, remaining().max(Duration::from_secs(1)))?;
+    let mut target = to.db.open_target(timeouts_within(remaining()))?;
+    // Writers keep what was prepared; they create nothing.
+    target.prepare(&Adoption {
+        create_audit_events: false,
+        create_bookkeeping: Vec::new(),
+        ..to.adoption.clone()
+    })?;
+    let mut reads = KafkaReplayConsumer::new(&broker, group)?;
+    let member = GroupMember::join(&broker, group, &plan.request.topic)?;
+    let mut share = Share {
+        plan,
+        to,
+        owned: BTreeMap::new(),
+        ranges: plan
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.start, p.stop))
+            .collect(),
+        said: BTreeSet::new(),
+    };
+    let mut run = WorkerRun::default();
+    let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
+    let mut looked: Option<Instant> = None;
+    let outcome = loop {
+        if left().is_zero() {
+            break Ok(false);
+        }
+        let wait = if share.next_work().is_some() {
+            Duration::ZERO
+        } else {
+            IDLE_POLL.min(remaining())
+        };
+        let events = member.poll(wait);
+        if let Err(e) = share.serve(events, target.as_mut(), &member) {
+            break Err(SetupError::Store(e));
+        }
+        let _ = member.settle();
+        if let Some((p, claim)) = share.next_work() {
+            let turn = replay_turn(
+                p,
+                claim,
+                &mut reads,
+                &member,
+                target.as_mut(),
+                &mut share,
+                &mut run,
+                options,
+                progress,
+            );
+            match turn {
+                Ok(Turn::Done) => {
+                    if let Some(c) = share.owned.get_mut(&p) {
+                        c.next_offset = c.stop;
+                    }
+                }
+                Ok(Turn::Revoked) => {}
+                Ok(Turn::Lost) => {
+                    share.owned.remove(&p);
+                    tracing::warn!("partition {p}: claimed by another worker; left to it");
+                }
+                Err(e) => {
+                    run.failed.push((p, e));
+                    break Ok(false);
+                }
+            }
+            continue;
+        }
+        if looked.is_some_and(|t| t.elapsed() < PROGRESS_CHECK) {
+            continue;
+        }
+        looked = Some(Instant::now());
+        match plan_complete(target.as_mut(), to.plan_id, &member, &numbers) {
+            Ok(true) => break Ok(true),
+            Ok(false) => {}
+            Err(e) => tracing::debug!("looking at the plan's progress: {e}"),
+        }
+    };
+    // Unfinished partitions are handed back at once; leaving the group (the member's drop)
+    // gives them to the other workers.
+    for p in share.owned.keys() {
+        let _ = target.release_partition(to.plan_id, *p, to.owner);
+    }
+    let complete = outcome?;
+    if let Ok(plans) = target.plans() {
+        if let Some(recorded) = plans.into_iter().find(|r| r.plan_id == to.plan_id) {
+            run.checkpoints = recorded
+                .partitions
+                .iter()
+                .map(|p| (p.partition, p.next_offset))
+                .collect();
+        }
+    }
+    if !complete && run.failed.is_empty() {
+        // The deadline, on every partition not at its stop, begun or not.
+        for p in &plan.partitions {
+            let at = run
+                .checkpoints
+                .get(&p.partition)
+                .copied()
+                .unwrap_or(p.resume_from);
+            if at < p.stop {
+                run.failed.push((
+                    p.partition,
+                    PartitionError::Replay(ReplayError {
+                        topic: plan.request.topic.clone(),
+                        partition: p.partition,
+                        committed: Some(at),
+                        kind: ReplayErrorKind::Deadline {
+                            deadline: options.deadline,
+                            stop: p.stop,
+                        },
+                    }),
+                ));
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// Whether every partition of the plan is at its stop in SQL and the group's committed offsets
+/// in Kafka reached it too.
+fn plan_complete(
+    target: &mut dyn ReplayTarget,
+    plan_id: &str,
+    member: &GroupMember,
+    numbers: &[i32],
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let Some(recorded) = target.plans()?.into_iter().find(|r| r.plan_id == plan_id) else {
+        return Ok(false);
+    };
+    if !recorded.partitions.iter().all(|p| p.complete()) {
+        return Ok(false);
+    }
+    let kafka = member.committed(numbers)?;
+    Ok(numbers.iter().zip(kafka).all(|(n, k)| {
+        recorded
+            .partition(*n)
+            .is_some_and(|p| k.is_some_and(|k| k >= p.stop))
+    }))
+}
+
+/// Replays partition `p` from its claimed checkpoint, batch after batch, each with the
+/// checkpoint moved only where this worker still owns it; between batches the group is served,
+/// and a partition it took away is left after the batch that was being applied.
+#[allow(clippy::too_many_arguments)]
+fn replay_turn(
+    p: i32,
+    claim: Claim,
+    reads: &mut KafkaReplayConsumer,
+    member: &GroupMember,
+    target: &mut dyn ReplayTarget,
+    share: &mut Share<'_>,
+    run: &mut WorkerRun,
+    options: ExecuteOptions,
+    progress: &dyn Progress,
+) -> Result<Turn, PartitionError> {
+    let plan = share.plan;
+    let r = &plan.request;
+    let left = || options.deadline.saturating_sub(options.since.elapsed());
+    let setup = |cause: SetupError| PartitionError::Setup {
+        cause,
+        committed: claim.next_offset,
+    };
+    let mut bounded = ReplayPlan::new(
+        &r.live_group,
+        &r.replay_group,
+        &r.topic,
+        p,
+        claim.next_offset,
+        claim.stop,
+    )
+    .map_err(|_| {
+        setup(SetupError::InvalidRange {
+            start: claim.next_offset,
+            stop: claim.stop,
+        })
+    })?;
+    if let super::Window::Time { since_ms, until_ms } = r.window {
+        bounded = bounded.timed(since_ms, until_ms);
+    }
+    let as_run_deadline = |mut e: ReplayError| {
+        if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
+            *deadline = options.deadline;
+        }
+        PartitionError::Replay(e)
+    };
+    let limits = ReplayLimits {
+        deadline: left().max(Duration::from_millis(1)),
+        idle_timeout: options.idle_timeout,
+    };
+    let mut consumer = MemberReads { reads, member };
+    let mut reader = Reader::open(&bounded, limits, &mut consumer).map_err(as_run_deadline)?;
+    let mut summary = run.replayed.remove(&p).unwrap_or_default();
+    summary.final_offset = claim.next_offset;
+    let result = (|| {
+        while summary.final_offset < claim.stop {
+            let committed = summary.final_offset;
+            let gathered =
+                reader.next_batch(options.replay.batch, options.replay.batch_bytes, committed)?;
+            let mut writer = TargetWriter {
+                target: &mut *target,
+                scope: PlanScope {
+                    plan_id: share.to.plan_id,
+                    topic: &r.topic,
+                    ranges: &share.ranges,
+                    owner: Some(share.to.owner),
+                    fail_on_refused: options.replay.bad_records == super::BadRecords::Fail,
+                },
+            };
+            let applied = match apply_batch(
+                &bounded,
+                options.replay,
+                &gathered,
+                committed,
+                &mut writer,
+                reader.consumer(),
+            ) {
+                Err(ReplayError {
+                    kind: ReplayErrorKind::Checkpoint(WriteError::CheckpointMoved { .. }),
+                    ..
+                }) => return Ok(Turn::Lost),
+                other => other?,
+            };
+            if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
+                summary.add(applied, &gathered);
+                progress.batch_done(p, &summary);
+            }
+            let stopped = applied.and_then(|a| a.stopped_on).or(gathered.stopped_on);
+            if let Some(kind) = stopped {
+                return Err(ReplayError {
+                    topic: r.topic.clone(),
+                    partition: p,
+                    committed: Some(summary.final_offset),
+                    kind,
+                });
+            }
+            let events = member.poll(Duration::ZERO);
+            share
+                .serve(events, &mut *target, member)
+                .map_err(|e| ReplayError {
+                    topic: r.topic.clone(),
+                    partition: p,
+                    committed: Some(summary.final_offset),
+                    kind: ReplayErrorKind::Effect {
+                        offset: summary.final_offset,
+                        source: e,
+                    },
+                })?;
+            if !share.owned.contains_key(&p) {
+                return Ok(Turn::Revoked);
+            }
+            if let Some(c) = share.owned.get_mut(&p) {
+                c.next_offset = summary.final_offset;
+            }
+        }
+        if let (Some(skew), Some(window)) = (options.replay.skew, bounded.window()) {
+            summary.late += reader.late_records(window, skew);
+        }
+        Ok(Turn::Done)
+    })();
+    run.replayed.insert(p, summary);
+    result.map_err(as_run_deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{AuditEvent, EventRecord};
+    use crate::store::{
+        AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
+        RecordedPlan, Recording, Timeouts, WriteError,
+    };
+    use std::time::Duration;
+
+    fn plan(plan_id: &str) -> RecordedPlan {
+        RecordedPlan {
+            plan_id: plan_id.into(),
+            topic: "t".into(),
+            replay_group: "replay".into(),
+            live_group: "live".into(),
+            window: PlanWindow::Offsets { start: 0, stop: 10 },
+            created_at: "now".into(),
+            created_by: "me@here".into(),
+            status: PlanStatus::Running,
+            finished_at: None,
+            partitions: vec![PartitionProgress {
+                partition: 0,
+                start: 0,
+                stop: 10,
+                captured_end: 10,
+                next_offset: 0,
+                owner: None,
+                counters: Counters::default(),
+                updated_at: "now".into(),
+            }],
+        }
+    }
+
+    /// Worker `a` claims partition 0, worker `b` claims it over: `a`'s next batch is refused by
+    /// the checkpoint's compare-and-set and leaves nothing behind; `b`'s is applied, recorded
+    /// with `b` as its owner; `a` can no longer release it.
+    fn a_stale_owner_is_refused(db: AuditDb) {
+        let mut target = db
+            .open_target(Timeouts::all(Duration::from_secs(10)))
+            .unwrap();
+        let adoption = target.inspect().unwrap().adopt().unwrap();
+        target.prepare(&adoption).unwrap();
+        assert_eq!(
+            target.record_plan_once(&plan("p")).unwrap(),
+            Recording::Recorded
+        );
+        assert_eq!(
+            target.record_plan_once(&plan("p")).unwrap(),
+            Recording::Present
+        );
+        assert_eq!(
+            target.record_plan_once(&plan("q")).unwrap(),
+            Recording::OtherPlan {
+                plan_id: "p".into()
+            }
+        );
+        let a = target.claim_partition("p", 0, "a").unwrap().unwrap();
+        assert_eq!((a.next_offset, a.stop), (0, 10));
+        assert!(target.claim_partition("p", 7, "a").unwrap().is_none());
+        target.claim_partition("p", 0, "b").unwrap().unwrap();
+        let payloads: Vec<Vec<u8>> = (0..3)
+            .map(|i| AuditEvent::sample_with_id(&format!("stale-{i}")).to_json())
+            .collect();
+        let batch = Batch {
+            partition: 0,
+            first: 0,
+            next: 3,
+            entries: payloads
+                .iter()
+                .enumerate()
+                .map(|(i, raw)| Entry {
+                    topic: "t",
+                    partition: 0,
+                    offset: i as i64,
+                    timestamp: None,
+                    raw,
+                    decoded: EventRecord::decode(raw).map_err(|e| e.to_string()),
+                })
+                .collect(),
+            markers: 0,
+            aborted: 0,
+        };
+        let ranges = [(0, 0, 10)];
+        let scope = |owner| PlanScope {
+            plan_id: "p",
+            topic: "t",
+            ranges: &ranges,
+            owner: Some(owner),
+            fail_on_refused: false,
+        };
+        match target.write_batch(&scope("a"), &batch) {
+            Err(WriteError::CheckpointMoved {
+                partition: 0,
+                expected: 0,
+                found: Some(0),
+            }) => {}
+            other => panic!("the stale owner's batch: {other:?}"),
+        }
+        let counters = target.write_batch(&scope("b"), &batch).unwrap();
+        assert_eq!(
+            counters.inserted, 3,
+            "nothing of the refused batch stayed behind"
+        );
+        target.release_partition("p", 0, "a").unwrap();
+        let recorded = target.plans().unwrap().remove(0);
+        assert_eq!(recorded.partitions[0].next_offset, 3);
+        assert_eq!(recorded.partitions[0].owner.as_deref(), Some("b"));
+        // A finished partition keeps the owner that finished it.
+        let rest = Batch {
+            first: 3,
+            next: 10,
+            entries: Vec::new(),
+            markers: 7,
+            ..batch.clone()
+        };
+        target.write_batch(&scope("b"), &rest).unwrap();
+        let c = target.claim_partition("p", 0, "c").unwrap().unwrap();
+        assert_eq!((c.next_offset, c.stop), (10, 10));
+        let recorded = target.plans().unwrap().remove(0);
+        assert_eq!(recorded.partitions[0].owner.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_stale_owner_is_refused_by_the_checkpoint_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        a_stale_owner_is_refused(AuditDb::Sqlite(dir.path().join("t.db")));
+    }
+
+    #[test]
+    fn a_stale_owner_is_refused_by_the_checkpoint_on_postgres() {
+        let Some(admin) = lessonprobe_testkit::services::postgres() else {
+            return;
+        };
+        let db = lessonprobe_testkit::postgres::OwnDatabase::create(&admin, "stale_owner");
+        a_stale_owner_is_refused(AuditDb::Postgres(db.url()));
+    }
+}
