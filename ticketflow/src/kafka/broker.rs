@@ -190,7 +190,8 @@ impl Broker {
     }
 
     /// Client settings shared by every client of this broker: the address, the user's
-    /// properties, short timeouts so an unreachable broker fails instead of hanging. The socket
+    /// properties, short timeouts so an unreachable broker fails instead of hanging, a short
+    /// wait before a new connection. The socket
     /// timeout stays a second above the longest fetch wait (librdkafka warns otherwise), however
     /// little time a run has left: the run's own clock bounds each call.
     pub fn config(&self) -> ClientConfig {
@@ -204,7 +205,11 @@ impl Broker {
             .set(
                 "socket.connection.setup.timeout.ms",
                 self.op_timeout.as_millis().max(1000).to_string(),
-            );
+            )
+            // librdkafka opens no new broker connection within half of this after the last
+            // one (100 ms by default): a fresh client's first request after its bootstrap
+            // metadata waited 50 ms for it. Failed reconnects still back off exponentially.
+            .set("reconnect.backoff.ms", "10");
         for (k, v) in &self.properties {
             config.set(k, v);
         }
