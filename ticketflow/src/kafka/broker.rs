@@ -622,6 +622,23 @@ mod tests {
     }
 
     #[test]
+    fn close_consumer_leaves_a_group_consumer_closed_for_its_drop() {
+        let mut broker = Broker::embedded(1).unwrap();
+        broker.create_topic("closing", 1).unwrap();
+        let consumer = broker.consumer("closing-group", "earliest").unwrap();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset("closing", 0, rdkafka::Offset::Beginning)
+            .unwrap();
+        consumer.assign(&tpl).unwrap();
+        assert!(!consumer.closed());
+        close_consumer(&consumer, broker.op_timeout);
+        assert!(consumer.closed(), "the drop would close it again, waiting");
+        // Closing twice is harmless: there is nothing left to close.
+        close_consumer(&consumer, broker.op_timeout);
+        assert!(consumer.closed());
+    }
+
+    #[test]
     fn the_embedded_cluster_refuses_a_bad_topic_name_before_creating_it() {
         let mut broker = Broker::embedded(1).unwrap();
         let err = broker.create_topic("bad topic name!", 1).unwrap_err();
