@@ -209,7 +209,13 @@ impl Broker {
             // librdkafka opens no new broker connection within half of this after the last
             // one (100 ms by default): a fresh client's first request after its bootstrap
             // metadata waited 50 ms for it. Failed reconnects still back off exponentially.
-            .set("reconnect.backoff.ms", "10");
+            .set("reconnect.backoff.ms", "10")
+            // Every broker connected from the start: a consumer's group coordinator is then
+            // up by the time the group learns who it is. Connected on demand, the group waited
+            // in librdkafka's main loop (which sleeps up to a second between timers) for the
+            // coordinator's connection: a commit or a committed-offsets read stalled about a
+            // second in some runs.
+            .set("enable.sparse.connections", "false");
         for (k, v) in &self.properties {
             config.set(k, v);
         }
@@ -451,6 +457,12 @@ impl Broker {
         records: impl IntoIterator<Item = (i32, &'a str, &'a [u8], i64)>,
     ) -> Result<u64, KafkaError> {
         let producer = self.producer()?;
+        // The leaders known before the first send, as for consumers: otherwise a fresh client
+        // may hold its records until librdkafka's one-second topic scan.
+        producer
+            .client()
+            .fetch_metadata(Some(topic), self.op_timeout)
+            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
         let mut sent = 0u64;
         for (partition, key, payload, ts) in records {
             let mut record = BaseRecord::to(topic)

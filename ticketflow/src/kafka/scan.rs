@@ -76,6 +76,11 @@ pub(crate) fn scan_windows(
                 .map_err(|e| broker.error(what(), e))?;
         }
     }
+    // The leaders known before the assignment: a fresh client assigned partitions whose
+    // leaders it does not know yet may wait for librdkafka's one-second topic scan.
+    consumer
+        .fetch_metadata(Some(topic), broker.op_timeout)
+        .map_err(|e| broker.error(what(), e))?;
     consumer.assign(&tpl).map_err(|e| broker.error(what(), e))?;
     // A partition is paused as soon as its scan is done: its fetches would only read records
     // nobody looks at, and slow those of the partitions still open.
