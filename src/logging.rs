@@ -1,5 +1,6 @@
 //! Log lines on stderr: coloured only on a terminal (and never under NO_COLOR), and librdkafka's own lines (configuration
-//! warnings, connection failures, …) once per kind per run, however many clients repeat them.
+//! warnings, connection failures, …) once per kind per run, however many clients repeat them;
+//! rdkafka's note that a consumer closed ahead of its drop is closed already, never.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -40,6 +41,12 @@ impl<S: Subscriber> Layer<S> for OncePerKind {
     fn event_enabled(&self, event: &Event<'_>, _: Context<'_, S>) -> bool {
         let mut fields = Fields::default();
         event.record(&mut fields);
+        if fields
+            .message
+            .starts_with(ticketflow::kafka::CLOSED_ON_DROP)
+        {
+            return false;
+        }
         let from_librdkafka =
             event.metadata().target() == "librdkafka" || fields.log_target == "librdkafka";
         if !from_librdkafka {

@@ -12,7 +12,7 @@ use crate::context::{ensure, ProbeContext, ProbeError};
 use crate::live::{run_live_consumer, LiveStore};
 use ticketflow::day::{self, DaySpec, YESTERDAY};
 use ticketflow::event::AuditEvent;
-use ticketflow::kafka::{committed_offsets, partition_window, AutoLookup, Broker};
+use ticketflow::kafka::{close_consumer, committed_offsets, time_windows, AutoLookup, Broker};
 use ticketflow::replay::{
     ConsumerError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
     ReplayRecord,
@@ -119,9 +119,18 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
     let mut replayed = 0u64;
     let mut inserted = 0u64;
     let mut stops = Vec::new();
-    for &p in &parts {
-        let window = partition_window(&broker, &mut lookup, &n.topic, p, YESTERDAY.0, YESTERDAY.1)
-            .map_err(broken)?;
+    // Every partition's window in one look-up (one reading pass on a broker that does not
+    // answer timestamp lookups).
+    let windows = time_windows(
+        &broker,
+        &mut lookup,
+        &n.topic,
+        &parts,
+        YESTERDAY.0,
+        YESTERDAY.1,
+    )
+    .map_err(broken)?;
+    for (&p, window) in parts.iter().zip(windows) {
         let (start, stop) = window.range();
         if start == stop {
             continue;
@@ -208,6 +217,7 @@ pub(crate) fn earliest_does_not_rewind(
             .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
             .map_err(|e| broker.error("committing 500", e))
             .map_err(broken)?;
+        close_consumer(&consumer, broker.op_timeout);
     }
     // It restarts with auto.offset.reset=earliest.
     let first = {
@@ -224,6 +234,7 @@ pub(crate) fn earliest_does_not_rewind(
                 first = Some(m.map_err(broken)?.offset());
             }
         }
+        close_consumer(&consumer, broker.op_timeout);
         first.ok_or_else(|| ProbeError::broken("the restarted group received nothing"))?
     };
     ensure(first == 500, || {
@@ -265,14 +276,10 @@ pub(crate) fn earliest_does_not_rewind(
     ))
 }
 
-/// How long the replay's consumer is polled after a refusal: an assigned consumer of the mock
-/// cluster delivers its first record in well under a tenth of this.
-const QUIET: Duration = Duration::from_secs(1);
-
 /// stop > captured end, over the broker: refused before seeking, nothing committed. "Before
 /// seeking" is observed twice: the replay asked its consumer for the end offset and nothing
 /// else, and the consumer itself, polled after the refusal, delivers nothing: it was never
-/// assigned a position on the partition.
+/// assigned a position on the partition (see [`watch_quiet`] for how long it is watched).
 pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<String, ProbeError> {
     let mut broker = connect(ctx)?;
     let n = names(ctx, "beyond");
@@ -303,15 +310,7 @@ pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<St
     ensure(calls == ["end_offset"], || {
         format!("before refusing, the replay asked its consumer for {calls:?}; only the end offset may be read")
     })?;
-    let quiet_until = Instant::now() + QUIET;
-    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
-        if let Some(record) = consumer.poll(left).map_err(broken)? {
-            return Err(ProbeError::failed(format!(
-                "the replay's consumer had been positioned before the refusal: polled afterwards, it delivered {}[{}]@{}",
-                record.topic, record.partition, record.offset
-            )));
-        }
-    }
+    watch_quiet(&broker, ctx, &n, consumer.as_mut())?;
     drop(consumer);
     let replay = committed(&broker, &n.replay, &n.topic, &[0])?;
     ensure(replay == [None], || {
@@ -324,6 +323,64 @@ pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<St
     Ok(format!(
         "stop 60 > captured end 50: refused before seek; replay group committed=none; rows={rows}"
     ))
+}
+
+/// Polls the replay's consumer, refused before seeking, and fails if it delivers anything.
+/// How long is measured, not guessed: at the same moment a control consumer is positioned on
+/// the partition, and the replay's consumer is watched until the control delivered its first
+/// record and as long again. Had the replay's consumer been positioned, it would have been so
+/// since before the refusal, with a connection already up: it would deliver no later than the
+/// control, which starts from nothing.
+fn watch_quiet(
+    broker: &Broker,
+    ctx: &ProbeContext,
+    n: &Names,
+    consumer: &mut dyn ReplayConsumer,
+) -> Result<(), ProbeError> {
+    let watching = Instant::now();
+    let control = broker
+        .consumer(&format!("{}.control", n.replay), "error")
+        .map_err(broken)?;
+    let result = (|| {
+        // Leaders known before the assignment, or a fresh client may wait for librdkafka's
+        // one-second topic scan.
+        control
+            .fetch_metadata(Some(&n.topic), broker.op_timeout)
+            .map_err(broken)?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&n.topic, 0, Offset::Beginning)
+            .map_err(broken)?;
+        control.assign(&tpl).map_err(broken)?;
+        let mut control_delivered = None;
+        loop {
+            if let Some(record) = consumer.poll(Duration::from_millis(2)).map_err(broken)? {
+                return Err(ProbeError::failed(format!(
+                    "the replay's consumer had been positioned before the refusal: polled afterwards, it delivered {}[{}]@{}",
+                    record.topic, record.partition, record.offset
+                )));
+            }
+            let watched = watching.elapsed();
+            match control_delivered {
+                Some(after) if watched >= 2 * after => return Ok(()),
+                Some(_) => {}
+                None => match control.poll(Duration::ZERO) {
+                    Some(m) => {
+                        m.map_err(broken)?;
+                        control_delivered = Some(watched);
+                    }
+                    None if watched > ctx.deadline => {
+                        return Err(ProbeError::broken(format!(
+                            "a control consumer positioned on {}[0] delivered nothing within {:?}",
+                            n.topic, ctx.deadline
+                        )))
+                    }
+                    None => {}
+                },
+            }
+        }
+    })();
+    close_consumer(&control, broker.op_timeout);
+    result
 }
 
 /// Passes every call through to the replay's consumer and notes which were made.

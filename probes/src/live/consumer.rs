@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use ticketflow::event::{AuditEvent, DecodeError};
-use ticketflow::kafka::{committed_offsets, Broker, KafkaError};
+use ticketflow::kafka::{close_consumer, committed_offsets, Broker, KafkaError};
 use ticketflow::store::StoreError;
 
 use super::LiveStore;
@@ -130,5 +130,6 @@ pub fn run_live_consumer(
         positions.insert(partition, offset + 1);
         run.records += 1;
     }
+    close_consumer(&consumer, broker.op_timeout);
     Ok(run)
 }

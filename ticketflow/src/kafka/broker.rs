@@ -190,7 +190,8 @@ impl Broker {
     }
 
     /// Client settings shared by every client of this broker: the address, the user's
-    /// properties, short timeouts so an unreachable broker fails instead of hanging. The socket
+    /// properties, short timeouts so an unreachable broker fails instead of hanging, a short
+    /// wait before a new connection. The socket
     /// timeout stays a second above the longest fetch wait (librdkafka warns otherwise), however
     /// little time a run has left: the run's own clock bounds each call.
     pub fn config(&self) -> ClientConfig {
@@ -204,7 +205,17 @@ impl Broker {
             .set(
                 "socket.connection.setup.timeout.ms",
                 self.op_timeout.as_millis().max(1000).to_string(),
-            );
+            )
+            // librdkafka opens no new broker connection within half of this after the last
+            // one (100 ms by default): a fresh client's first request after its bootstrap
+            // metadata waited 50 ms for it. Failed reconnects still back off exponentially.
+            .set("reconnect.backoff.ms", "10")
+            // Every broker connected from the start: a consumer's group coordinator is then
+            // up by the time the group learns who it is. Connected on demand, the group waited
+            // in librdkafka's main loop (which sleeps up to a second between timers) for the
+            // coordinator's connection: a commit or a committed-offsets read stalled about a
+            // second in some runs.
+            .set("enable.sparse.connections", "false");
         for (k, v) in &self.properties {
             config.set(k, v);
         }
@@ -446,6 +457,12 @@ impl Broker {
         records: impl IntoIterator<Item = (i32, &'a str, &'a [u8], i64)>,
     ) -> Result<u64, KafkaError> {
         let producer = self.producer()?;
+        // The leaders known before the first send, as for consumers: otherwise a fresh client
+        // may hold its records until librdkafka's one-second topic scan.
+        producer
+            .client()
+            .fetch_metadata(Some(topic), self.op_timeout)
+            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
         let mut sent = 0u64;
         for (partition, key, payload, ts) in records {
             let mut record = BaseRecord::to(topic)
@@ -542,11 +559,33 @@ pub(crate) fn partition_count(
         .map_or(0, |t| t.partitions().len() as i32))
 }
 
+/// Closes a consumer of a group ahead of its drop. rdkafka's drop closes it too, but serves
+/// the close in 100 ms polls that its end does not cut short: every consumer dropped cost
+/// 100 ms. Served here in 1 ms steps (bounded by `timeout`), the close takes what it takes;
+/// the drop then finds the consumer closed and only says so (see `CLOSED_ON_DROP`).
+pub fn close_consumer(consumer: &BaseConsumer, timeout: Duration) {
+    if consumer.close_queue().is_err() {
+        return; // not a group consumer, or closed already: the drop has nothing to wait for
+    }
+    let until = Instant::now() + timeout;
+    while !consumer.closed() && Instant::now() < until {
+        // Whatever was still fetched is dropped with the consumer.
+        let _ = consumer.poll(Duration::from_millis(1));
+    }
+}
+
+/// What rdkafka logs (at error level) when it drops a consumer [`close_consumer`] closed
+/// already: no failure, filtered out of log output.
+pub const CLOSED_ON_DROP: &str =
+    "Failed to close consumer queue on drop: Consumer queue close error: BrokerDestroy";
+
 impl Drop for Broker {
     fn drop(&mut self) {
         // Clients go before the mock cluster does, or they log failed reconnects.
         if let Ok(mut utility) = self.utility.lock() {
-            utility.take();
+            if let Some(consumer) = utility.take() {
+                close_consumer(&consumer, self.op_timeout);
+            }
         }
         // What could not be deleted is said where the user sees it, naming each topic.
         if let Err(left) = self.delete_created_topics() {
@@ -592,6 +631,23 @@ mod tests {
                 Err(TopicNameError::Dots { .. })
             ));
         }
+    }
+
+    #[test]
+    fn close_consumer_leaves_a_group_consumer_closed_for_its_drop() {
+        let mut broker = Broker::embedded(1).unwrap();
+        broker.create_topic("closing", 1).unwrap();
+        let consumer = broker.consumer("closing-group", "earliest").unwrap();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset("closing", 0, rdkafka::Offset::Beginning)
+            .unwrap();
+        consumer.assign(&tpl).unwrap();
+        assert!(!consumer.closed());
+        close_consumer(&consumer, broker.op_timeout);
+        assert!(consumer.closed(), "the drop would close it again, waiting");
+        // Closing twice is harmless: there is nothing left to close.
+        close_consumer(&consumer, broker.op_timeout);
+        assert!(consumer.closed());
     }
 
     #[test]

@@ -9,7 +9,10 @@ mod replay_consumer;
 mod scan;
 mod target;
 
-pub use broker::{check_topic_name, Broker, KafkaError, TopicNameError, TopicsLeft};
+pub use broker::{
+    check_topic_name, close_consumer, Broker, KafkaError, TopicNameError, TopicsLeft,
+    CLOSED_ON_DROP,
+};
 pub use group_member::{GroupEvent, GroupMember};
 pub use offsets::{
     committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,

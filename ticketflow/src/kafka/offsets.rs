@@ -5,6 +5,7 @@
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::broker::close_consumer;
 use super::scan::scan_windows;
 use super::{Broker, KafkaError};
 
@@ -37,7 +38,7 @@ pub fn committed_offsets(
     // The list must go before the consumer: dropping a consumer while a list it returned is
     // alive can hang inside librdkafka.
     drop(answer);
-    drop(consumer);
+    close_consumer(&consumer, broker.op_timeout);
     Ok(offsets)
 }
 
@@ -149,17 +150,17 @@ pub fn time_windows(
     since_ms: i64,
     until_ms: i64,
 ) -> Result<Vec<TimeWindow>, KafkaError> {
-    let mut windows = Vec::with_capacity(partitions.len());
-    for &partition in partitions {
-        let (log_start, end) = broker.watermarks(topic, partition)?;
-        windows.push(TimeWindow {
+    let mut windows: Vec<TimeWindow> = watermarks(broker, topic, partitions)?
+        .into_iter()
+        .zip(partitions)
+        .map(|((log_start, end), &partition)| TimeWindow {
             partition,
             log_start,
             end,
             since: None,
             until: None,
-        });
-    }
+        })
+        .collect();
     let holding: Vec<i32> = windows
         .iter()
         .filter(|w| w.log_start < w.end)
@@ -195,6 +196,53 @@ pub fn time_windows(
         }
     }
     Ok(windows)
+}
+
+/// `(log start, end)` of each of `partitions`, in one ListOffsets request per leader for each
+/// (the earliest and the latest offsets): asked partition by partition, that was two round
+/// trips per partition. The end is the one a read_committed client sees, as the utility
+/// consumer is one.
+fn watermarks(
+    broker: &Broker,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<(i64, i64)>, KafkaError> {
+    let what = || format!("reading watermarks of {topic}{partitions:?}");
+    let ask = |at: Offset| {
+        let mut tpl = TopicPartitionList::new();
+        for &p in partitions {
+            tpl.add_partition_offset(topic, p, at)
+                .map_err(|e| broker.error(what(), e))?;
+        }
+        broker.with_utility(|consumer| {
+            let answer = consumer
+                .offsets_for_times(tpl, broker.op_timeout)
+                .map_err(|e| broker.error(what(), e))?;
+            let offsets =
+                partitions
+                    .iter()
+                    .map(|&p| {
+                        let element = answer.find_partition(topic, p);
+                        match element.as_ref().map(|e| (e.offset(), e.error())) {
+                            Some((Offset::Offset(o), Ok(()))) if o >= 0 => Ok(o),
+                            Some((_, Err(e))) => {
+                                Err(broker.error(what(), format!("partition {p}: {e}")))
+                            }
+                            other => Err(broker
+                                .error(what(), format!("partition {p}: no offset ({other:?})"))),
+                        }
+                    })
+                    .collect::<Result<Vec<i64>, KafkaError>>();
+            drop(answer);
+            offsets
+        })
+    };
+    if partitions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let low = ask(Offset::Beginning)?;
+    let high = ask(Offset::End)?;
+    Ok(low.into_iter().zip(high).collect())
 }
 
 /// Looks up one partition's [`TimeWindow`].

@@ -1,6 +1,7 @@
 //! Finding a time window's offsets by reading, for brokers that do not answer timestamp
 //! lookups: one pass over every partition at once, each read from its log start until the
-//! first record at or after `until` or until its position reaches the captured end.
+//! first record at or after `until` or until its position reaches the captured end, and not
+//! fetched any further after that.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -8,12 +9,15 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::broker::Isolation;
+use super::broker::{close_consumer, Isolation};
 use super::{Broker, KafkaError};
 
 /// How long one poll waits before positions are looked at again: a partition whose last
 /// offsets are control markers is done only once its position has moved past them.
 const POLL: Duration = Duration::from_millis(20);
+
+/// Records looked at between two readings of the clock.
+const CLOCK_EVERY: u32 = 256;
 
 /// A window's bounds on one partition: the first offset at or after `since` and at or after
 /// `until`, where there is one.
@@ -57,6 +61,7 @@ pub(crate) fn scan_windows(
             )
         })
         .collect();
+    let mut open = scans.values().filter(|s| !s.done).count();
     let what = || format!("scanning {topic} for offsets by time");
     let consumer = broker.reader(
         "lessonprobe-utility",
@@ -71,11 +76,27 @@ pub(crate) fn scan_windows(
                 .map_err(|e| broker.error(what(), e))?;
         }
     }
+    // The leaders known before the assignment: a fresh client assigned partitions whose
+    // leaders it does not know yet may wait for librdkafka's one-second topic scan.
+    consumer
+        .fetch_metadata(Some(topic), broker.op_timeout)
+        .map_err(|e| broker.error(what(), e))?;
     consumer.assign(&tpl).map_err(|e| broker.error(what(), e))?;
+    // A partition is paused as soon as its scan is done: its fetches would only read records
+    // nobody looks at, and slow those of the partitions still open.
+    let stop = |p: i32| -> Result<(), KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, p);
+        consumer.pause(&tpl).map_err(|e| broker.error(what(), e))
+    };
     let mut progress_at = Instant::now();
-    let mut positions_at = Instant::now();
-    while scans.values().any(|s| !s.done) {
-        match consumer.poll(POLL) {
+    let mut positions_at = progress_at;
+    // Reading the clock for every record costs as much as looking at the record: it is read
+    // once per `CLOCK_EVERY` records and whenever a poll comes back empty.
+    let mut unclocked = 0u32;
+    let mut progressed = false;
+    while open > 0 {
+        let now = match consumer.poll(POLL) {
             Some(Ok(m)) => {
                 if let Some(scan) = scans.get_mut(&m.partition()).filter(|s| !s.done) {
                     let offset = m.offset();
@@ -93,14 +114,28 @@ pub(crate) fn scan_windows(
                     }
                     scan.reached = scan.reached.max(offset + 1);
                     scan.done |= scan.reached >= scan.end;
-                    progress_at = Instant::now();
+                    progressed = true;
+                    if scan.done {
+                        open -= 1;
+                        stop(m.partition())?;
+                    }
                 }
+                unclocked += 1;
+                if unclocked < CLOCK_EVERY {
+                    continue;
+                }
+                Instant::now()
             }
             Some(Err(e)) => return Err(broker.error(what(), e)),
-            None => {}
+            None => Instant::now(),
+        };
+        unclocked = 0;
+        if progressed {
+            progress_at = now;
+            progressed = false;
         }
-        if positions_at.elapsed() >= POLL {
-            positions_at = Instant::now();
+        if now.duration_since(positions_at) >= POLL {
+            positions_at = now;
             let positions = consumer.position().map_err(|e| broker.error(what(), e))?;
             for e in positions.elements() {
                 if let (Some(scan), Offset::Offset(p)) = (scans.get_mut(&e.partition()), e.offset())
@@ -108,12 +143,16 @@ pub(crate) fn scan_windows(
                     if p > scan.reached && !scan.done {
                         scan.reached = p;
                         scan.done = p >= scan.end;
-                        progress_at = Instant::now();
+                        progress_at = now;
+                        if scan.done {
+                            open -= 1;
+                            stop(e.partition())?;
+                        }
                     }
                 }
             }
         }
-        if progress_at.elapsed() > broker.op_timeout {
+        if now.duration_since(progress_at) > broker.op_timeout {
             let stuck: Vec<String> = scans
                 .iter()
                 .filter(|(_, s)| !s.done)
@@ -129,7 +168,7 @@ pub(crate) fn scan_windows(
             ));
         }
     }
-    drop(consumer);
+    close_consumer(&consumer, broker.op_timeout);
     Ok(ranges
         .iter()
         .map(|(p, _, _)| scans.get(p).map_or((None, None), |s| (s.since, s.until)))

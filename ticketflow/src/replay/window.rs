@@ -225,6 +225,7 @@ pub(crate) fn plan_day_with(
             return Err(Refusal::DuplicatePartition { partition }.into());
         }
     }
+    let clock = std::time::Instant::now();
     let count = broker.partitions(&r.topic)?;
     if count == 0 {
         return Err(Refusal::NoSuchTopic {
@@ -253,14 +254,22 @@ pub(crate) fn plan_day_with(
         }
         .into());
     }
+    let metadata = clock.elapsed();
     let live = committed_offsets(broker, &r.live_group, &r.topic, &partitions)?;
     let replay = committed_offsets(broker, &r.replay_group, &r.topic, &partitions)?;
+    let groups = clock.elapsed();
     let windows = match r.window {
         Window::Time { since_ms, until_ms } => {
             time_windows(broker, lookup, &r.topic, &partitions, since_ms, until_ms)?
         }
         Window::Offsets { .. } => Vec::new(),
     };
+    tracing::debug!(
+        "planning {}: metadata {metadata:.2?}, both groups' offsets {:.2?}, time windows {:.2?}",
+        r.topic,
+        groups - metadata,
+        clock.elapsed() - groups
+    );
     let mut plans = Vec::with_capacity(partitions.len());
     let mut lost = Vec::new();
     for (i, &partition) in partitions.iter().enumerate() {
