@@ -121,6 +121,8 @@ pub struct SqliteTarget {
     conn: Connection,
     place: String,
     adoption: Option<Adoption>,
+    /// A transaction opened by `begin` is open.
+    shared: bool,
 }
 
 impl SqliteTarget {
@@ -142,6 +144,7 @@ impl SqliteTarget {
             conn,
             place,
             adoption: None,
+            shared: false,
         })
     }
 
@@ -450,6 +453,37 @@ impl ReplayTarget for SqliteTarget {
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError> {
         let adoption = self.adoption()?.clone();
+        if self.shared {
+            // SQLite rolls a whole transaction back on some failures (a full disk, an I/O
+            // error): then the batches before this one are gone, and so must this one be.
+            if self.conn.is_autocommit() {
+                self.shared = false;
+                return Err(StoreError::Unavailable(format!(
+                    "{}: the transaction holding the batches before this one was rolled back",
+                    self.place
+                ))
+                .into());
+            }
+            self.conn
+                .execute_batch("SAVEPOINT lp_batch")
+                .map_err(StoreError::from)?;
+            let written = batch::write(
+                &mut SqliteTx {
+                    conn: &self.conn,
+                    adoption: &adoption,
+                },
+                scope,
+                batch,
+            );
+            let end = match written {
+                Ok(_) => "RELEASE lp_batch",
+                Err(_) => "ROLLBACK TO lp_batch; RELEASE lp_batch",
+            };
+            let ended = self.conn.execute_batch(end);
+            let counters = written?;
+            ended.map_err(StoreError::from)?;
+            return Ok(counters);
+        }
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -463,6 +497,27 @@ impl ReplayTarget for SqliteTarget {
         };
         tx.commit().map_err(StoreError::from)?;
         Ok(counters)
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        // IMMEDIATE: the write lock now, so no batch finds the file locked halfway through.
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.shared = true;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.shared = false;
+        if self.conn.is_autocommit() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: the transaction holding the batches was rolled back",
+                self.place
+            )));
+        }
+        self.conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            StoreError::from(e)
+        })
     }
 }
 
@@ -556,9 +611,25 @@ impl BatchTx for SqliteTx<'_> {
         for i in order {
             let entry = rows[i];
             let Ok(event) = &entry.decoded else { continue };
-            let n = stmt
-                .execute(params_from_iter(self.values(entry, event)))
-                .map_err(data_fault)?;
+            // Bound by reference: no copy of a row's text or bytes.
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![
+                &event.event_id,
+                &event.tenant_id,
+                &event.ticket_id,
+                &event.action,
+                &event.occurred_at,
+                &event.payload,
+            ];
+            for column in &self.adoption.record_columns {
+                values.push(match *column {
+                    "record" => &entry.raw,
+                    "topic" => &entry.topic,
+                    "partition" => &entry.partition,
+                    "record_offset" => &entry.offset,
+                    _ => &entry.timestamp,
+                });
+            }
+            let n = stmt.execute(values.as_slice()).map_err(data_fault)?;
             out[i] = n == 1;
         }
         Ok(out)
