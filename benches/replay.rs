@@ -6,8 +6,9 @@
 //!     INSERT; PostgreSQL: binary COPY), in the order a replay delivers them and in key order;
 //! (b) the replay's own write path alone (batches with their checkpoints, no Kafka);
 //! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
-//!     processes, with the planning time the command reports shown separately.
-//! Prints events/s, the ratios of (d) to (i), and each replay process's peak RSS.
+//!     processes, with the planning time the command reports shown separately;
+//! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process.
+//! Prints events/s, the ratios of (d) to (i) and of (e) to (a), and each process's peak RSS.
 //! `cargo bench --bench replay`.
 //!
 //! LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS (100: the mock
@@ -380,6 +381,28 @@ fn in_schema(url: &str, schema: &str) -> String {
     format!("{url}{glue}options=-csearch_path%3D{schema}")
 }
 
+/// What `replay` and `replay verify` are both given: the broker, the topic, the window every
+/// run reads, the database and the deadline.
+fn window_args(servers: &str, db: &str) -> Vec<String> {
+    [
+        "--kafka",
+        servers,
+        "--topic",
+        TOPIC,
+        "--since",
+        "2026-09-21T00:00:00Z",
+        "--until",
+        "2026-09-25T00:00:00Z",
+        "--db",
+        db,
+        "--deadline",
+        "1h",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 fn replay_args(
     servers: &str,
     db: &str,
@@ -388,36 +411,32 @@ fn replay_args(
     batch: usize,
     jobs: usize,
 ) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "replay",
-        "--kafka",
-        servers,
-        "--topic",
-        TOPIC,
-        "--live-group",
-        "bench-live",
-        "--replay-group",
-        group,
-        "--since",
-        "2026-09-21T00:00:00Z",
-        "--until",
-        "2026-09-25T00:00:00Z",
-        "--execute",
-        "--format",
-        "csv",
-        "--db",
-        db,
-        "--deadline",
-        "1h",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = vec!["replay".to_owned()];
+    args.extend(window_args(servers, db));
+    args.extend(
+        [
+            "--live-group",
+            "bench-live",
+            "--replay-group",
+            group,
+            "--execute",
+            "--format",
+            "csv",
+        ]
+        .map(String::from),
+    );
     args.extend(["--batch".into(), batch.to_string()]);
     args.extend(["--jobs".into(), jobs.to_string()]);
     if let Some(p) = partitions {
         args.extend(["--partitions".into(), p.to_owned()]);
     }
+    args
+}
+
+/// `replay verify` of the window every (d) replays, against `db`.
+fn verify_args(servers: &str, db: &str) -> Vec<String> {
+    let mut args = vec!["replay".to_owned(), "verify".to_owned()];
+    args.extend(window_args(servers, db));
     args
 }
 
@@ -447,6 +466,10 @@ struct Figures {
     planning: f64,
     rss_c: Option<f64>,
     rss_d: f64,
+    /// (e) `replay verify`: whole process, its reading-and-comparing phase, peak RSS.
+    e: f64,
+    e_exec: f64,
+    rss_e: f64,
 }
 
 fn main() {
@@ -667,6 +690,8 @@ fn main() {
             d_records as i64, total,
             "(d) replayed {d_records} of {total}"
         );
+        // A clean window exits 0, which run_measured asserts.
+        let e_run = run_measured(&verify_args(&servers, &db_d));
         figures.push(Figures {
             backend,
             a,
@@ -679,6 +704,9 @@ fn main() {
             planning: d_run.planning,
             rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
+            e: rate(total as u64, e_run.wall),
+            e_exec: e_run.execute_rate,
+            rss_e: e_run.peak_rss_mib,
         });
     }
 
@@ -721,6 +749,23 @@ fn main() {
     println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
     println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
+    println!();
+    println!(
+        "{:<9} {:>13} {:>13} {:>13} {:>7} {:>10}",
+        "backend", "(a) consume/s", "(e) verify/s", "(e) exec/s", "e/a", "RSS e MiB"
+    );
+    for f in &figures {
+        println!(
+            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>10.1}",
+            f.backend,
+            f.a,
+            f.e,
+            f.e_exec,
+            f.e / f.a,
+            f.rss_e
+        );
+    }
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a uses the whole process");
 
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
         println!();

@@ -20,6 +20,7 @@ Exit codes:
   3    a file could not be read or written (a manifest folder, a report path)
   4    an operational command (replay, broker, hosts check, clean) failed
   5    a replay completed with findings (conflicts or quarantined records)
+  6    replay verify found events missing from the audit table or stored differently
   130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM";
 
 #[derive(Debug, Parser)]
@@ -281,6 +282,65 @@ pub enum OnConflict {
 pub enum ReplayAction {
     /// The replays recorded in a target database: each plan and its partitions' progress.
     Status(ReplayStatusArgs),
+    /// Compare a window of the topic with the audit table, reading both and writing neither:
+    /// missing, mismatched, duplicated and undecodable events per partition, the replay plans
+    /// that cover the window and the live group's lag. Exit 0 when nothing is missing or
+    /// mismatched, 6 when something is, 4 when the comparison could not be made.
+    // Boxed so that these arguments, the largest, do not set the size of every command value.
+    Verify(Box<ReplayVerifyArgs>),
+}
+
+/// A window of a topic: a time range on every chosen partition, or one partition's offsets.
+#[derive(Debug, Args)]
+pub struct WindowArgs {
+    /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
+    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
+    pub since: Option<i64>,
+    /// End of the window, exclusive (RFC 3339).
+    #[arg(long, value_name = "TIME", requires = "since", value_parser = parse_time)]
+    pub until: Option<i64>,
+    /// First offset of one partition's explicit range (with --stop and one --partitions).
+    #[arg(long, requires = "stop")]
+    pub start: Option<i64>,
+    /// Exclusive end offset of that range.
+    #[arg(long, requires = "start")]
+    pub stop: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayVerifyArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// The topic to verify.
+    #[arg(long)]
+    pub topic: String,
+    #[command(flatten)]
+    pub window: WindowArgs,
+    /// Partitions to verify [default: all], e.g. 0,2.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub partitions: Option<Vec<i32>>,
+    /// The audit database: sqlite:PATH (a file) or postgres://URL; opened read-only.
+    #[arg(long, env = "LESSONPROBE_REPLAY_DB", value_name = "DB", value_parser = AuditDb::from_str)]
+    pub db: Option<AuditDb>,
+    /// The live consumer group: its committed offsets and lag are reported (only read).
+    #[arg(long, value_name = "GROUP")]
+    pub live_group: Option<String>,
+    /// Output: a table with examples, or the full list of discrepancies as JSON (with the
+    /// counts) or CSV (one row each; the counts go to stderr).
+    #[arg(long, value_enum, default_value_t = TableFormat::Table)]
+    pub format: TableFormat,
+    /// Examples shown per kind of discrepancy in the table.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub limit: usize,
+    /// Wall-clock bound of reading the window.
+    #[arg(long, default_value = "10m", value_parser = crate::config::duration::parse)]
+    pub deadline: Duration,
+    /// A partition that delivers nothing for this long before its range ends fails.
+    #[arg(long, default_value = "5s", value_parser = crate::config::duration::parse)]
+    pub idle_timeout: Duration,
+    /// Records read and looked up in the table together.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub batch: u32,
 }
 
 #[derive(Debug, Args)]
@@ -309,18 +369,8 @@ pub struct ReplayArgs {
     /// The replay's own consumer group (must differ from the live group).
     #[arg(long, value_name = "GROUP", required = true)]
     pub replay_group: Option<String>,
-    /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
-    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
-    pub since: Option<i64>,
-    /// End of the window, exclusive (RFC 3339).
-    #[arg(long, value_name = "TIME", requires = "since", value_parser = parse_time)]
-    pub until: Option<i64>,
-    /// First offset of one partition's explicit range (with --stop and one --partitions).
-    #[arg(long, requires = "stop")]
-    pub start: Option<i64>,
-    /// Exclusive end offset of that range.
-    #[arg(long, requires = "start")]
-    pub stop: Option<i64>,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Partitions to replay [default: all], e.g. 0,2.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub partitions: Option<Vec<i32>>,

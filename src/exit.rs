@@ -24,6 +24,9 @@ pub enum Code {
     /// A replay completed but found what someone must look at: conflicting versions of an
     /// event, or records that are not audit events (quarantined).
     Findings = 5,
+    /// `replay verify` found events of the window missing from the audit table, or stored
+    /// with other content.
+    Discrepancies = 6,
     /// The run was interrupted with Ctrl-C (128 + SIGINT).
     Interrupted = 130,
     /// The run was stopped with SIGTERM (128 + SIGTERM).

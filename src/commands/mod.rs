@@ -9,6 +9,7 @@ pub mod list;
 pub mod remote;
 pub mod replay;
 pub mod run;
+pub mod verify;
 
 use lessonprobe_probes::registry;
 use ticketflow::kafka::{KafkaTarget, KafkaTargetError};

@@ -12,10 +12,10 @@ use ticketflow::replay::{
     PlanDocument, Refusal, ReplayJob, ReplayOptions, Shown, StatusRow, TargetView, Window,
     CONNECT_TIMEOUT,
 };
-use ticketflow::store::Timeouts;
+use ticketflow::store::{AuditDb, Timeouts};
 use ticketflow::KafkaTarget;
 
-use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs};
+use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
@@ -26,8 +26,10 @@ use crate::render::{self, TableFormat};
 const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
-    if let Some(ReplayAction::Status(status_args)) = args.action {
-        return status(status_args);
+    match args.action {
+        Some(ReplayAction::Status(status_args)) => return status(status_args),
+        Some(ReplayAction::Verify(verify_args)) => return super::verify::verify(*verify_args),
+        None => {}
     }
     let started = Instant::now();
     arm_deadline(args.deadline);
@@ -37,15 +39,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     }
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let window = match (args.since, args.until, args.start, args.stop) {
-        (Some(since_ms), Some(until_ms), None, None) => Window::Time { since_ms, until_ms },
-        (None, None, Some(start), Some(stop)) => Window::Offsets { start, stop },
-        _ => {
-            return Err(Error::Usage(
-                "give --since and --until, or --start and --stop".into(),
-            ))
-        }
-    };
+    let window = window(&args.window)?;
     let required = |v: Option<String>, flag: &str| {
         v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
     };
@@ -59,13 +53,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     };
     let op = |e: &dyn Display| Error::Operation(e.to_string());
     // The target first: one that must not be written to stops the run before anything is read.
-    let timeouts = Timeouts {
-        connect: db
-            .connect_timeout()
-            .unwrap_or(CONNECT_TIMEOUT)
-            .min(args.deadline),
-        statement: args.deadline,
-    };
+    let timeouts = timeouts(&db, args.deadline);
     let view = ReplayJob::inspect(&db, timeouts)
         .map_err(|e| Error::Operation(format!("replay refused: {e}")))?;
     let job =
@@ -173,6 +161,29 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         "replay incomplete on {} partition(s); fix the cause and rerun with --resume to continue from the last durable offsets",
         failures.len()
     )))
+}
+
+/// The window of `--since`/`--until` or `--start`/`--stop`.
+pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
+    match (w.since, w.until, w.start, w.stop) {
+        (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
+        (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
+        _ => Err(Error::Usage(
+            "give --since and --until, or --start and --stop".into(),
+        )),
+    }
+}
+
+/// The database's bounds under `--deadline`: connecting within the URL's `connect_timeout` (or
+/// the default) and the deadline, every statement within the deadline.
+pub(super) fn timeouts(db: &AuditDb, deadline: Duration) -> Timeouts {
+    Timeouts {
+        connect: db
+            .connect_timeout()
+            .unwrap_or(CONNECT_TIMEOUT)
+            .min(deadline),
+        statement: deadline,
+    }
 }
 
 /// Ends the process at `deadline` plus a grace period if it is still running: every wait has

@@ -1,11 +1,13 @@
-//! `lessonprobe broker` as a separate process, and what a broker holds read back through a
-//! client of the test's own: committed offsets, watermarks, the offset of a time.
+//! `lessonprobe broker` as a separate process, records a test produces to it, and what a broker
+//! holds read back through a client of the test's own: committed offsets, watermarks, the offset
+//! of a time.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 const T: Duration = Duration::from_secs(10);
@@ -54,6 +56,20 @@ impl BrokerProcess {
         }
     }
 
+    /// A broker for topics a test fills itself with [`produce`]; its sample day is one record
+    /// in a topic of its own.
+    #[track_caller]
+    pub fn for_own_records() -> BrokerProcess {
+        BrokerProcess::start(&[
+            "--sample-day",
+            "unused",
+            "--events",
+            "1",
+            "--partitions",
+            "1",
+        ])
+    }
+
     /// Sends SIGTERM and waits up to 10 s: the exit code, or `None` if it did not end.
     pub fn terminate(&mut self) -> Option<i32> {
         // SAFETY: kill only sends a signal to our own child.
@@ -74,6 +90,36 @@ impl Drop for BrokerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Produces `records` (partition, payload) to `topic` in their order, record `i` keyed `k{i}`
+/// and stamped `first_ms + i`, and waits until every one is acknowledged.
+#[track_caller]
+pub fn produce(servers: &str, topic: &str, first_ms: i64, records: &[(i32, Vec<u8>)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for (i, (partition, payload)) in records.iter().enumerate() {
+        let key = format!("k{i}");
+        loop {
+            let record = BaseRecord::to(topic)
+                .partition(*partition)
+                .key(&key)
+                .payload(payload)
+                .timestamp(first_ms + i as i64);
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) if e.to_string().contains("Queue full") => {
+                    producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => panic!("produce to {topic}: {e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
 }
 
 /// A consumer of `group` that commits nothing by itself and is never subscribed.

@@ -208,6 +208,34 @@ impl OwnDatabase {
         connect(&self.url())
     }
 
+    /// The lesson's `audit_events` as a team might have made it before any replay: its own id,
+    /// typed columns (`timestamptz`, `jsonb`), extra columns with defaults, and (when `unique`)
+    /// a unique index on event_id.
+    #[track_caller]
+    pub fn foreign_audit_table(&self, unique: bool) {
+        let key = if unique {
+            "CREATE UNIQUE INDEX audit_events_event_uq ON audit_events (event_id);"
+        } else {
+            "CREATE INDEX audit_events_event_ix ON audit_events (event_id);"
+        };
+        self.client()
+            .batch_execute(&format!(
+                "CREATE TABLE audit_events (
+                    id          BIGSERIAL PRIMARY KEY,
+                    event_id    VARCHAR(64) NOT NULL,
+                    tenant_id   TEXT NOT NULL,
+                    ticket_id   TEXT NOT NULL,
+                    action      TEXT NOT NULL,
+                    occurred_at TIMESTAMPTZ NOT NULL,
+                    payload     JSONB NOT NULL,
+                    source      TEXT NOT NULL DEFAULT 'live',
+                    noted_at    TIMESTAMPTZ DEFAULT now()
+                );
+                {key}"
+            ))
+            .unwrap_or_else(|e| panic!("create audit_events in {}: {e}", self.name));
+    }
+
     /// Every table the database holds, whatever its schema.
     #[track_caller]
     pub fn tables(&self) -> Vec<String> {

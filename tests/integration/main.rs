@@ -13,4 +13,5 @@ mod remote;
 mod replay;
 mod replay_kafka;
 mod replay_target;
+mod replay_verify;
 mod reports;

@@ -7,12 +7,10 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use lessonprobe_testkit::kafka::committed;
+use lessonprobe_testkit::kafka::{committed, produce};
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::*;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::ClientConfig;
 
 const LIVE: &str = "live-audit";
 const GROUP: &str = "replay-target";
@@ -47,46 +45,6 @@ fn replay(servers: &str, topic: &str, db: &str, extra: &[&str]) -> Test {
     .args(extra)
 }
 
-/// A broker for topics a test fills with [`produce`] (its sample day is one record elsewhere).
-fn broker_for_own_records() -> BrokerProcess {
-    BrokerProcess::start(&[
-        "--sample-day",
-        "unused",
-        "--events",
-        "1",
-        "--partitions",
-        "1",
-    ])
-}
-
-/// A record to produce: partition, payload.
-fn produce(servers: &str, topic: &str, records: &[(i32, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for (i, (partition, payload)) in records.iter().enumerate() {
-        let key = format!("k{i}");
-        loop {
-            let record = BaseRecord::to(topic)
-                .partition(*partition)
-                .key(&key)
-                .payload(payload)
-                .timestamp(IN_WINDOW_MS + i as i64);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, _)) if e.to_string().contains("Queue full") => {
-                    producer.poll(Duration::from_millis(50));
-                }
-                Err((e, _)) => panic!("produce: {e}"),
-            }
-        }
-        producer.poll(Duration::ZERO);
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
-}
-
 fn event(id: &str, action: &str, ticket: &str) -> Vec<u8> {
     format!(
         r#"{{"event_id":"{id}","tenant_id":"tenant-a","ticket_id":"{ticket}","action":"{action}","occurred_at":"2026-09-22T10:00:00+00:00","payload":{{"version":1}}}}"#
@@ -102,39 +60,13 @@ const BOOKKEEPING: [&str; 5] = [
     "lessonprobe_replay_quarantine",
 ];
 
-/// The lesson's table as a team might have made it: its own id, jsonb, extra columns with
-/// defaults, and (when `unique`) a unique index on event_id.
-fn foreign_table(db: &OwnDatabase, unique: bool) {
-    db.client()
-        .batch_execute(&format!(
-            "CREATE TABLE audit_events (
-                id          BIGSERIAL PRIMARY KEY,
-                event_id    VARCHAR(64) NOT NULL,
-                tenant_id   TEXT NOT NULL,
-                ticket_id   TEXT NOT NULL,
-                action      TEXT NOT NULL,
-                occurred_at TIMESTAMPTZ NOT NULL,
-                payload     JSONB NOT NULL,
-                source      TEXT NOT NULL DEFAULT 'live',
-                noted_at    TIMESTAMPTZ DEFAULT now()
-            );
-            {}",
-            if unique {
-                "CREATE UNIQUE INDEX audit_events_event_uq ON audit_events (event_id);"
-            } else {
-                "CREATE INDEX audit_events_event_ix ON audit_events (event_id);"
-            }
-        ))
-        .unwrap();
-}
-
 #[test]
 fn a_foreign_postgres_audit_table_is_adopted_and_only_bookkeeping_appears() {
     let Some(admin) = services::postgres() else {
         return;
     };
     let db = OwnDatabase::create(&admin, "adopt");
-    foreign_table(&db, true);
+    db.foreign_audit_table(true);
     let broker = BrokerProcess::start(&["--sample-day", "adopt", "--events", "600"]);
     replay(&broker.servers, "adopt", &db.url(), &[])
         .output_has("audit_events: found; adopted as it is (unique key audit_events_event_uq")
@@ -181,7 +113,7 @@ fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read(
         return;
     };
     let db = OwnDatabase::create(&admin, "nokey");
-    foreign_table(&db, false);
+    db.foreign_audit_table(false);
     // No broker listens at this address: a refusal that names the target proves the target
     // was looked at before Kafka was.
     let nowhere = "127.0.0.1:1";
@@ -215,7 +147,7 @@ fn a_target_without_a_unique_key_on_event_id_is_refused_before_anything_is_read(
 
 #[test]
 fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jobs() {
-    let broker = broker_for_own_records();
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let topic = "conflict";
     let mut records: Vec<(i32, Vec<u8>)> = (0..400)
@@ -228,7 +160,7 @@ fn the_same_event_id_with_other_content_is_a_conflict_with_one_outcome_at_any_jo
         .collect();
     records.push((3, event("e-2", "ticket.deleted", "t-2")));
     records.push((2, event("e-2", "ticket.updated", "t-2")));
-    produce(s, topic, &records);
+    produce(s, topic, IN_WINDOW_MS, &records);
     for run in 0..3 {
         let dir = Dir::new();
         let file = dir.join("c.db");
@@ -302,12 +234,13 @@ fn payload_text(raw: &[u8]) -> String {
 
 #[test]
 fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
-    let broker = broker_for_own_records();
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let raws = as_received();
     produce(
         s,
         "raw",
+        IN_WINDOW_MS,
         &raws.iter().map(|r| (0, r.clone())).collect::<Vec<_>>(),
     );
     let dir = Dir::new();
@@ -369,12 +302,13 @@ fn records_are_stored_as_received_and_unknown_fields_are_not_quarantined() {
 
 #[test]
 fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
-    let broker = broker_for_own_records();
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let nul = br#"{"event_id":"nul-1","tenant_id":"t","ticket_id":"t\u0000x","action":"a","occurred_at":"2026-09-22T10:00:00Z","payload":{}}"#.to_vec();
     produce(
         s,
         "nul",
+        IN_WINDOW_MS,
         &[
             (0, event("ok-1", "a", "k")),
             (0, nul.clone()),
@@ -431,7 +365,7 @@ fn a_nul_in_a_field_is_quarantined_alike_on_sqlite_and_postgres() {
 
 #[test]
 fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_record() {
-    let broker = broker_for_own_records();
+    let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let records: Vec<(i32, Vec<u8>)> = (0..10_000)
         .map(|i| {
@@ -439,7 +373,7 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
             (0, event(&format!("b-{i}"), "ticket.updated", ticket))
         })
         .collect();
-    produce(s, "split", &records);
+    produce(s, "split", IN_WINDOW_MS, &records);
     // The target refuses one value by a CHECK of its own: the database's reason is kept.
     let dir = Dir::new();
     let file = dir.join("split.db");
@@ -455,7 +389,7 @@ fn a_data_error_in_the_middle_of_a_10000_record_batch_quarantines_only_that_reco
     let mut targets = vec![format!("sqlite:{}", file.display())];
     let pg = services::postgres().map(|admin| OwnDatabase::create(&admin, "split"));
     if let Some(db) = &pg {
-        foreign_table(db, true);
+        db.foreign_audit_table(true);
         db.client()
             .batch_execute("ALTER TABLE audit_events ADD CONSTRAINT no_poison CHECK (ticket_id <> 'poison'), ADD COLUMN record_offset BIGINT, ADD COLUMN topic TEXT, ADD COLUMN partition INTEGER")
             .unwrap();

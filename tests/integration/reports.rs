@@ -192,6 +192,7 @@ fn help_lists_the_exit_codes() {
         "  3    a file could not be read or written",
         "  4    an operational command",
         "  5    a replay completed with findings",
+        "  6    replay verify found events missing from the audit table",
         "  130  interrupted with Ctrl-C (SIGINT); 143: stopped with SIGTERM",
     ] {
         help = help.stdout_has(line);

@@ -143,6 +143,18 @@ impl EventRecord {
         ]
     }
 
+    /// The values of an audit row's columns, in the order of `store::schema::REQUIRED_COLUMNS`.
+    pub fn columns(&self) -> [&str; 6] {
+        [
+            &self.event_id,
+            &self.tenant_id,
+            &self.ticket_id,
+            &self.action,
+            &self.occurred_at,
+            &self.payload,
+        ]
+    }
+
     /// The event with its payload parsed (numbers as serde_json reads them).
     pub fn to_event(&self) -> Result<AuditEvent, DecodeError> {
         Ok(AuditEvent {
@@ -160,8 +172,20 @@ impl EventRecord {
     /// spelling of their JSON — and a stored row whose payload a database re-formatted (jsonb)
     /// still compares equal. A payload that is not JSON hashes as its text.
     pub fn content_hash(&self) -> String {
+        hex(&self.digest(&self.text_fields()))
+    }
+
+    /// SHA-256 of what happened — tenant, ticket, action, time and the payload as a JSON value —
+    /// without the `event_id`: two events with the same facts digest are one action recorded
+    /// under two ids (a producer that wrapped it again with a fresh id).
+    pub fn facts_digest(&self) -> [u8; 32] {
+        self.digest(&self.text_fields()[1..])
+    }
+
+    /// SHA-256 of `fields` and the payload, canonical as [`content_hash`](Self::content_hash) says.
+    fn digest(&self, fields: &[(&'static str, &str)]) -> [u8; 32] {
         let mut canonical = String::with_capacity(self.payload.len() + 128);
-        for (field, value) in self.text_fields() {
+        for (field, value) in fields {
             canonical.push_str(field);
             canonical.push('\u{1}');
             canonical.push_str(value);
@@ -171,7 +195,7 @@ impl EventRecord {
             Ok(value) => write_canonical(&value, &mut canonical),
             Err(_) => canonical.push_str(&self.payload),
         }
-        hex(&Sha256::digest(canonical.as_bytes()))
+        Sha256::digest(canonical.as_bytes()).into()
     }
 }
 
@@ -305,5 +329,15 @@ mod tests {
         assert_eq!(a.content_hash(), b.content_hash());
         assert_ne!(a.content_hash(), c.content_hash());
         assert_eq!(a.content_hash().len(), 64);
+    }
+
+    #[test]
+    fn the_facts_digest_ignores_the_event_id_and_spelling_but_not_what_happened() {
+        let a = EventRecord::decode(br#"{"event_id":"e-1","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o","payload":{"b":1,"a":2}}"#).unwrap();
+        let rewrapped = EventRecord::decode(br#"{"event_id":"e-2","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o","payload":{"a":2, "b":1}}"#).unwrap();
+        let later = EventRecord::decode(br#"{"event_id":"e-3","tenant_id":"t","ticket_id":"k","action":"a","occurred_at":"o2","payload":{"a":2,"b":1}}"#).unwrap();
+        assert_eq!(a.facts_digest(), rewrapped.facts_digest());
+        assert_ne!(a.content_hash(), rewrapped.content_hash());
+        assert_ne!(a.facts_digest(), later.facts_digest());
     }
 }

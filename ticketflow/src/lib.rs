@@ -12,6 +12,7 @@ pub mod event;
 pub mod kafka;
 pub mod replay;
 pub mod store;
+pub mod verify;
 
 pub use kafka::KafkaTarget;
 pub use store::AuditDb;

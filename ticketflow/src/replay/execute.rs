@@ -1,6 +1,7 @@
-//! Executing a day plan: each partition's remaining range through the bounded-replay primitive
-//! with its own consumer and store connection, at most `jobs` at once, the audit store as the
-//! only effect. Every partition reports its summary or its error with the last durable offset.
+//! Executing a day plan: each partition's remaining range through the bounded-replay primitive,
+//! at most `jobs` at once, each worker with its consumer, its store connection and the SQL
+//! transactions its partitions' batches share; the audit store as the only effect. Every
+//! partition reports its summary or its error with the last durable offset.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -50,7 +51,8 @@ pub struct ExecuteOptions {
 
 /// Told about each partition's progress as its batches become durable.
 pub trait Progress: Sync {
-    /// `partition` has made `so_far` durable (with its checkpoint) and committed it.
+    /// `partition` has written `so_far` with its checkpoint: durable, or in the transaction
+    /// that makes it durable within `--batch` more records (Kafka hears it only then).
     fn batch_done(&self, partition: i32, so_far: &ReplaySummary);
 }
 

@@ -7,7 +7,7 @@ mod apply;
 mod execute;
 mod identity;
 mod job;
-mod read;
+pub(crate) mod read;
 mod rows;
 mod window;
 

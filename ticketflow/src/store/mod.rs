@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod ledger;
 pub mod postgres;
 pub mod schema;
+pub mod snapshot;
 pub mod sqlite;
 mod target;
 mod tls;
@@ -16,6 +17,7 @@ pub use inspect::{Adoption, Inspection, Unfit};
 pub use ledger::{
     Batch, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, WriteError,
 };
+pub use snapshot::{Lookup, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;
 pub use target::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 

@@ -271,6 +271,26 @@ impl PostgresTarget {
         })
     }
 
+    /// Opens the target to read only: every statement runs in one `REPEATABLE READ READ ONLY`
+    /// transaction (one snapshot for the whole session, and any write refused by the server),
+    /// which ends with the connection.
+    pub fn open_read_only(url: &str, timeouts: Timeouts) -> Result<Self, StoreError> {
+        let mut target = Self::open(url, timeouts)?;
+        target
+            .client
+            .batch_execute(
+                "SET default_transaction_read_only = on;
+                 BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            )
+            .map_err(|e| StoreError::postgres(&target.place, e))?;
+        Ok(target)
+    }
+
+    /// The connection, for read-only lookups in the same session.
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
     fn existing(&mut self, names: &[&str]) -> Result<Vec<String>, StoreError> {
         let names: Vec<&str> = names.to_vec();
         let rows = self
@@ -700,18 +720,8 @@ impl Columns {
         };
         for entry in rows {
             let Ok(e) = &entry.decoded else { continue };
-            for (i, v) in [
-                &e.event_id,
-                &e.tenant_id,
-                &e.ticket_id,
-                &e.action,
-                &e.occurred_at,
-                &e.payload,
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                c.text[i].push(v.clone());
+            for (column, v) in c.text.iter_mut().zip(e.columns()) {
+                column.push(v.to_owned());
             }
             c.record.push(entry.raw.to_vec());
             c.topic.push(entry.topic.to_owned());
@@ -736,6 +746,20 @@ impl Columns {
             });
         }
         params
+    }
+}
+
+/// The event a row holds in six text columns from `first` on, in the order of
+/// `schema::REQUIRED_COLUMNS` (NULL read as empty).
+pub(super) fn stored_event(r: &postgres::Row, first: usize) -> EventRecord {
+    let text = |i: usize| r.get::<_, Option<String>>(first + i).unwrap_or_default();
+    EventRecord {
+        event_id: text(0),
+        tenant_id: text(1),
+        ticket_id: text(2),
+        action: text(3),
+        occurred_at: text(4),
+        payload: text(5),
     }
 }
 
@@ -990,14 +1014,6 @@ impl BatchTx for PgTx<'_, '_> {
         let any_cast = !self.adoption.casts.is_empty();
         for r in self.tx.query(&sql, &params).map_err(|e| self.err(e))? {
             let ord: i64 = r.get(0);
-            let record = |base: usize| EventRecord {
-                event_id: r.get::<_, Option<String>>(base).unwrap_or_default(),
-                tenant_id: r.get::<_, Option<String>>(base + 1).unwrap_or_default(),
-                ticket_id: r.get::<_, Option<String>>(base + 2).unwrap_or_default(),
-                action: r.get::<_, Option<String>>(base + 3).unwrap_or_default(),
-                occurred_at: r.get::<_, Option<String>>(base + 4).unwrap_or_default(),
-                payload: r.get::<_, Option<String>>(base + 5).unwrap_or_default(),
-            };
             let location = match (r.get(7), r.get(8), r.get(9)) {
                 (Some(topic), Some(partition), Some(offset)) => Some(Location {
                     topic,
@@ -1007,8 +1023,8 @@ impl BatchTx for PgTx<'_, '_> {
                 _ => None,
             };
             let version = StoredVersion {
-                stored: record(1),
-                incoming: any_cast.then(|| record(10)),
+                stored: stored_event(&r, 1),
+                incoming: any_cast.then(|| stored_event(&r, 10)),
                 location,
             };
             if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {

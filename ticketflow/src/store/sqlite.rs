@@ -148,6 +148,11 @@ impl SqliteTarget {
         })
     }
 
+    /// The connection, for read-only lookups of the same file.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     fn tables(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .conn
@@ -521,6 +526,23 @@ impl ReplayTarget for SqliteTarget {
     }
 }
 
+/// The event a row stores in six text columns from `first` on, in the order of
+/// `schema::REQUIRED_COLUMNS` (NULL read as empty).
+pub(super) fn stored_event(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<EventRecord> {
+    let text = |i: usize| {
+        r.get::<_, Option<String>>(first + i)
+            .map(Option::unwrap_or_default)
+    };
+    Ok(EventRecord {
+        event_id: text(0)?,
+        tenant_id: text(1)?,
+        ticket_id: text(2)?,
+        action: text(3)?,
+        occurred_at: text(4)?,
+        payload: text(5)?,
+    })
+}
+
 /// The event id an entry carries, when it decoded.
 fn event_id<'e>(entry: &'e Entry<'_>) -> Option<&'e str> {
     entry.decoded.as_ref().ok().map(|e| e.event_id.as_str())
@@ -559,14 +581,11 @@ impl SqliteTx<'_> {
     }
 
     fn values(&self, entry: &Entry<'_>, event: &EventRecord) -> Vec<Value> {
-        let mut values: Vec<Value> = vec![
-            event.event_id.clone().into(),
-            event.tenant_id.clone().into(),
-            event.ticket_id.clone().into(),
-            event.action.clone().into(),
-            event.occurred_at.clone().into(),
-            event.payload.clone().into(),
-        ];
+        let mut values: Vec<Value> = event
+            .columns()
+            .iter()
+            .map(|v| Value::Text((*v).to_owned()))
+            .collect();
         for column in &self.adoption.record_columns {
             values.push(match *column {
                 "record" => Value::Blob(entry.raw.to_vec()),
@@ -658,8 +677,6 @@ impl BatchTx for SqliteTx<'_> {
             };
             let version = stmt
                 .query_row([&event.event_id], |r| {
-                    let text =
-                        |i: usize| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default);
                     let location = match (r.get::<_, Option<String>>(6)?, r.get(7)?, r.get(8)?) {
                         (Some(topic), Some(partition), Some(offset)) => Some(Location {
                             topic,
@@ -669,14 +686,7 @@ impl BatchTx for SqliteTx<'_> {
                         _ => None,
                     };
                     Ok(StoredVersion {
-                        stored: EventRecord {
-                            event_id: text(0)?,
-                            tenant_id: text(1)?,
-                            ticket_id: text(2)?,
-                            action: text(3)?,
-                            occurred_at: text(4)?,
-                            payload: text(5)?,
-                        },
+                        stored: stored_event(r, 0)?,
                         incoming: None,
                         location,
                     })

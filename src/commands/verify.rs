@@ -1,0 +1,256 @@
+//! `lessonprobe replay verify`: compares a window of the topic with the audit table through
+//! `ticketflow::verify`, prints the counts, plans, live lag and discrepancies (examples in the
+//! table, the full list in JSON or CSV) and maps the result to an exit code.
+
+use std::cell::RefCell;
+use std::io::Write;
+
+use serde::ser::{Error as _, SerializeSeq};
+use serde::{Serialize, Serializer};
+use ticketflow::replay::DayPlanError;
+use ticketflow::verify::{
+    self, Counts, Discrepancy, Findings, VerifyError, VerifyOptions, VerifyReport, VerifyRequest,
+};
+use ticketflow::KafkaTarget;
+
+use crate::cli::ReplayVerifyArgs;
+use crate::config::db::replay_target;
+use crate::exit::{Code, Error};
+use crate::render::{self, TableFormat};
+
+pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
+    let kafka = super::kafka_target(&args.kafka)?;
+    if kafka == KafkaTarget::Embedded {
+        return Err(Error::Usage("lessonprobe replay verify works on real data: give --kafka HOST:PORT (the embedded broker is refused here)".into()));
+    }
+    let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let window = super::replay::window(&args.window)?;
+    let request = VerifyRequest {
+        topic: args.topic,
+        window,
+        partitions: args.partitions,
+        live_group: args.live_group,
+    };
+    let timeouts = super::replay::timeouts(&db, args.deadline);
+    let options = VerifyOptions {
+        batch: args.batch as usize,
+        limit: args.limit,
+        deadline: args.deadline,
+        idle_timeout: args.idle_timeout,
+    };
+    let report = verify::verify(&kafka, &db, timeouts, &request, options).map_err(failed)?;
+    let clean = report.clean();
+    let (records, secs) = (report.total.records, report.elapsed.as_secs_f64());
+    let rate = records as f64 / secs.max(1e-9);
+    match args.format {
+        TableFormat::Table => print_table(&report)?,
+        TableFormat::Json => print_json(report)?,
+        TableFormat::Csv => {
+            eprintln!("{}", summary_table(&report)?);
+            print_csv(report.findings)?;
+        }
+    }
+    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s)");
+    Ok(if clean { Code::Ok } else { Code::Discrepancies })
+}
+
+fn failed(e: VerifyError) -> Error {
+    let text = match &e {
+        VerifyError::Plan(DayPlanError::Refused(why)) => format!("verify refused: {why}"),
+        _ => e.to_string(),
+    };
+    Error::Operation(text)
+}
+
+fn op(e: impl std::fmt::Display) -> Error {
+    Error::Operation(e.to_string())
+}
+
+/// A partition (or the total) as one flat row.
+#[derive(Serialize)]
+struct CountsRow {
+    partition: String,
+    start: Option<i64>,
+    stop: Option<i64>,
+    records: u64,
+    decodable: u64,
+    distinct_event_ids: u64,
+    undecodable: u64,
+    quarantined: u64,
+    missing: u64,
+    mismatched: u64,
+    duplicated_facts: u64,
+}
+
+impl CountsRow {
+    fn new(partition: String, range: Option<(i64, i64)>, c: &Counts) -> CountsRow {
+        CountsRow {
+            partition,
+            start: range.map(|r| r.0),
+            stop: range.map(|r| r.1),
+            records: c.records,
+            decodable: c.decodable,
+            distinct_event_ids: c.distinct_event_ids,
+            undecodable: c.undecodable,
+            quarantined: c.quarantined,
+            missing: c.missing,
+            mismatched: c.mismatched,
+            duplicated_facts: c.duplicated_facts,
+        }
+    }
+}
+
+fn summary_table(report: &VerifyReport) -> Result<String, Error> {
+    let mut rows: Vec<CountsRow> = report
+        .partitions
+        .iter()
+        .map(|p| CountsRow::new(p.partition.to_string(), Some((p.start, p.stop)), &p.counts))
+        .collect();
+    rows.push(CountsRow::new("total".into(), None, &report.total));
+    render::table(&rows).map_err(op)
+}
+
+/// The verdict in words: what a reader acts on.
+fn verdict(report: &VerifyReport) -> String {
+    let t = &report.total;
+    if report.clean() {
+        format!(
+            "CLEAN: every one of the {} distinct events of the window is in the table as the topic carries it",
+            t.distinct_event_ids
+        )
+    } else {
+        format!(
+            "DISCREPANCIES: {} event(s) of the window missing from the table, {} record(s) stored with other content",
+            t.missing, t.mismatched
+        )
+    }
+}
+
+fn print_table(report: &VerifyReport) -> Result<(), Error> {
+    println!(
+        "verify: topic {} on {} against {}; window {}",
+        report.topic, report.servers, report.target, report.window
+    );
+    println!("{}", summary_table(report)?);
+    if report.plans.is_empty() {
+        println!("replay plans: none recorded in the target covers the window");
+    } else {
+        println!("replay plans covering the window:");
+        println!("{}", render::table(&report.plans).map_err(op)?);
+    }
+    if let Some(group) = &report.live_group {
+        println!("live group {group} (read only):");
+        println!("{}", render::table(&report.live).map_err(op)?);
+    }
+    for (kind, n) in report.found() {
+        let examples = report.findings.examples(kind);
+        println!(
+            "{}: {n}{}",
+            kind.as_str(),
+            if (examples.len() as u64) < n {
+                format!(
+                    " (the first {}; --format json or csv lists all)",
+                    examples.len()
+                )
+            } else {
+                String::new()
+            }
+        );
+        if !examples.is_empty() {
+            println!("{}", render::table(examples).map_err(op)?);
+        }
+    }
+    println!("{}", verdict(report));
+    Ok(())
+}
+
+/// The findings as a JSON array written while they are read back, never held whole.
+struct Streamed(RefCell<Option<Findings>>);
+
+impl Serialize for Streamed {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let findings = self
+            .0
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| S::Error::custom("the findings were already written"))?;
+        let mut seq = serializer.serialize_seq(None)?;
+        for d in findings.read_back().map_err(S::Error::custom)? {
+            seq.serialize_element(&d.map_err(S::Error::custom)?)?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    topic: &'a str,
+    servers: &'a str,
+    target: &'a str,
+    window: &'a str,
+    clean: bool,
+    partitions: &'a [verify::PartitionCounts],
+    total: &'a Counts,
+    plans: &'a [verify::PlanCoverage],
+    live_group: Option<&'a str>,
+    live: &'a [verify::LiveOffsets],
+    discrepancies: Streamed,
+}
+
+fn print_json(report: VerifyReport) -> Result<(), Error> {
+    let VerifyReport {
+        topic,
+        servers,
+        target,
+        window,
+        partitions,
+        total,
+        plans,
+        live_group,
+        live,
+        findings,
+        elapsed: _,
+    } = report;
+    let clean = total.missing == 0 && total.mismatched == 0;
+    let doc = JsonReport {
+        topic: &topic,
+        servers: &servers,
+        target: &target,
+        window: &window,
+        clean,
+        partitions: &partitions,
+        total: &total,
+        plans: &plans,
+        live_group: live_group.as_deref(),
+        live: &live,
+        discrepancies: Streamed(RefCell::new(Some(findings))),
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, &doc).map_err(op)?;
+    writeln!(out).and_then(|()| out.flush()).map_err(op)
+}
+
+/// One CSV row per discrepancy, written as they are read back.
+fn print_csv(findings: Findings) -> Result<(), Error> {
+    let mut out = csv::Writer::from_writer(std::io::BufWriter::new(std::io::stdout().lock()));
+    // The header comes from the first row; an empty list still gets one.
+    let mut any = false;
+    for d in findings.read_back().map_err(op)? {
+        let d: Discrepancy = d.map_err(op)?;
+        out.serialize(&d).map_err(op)?;
+        any = true;
+    }
+    if !any {
+        out.write_record([
+            "kind",
+            "partition",
+            "offset",
+            "event_id",
+            "quarantined",
+            "detail",
+        ])
+        .map_err(op)?;
+    }
+    out.flush().map_err(op)
+}

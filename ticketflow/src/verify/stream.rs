@@ -1,0 +1,109 @@
+//! The topic side of a verification: each partition's range read in order through the replay's
+//! own reader (assign and seek, contiguous offsets, idle timeout and deadline) by a consumer
+//! that never commits, each record decoded, handed on in batches.
+
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+use super::VerifyError;
+use crate::event::EventRecord;
+use crate::kafka::{Broker, KafkaReplayConsumer, KafkaTarget};
+use crate::replay::read::Reader;
+use crate::replay::{DayPlan, ReplayLimits};
+
+/// The consumer group the reading consumer belongs to: librdkafka needs one to assign
+/// partitions. It never commits, so the group never holds offsets.
+pub const READ_GROUP: &str = "lessonprobe-verify";
+
+/// One record as read: its offset and either the event with its facts digest, or why it is
+/// not an audit event.
+pub(crate) struct Decoded {
+    pub offset: i64,
+    pub event: Result<(EventRecord, [u8; 16]), String>,
+}
+
+/// Consecutive records of one partition.
+pub(crate) struct Batch {
+    pub partition: i32,
+    pub records: Vec<Decoded>,
+}
+
+fn decode(payload: &[u8]) -> Result<(EventRecord, [u8; 16]), String> {
+    let event = EventRecord::decode(payload).map_err(|e| e.to_string())?;
+    let digest = event.facts_digest();
+    let mut facts = [0u8; 16];
+    facts.copy_from_slice(&digest[..16]);
+    Ok((event, facts))
+}
+
+/// Reads every partition of `plan` with records in its range and sends them in batches of up
+/// to `batch` records; stops at the first error (sent too), or when the receiver is gone.
+pub(crate) fn read_window(
+    kafka: &KafkaTarget,
+    plan: &DayPlan,
+    limits: ReplayLimits,
+    batch: usize,
+    send: &SyncSender<Result<Batch, VerifyError>>,
+) {
+    let started = Instant::now();
+    let result = (|| -> Result<(), VerifyError> {
+        let remaining = || {
+            limits
+                .deadline
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1))
+        };
+        let broker = Broker::for_target(kafka, remaining().min(Duration::from_secs(10)))?;
+        let mut consumer: Option<KafkaReplayConsumer> = None;
+        for p in plan.partitions.iter().filter(|p| p.records() > 0) {
+            let Some(bounded) = plan.bounded(p) else {
+                continue;
+            };
+            let consumer = match consumer.as_mut() {
+                Some(c) => c,
+                None => consumer.insert(KafkaReplayConsumer::new(&broker, &bounded.group())?),
+            };
+            let limits = ReplayLimits {
+                deadline: remaining(),
+                idle_timeout: limits.idle_timeout,
+            };
+            let mut reader = Reader::open(&bounded, limits, consumer)?;
+            let mut next = p.start;
+            while next < p.stop {
+                let gathered = reader.next_batch(batch, usize::MAX, next)?;
+                // The position after the batch: past control markers and aborted records too.
+                next = gathered.next;
+                let records = gathered
+                    .records
+                    .iter()
+                    .map(|r| Decoded {
+                        offset: r.offset,
+                        event: decode(&r.payload),
+                    })
+                    .collect();
+                if send
+                    .send(Ok(Batch {
+                        partition: p.partition,
+                        records,
+                    }))
+                    .is_err()
+                {
+                    return Ok(());
+                }
+                if let Some(kind) = gathered.stopped_on {
+                    return Err(crate::replay::ReplayError {
+                        topic: bounded.topic().to_owned(),
+                        partition: p.partition,
+                        committed: None,
+                        kind,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        let _ = send.send(Err(e));
+    }
+}
