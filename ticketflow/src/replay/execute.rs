@@ -200,8 +200,9 @@ pub(crate) fn execute_day(
     };
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Vec::with_capacity(work.len()));
+    let workers = options.jobs.clamp(1, work.len().max(1));
     std::thread::scope(|scope| {
-        for _ in 0..options.jobs.clamp(1, work.len().max(1)) {
+        for _ in 0..workers {
             scope.spawn(|| {
                 let mut worker: Option<Worker> = None;
                 // Batches of this worker's partitions share transactions of `--batch` records;
@@ -258,6 +259,7 @@ pub(crate) fn execute_day(
                                     let mut target =
                                         to.db.open_target(timeouts_within(remaining()))?;
                                     target.prepare(&adoption)?;
+                                    target.share_with(workers)?;
                                     Ok(Worker {
                                         _broker: broker,
                                         consumer,

@@ -33,6 +33,9 @@ fn ensure_audit_table(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The page cache of a replay's connections together, in KiB.
+const PAGE_CACHE_KIB: i64 = 65_536;
+
 /// WAL, durable commits, a bounded wait for the file.
 fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -40,7 +43,7 @@ fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
     // so that commit must survive power loss too. A 64 MiB page cache keeps the event_id
     // index of a large replay in memory, where inserts in partition order land at random.
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "cache_size", -65_536)?;
+    conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)?;
     // A batch dirties thousands of index pages, so with the default (1,000 pages) nearly
     // every commit also copied the WAL back into the file; a larger WAL is copied back less
     // often and each page once for many commits. Durability is the WAL's, unchanged.
@@ -502,6 +505,14 @@ impl ReplayTarget for SqliteTarget {
         };
         tx.commit().map_err(StoreError::from)?;
         Ok(counters)
+    }
+
+    fn share_with(&mut self, writers: usize) -> Result<(), StoreError> {
+        // One writer at a time holds the file anyway: the run's 64 MiB of page cache (see
+        // `tune`) is split among its connections, so memory does not grow with --jobs.
+        let kib = (PAGE_CACHE_KIB / writers.max(1) as i64).max(8_192);
+        self.conn.pragma_update(None, "cache_size", -kib)?;
+        Ok(())
     }
 
     fn begin(&mut self) -> Result<(), StoreError> {

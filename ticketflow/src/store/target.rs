@@ -105,6 +105,11 @@ pub trait ReplayTarget: Send {
         scope: &PlanScope<'_>,
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError>;
+    /// This connection is one of `writers` writing at once: a memory budget for the whole run
+    /// (SQLite's page cache) is split among them.
+    fn share_with(&mut self, _writers: usize) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Opens one transaction for the batches written until [`commit`](Self::commit), of one
     /// partition or of several: fewer commits, each of more rows.
     fn begin(&mut self) -> Result<(), StoreError>;
