@@ -539,10 +539,7 @@ mod tests {
         Vec<i64>,
         rusqlite::Connection,
     ) {
-        use crate::store::{
-            AuditDb, Counters, PartitionProgress, PlanScope, PlanStatus, PlanWindow, RecordedPlan,
-            Timeouts,
-        };
+        use crate::store::PlanScope;
         let mut consumer = Listed {
             records,
             commits: Vec::new(),
@@ -550,35 +547,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("target.db");
-        let db = AuditDb::Sqlite(path.clone());
-        let mut target = db
-            .open_target(Timeouts::all(Duration::from_secs(5)))
-            .unwrap();
-        let adoption = target.inspect().unwrap().adopt().unwrap();
-        target.prepare(&adoption).unwrap();
-        target
-            .record_plan(&RecordedPlan {
-                plan_id: "p".into(),
-                topic: "t".into(),
-                replay_group: "replay".into(),
-                live_group: "live".into(),
-                window: PlanWindow::Offsets { start: 0, stop },
-                created_at: "now".into(),
-                created_by: "me@here".into(),
-                status: PlanStatus::Running,
-                finished_at: None,
-                partitions: vec![PartitionProgress {
-                    partition: 0,
-                    start: 0,
-                    stop,
-                    captured_end: stop,
-                    next_offset: 0,
-                    owner: None,
-                    counters: Counters::default(),
-                    updated_at: "now".into(),
-                }],
-            })
-            .unwrap();
+        let mut target = target_with_plan(&path, &[0], stop);
         let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
         let options = ReplayOptions {
             batch,
