@@ -3,6 +3,7 @@
 //! of a batch of events, and which records a replay quarantined.
 
 use postgres::types::ToSql;
+use postgres::Statement;
 
 use super::batch::postgres_data_error;
 use super::inspect::{Adoption, Inspection};
@@ -22,6 +23,8 @@ pub struct Snapshot {
     inner: Inner,
     /// Whether the target has the replay's quarantine table (known after [`Snapshot::inspect`]).
     quarantine: bool,
+    /// PostgreSQL: the lookup statement, prepared once for every batch.
+    prepared: Option<(String, Statement)>,
 }
 
 enum Inner {
@@ -84,6 +87,37 @@ impl Snapshot {
         Ok(Snapshot {
             inner,
             quarantine: false,
+            prepared: None,
+        })
+    }
+
+    /// Another session that sees exactly what this one sees, for lookups in parallel:
+    /// PostgreSQL imports this session's snapshot into a read-only transaction of its own.
+    /// `None` where that cannot be had (SQLite, whose readers cannot share a snapshot, or a
+    /// server that refuses to export one): this session alone then does every lookup.
+    pub fn beside(&mut self, db: &AuditDb, timeouts: Timeouts) -> Option<Snapshot> {
+        let (Inner::Postgres(first), AuditDb::Postgres(url)) = (&mut self.inner, db) else {
+            return None;
+        };
+        let exported: String = first
+            .client()
+            .query_one("SELECT pg_export_snapshot()", &[])
+            .ok()?
+            .get(0);
+        let mut target = PostgresTarget::open(url, timeouts).ok()?;
+        target
+            .client()
+            .batch_execute(&format!(
+                "SET default_transaction_read_only = on;
+                 BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                 SET TRANSACTION SNAPSHOT '{}'",
+                exported.replace('\'', "''")
+            ))
+            .ok()?;
+        Some(Snapshot {
+            inner: Inner::Postgres(target),
+            quarantine: self.quarantine,
+            prepared: None,
         })
     }
 
@@ -125,7 +159,7 @@ impl Snapshot {
             .all(|c| adoption.record_columns.contains(c));
         match &mut self.inner {
             Inner::Sqlite(t) => sqlite_stored(t, located, events),
-            Inner::Postgres(t) => postgres_stored(t, adoption, located, events),
+            Inner::Postgres(t) => postgres_stored(t, &mut self.prepared, adoption, located, events),
         }
     }
 
@@ -232,10 +266,14 @@ fn sqlite_stored(
 }
 
 /// PostgreSQL renders typed columns its own way: the incoming event goes through the same
-/// column types. An event a column type refuses fails the statement; halves of the batch are
-/// looked up until it stands alone, and it is [`Lookup::Refused`].
+/// column types. The database compares each row with its event byte for byte (collation "C")
+/// and sends back only the rows that differ and the ids it does not hold: nearly every row is
+/// the same, and copying it out only to find so costs more than the lookup. An event a column
+/// type refuses fails the statement; halves of the batch are looked up until it stands alone,
+/// and it is [`Lookup::Refused`].
 fn postgres_stored(
     target: &mut PostgresTarget,
+    prepared: &mut Option<(String, Statement)>,
     adoption: &Adoption,
     located: bool,
     events: &[&EventRecord],
@@ -249,21 +287,37 @@ fn postgres_stored(
         .iter()
         .map(|c| format!("({})::text", value(c)))
         .collect();
+    let same = REQUIRED_COLUMNS
+        .iter()
+        .zip(&incoming)
+        .map(|(c, theirs)| {
+            format!(r#"(a.{c}::text COLLATE "C") IS NOT DISTINCT FROM ({theirs} COLLATE "C")"#)
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ");
     let arrays: Vec<String> = (1..=REQUIRED_COLUMNS.len())
         .map(|i| format!("${i}::text[]"))
         .collect();
+    // CASE fixes the order: an id with no row never has its other columns cast, so it is
+    // missing, not refused, as when only its row could be compared.
     let sql = format!(
-        "SELECT u.ord, a.event_id::text, a.tenant_id::text, a.ticket_id::text, a.action::text,
-                a.occurred_at::text, a.payload::text, {location}, {incoming}
+        "SELECT u.ord, a.event_id IS NOT NULL, a.event_id::text, a.tenant_id::text,
+                a.ticket_id::text, a.action::text, a.occurred_at::text, a.payload::text,
+                {location}, {incoming}
          FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, ord)
-         JOIN audit_events a ON a.event_id = {key}",
+         LEFT JOIN audit_events a ON a.event_id = {key}
+         WHERE CASE WHEN a.event_id IS NULL THEN true ELSE NOT ({same}) END",
         location = if located {
             "a.topic::text, a.partition::int4, a.record_offset::int8"
         } else {
             "NULL::text, NULL::int4, NULL::int8"
         },
         incoming = if any_cast {
-            incoming.join(", ")
+            incoming
+                .iter()
+                .map(|i| format!("CASE WHEN a.event_id IS NULL THEN NULL ELSE {i} END"))
+                .collect::<Vec<_>>()
+                .join(", ")
         } else {
             "NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text".to_owned()
         },
@@ -271,12 +325,24 @@ fn postgres_stored(
         columns = REQUIRED_COLUMNS.join(", "),
         key = value("event_id"),
     );
-    lookup_splitting(target, &sql, any_cast, events)
+    let place = target.place().to_owned();
+    let statement = match prepared {
+        Some((text, statement)) if *text == sql => statement.clone(),
+        _ => {
+            let statement = target
+                .client()
+                .prepare(&sql)
+                .map_err(|e| StoreError::postgres(&place, e))?;
+            *prepared = Some((sql, statement.clone()));
+            statement
+        }
+    };
+    lookup_splitting(target, &statement, any_cast, events)
 }
 
 fn lookup_splitting(
     target: &mut PostgresTarget,
-    sql: &str,
+    statement: &Statement,
     any_cast: bool,
     events: &[&EventRecord],
 ) -> Result<Vec<Lookup>, StoreError> {
@@ -293,7 +359,7 @@ fn lookup_splitting(
     let client = target.client();
     let result = client
         .batch_execute("SAVEPOINT lp_lookup")
-        .and_then(|()| client.query(sql, &params));
+        .and_then(|()| client.query(statement, &params));
     let rows = match result {
         Ok(rows) => {
             client
@@ -318,25 +384,98 @@ fn lookup_splitting(
                 }
                 Some((true, _, _)) => {
                     let (left, right) = events.split_at(events.len() / 2);
-                    let mut out = lookup_splitting(target, sql, any_cast, left)?;
-                    out.extend(lookup_splitting(target, sql, any_cast, right)?);
+                    let mut out = lookup_splitting(target, statement, any_cast, left)?;
+                    out.extend(lookup_splitting(target, statement, any_cast, right)?);
                     Ok(out)
                 }
                 _ => Err(StoreError::postgres(&place, e)),
             };
         }
     };
-    let mut out = vec![Lookup::Absent; events.len()];
+    // What the database did not send back is a row that holds the event as it is.
+    let mut out = vec![Lookup::Same; events.len()];
     for r in rows {
         let ord: i64 = r.get(0);
-        let row = Lookup::Row {
-            stored: Box::new(postgres_event(&r, 1)),
-            incoming: any_cast.then(|| Box::new(postgres_event(&r, 10))),
-            at: location(r.get(7), r.get(8), r.get(9)),
+        let found: bool = r.get(1);
+        let row = if found {
+            Lookup::Row {
+                stored: Box::new(postgres_event(&r, 2)),
+                incoming: any_cast.then(|| Box::new(postgres_event(&r, 11))),
+                at: location(r.get(8), r.get(9), r.get(10)),
+            }
+        } else {
+            Lookup::Absent
         };
         if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {
             *slot = row;
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lessonprobe_testkit::postgres::OwnDatabase;
+    use lessonprobe_testkit::services;
+
+    use super::*;
+    use crate::store::{schema, Backend};
+
+    fn event(id: &str) -> EventRecord {
+        EventRecord {
+            event_id: id.into(),
+            tenant_id: "t".into(),
+            ticket_id: "k".into(),
+            action: "a".into(),
+            occurred_at: "2026-09-22T10:00:00+00:00".into(),
+            payload: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_session_beside_sees_what_the_first_sees_and_nothing_written_since() {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let own = OwnDatabase::create(&admin, "snapshot_beside");
+        let mut client = own.client();
+        client
+            .batch_execute(&schema::audit_events(Backend::Postgres))
+            .unwrap();
+        let insert = |client: &mut postgres::Client, e: &EventRecord| {
+            let c = e.columns();
+            client
+                .execute(
+                    "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action,
+                        occurred_at, payload) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&c[0], &c[1], &c[2], &c[3], &c[4], &c[5]],
+                )
+                .unwrap();
+        };
+        let (before, after) = (event("before"), event("after"));
+        insert(&mut client, &before);
+        let db = AuditDb::Postgres(own.url());
+        let mut first = Snapshot::open(&db, Timeouts::all(Duration::from_secs(10))).unwrap();
+        // The first statement fixes the session's snapshot.
+        let adoption = first.inspect().unwrap().adopt().unwrap();
+        insert(&mut client, &after);
+        let mut beside = first
+            .beside(&db, Timeouts::all(Duration::from_secs(10)))
+            .expect("a second session on PostgreSQL");
+        for session in [&mut first, &mut beside] {
+            assert_eq!(
+                session.stored(&adoption, &[&before, &after]).unwrap(),
+                [Lookup::Same, Lookup::Absent]
+            );
+        }
+        // What differs comes back as the row; what is absent stays absent.
+        let mut changed = before.clone();
+        changed.payload = r#"{"a":1}"#.into();
+        match &beside.stored(&adoption, &[&changed]).unwrap()[..] {
+            [Lookup::Row { stored, .. }] => assert_eq!(**stored, before),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -81,6 +81,9 @@ impl From<ReplayError> for VerifyError {
     }
 }
 
+/// Database sessions that look batches up side by side, where they can share one snapshot.
+const LOOKUP_SESSIONS: usize = 2;
+
 /// A live group name for planning when none is given: its offsets are read and ignored.
 const NO_LIVE_GROUP: &str = "lessonprobe-verify-no-live-group";
 
@@ -154,22 +157,43 @@ pub fn verify(
         deadline: options.deadline,
         idle_timeout: options.idle_timeout,
     };
-    let (send, receive) = std::sync::mpsc::sync_channel(4);
+    // More sessions look batches up in parallel where they can share one snapshot.
+    let mut helpers: Vec<Snapshot> = (1..LOOKUP_SESSIONS)
+        .map_while(|_| table.snapshot.beside(db, timeouts))
+        .collect();
+    let (adoption, place) = (&table.adoption, table.place.as_str());
+    let sessions: Vec<&mut Snapshot> = std::iter::once(&mut table.snapshot)
+        .chain(helpers.iter_mut())
+        .collect();
     std::thread::scope(|scope| -> Result<(), VerifyError> {
         let plan = &plan;
-        scope.spawn(move || stream::read_window(kafka, plan, limits, options.batch.max(1), &send));
-        for batch in receive.iter() {
-            let batch = batch?;
-            let c = counts.entry(batch.partition).or_default();
-            check(
-                &mut table,
-                &request.topic,
-                batch,
-                c,
-                &mut total,
-                &mut findings,
-                &mut runs,
-            )?;
+        // The reader hands batch after batch to each session in turn; the results are taken
+        // in the same turn, so the window is accounted for in its order. Every receiver lives
+        // in this closure: an early return drops them, which stops the threads feeding them.
+        let mut sends = Vec::new();
+        let mut results = Vec::new();
+        for snapshot in sessions {
+            let (send, receive) = std::sync::mpsc::sync_channel::<Result<stream::Batch, _>>(2);
+            let (done, result) = std::sync::mpsc::sync_channel(2);
+            sends.push(send);
+            results.push(result);
+            let topic = request.topic.as_str();
+            scope.spawn(move || {
+                for batch in receive {
+                    let looked = batch.and_then(|b| look_up(snapshot, adoption, place, topic, b));
+                    let failed = looked.is_err();
+                    if done.send(looked).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        scope.spawn(move || stream::read_window(kafka, plan, limits, options.batch.max(1), &sends));
+        for result in results.iter().cycle() {
+            let Ok(looked) = result.recv() else { break };
+            let looked = looked?;
+            let c = counts.entry(looked.batch.partition).or_default();
+            account(looked, c, &mut total, &mut findings, &mut runs)?;
         }
         Ok(())
     })?;
@@ -201,31 +225,33 @@ pub fn verify(
     })
 }
 
+/// One batch with what the table holds for it: a verdict for each decodable record, and the
+/// quarantined offsets among its suspects (sorted, each with its reason).
+struct LookedUp {
+    batch: stream::Batch,
+    judged: Vec<Option<Verdict>>,
+    quarantine: Vec<(i64, String)>,
+}
+
 /// Compares one batch with the table: each event with its row, each undecodable record (and
-/// each missing event) with the quarantine; counts, findings and run entries.
-fn check(
-    table: &mut Table,
+/// each missing event) with the quarantine.
+fn look_up(
+    snapshot: &mut Snapshot,
+    adoption: &Adoption,
+    place: &str,
     topic: &str,
     batch: stream::Batch,
-    counts: &mut Counts,
-    total: &mut Counts,
-    findings: &mut Findings,
-    runs: &mut Runs,
-) -> Result<(), VerifyError> {
+) -> Result<LookedUp, VerifyError> {
     let fail = |source| VerifyError::Target {
-        db: table.place.clone(),
+        db: place.to_owned(),
         source,
     };
-    let partition = batch.partition;
     let events: Vec<&EventRecord> = batch
         .records
         .iter()
-        .filter_map(|r| r.event.as_ref().ok().map(|(e, _)| e))
+        .filter_map(|r| r.event.as_ref().ok())
         .collect();
-    let lookups = table
-        .snapshot
-        .stored(&table.adoption, &events)
-        .map_err(fail)?;
+    let lookups = snapshot.stored(adoption, &events).map_err(fail)?;
     let mut verdicts = lookups
         .iter()
         .zip(&events)
@@ -242,10 +268,30 @@ fn check(
         .filter(|(r, v)| r.event.is_err() || matches!(v, Some(Verdict::Missing { .. })))
         .map(|(r, _)| r.offset)
         .collect();
-    let quarantine = table
-        .snapshot
-        .quarantined(topic, partition, &suspects)
+    let quarantine = snapshot
+        .quarantined(topic, batch.partition, &suspects)
         .map_err(fail)?;
+    Ok(LookedUp {
+        batch,
+        judged,
+        quarantine,
+    })
+}
+
+/// Counts one compared batch, records its findings and pushes its run entries.
+fn account(
+    looked: LookedUp,
+    counts: &mut Counts,
+    total: &mut Counts,
+    findings: &mut Findings,
+    runs: &mut Runs,
+) -> Result<(), VerifyError> {
+    let LookedUp {
+        batch,
+        judged,
+        quarantine,
+    } = looked;
+    let partition = batch.partition;
     let quarantined = |offset: i64| {
         quarantine
             .binary_search_by_key(&offset, |(o, _)| *o)
@@ -255,7 +301,7 @@ fn check(
     for (record, verdict) in batch.records.into_iter().zip(judged) {
         counts.records += 1;
         total.records += 1;
-        let (event, facts) = match record.event {
+        let event = match record.event {
             Err(reason) => {
                 let q = quarantined(record.offset);
                 counts.undecodable += 1;
@@ -315,8 +361,10 @@ fn check(
             }
             Some(Verdict::Same) | None => {}
         }
+        // Digested here rather than by the reader: of the three threads this one has the
+        // least else to do.
         let facts = FactEntry {
-            facts,
+            facts: stream::facts(&event),
             event_id: event.event_id,
             partition,
             offset: record.offset,

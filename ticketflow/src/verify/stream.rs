@@ -15,11 +15,10 @@ use crate::replay::{DayPlan, ReplayLimits};
 /// partitions. It never commits, so the group never holds offsets.
 pub const READ_GROUP: &str = "lessonprobe-verify";
 
-/// One record as read: its offset and either the event with its facts digest, or why it is
-/// not an audit event.
+/// One record as read: its offset and either the event, or why it is not an audit event.
 pub(crate) struct Decoded {
     pub offset: i64,
-    pub event: Result<(EventRecord, [u8; 16]), String>,
+    pub event: Result<EventRecord, String>,
 }
 
 /// Consecutive records of one partition.
@@ -28,23 +27,28 @@ pub(crate) struct Batch {
     pub records: Vec<Decoded>,
 }
 
-fn decode(payload: &[u8]) -> Result<(EventRecord, [u8; 16]), String> {
-    let event = EventRecord::decode(payload).map_err(|e| e.to_string())?;
+/// The key under which the same facts recorded under several ids meet: the first half of the
+/// facts digest.
+pub(crate) fn facts(event: &EventRecord) -> [u8; 16] {
     let digest = event.facts_digest();
     let mut facts = [0u8; 16];
     facts.copy_from_slice(&digest[..16]);
-    Ok((event, facts))
+    facts
 }
 
 /// Reads every partition of `plan` with records in its range and sends them in batches of up
-/// to `batch` records; stops at the first error (sent too), or when the receiver is gone.
+/// to `batch` records, batch after batch to each of `sends` in turn (so a receiver that takes
+/// from them in the same turn sees the window in order); stops at the first error (sent too,
+/// in its turn), or when a receiver is gone.
 pub(crate) fn read_window(
     kafka: &KafkaTarget,
     plan: &DayPlan,
     limits: ReplayLimits,
     batch: usize,
-    send: &SyncSender<Result<Batch, VerifyError>>,
+    sends: &[SyncSender<Result<Batch, VerifyError>>],
 ) {
+    let mut turn = sends.iter().cycle();
+    let mut send = |item| turn.next().is_some_and(|s| s.send(item).is_ok());
     let started = Instant::now();
     let result = (|| -> Result<(), VerifyError> {
         let remaining = || {
@@ -78,16 +82,13 @@ pub(crate) fn read_window(
                     .iter()
                     .map(|r| Decoded {
                         offset: r.offset,
-                        event: decode(&r.payload),
+                        event: EventRecord::decode(&r.payload).map_err(|e| e.to_string()),
                     })
                     .collect();
-                if send
-                    .send(Ok(Batch {
-                        partition: p.partition,
-                        records,
-                    }))
-                    .is_err()
-                {
+                if !send(Ok(Batch {
+                    partition: p.partition,
+                    records,
+                })) {
                     return Ok(());
                 }
                 if let Some(kind) = gathered.stopped_on {
@@ -104,6 +105,6 @@ pub(crate) fn read_window(
         Ok(())
     })();
     if let Err(e) = result {
-        let _ = send.send(Err(e));
+        send(Err(e));
     }
 }
