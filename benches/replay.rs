@@ -17,7 +17,8 @@
 //! one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list such as
 //! 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of parts
 //! among b,c to leave out of a long run), LESSONPROBE_BENCH_BASELINE (another lessonprobe
-//! binary whose (d) runs beside this one's, in the same run). Each figure is also printed to
+//! binary whose (d) runs beside this one's, in the same run), LESSONPROBE_BENCH_JOBS (--jobs of
+//! (d), default 1). Each figure is also printed to
 //! standard error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
@@ -35,7 +36,10 @@ use ticketflow::store::{
 use ticketflow::KafkaTarget;
 
 const TOPIC: &str = "bench.audit";
-const DEFAULT_BATCH: usize = 10_000;
+/// `replay --batch`'s default: records per SQL transaction, in batches of up to
+/// `BATCH_RECORDS` of one partition each.
+const DEFAULT_BATCH: usize = 100_000;
+const BATCH_RECORDS: usize = ticketflow::replay::BATCH_RECORDS;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -217,7 +221,14 @@ fn insert_only(db: &AuditDb, records: &[Vec<u8>]) -> Duration {
     };
     let started = Instant::now();
     let mut first = 0i64;
-    for chunk in records.chunks(DEFAULT_BATCH) {
+    for (i, chunk) in records.chunks(BATCH_RECORDS).enumerate() {
+        // As the replay does: batches share a transaction of DEFAULT_BATCH records.
+        if i % (DEFAULT_BATCH / BATCH_RECORDS) == 0 {
+            if i > 0 {
+                target.commit().expect("commit");
+            }
+            target.begin().expect("begin");
+        }
         let entries: Vec<Entry<'_>> = chunk
             .iter()
             .enumerate()
@@ -246,6 +257,7 @@ fn insert_only(db: &AuditDb, records: &[Vec<u8>]) -> Duration {
             .expect("write_batch");
         first = next;
     }
+    target.commit().expect("commit");
     started.elapsed()
 }
 
@@ -397,6 +409,7 @@ fn replay_args(
     group: &str,
     partitions: Option<&str>,
     batch: usize,
+    jobs: usize,
 ) -> Vec<String> {
     let mut args = vec!["replay".to_owned()];
     args.extend(window_args(servers, db));
@@ -413,6 +426,7 @@ fn replay_args(
         .map(String::from),
     );
     args.extend(["--batch".into(), batch.to_string()]);
+    args.extend(["--jobs".into(), jobs.to_string()]);
     if let Some(p) = partitions {
         args.extend(["--partitions".into(), p.to_owned()]);
     }
@@ -462,6 +476,7 @@ fn main() {
     let n = env("LESSONPROBE_BENCH_EVENTS", 1_000_000);
     let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 100);
     let batch1 = env("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
+    let jobs = env("LESSONPROBE_BENCH_JOBS", 1);
     let skip = std::env::var("LESSONPROBE_BENCH_SKIP").unwrap_or_default();
     let skip = |part: &str| skip.split(',').any(|s| s.trim() == part);
     let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES")
@@ -620,6 +635,7 @@ fn main() {
                 &format!("bench-c-{backend}"),
                 Some(&c_list),
                 1,
+                1,
             ))
         });
         let d_run = run_measured(&replay_args(
@@ -628,6 +644,7 @@ fn main() {
             &format!("bench-d-{backend}"),
             None,
             DEFAULT_BATCH,
+            jobs,
         ));
         eprintln!(
             "{backend} (d) {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
@@ -656,6 +673,7 @@ fn main() {
                     &format!("bench-base-{backend}"),
                     None,
                     DEFAULT_BATCH,
+                    jobs,
                 ),
             );
             eprintln!(
@@ -730,7 +748,7 @@ fn main() {
     }
     println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
     println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
-    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH}", c_parts * per_partition);
+    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
     println!();
     println!(
         "{:<9} {:>13} {:>13} {:>13} {:>7} {:>10}",
@@ -766,6 +784,7 @@ fn main() {
                 &format!("bench-sweep-{batch}"),
                 None,
                 batch,
+                jobs,
             ));
             println!(
                 "{batch:>8} {:>13.0} {:>10.1}",

@@ -393,11 +393,13 @@ pub struct ReplayArgs {
     /// Continue this plan, recorded in the target, from its SQL checkpoints.
     #[arg(long)]
     pub resume: bool,
-    /// Records per SQL transaction (1: one transaction and one offset commit per event).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// Records per SQL transaction (1: one transaction and one offset commit per event). A
+    /// transaction holds batches of at most 10,000 records (and 16 MiB) of one partition
+    /// each, every one with its checkpoint, from as many partitions as it takes.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub batch: u32,
     /// Payload bytes per SQL transaction, at least one record (bytes, or with KiB, MiB, GiB).
-    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_bytes)]
     pub batch_bytes: usize,
     /// What to do with a record that is not an audit event.
     #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]

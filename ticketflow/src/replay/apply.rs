@@ -1,7 +1,9 @@
 //! The writing side of a bounded replay: decode a gathered batch, make it durable (in a replay
-//! target together with its checkpoint, in one transaction), and only then commit the offset
-//! after it for the replay group — Kafka's committed offset is visible progress, never ahead
-//! of what the database holds.
+//! target together with its checkpoint, in one transaction, which may hold batches of other
+//! partitions too), and only then commit the offset after it for the replay group — Kafka's
+//! committed offset is visible progress, never ahead of what the database holds.
+
+use std::collections::HashMap;
 
 use super::read::Gathered;
 use super::{BadRecords, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayOptions, ReplayPlan};
@@ -10,9 +12,17 @@ use crate::store::{AuditStore, Batch, Counters, PlanScope, ReplayTarget, StoreEr
 
 /// Where a replay's batches become durable.
 pub trait BatchWriter {
-    /// Makes `batch` durable; on `Ok` every entry is, and so is the checkpoint where the writer
-    /// keeps one. On `Err` nothing of the batch is.
+    /// Writes `batch`; on `Ok` every entry is written, and so is the checkpoint where the
+    /// writer keeps one (durable now, or with the transaction holding it). On `Err` nothing of
+    /// the batch is.
     fn write(&mut self, batch: &Batch<'_>) -> Result<Counters, WriteError>;
+
+    /// Called after [`write`](Self::write) of the batch of `partition` ending at `next`: the
+    /// offsets durable by now that Kafka has not been told yet, per partition — the batch
+    /// itself unless the writer holds it in a transaction still open.
+    fn durable(&mut self, partition: i32, next: i64) -> Result<Vec<(i32, i64)>, WriteError> {
+        Ok(vec![(partition, next)])
+    }
 }
 
 /// The lesson's audit store as a writer: each event in its own transaction, a duplicate
@@ -60,11 +70,124 @@ impl BatchWriter for StoreWriter<'_> {
 pub struct TargetWriter<'a> {
     pub target: &'a mut dyn ReplayTarget,
     pub scope: PlanScope<'a>,
+    /// Batches share transactions, across partitions; `None`: each batch is one.
+    pub shared: Option<&'a mut SharedTransaction>,
 }
 
 impl BatchWriter for TargetWriter<'_> {
     fn write(&mut self, batch: &Batch<'_>) -> Result<Counters, WriteError> {
-        self.target.write_batch(&self.scope, batch)
+        let Some(shared) = self.shared.as_deref_mut() else {
+            return self.target.write_batch(&self.scope, batch);
+        };
+        if !shared.open {
+            self.target.begin()?;
+            shared.open = true;
+        }
+        let counters = self.target.write_batch(&self.scope, batch)?;
+        shared.records += batch.entries.len();
+        shared.bytes += batch.entries.iter().map(|e| e.raw.len()).sum::<usize>();
+        shared.pending.insert(batch.partition, batch.next);
+        Ok(counters)
+    }
+
+    fn durable(&mut self, partition: i32, next: i64) -> Result<Vec<(i32, i64)>, WriteError> {
+        match self.shared.as_deref_mut() {
+            None => Ok(vec![(partition, next)]),
+            Some(shared) if shared.full() => Ok(shared.commit(self.target)?),
+            Some(_) => Ok(Vec::new()),
+        }
+    }
+}
+
+/// One SQL transaction shared by the batches of several partitions (each batch with its own
+/// checkpoint and batch row inside it), committed once it holds `records` records or `bytes`
+/// of payload, or when the caller says: one commit — one fsync, one rewrite of the index pages
+/// it touched — for many batches. Knows, per partition, what is durable.
+#[derive(Debug)]
+pub struct SharedTransaction {
+    records_limit: usize,
+    bytes_limit: usize,
+    open: bool,
+    records: usize,
+    bytes: usize,
+    /// Per partition with a batch in the open transaction: the checkpoint it moves to.
+    pending: HashMap<i32, i64>,
+    /// Per partition: the last checkpoint committed.
+    durable: HashMap<i32, i64>,
+    /// Why the last commit failed, if it did.
+    failed: Option<String>,
+}
+
+impl SharedTransaction {
+    pub fn new(records: usize, bytes: usize) -> Self {
+        SharedTransaction {
+            records_limit: records.max(1),
+            bytes_limit: bytes.max(1),
+            open: false,
+            records: 0,
+            bytes: 0,
+            pending: HashMap::new(),
+            durable: HashMap::new(),
+            failed: None,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.records >= self.records_limit || self.bytes >= self.bytes_limit
+    }
+
+    /// A partition whose checkpoint stands at `at` in the database.
+    pub fn starts(&mut self, partition: i32, at: i64) {
+        self.durable.entry(partition).or_insert(at);
+    }
+
+    /// The partition's last committed checkpoint, if it was started.
+    pub fn durable(&self, partition: i32) -> Option<i64> {
+        self.durable.get(&partition).copied()
+    }
+
+    /// Why the last commit failed, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Whether a batch of the partition waits in the open transaction.
+    pub fn holds(&self, partition: i32) -> bool {
+        self.pending.contains_key(&partition)
+    }
+
+    /// Forgets the open transaction, whose connection is gone (and with it its batches);
+    /// whether there was one.
+    pub fn abandon(&mut self) -> bool {
+        let was = self.open;
+        self.open = false;
+        self.records = 0;
+        self.bytes = 0;
+        self.pending.clear();
+        was
+    }
+
+    /// Commits the open transaction (if any): the checkpoints it moved are durable and are
+    /// returned, to be committed to Kafka. On `Err` none of them is, and the transaction is
+    /// gone with its batches.
+    pub fn commit(&mut self, target: &mut dyn ReplayTarget) -> Result<Vec<(i32, i64)>, StoreError> {
+        if !self.open {
+            return Ok(Vec::new());
+        }
+        self.open = false;
+        self.records = 0;
+        self.bytes = 0;
+        let pending = std::mem::take(&mut self.pending);
+        if let Err(e) = target.commit() {
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
+        let mut done: Vec<(i32, i64)> = pending.into_iter().collect();
+        done.sort_unstable();
+        for &(partition, next) in &done {
+            self.durable.insert(partition, next);
+        }
+        Ok(done)
     }
 }
 
@@ -160,10 +283,25 @@ pub(crate) fn apply_batch(
             },
         )
     })?;
-    // Durable from here: a failed commit leaves Kafka behind the database, never ahead.
-    consumer
-        .commit(plan.topic(), plan.partition(), next)
-        .map_err(|e| fail(next, ReplayErrorKind::Consumer(e)))?;
+    // Durable from here (this batch, or the transaction that now held it and others): a
+    // failed commit leaves Kafka behind the database, never ahead.
+    let durable = writer.durable(plan.partition(), next).map_err(|e| {
+        fail(
+            committed,
+            match e {
+                WriteError::Store(source) => ReplayErrorKind::Effect {
+                    offset: committed,
+                    source,
+                },
+                other => ReplayErrorKind::Checkpoint(other),
+            },
+        )
+    })?;
+    for (partition, offset) in durable {
+        consumer
+            .commit(plan.topic(), partition, offset)
+            .map_err(|e| fail(next, ReplayErrorKind::Consumer(e)))?;
+    }
     Ok(Some(Applied {
         records: batch.entries.len() as u64,
         outcome: Counters {

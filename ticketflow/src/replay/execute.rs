@@ -1,13 +1,15 @@
-//! Executing a day plan: each partition's remaining range through the bounded-replay primitive
-//! with its own consumer and store connection, at most `jobs` at once, the audit store as the
-//! only effect. Every partition reports its summary or its error with the last durable offset.
+//! Executing a day plan: each partition's remaining range through the bounded-replay primitive,
+//! at most `jobs` at once, each worker with its consumer, its store connection and the SQL
+//! transactions its partitions' batches share; the audit store as the only effect. Every
+//! partition reports its summary or its error with the last durable offset.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::apply::TargetWriter;
+use super::apply::{SharedTransaction, TargetWriter};
 use super::window::DayPlan;
+use super::ReplayConsumer as _;
 use super::{
     run_bounded_replay_with, ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions,
     ReplaySummary,
@@ -49,7 +51,8 @@ pub struct ExecuteOptions {
 
 /// Told about each partition's progress as its batches become durable.
 pub trait Progress: Sync {
-    /// `partition` has made `so_far` durable (with its checkpoint) and committed it.
+    /// `partition` has written `so_far` with its checkpoint: durable, or in the transaction
+    /// that makes it durable within `--batch` more records (Kafka hears it only then).
     fn batch_done(&self, partition: i32, so_far: &ReplaySummary);
 }
 
@@ -97,6 +100,71 @@ impl PartitionError {
     }
 }
 
+/// Commits what `shared` holds through the worker's connections, then each partition's
+/// checkpoint to Kafka; a partition in `results` whose batches did not become durable (the
+/// worker is gone, or the commit failed) or whose offset Kafka refused fails, with its last
+/// durable offset.
+fn settle(
+    shared: &mut SharedTransaction,
+    worker: Option<Worker>,
+    topic: &str,
+    results: &mut [PartitionResult],
+) {
+    let mut refused: Vec<(i32, super::ConsumerError)> = Vec::new();
+    let lost: Option<String> = match worker {
+        Some(mut w) => match shared.commit(w.target.as_mut()) {
+            Ok(durable) => {
+                for (partition, offset) in durable {
+                    if let Err(e) = w.consumer.commit(topic, partition, offset) {
+                        refused.push((partition, e));
+                    }
+                }
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        },
+        // The connections went with the transaction open: its batches were rolled back.
+        None => shared
+            .abandon()
+            .then(|| "the connection was lost with the transaction open".to_owned()),
+    };
+    for r in results.iter_mut() {
+        let Some(durable) = shared.durable(r.partition) else {
+            continue;
+        };
+        let refusal = refused
+            .iter()
+            .position(|(p, _)| *p == r.partition)
+            .map(|i| refused.swap_remove(i).1);
+        let kind =
+            match (&mut r.result, refusal) {
+                (Err(PartitionError::Replay(e)), _) => {
+                    if e.committed.is_some_and(|c| c > durable) {
+                        e.committed = Some(durable);
+                    }
+                    continue;
+                }
+                (Err(_), _) => continue,
+                // Durable in SQL; Kafka stays behind it, never ahead.
+                (Ok(_), Some(e)) => ReplayErrorKind::Consumer(e),
+                (Ok(summary), None) if summary.final_offset > durable => ReplayErrorKind::Effect {
+                    offset: durable,
+                    source: StoreError::Unavailable(format!(
+                    "the transaction holding its batches after offset {durable} did not commit: {}",
+                    lost.as_deref().or(shared.failure()).unwrap_or("rolled back")
+                )),
+                },
+                (Ok(_), None) => continue,
+            };
+        r.result = Err(PartitionError::Replay(ReplayError {
+            topic: topic.to_owned(),
+            partition: r.partition,
+            committed: Some(durable),
+            kind,
+        }));
+    }
+}
+
 /// A worker's connections, made for its first partition and reused for the next ones.
 struct Worker {
     _broker: Broker,
@@ -132,10 +200,16 @@ pub(crate) fn execute_day(
     };
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Vec::with_capacity(work.len()));
+    let workers = options.jobs.clamp(1, work.len().max(1));
     std::thread::scope(|scope| {
-        for _ in 0..options.jobs.clamp(1, work.len().max(1)) {
+        for _ in 0..workers {
             scope.spawn(|| {
                 let mut worker: Option<Worker> = None;
+                // Batches of this worker's partitions share transactions of `--batch` records;
+                // a partition's result waits here until its last batch is committed.
+                let mut shared =
+                    SharedTransaction::new(options.replay.batch, options.replay.batch_bytes);
+                let mut held: Vec<PartitionResult> = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(p) = work.get(i) else { break };
@@ -185,6 +259,7 @@ pub(crate) fn execute_day(
                                     let mut target =
                                         to.db.open_target(timeouts_within(remaining()))?;
                                     target.prepare(&adoption)?;
+                                    target.share_with(workers)?;
                                     Ok(Worker {
                                         _broker: broker,
                                         consumer,
@@ -207,7 +282,9 @@ pub(crate) fn execute_day(
                             }
                             e
                         };
+                        shared.starts(p.partition, p.resume_from);
                         let mut writer = TargetWriter {
+                            shared: Some(&mut shared),
                             target: w.target.as_mut(),
                             scope: PlanScope {
                                 plan_id: to.plan_id,
@@ -228,16 +305,25 @@ pub(crate) fn execute_day(
                         )
                         .map_err(as_run_deadline)?)
                     })();
-                    // After an error the connections may be broken: the next partition makes new ones.
-                    if result.is_err() {
-                        worker = None;
+                    held.push(PartitionResult {
+                        partition: p.partition,
+                        result,
+                    });
+                    // After an error the connections may be broken: what the transaction holds
+                    // is committed (the batches before the failure stand), and the next
+                    // partition makes new connections.
+                    if held.last().is_some_and(|r| r.result.is_err()) {
+                        settle(&mut shared, worker.take(), &plan.request.topic, &mut held);
                     }
+                    let (done, waiting) = held.drain(..).partition(|r| !shared.holds(r.partition));
+                    held = waiting;
                     if let Ok(mut results) = results.lock() {
-                        results.push(PartitionResult {
-                            partition: p.partition,
-                            result,
-                        });
+                        results.extend(done);
                     }
+                }
+                settle(&mut shared, worker.take(), &plan.request.topic, &mut held);
+                if let Ok(mut results) = results.lock() {
+                    results.extend(held);
                 }
             });
         }

@@ -12,7 +12,7 @@ mod rows;
 mod window;
 mod worker;
 
-pub use apply::{BatchWriter, StoreWriter, TargetWriter};
+pub use apply::{BatchWriter, SharedTransaction, StoreWriter, TargetWriter};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{
@@ -362,6 +362,11 @@ pub enum BadRecords {
     Quarantine,
 }
 
+/// At most this many records, and about this much payload, are read into one batch (one
+/// checkpoint); a larger `batch` makes transactions that hold several batches.
+pub const BATCH_RECORDS: usize = 10_000;
+pub const BATCH_BYTES: usize = 16 << 20;
+
 /// How a replay applies effects: up to `batch` records (and about `batch_bytes` of payload)
 /// per SQL transaction, then one commit of the next offset. `batch: 1` is one transaction and
 /// one commit per event.
@@ -443,7 +448,12 @@ pub fn run_bounded_replay_with(
     };
     while summary.final_offset < plan.stop {
         let committed = summary.final_offset;
-        let gathered = reader.next_batch(options.batch, options.batch_bytes, committed)?;
+        // A batch in memory stays small however large the transaction (`batch`) is.
+        let gathered = reader.next_batch(
+            options.batch.min(BATCH_RECORDS),
+            options.batch_bytes.min(BATCH_BYTES),
+            committed,
+        )?;
         let applied = apply::apply_batch(
             plan,
             options,
@@ -478,6 +488,8 @@ mod tests {
     struct Listed {
         records: std::collections::VecDeque<ReplayRecord>,
         commits: Vec<i64>,
+        /// Each commit with its partition.
+        committed: Vec<(i32, i64)>,
     }
 
     impl ReplayConsumer for Listed {
@@ -493,8 +505,9 @@ mod tests {
         fn poll(&mut self, _: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
             Ok(self.records.pop_front())
         }
-        fn commit(&mut self, _: &str, _: i32, next_offset: i64) -> Result<(), ConsumerError> {
+        fn commit(&mut self, _: &str, p: i32, next_offset: i64) -> Result<(), ConsumerError> {
             self.commits.push(next_offset);
+            self.committed.push((p, next_offset));
             Ok(())
         }
     }
@@ -534,45 +547,15 @@ mod tests {
         Vec<i64>,
         rusqlite::Connection,
     ) {
-        use crate::store::{
-            AuditDb, Counters, PartitionProgress, PlanScope, PlanStatus, PlanWindow, RecordedPlan,
-            Timeouts,
-        };
+        use crate::store::PlanScope;
         let mut consumer = Listed {
             records,
             commits: Vec::new(),
+            committed: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("target.db");
-        let db = AuditDb::Sqlite(path.clone());
-        let mut target = db
-            .open_target(Timeouts::all(Duration::from_secs(5)))
-            .unwrap();
-        let adoption = target.inspect().unwrap().adopt().unwrap();
-        target.prepare(&adoption).unwrap();
-        target
-            .record_plan(&RecordedPlan {
-                plan_id: "p".into(),
-                topic: "t".into(),
-                replay_group: "replay".into(),
-                live_group: "live".into(),
-                window: PlanWindow::Offsets { start: 0, stop },
-                created_at: "now".into(),
-                created_by: "me@here".into(),
-                status: PlanStatus::Running,
-                finished_at: None,
-                partitions: vec![PartitionProgress {
-                    partition: 0,
-                    start: 0,
-                    stop,
-                    captured_end: stop,
-                    next_offset: 0,
-                    owner: None,
-                    counters: Counters::default(),
-                    updated_at: "now".into(),
-                }],
-            })
-            .unwrap();
+        let mut target = target_with_plan(&path, &[0], stop);
         let plan = ReplayPlan::new("live", "replay", "t", 0, 0, stop).unwrap();
         let options = ReplayOptions {
             batch,
@@ -586,6 +569,7 @@ mod tests {
             options,
             &mut consumer,
             &mut TargetWriter {
+                shared: None,
                 target: target.as_mut(),
                 scope: PlanScope {
                     plan_id: "p",
@@ -714,6 +698,210 @@ mod tests {
             })
         ));
         assert!(commits.is_empty());
+    }
+
+    /// A fresh SQLite target at `path` with plan `p` over `[0, stop)` of each partition.
+    fn target_with_plan(
+        path: &std::path::Path,
+        partitions: &[i32],
+        stop: i64,
+    ) -> Box<dyn crate::store::ReplayTarget> {
+        use crate::store::{
+            AuditDb, Counters, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, Timeouts,
+        };
+        let mut target = AuditDb::Sqlite(path.to_owned())
+            .open_target(Timeouts::all(Duration::from_secs(5)))
+            .unwrap();
+        let adoption = target.inspect().unwrap().adopt().unwrap();
+        target.prepare(&adoption).unwrap();
+        target
+            .record_plan(&RecordedPlan {
+                plan_id: "p".into(),
+                topic: "t".into(),
+                replay_group: "replay".into(),
+                live_group: "live".into(),
+                window: PlanWindow::Offsets { start: 0, stop },
+                created_at: "now".into(),
+                created_by: "me@here".into(),
+                status: PlanStatus::Running,
+                finished_at: None,
+                partitions: partitions
+                    .iter()
+                    .map(|&partition| PartitionProgress {
+                        partition,
+                        start: 0,
+                        stop,
+                        captured_end: stop,
+                        next_offset: 0,
+                        owner: None,
+                        counters: Counters::default(),
+                        updated_at: "now".into(),
+                    })
+                    .collect(),
+            })
+            .unwrap();
+        target
+    }
+
+    fn on(partition: i32, offset: i64) -> ReplayRecord {
+        ReplayRecord {
+            partition,
+            ..rec(
+                offset,
+                &AuditEvent::sample_with_id(&format!("e{partition}-{offset}")).to_json(),
+            )
+        }
+    }
+
+    #[test]
+    fn batches_of_several_partitions_share_a_transaction_and_kafka_hears_only_after_its_commit() {
+        use crate::store::PlanScope;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.db");
+        let mut target = target_with_plan(&path, &[0, 1], 4);
+        let look = rusqlite::Connection::open(&path).unwrap();
+        let durable = |sql: &str| count(&look, sql);
+        let mut shared = SharedTransaction::new(6, usize::MAX);
+        let mut consumer = Listed {
+            records: (0..4)
+                .map(|o| on(0, o))
+                .chain((0..4).map(|o| on(1, o)))
+                .collect(),
+            commits: Vec::new(),
+            committed: Vec::new(),
+        };
+        let ranges = [(0, 0, 4), (1, 0, 4)];
+        let options = ReplayOptions {
+            batch: 2,
+            batch_bytes: usize::MAX,
+            bad_records: BadRecords::Fail,
+            skew: None,
+        };
+        for partition in [0, 1] {
+            shared.starts(partition, 0);
+            let plan = ReplayPlan::new("live", "replay", "t", partition, 0, 4).unwrap();
+            let mut seen = Vec::new();
+            let summary = run_bounded_replay_with(
+                &plan,
+                LIMITS,
+                options,
+                &mut consumer,
+                &mut TargetWriter {
+                    target: target.as_mut(),
+                    scope: PlanScope {
+                        plan_id: "p",
+                        topic: "t",
+                        ranges: &ranges,
+                        owner: None,
+                        fail_on_refused: true,
+                    },
+                    shared: Some(&mut shared),
+                },
+                &mut |s| seen.push(s.final_offset),
+            )
+            .unwrap();
+            assert_eq!((summary.inserted, seen), (4, vec![2, 4]));
+            if partition == 0 {
+                // Four rows in the open transaction: nothing durable, nothing told to Kafka.
+                assert!(consumer.committed.is_empty());
+                assert!(shared.holds(0));
+                assert_eq!(durable("SELECT COUNT(*) FROM audit_events"), 0);
+                assert_eq!(
+                    durable("SELECT SUM(next_offset) FROM lessonprobe_replay_partitions"),
+                    0
+                );
+            }
+        }
+        // The sixth row filled the transaction: committed, then both checkpoints to Kafka.
+        assert_eq!(consumer.committed, vec![(0, 4), (1, 2)]);
+        assert_eq!(durable("SELECT COUNT(*) FROM audit_events"), 6);
+        assert_eq!(shared.durable(1), Some(2));
+        assert_eq!(shared.commit(target.as_mut()).unwrap(), vec![(1, 4)]);
+        assert_eq!(durable("SELECT COUNT(*) FROM audit_events"), 8);
+        assert_eq!(
+            durable("SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+            4,
+            "one row per batch, each with its own checkpoint move"
+        );
+        assert_eq!(
+            durable("SELECT SUM(next_offset) FROM lessonprobe_replay_partitions"),
+            8
+        );
+    }
+
+    #[test]
+    fn a_batch_that_fails_inside_a_shared_transaction_leaves_the_others_to_commit() {
+        use crate::store::{Batch, Entry, PlanScope, WriteError};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.db");
+        let mut target = target_with_plan(&path, &[0, 1], 4);
+        let ranges = [(0, 0, 4), (1, 0, 4)];
+        let scope = PlanScope {
+            plan_id: "p",
+            topic: "t",
+            ranges: &ranges,
+            owner: None,
+            fail_on_refused: true,
+        };
+        let records: Vec<ReplayRecord> = [on(0, 0), on(0, 1), on(1, 2), on(1, 3)].into();
+        let batch = |partition: i32, first: i64| Batch {
+            partition,
+            first,
+            next: first + 2,
+            entries: records
+                .iter()
+                .filter(|r| r.partition == partition)
+                .map(|r| Entry {
+                    topic: "t",
+                    partition,
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    raw: &r.payload,
+                    decoded: crate::event::EventRecord::decode(&r.payload)
+                        .map_err(|e| e.to_string()),
+                })
+                .collect(),
+            markers: 0,
+            aborted: 0,
+        };
+        target.begin().unwrap();
+        target.write_batch(&scope, &batch(0, 0)).unwrap();
+        // Partition 1's checkpoint is at 0, not 2: this batch is not where the plan stands.
+        let err = target.write_batch(&scope, &batch(1, 2)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WriteError::CheckpointMoved {
+                    partition: 1,
+                    expected: 2,
+                    found: Some(0)
+                }
+            ),
+            "{err:?}"
+        );
+        target.commit().unwrap();
+        drop(target);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(count(&conn, "SELECT COUNT(*) FROM audit_events"), 2);
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT COUNT(*) FROM audit_events WHERE event_id LIKE 'e1-%'"
+            ),
+            0,
+            "nothing of the failed batch"
+        );
+        assert_eq!(
+            count(&conn, "SELECT COUNT(*) FROM lessonprobe_replay_batches"),
+            1
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT next_offset FROM lessonprobe_replay_partitions WHERE partition = 0"
+            ),
+            2
+        );
     }
 
     #[test]

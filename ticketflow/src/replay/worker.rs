@@ -382,8 +382,11 @@ fn replay_turn(
     let result = (|| {
         while summary.final_offset < claim.stop {
             let committed = summary.final_offset;
-            let gathered =
-                reader.next_batch(options.replay.batch, options.replay.batch_bytes, committed)?;
+            let gathered = reader.next_batch(
+                options.replay.batch.min(super::BATCH_RECORDS),
+                options.replay.batch_bytes.min(super::BATCH_BYTES),
+                committed,
+            )?;
             let mut writer = TargetWriter {
                 target: &mut *target,
                 scope: PlanScope {
@@ -393,6 +396,9 @@ fn replay_turn(
                     owner: Some(share.to.owner),
                     fail_on_refused: options.replay.bad_records == super::BadRecords::Fail,
                 },
+                // A worker's partition can be revoked between batches, so each batch is its
+                // own transaction: what was handed over is durable at once.
+                shared: None,
             };
             let applied = match apply_batch(
                 &bounded,

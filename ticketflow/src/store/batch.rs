@@ -122,6 +122,32 @@ fn location(entry: &Entry<'_>) -> Location {
     }
 }
 
+/// The version of an event id the table holds once the batch is in.
+enum Settled<'e, 'a> {
+    /// Inserted from this entry.
+    Inserted(&'e Entry<'a>),
+    /// Its content hash and where it came from.
+    Known(String, Option<Location>),
+}
+
+impl Settled<'_, '_> {
+    /// The hash and place, computed once.
+    fn resolve(&mut self) -> (&String, &Option<Location>) {
+        if let Settled::Inserted(entry) = *self {
+            let hash = entry
+                .decoded
+                .as_ref()
+                .map(EventRecord::content_hash)
+                .unwrap_or_default();
+            *self = Settled::Known(hash, Some(location(entry)));
+        }
+        match self {
+            Settled::Known(hash, at) => (hash, at),
+            Settled::Inserted(_) => unreachable!("resolved above"),
+        }
+    }
+}
+
 /// Inserts `rows`, splitting on data errors until each refused record stands alone; returns,
 /// per row, `Ok(inserted)` or `Err(the database's reason)`.
 fn insert_splitting(
@@ -168,7 +194,9 @@ pub(crate) fn write(
     let mut quarantine: Vec<Quarantine<'_, '_>> = Vec::new();
     let mut conflicts: Vec<Conflict> = Vec::new();
     // Per event id, the version the table holds once this batch is in: its hash and place.
-    let mut settled: HashMap<&str, (String, Option<Location>)> = HashMap::new();
+    // A row this batch inserted keeps only its entry: most ids never come again, and the hash
+    // (a canonical form of the payload, digested) is computed when one does.
+    let mut settled: HashMap<&str, Settled<'_, '_>> = HashMap::new();
     let mut pending: Vec<&Entry<'_>> = Vec::with_capacity(batch.entries.len());
     for entry in &batch.entries {
         match &entry.decoded {
@@ -189,7 +217,8 @@ pub(crate) fn write(
         for entry in pending.drain(..) {
             let Ok(event) = &entry.decoded else { continue };
             let id = event.event_id.as_str();
-            if let Some((hash, stored_at)) = settled.get(id) {
+            if let Some(known) = settled.get_mut(id) {
+                let (hash, stored_at) = known.resolve();
                 let incoming_hash = event.content_hash();
                 if &incoming_hash == hash {
                     counters.duplicates += 1;
@@ -216,10 +245,7 @@ pub(crate) fn write(
             match result {
                 Ok(true) => {
                     counters.inserted += 1;
-                    settled.insert(
-                        event.event_id.as_str(),
-                        (event.content_hash(), Some(location(entry))),
-                    );
+                    settled.insert(event.event_id.as_str(), Settled::Inserted(entry));
                 }
                 Ok(false) => existing.push(entry),
                 Err(reason) if scope.fail_on_refused => {
@@ -246,7 +272,7 @@ pub(crate) fn write(
                 let id = event.event_id.as_str();
                 if incoming_hash == stored_hash {
                     counters.duplicates += 1;
-                    settled.insert(id, (stored_hash, version.location));
+                    settled.insert(id, Settled::Known(stored_hash, version.location));
                     continue;
                 }
                 counters.conflicts += 1;
@@ -274,7 +300,7 @@ pub(crate) fn write(
                         incoming: before,
                         incoming_hash: stored_hash,
                     });
-                    settled.insert(id, (incoming_hash, Some(here)));
+                    settled.insert(id, Settled::Known(incoming_hash, Some(here)));
                 } else {
                     conflicts.push(Conflict {
                         event_id: id.to_owned(),
@@ -283,7 +309,7 @@ pub(crate) fn write(
                         incoming: here,
                         incoming_hash,
                     });
-                    settled.insert(id, (stored_hash, version.location));
+                    settled.insert(id, Settled::Known(stored_hash, version.location));
                 }
             }
         }

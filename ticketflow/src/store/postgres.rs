@@ -241,6 +241,23 @@ pub struct PostgresTarget {
     client: Client,
     place: String,
     adoption: Option<Adoption>,
+    copy: CopyState,
+    /// A transaction opened by `begin` is open.
+    shared: bool,
+}
+
+/// How the rows of a batch reach `audit_events`, kept across the connection's batches.
+#[derive(Debug, Default)]
+struct CopyState {
+    /// Every written column has exactly the type the store would create, so the rows may be
+    /// copied in directly (binary COPY carries no conversions).
+    direct_fits: bool,
+    /// A number per staged call, so rows of earlier calls in the same transaction stay apart.
+    calls: i32,
+    /// Direct copies to leave out after one met an existing row, and how many the next miss
+    /// leaves out (doubling to 64): a topic with redeliveries goes the staged way.
+    skip: u32,
+    backoff: u32,
 }
 
 impl PostgresTarget {
@@ -250,6 +267,8 @@ impl PostgresTarget {
             client,
             place,
             adoption: None,
+            copy: CopyState::default(),
+            shared: false,
         })
     }
 
@@ -340,6 +359,33 @@ fn insert_plan(
         .map_err(wrap)?;
     }
     Ok(())
+}
+
+impl PostgresTarget {
+    /// Whether every column the replay writes has exactly the type the store creates it with
+    /// (and no other column needs a value), so binary COPY can write the table itself.
+    fn copies_directly(&mut self, adoption: &Adoption) -> Result<bool, StoreError> {
+        if !adoption.casts.is_empty() {
+            return Ok(false);
+        }
+        let mut columns: Vec<&str> = REQUIRED_COLUMNS.to_vec();
+        columns.extend(adoption.record_columns.iter().copied());
+        let types: Vec<String> = columns
+            .iter()
+            .map(|c| copy_type(c).name().to_owned())
+            .collect();
+        let row = self
+            .client
+            .query_one(
+                "SELECT count(*) FROM unnest($1::text[], $2::text[]) AS w(name, type)
+                 JOIN pg_attribute a ON a.attrelid = to_regclass('audit_events')
+                   AND a.attname = w.name AND NOT a.attisdropped
+                 WHERE a.atttypid = to_regtype(w.type)",
+                &[&columns, &types],
+            )
+            .map_err(|e| StoreError::postgres(&self.place, e))?;
+        Ok(row.get::<_, i64>(0) == columns.len() as i64)
+    }
 }
 
 impl ReplayTarget for PostgresTarget {
@@ -456,6 +502,13 @@ impl ReplayTarget for PostgresTarget {
                 .map_err(|e| StoreError::postgres(&place, e))?;
             tx.commit().map_err(|e| StoreError::postgres(&place, e))?;
         }
+        self.client
+            .batch_execute(STAGE)
+            .map_err(|e| StoreError::postgres(&self.place, e))?;
+        self.copy = CopyState {
+            direct_fits: self.copies_directly(adoption)?,
+            ..CopyState::default()
+        };
         self.adoption = Some(adoption.clone());
         Ok(())
     }
@@ -658,28 +711,78 @@ impl ReplayTarget for PostgresTarget {
             StoreError::Unavailable(format!("{}: the target was not prepared", self.place))
         })?;
         let place = self.place.clone();
-        let tx = self
-            .client
-            .transaction()
-            .map_err(|e| StoreError::postgres(&place, e))?;
-        let mut btx = PgTx {
-            tx,
-            adoption: &adoption,
-            place: &place,
+        let wrap = |e| StoreError::postgres(&place, e);
+        let shared = self.shared;
+        self.client
+            .batch_execute(if shared {
+                "SAVEPOINT lp_batch"
+            } else {
+                "BEGIN"
+            })
+            .map_err(wrap)?;
+        let written = batch::write(
+            &mut PgTx {
+                tx: &mut self.client,
+                adoption: &adoption,
+                place: &place,
+                copy: &mut self.copy,
+            },
+            scope,
+            batch,
+        );
+        let end = match (&written, shared) {
+            (Ok(_), true) => "RELEASE SAVEPOINT lp_batch",
+            (Ok(_), false) => "COMMIT",
+            (Err(_), true) => "ROLLBACK TO SAVEPOINT lp_batch; RELEASE SAVEPOINT lp_batch",
+            (Err(_), false) => "ROLLBACK",
         };
-        let counters = batch::write(&mut btx, scope, batch)?;
-        btx.tx
-            .commit()
-            .map_err(|e| StoreError::postgres(&place, e))?;
+        let ended = self.client.batch_execute(end);
+        let counters = written?;
+        ended.map_err(wrap)?;
         Ok(counters)
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.client
+            .batch_execute("BEGIN")
+            .map_err(|e| StoreError::postgres(&self.place, e))?;
+        self.shared = true;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.shared = false;
+        self.client
+            .batch_execute("COMMIT")
+            .map_err(|e| StoreError::postgres(&self.place, e))
     }
 }
 
 /// The batch operations on one open PostgreSQL transaction.
-struct PgTx<'c> {
-    tx: Transaction<'c>,
-    adoption: &'c Adoption,
-    place: &'c str,
+struct PgTx<'c, 's> {
+    tx: &'c mut Client,
+    adoption: &'s Adoption,
+    place: &'s str,
+    copy: &'s mut CopyState,
+}
+
+/// Rows on their way in, in the types the replay sends: COPY has no ON CONFLICT, so a batch is
+/// copied here and moved on with one `INSERT … SELECT … ON CONFLICT (event_id) DO NOTHING`.
+/// Temporary (no WAL, this session only) and emptied by every commit.
+const STAGE: &str = "CREATE TEMPORARY TABLE IF NOT EXISTS lessonprobe_replay_stage (
+    call int4 NOT NULL, ord int8 NOT NULL, event_id text, tenant_id text, ticket_id text,
+    action text, occurred_at text, payload text, record bytea, topic text, partition int4,
+    record_offset int8, record_timestamp int8) ON COMMIT DELETE ROWS";
+
+/// The type a written column has in the table the store creates, as binary COPY sends it.
+fn copy_type(column: &str) -> postgres::types::Type {
+    use postgres::types::Type;
+    match column {
+        "record" => Type::BYTEA,
+        "partition" => Type::INT4,
+        "record_offset" | "record_timestamp" => Type::INT8,
+        _ => Type::TEXT,
+    }
 }
 
 /// Each record's values for the audit columns, as arrays for `unnest`.
@@ -757,7 +860,7 @@ fn array_type(column: &str) -> &'static str {
     }
 }
 
-impl PgTx<'_> {
+impl PgTx<'_, '_> {
     fn fault(&self, e: postgres::Error) -> Fault {
         match e.as_db_error() {
             Some(db) if batch::postgres_data_error(db.code().code()) => {
@@ -769,6 +872,74 @@ impl PgTx<'_> {
 
     fn err(&self, e: postgres::Error) -> StoreError {
         StoreError::postgres(self.place, e)
+    }
+
+    /// Binary COPY of the decoded rows: into `audit_events` itself (`call` is `None`), or into
+    /// the staging table under `call`, each with its 1-based position in `rows`.
+    fn copy_rows(&mut self, call: Option<i32>, rows: &[&Entry<'_>]) -> Result<(), Fault> {
+        use postgres::binary_copy::BinaryCopyInWriter;
+        use postgres::types::Type;
+        let (adoption, place) = (self.adoption, self.place);
+        let fault = |e: postgres::Error| match e.as_db_error() {
+            Some(db) if batch::postgres_data_error(db.code().code()) => {
+                Fault::Data(format!("SQLSTATE {}: {}", db.code().code(), db.message()))
+            }
+            _ => Fault::Infra(StoreError::postgres(place, e)),
+        };
+        let mut columns: Vec<&str> = Vec::new();
+        let mut types: Vec<Type> = Vec::new();
+        if call.is_some() {
+            columns.extend(["call", "ord"]);
+            types.extend([Type::INT4, Type::INT8]);
+        }
+        for c in REQUIRED_COLUMNS
+            .iter()
+            .chain(adoption.record_columns.iter())
+        {
+            columns.push(c);
+            types.push(copy_type(c));
+        }
+        let table = match call {
+            Some(_) => "pg_temp.lessonprobe_replay_stage",
+            None => "audit_events",
+        };
+        let sink = self
+            .tx
+            .copy_in(&format!(
+                "COPY {table} ({}) FROM STDIN BINARY",
+                columns.join(", ")
+            ))
+            .map_err(fault)?;
+        let mut writer = BinaryCopyInWriter::new(sink, &types);
+        let call = call.unwrap_or_default();
+        for (i, entry) in rows.iter().enumerate() {
+            let Ok(e) = &entry.decoded else { continue };
+            let ord = i as i64 + 1;
+            let mut values: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(columns.len());
+            if columns[0] == "call" {
+                values.extend([&call as &(dyn ToSql + Sync), &ord]);
+            }
+            values.extend([
+                &e.event_id as &(dyn ToSql + Sync),
+                &e.tenant_id,
+                &e.ticket_id,
+                &e.action,
+                &e.occurred_at,
+                &e.payload,
+            ]);
+            for column in &adoption.record_columns {
+                values.push(match *column {
+                    "record" => &entry.raw,
+                    "topic" => &entry.topic,
+                    "partition" => &entry.partition,
+                    "record_offset" => &entry.offset,
+                    _ => &entry.timestamp,
+                });
+            }
+            writer.write(&values).map_err(fault)?;
+        }
+        writer.finish().map_err(fault)?;
+        Ok(())
     }
 
     fn columns(&self) -> Vec<&'static str> {
@@ -801,7 +972,7 @@ impl PgTx<'_> {
     }
 }
 
-impl BatchTx for PgTx<'_> {
+impl BatchTx for PgTx<'_, '_> {
     fn savepoint(&mut self) -> Result<(), StoreError> {
         self.tx
             .batch_execute("SAVEPOINT lp_rows")
@@ -819,34 +990,85 @@ impl BatchTx for PgTx<'_> {
     }
 
     fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault> {
+        let decoded: Vec<bool> = rows.iter().map(|e| e.decoded.is_ok()).collect();
+        let n = decoded.iter().filter(|&&d| d).count() as i64;
+        if n == 0 {
+            return Ok(decoded);
+        }
+        // Straight in when nothing stands in the way: COPY refuses every row of a batch that
+        // meets an existing event id (or any other constraint), and is then undone and
+        // followed by the staged way, which decides row by row.
+        if self.copy.direct_fits && self.copy.skip == 0 {
+            self.tx
+                .batch_execute("SAVEPOINT lp_copy")
+                .map_err(|e| Fault::Infra(self.err(e)))?;
+            match self.copy_rows(None, rows) {
+                Ok(()) => {
+                    self.tx
+                        .batch_execute("RELEASE SAVEPOINT lp_copy")
+                        .map_err(|e| Fault::Infra(self.err(e)))?;
+                    self.copy.backoff = 0;
+                    return Ok(decoded);
+                }
+                Err(Fault::Infra(e)) => return Err(Fault::Infra(e)),
+                Err(Fault::Data(_)) => {
+                    self.tx
+                        .batch_execute("ROLLBACK TO SAVEPOINT lp_copy; RELEASE SAVEPOINT lp_copy")
+                        .map_err(|e| Fault::Infra(self.err(e)))?;
+                    self.copy.backoff = (self.copy.backoff * 2).clamp(1, 64);
+                    self.copy.skip = self.copy.backoff;
+                }
+            }
+        } else {
+            self.copy.skip = self.copy.skip.saturating_sub(1);
+        }
+        self.copy.calls += 1;
+        let call = self.copy.calls;
+        self.copy_rows(Some(call), rows)?;
         let columns = self.columns();
         let values: Vec<String> = columns.iter().map(|c| self.value(c)).collect();
-        // The ordinals of the rows inserted, matched by the key column's own equality.
+        // The count, and the ids inserted only when some were not: matched back by the text
+        // of the key in the column's own type.
         let sql = format!(
             "WITH ins AS (
                 INSERT INTO audit_events ({cols})
-                SELECT {values} FROM {unnest} ORDER BY ord
+                SELECT {values} FROM pg_temp.lessonprobe_replay_stage u WHERE u.call = $1
+                ORDER BY u.ord
                 ON CONFLICT (event_id) DO NOTHING RETURNING event_id
              )
-             SELECT u.ord FROM {unnest} JOIN ins ON ins.event_id = {key}",
+             SELECT count(*), CASE WHEN count(*) < $2 THEN array_agg(ins.event_id::text) END
+             FROM ins",
             cols = columns.join(", "),
             values = values.join(", "),
-            unnest = self.unnest(),
-            key = self.value("event_id"),
         );
-        let data = Columns::of(rows);
-        let params = data.params(self.adoption);
-        let inserted: Vec<i64> = self
+        let row = self
             .tx
-            .query(&sql, &params)
-            .map_err(|e| self.fault(e))?
-            .iter()
-            .map(|r| r.get(0))
+            .query_one(&sql, &[&call, &n])
+            .map_err(|e| self.fault(e))?;
+        if row.get::<_, i64>(0) == n {
+            return Ok(decoded);
+        }
+        let inserted: std::collections::HashSet<String> = row
+            .get::<_, Option<Vec<String>>>(1)
+            .unwrap_or_default()
+            .into_iter()
             .collect();
+        let keys = self
+            .tx
+            .query(
+                &format!(
+                    "SELECT u.ord, ({})::text FROM pg_temp.lessonprobe_replay_stage u WHERE u.call = $1",
+                    self.value("event_id")
+                ),
+                &[&call],
+            )
+            .map_err(|e| Fault::Infra(self.err(e)))?;
         let mut out = vec![false; rows.len()];
-        for ord in inserted {
+        for r in keys {
+            let ord: i64 = r.get(0);
+            let key: Option<String> = r.get(1);
             if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| out.get_mut(i)) {
-                *slot = true;
+                *slot = key.is_some_and(|k| inserted.contains(&k));
             }
         }
         Ok(out)

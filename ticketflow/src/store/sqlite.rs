@@ -34,6 +34,9 @@ fn ensure_audit_table(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The page cache of a replay's connections together, in KiB.
+const PAGE_CACHE_KIB: i64 = 65_536;
+
 /// WAL, durable commits, a bounded wait for the file.
 fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -41,7 +44,7 @@ fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
     // so that commit must survive power loss too. A 64 MiB page cache keeps the event_id
     // index of a large replay in memory, where inserts in partition order land at random.
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "cache_size", -65_536)?;
+    conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)?;
     // A batch dirties thousands of index pages, so with the default (1,000 pages) nearly
     // every commit also copied the WAL back into the file; a larger WAL is copied back less
     // often and each page once for many commits. Durability is the WAL's, unchanged.
@@ -122,6 +125,8 @@ pub struct SqliteTarget {
     conn: Connection,
     place: String,
     adoption: Option<Adoption>,
+    /// A transaction opened by `begin` is open.
+    shared: bool,
 }
 
 impl SqliteTarget {
@@ -143,6 +148,7 @@ impl SqliteTarget {
             conn,
             place,
             adoption: None,
+            shared: false,
         })
     }
 
@@ -530,6 +536,37 @@ impl ReplayTarget for SqliteTarget {
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError> {
         let adoption = self.adoption()?.clone();
+        if self.shared {
+            // SQLite rolls a whole transaction back on some failures (a full disk, an I/O
+            // error): then the batches before this one are gone, and so must this one be.
+            if self.conn.is_autocommit() {
+                self.shared = false;
+                return Err(StoreError::Unavailable(format!(
+                    "{}: the transaction holding the batches before this one was rolled back",
+                    self.place
+                ))
+                .into());
+            }
+            self.conn
+                .execute_batch("SAVEPOINT lp_batch")
+                .map_err(StoreError::from)?;
+            let written = batch::write(
+                &mut SqliteTx {
+                    conn: &self.conn,
+                    adoption: &adoption,
+                },
+                scope,
+                batch,
+            );
+            let end = match written {
+                Ok(_) => "RELEASE lp_batch",
+                Err(_) => "ROLLBACK TO lp_batch; RELEASE lp_batch",
+            };
+            let ended = self.conn.execute_batch(end);
+            let counters = written?;
+            ended.map_err(StoreError::from)?;
+            return Ok(counters);
+        }
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -543,6 +580,35 @@ impl ReplayTarget for SqliteTarget {
         };
         tx.commit().map_err(StoreError::from)?;
         Ok(counters)
+    }
+
+    fn share_with(&mut self, writers: usize) -> Result<(), StoreError> {
+        // One writer at a time holds the file anyway: the run's 64 MiB of page cache (see
+        // `tune`) is split among its connections, so memory does not grow with --jobs.
+        let kib = (PAGE_CACHE_KIB / writers.max(1) as i64).max(8_192);
+        self.conn.pragma_update(None, "cache_size", -kib)?;
+        Ok(())
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        // IMMEDIATE: the write lock now, so no batch finds the file locked halfway through.
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.shared = true;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.shared = false;
+        if self.conn.is_autocommit() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: the transaction holding the batches was rolled back",
+                self.place
+            )));
+        }
+        self.conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            StoreError::from(e)
+        })
     }
 }
 
@@ -650,9 +716,25 @@ impl BatchTx for SqliteTx<'_> {
         for i in order {
             let entry = rows[i];
             let Ok(event) = &entry.decoded else { continue };
-            let n = stmt
-                .execute(params_from_iter(self.values(entry, event)))
-                .map_err(data_fault)?;
+            // Bound by reference: no copy of a row's text or bytes.
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![
+                &event.event_id,
+                &event.tenant_id,
+                &event.ticket_id,
+                &event.action,
+                &event.occurred_at,
+                &event.payload,
+            ];
+            for column in &self.adoption.record_columns {
+                values.push(match *column {
+                    "record" => &entry.raw,
+                    "topic" => &entry.topic,
+                    "partition" => &entry.partition,
+                    "record_offset" => &entry.offset,
+                    _ => &entry.timestamp,
+                });
+            }
+            let n = stmt.execute(values.as_slice()).map_err(data_fault)?;
             out[i] = n == 1;
         }
         Ok(out)

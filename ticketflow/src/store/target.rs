@@ -115,12 +115,26 @@ pub trait ReplayTarget: Send {
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError>;
     /// Conflicts recorded for the plan, per partition of the version not kept.
     fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError>;
-    /// Makes `batch` durable in one transaction together with its checkpoint.
+    /// Makes `batch` durable in one transaction together with its checkpoint — or, after
+    /// [`begin`](Self::begin), writes it into the shared transaction inside a savepoint of its
+    /// own (a batch that fails leaves no trace and the others stand), durable at
+    /// [`commit`](Self::commit).
     fn write_batch(
         &mut self,
         scope: &PlanScope<'_>,
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError>;
+    /// This connection is one of `writers` writing at once: a memory budget for the whole run
+    /// (SQLite's page cache) is split among them.
+    fn share_with(&mut self, _writers: usize) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Opens one transaction for the batches written until [`commit`](Self::commit), of one
+    /// partition or of several: fewer commits, each of more rows.
+    fn begin(&mut self) -> Result<(), StoreError>;
+    /// Commits the transaction [`begin`](Self::begin) opened: every batch written since is
+    /// durable, with its checkpoint, or (on `Err`) none is.
+    fn commit(&mut self) -> Result<(), StoreError>;
 }
 
 impl AuditDb {
