@@ -10,7 +10,7 @@ use super::execute::{
 };
 use super::identity::{self, Decision, IdentityRefusal, TargetView};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
-use super::worker::{self, WorkerTarget};
+use super::worker;
 use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, PlanStatus, Recording, StoreError, Timeouts};
@@ -536,7 +536,7 @@ impl ReplayJob {
         );
         let r = &plan.request;
         let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
-        let to = WorkerTarget {
+        let to = WriteTarget {
             db,
             adoption: &view.adoption,
             plan_id: &recorded.plan_id,

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::apply::{apply_batch, TargetWriter};
-use super::execute::{timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError};
+use super::execute::{
+    timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget,
+};
 use super::read::Reader;
 use super::window::DayPlan;
 use super::{
@@ -14,20 +16,12 @@ use super::{
     ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{Adoption, AuditDb, Claim, PlanScope, ReplayTarget, StoreError, WriteError};
+use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, WriteError};
 
 /// How long a worker with nothing of its own to do waits on the group between looks at the
 /// plan's progress in SQL.
 const IDLE_POLL: Duration = Duration::from_millis(100);
 const PROGRESS_CHECK: Duration = Duration::from_millis(500);
-
-/// Where and as whom a worker writes.
-pub(crate) struct WorkerTarget<'a> {
-    pub db: &'a AuditDb,
-    pub adoption: &'a Adoption,
-    pub plan_id: &'a str,
-    pub owner: &'a str,
-}
 
 /// What one worker did: per partition it replayed batches of, their summary; the partitions
 /// that failed under it (the others' work is theirs to report); and every partition's SQL
@@ -94,7 +88,7 @@ impl ReplayConsumer for MemberReads<'_> {
 /// This worker's partitions and what it knows of the plan.
 struct Share<'a> {
     plan: &'a DayPlan,
-    to: &'a WorkerTarget<'a>,
+    to: &'a WriteTarget<'a>,
     /// Partitions the group gave this worker and SQL let it claim, with the claim's checkpoint.
     owned: BTreeMap<i32, Claim>,
     /// `(partition, start, stop)` of every partition of the plan, for the writer.
@@ -179,7 +173,7 @@ pub(crate) fn work(
     group: &ReplayGroup,
     plan: &DayPlan,
     options: ExecuteOptions,
-    to: &WorkerTarget<'_>,
+    to: &WriteTarget<'_>,
     progress: &dyn Progress,
 ) -> Result<WorkerRun, SetupError> {
     let left = || options.deadline.saturating_sub(options.since.elapsed());
