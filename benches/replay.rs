@@ -1,6 +1,8 @@
 //! Replay throughput, every figure measured in the same run against `lessonprobe broker` in
 //! another process, on SQLite (a file in WAL mode, synchronous=FULL) and PostgreSQL:
-//! (a) consume-only (every partition read and decoded, no SQL);
+//! (a) consume-only (every partition read and decoded, no SQL), partition after partition
+//!     through the replay's own consumer, as a replay reads; (a*) the same records read by a
+//!     plain consumer assigned every partition at once, as an independent client reads;
 //! (i) the independent insert-only limit: every event bulk-inserted in one transaction into a
 //!     fresh `audit_events` of the store's own schema, with no replay code (SQLite: one prepared
 //!     INSERT; PostgreSQL: binary COPY), in the order a replay delivers them and in key order;
@@ -8,7 +10,8 @@
 //! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
 //!     processes, with the planning time the command reports shown separately;
 //! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process.
-//! Prints events/s, the ratios of (d) to (i) and of (e) to (a), and each process's peak RSS.
+//! Prints events/s, the ratios of (d) to (i) and of (e) to (a) and (a*), and each process's
+//! peak RSS.
 //! `cargo bench --bench replay`.
 //!
 //! LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS (100: the mock
@@ -170,6 +173,44 @@ fn consume_only(broker: &Broker, partitions: i32) -> (u64, Duration) {
             let _ = EventRecord::decode(&record.payload);
             next = record.offset + 1;
             n += 1;
+        }
+    }
+    (n, started.elapsed())
+}
+
+/// (a*): every partition assigned at once to one plain read_committed consumer, read from its
+/// start to its end and decoded, no SQL.
+fn consume_all_at_once(broker: &Broker, partitions: i32) -> (u64, Duration) {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::Message;
+    let started = Instant::now();
+    let consumer = broker
+        .consumer("bench-consume-all", "earliest")
+        .expect("consumer");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    let mut open = std::collections::HashMap::new();
+    for p in 0..partitions {
+        let (low, high) = broker.watermarks(TOPIC, p).expect("watermarks");
+        if low < high {
+            tpl.add_partition_offset(TOPIC, p, rdkafka::Offset::Offset(low))
+                .expect("partition");
+            open.insert(p, high);
+        }
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut n = 0u64;
+    while !open.is_empty() {
+        let message = consumer
+            .poll(Duration::from_secs(10))
+            .expect("a record within 10 s")
+            .expect("poll");
+        if let Some(payload) = message.payload() {
+            let _ = EventRecord::decode(payload);
+        }
+        n += 1;
+        let p = message.partition();
+        if open.get(&p).is_some_and(|&high| message.offset() + 1 >= high) {
+            open.remove(&p);
         }
     }
     (n, started.elapsed())
@@ -554,6 +595,9 @@ fn main() {
     let (consumed, wall) = consume_only(&broker, partitions as i32);
     let a = rate(consumed, wall);
     eprintln!("(a) consume-only: {a:.0} events/s");
+    let (consumed, wall) = consume_all_at_once(&broker, partitions as i32);
+    let a_all = rate(consumed, wall);
+    eprintln!("(a*) consume-only, every partition at once: {a_all:.0} events/s");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut figures = Vec::new();
@@ -751,21 +795,30 @@ fn main() {
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
     println!();
     println!(
-        "{:<9} {:>13} {:>13} {:>13} {:>7} {:>10}",
-        "backend", "(a) consume/s", "(e) verify/s", "(e) exec/s", "e/a", "RSS e MiB"
+        "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
+        "backend",
+        "(a) consume/s",
+        "(a*) all/s",
+        "(e) verify/s",
+        "(e) exec/s",
+        "e/a",
+        "e/a*",
+        "RSS e MiB"
     );
     for f in &figures {
         println!(
-            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>10.1}",
+            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>7.2} {:>10.1}",
             f.backend,
             f.a,
+            a_all,
             f.e,
             f.e_exec,
             f.e / f.a,
+            f.e / a_all,
             f.rss_e
         );
     }
-    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a uses the whole process");
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process");
 
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
         println!();

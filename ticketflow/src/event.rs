@@ -184,51 +184,57 @@ impl EventRecord {
 
     /// SHA-256 of `fields` and the payload, canonical as [`content_hash`](Self::content_hash) says.
     fn digest(&self, fields: &[(&'static str, &str)]) -> [u8; 32] {
-        let mut canonical = String::with_capacity(self.payload.len() + 128);
+        let mut canonical = Vec::with_capacity(self.payload.len() + 128);
         for (field, value) in fields {
-            canonical.push_str(field);
-            canonical.push('\u{1}');
-            canonical.push_str(value);
-            canonical.push('\u{1}');
+            canonical.extend_from_slice(field.as_bytes());
+            canonical.push(1);
+            canonical.extend_from_slice(value.as_bytes());
+            canonical.push(1);
         }
         match serde_json::from_str::<serde_json::Value>(&self.payload) {
             Ok(value) => write_canonical(&value, &mut canonical),
-            Err(_) => canonical.push_str(&self.payload),
+            Err(_) => canonical.extend_from_slice(self.payload.as_bytes()),
         }
-        Sha256::digest(canonical.as_bytes()).into()
+        Sha256::digest(&canonical).into()
     }
 }
 
-/// JSON with object keys sorted, whatever map order serde_json was built with.
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+/// JSON with object keys sorted, whatever map order serde_json was built with: written as
+/// serde_json writes each key and scalar, without a string of its own for each.
+fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     use serde_json::Value;
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                write_json(key, out);
+                out.push(b':');
                 write_canonical(&map[key.as_str()], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_json(other, out),
     }
+}
+
+/// Compact JSON of a string or scalar, appended (writing into a `Vec` cannot fail).
+fn write_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 fn has_nul(value: &serde_json::Value) -> bool {
@@ -339,5 +345,26 @@ mod tests {
         assert_eq!(a.facts_digest(), rewrapped.facts_digest());
         assert_ne!(a.content_hash(), rewrapped.content_hash());
         assert_ne!(a.facts_digest(), later.facts_digest());
+    }
+
+    #[test]
+    fn the_content_hash_is_sha256_of_the_fields_and_the_canonical_payload() {
+        // Hashes are compared with rows written by earlier runs: their bytes must not change.
+        let event = EventRecord::decode(
+            "{\"event_id\":\"e\",\"tenant_id\":\"t\",\"ticket_id\":\"k\",\"action\":\"a\",\"occurred_at\":\"o\",\"payload\":{\"s\":\"\\u0001\\\"\\n\u{e9}\",\"b\":1,\"a\":[1, 2]}}".as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            event.content_hash(),
+            "635ca0f0b6baffc251f0820e1e24e8e2f26ca3018ee3e2e2835b7b683eb7c982"
+        );
+        let not_json = EventRecord {
+            payload: "not json".into(),
+            ..event
+        };
+        assert_eq!(
+            not_json.content_hash(),
+            "da4ce8815abdc4c73c8a8b2216e0324c2142d8342a7cf0bc63b07751066b1032"
+        );
     }
 }
