@@ -247,7 +247,9 @@ impl Broker {
         self.consumer_waiting(group, reset, 50)
     }
 
-    fn consumer_waiting(
+    /// [`consumer`](Self::consumer) with its own fetch wait: a broker with nothing new to send
+    /// answers a fetch after this long (the mock cluster holds every fetch for it).
+    pub(crate) fn consumer_waiting(
         &self,
         group: &str,
         reset: &str,

@@ -11,6 +11,9 @@ use super::broker::{close_consumer, partition_count, Isolation};
 use super::{Broker, KafkaError};
 use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 
+/// The replay consumer's fetch wait, in milliseconds.
+const REPLAY_FETCH_WAIT_MS: u32 = 10;
+
 pub struct KafkaReplayConsumer {
     group: String,
     servers: String,
@@ -31,7 +34,10 @@ impl KafkaReplayConsumer {
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
             servers: broker.servers().to_owned(),
-            consumer: broker.consumer(group, "error")?,
+            // A replay reads a range that is there: a short fetch wait costs a real broker
+            // nothing while records come, and the mock cluster, which holds each fetch for
+            // the whole wait, then keeps up with the database.
+            consumer: broker.consumer_waiting(group, "error", REPLAY_FETCH_WAIT_MS)?,
             meta: broker.consumer("lessonprobe-utility", "error")?,
             uncommitted: None,
             committed: None,
