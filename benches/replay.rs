@@ -209,7 +209,10 @@ fn consume_all_at_once(broker: &Broker, partitions: i32) -> (u64, Duration) {
         }
         n += 1;
         let p = message.partition();
-        if open.get(&p).is_some_and(|&high| message.offset() + 1 >= high) {
+        if open
+            .get(&p)
+            .is_some_and(|&high| message.offset() + 1 >= high)
+        {
             open.remove(&p);
         }
     }

@@ -672,7 +672,7 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
         return;
     };
     let db = OwnDatabase::create(&admin, "sigkill");
-    let events = 12_000;
+    let events = 30_000;
     let broker = BrokerProcess::start(&[
         "--sample-day",
         "kills",

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 
 use super::read::Gathered;
 use super::{BadRecords, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayOptions, ReplayPlan};
-use crate::event::EventRecord;
+use crate::event::{DecodeError, EventRecord};
 use crate::store::{AuditStore, Batch, Counters, PlanScope, ReplayTarget, StoreError, WriteError};
 
-/// Where a replay's batches become durable.
-pub trait BatchWriter {
+/// Where a replay's batches become durable: on a thread of its own while the next batch is
+/// read.
+pub trait BatchWriter: Send {
     /// Writes `batch`; on `Ok` every entry is written, and so is the checkpoint where the
     /// writer keeps one (durable now, or with the transaction holding it). On `Err` nothing of
     /// the batch is.
@@ -200,14 +201,11 @@ pub(crate) struct Applied {
     pub next: i64,
     /// An undecodable record that ended the batch before it (with [`BadRecords::Fail`]).
     pub stopped_on: Option<ReplayErrorKind>,
+    /// The offsets durable now that Kafka has not been told yet, per partition.
+    pub durable: Vec<(i32, i64)>,
 }
 
-/// Decodes `records` (the records of offsets `[committed, next)`; the others held control
-/// markers or aborted records, as `jumps` tells), writes them as one batch with the checkpoint
-/// `next`, then commits `next`. With [`BadRecords::Fail`] an undecodable record cuts the batch:
-/// the records before it are written and its offset is committed, and it is returned as
-/// `stopped_on`. A batch of markers alone is written too: the checkpoint moves past them.
-/// `Ok(None)`: nothing to write and no offset to move.
+/// [`write_batch`], then the offsets it made durable committed for the replay group.
 pub(crate) fn apply_batch(
     plan: &ReplayPlan,
     options: ReplayOptions,
@@ -215,6 +213,56 @@ pub(crate) fn apply_batch(
     committed: i64,
     writer: &mut dyn BatchWriter,
     consumer: &mut dyn ReplayConsumer,
+) -> Result<Option<Applied>, ReplayError> {
+    let applied = write_batch(plan, options, gathered, decode(gathered), committed, writer)?;
+    if let Some(applied) = &applied {
+        commit_durable(plan, applied, consumer)?;
+    }
+    Ok(applied)
+}
+
+/// Commits for the replay group the offsets `applied` made durable: Kafka's committed offset
+/// follows the database, never leads it.
+pub(crate) fn commit_durable(
+    plan: &ReplayPlan,
+    applied: &Applied,
+    consumer: &mut dyn ReplayConsumer,
+) -> Result<(), ReplayError> {
+    for &(partition, offset) in &applied.durable {
+        consumer
+            .commit(plan.topic(), partition, offset)
+            .map_err(|e| ReplayError {
+                topic: plan.topic().to_owned(),
+                partition: plan.partition(),
+                committed: Some(applied.next),
+                kind: ReplayErrorKind::Consumer(e),
+            })?;
+    }
+    Ok(())
+}
+
+/// Each record of `gathered` decoded, in order.
+pub(crate) fn decode(gathered: &Gathered) -> Vec<Result<EventRecord, DecodeError>> {
+    gathered
+        .records
+        .iter()
+        .map(|r| EventRecord::decode(&r.payload))
+        .collect()
+}
+
+/// Takes `gathered`'s records (of offsets `[committed, next)`; the others held control
+/// markers or aborted records, as `jumps` tells) with each one `decoded`, writes them as one batch with the checkpoint
+/// `next`, and returns what became durable by then (for [`commit_durable`]). With
+/// [`BadRecords::Fail`] an undecodable record cuts the batch: the records before it are
+/// written, its offset is the checkpoint, and it is returned as `stopped_on`. A batch of markers alone is written too: the checkpoint moves past them.
+/// `Ok(None)`: nothing to write and no offset to move.
+pub(crate) fn write_batch(
+    plan: &ReplayPlan,
+    options: ReplayOptions,
+    gathered: &Gathered,
+    decoded: Vec<Result<EventRecord, DecodeError>>,
+    committed: i64,
+    writer: &mut dyn BatchWriter,
 ) -> Result<Option<Applied>, ReplayError> {
     let fail = |committed: i64, kind: ReplayErrorKind| ReplayError {
         topic: plan.topic().to_owned(),
@@ -225,8 +273,8 @@ pub(crate) fn apply_batch(
     let mut entries = Vec::with_capacity(gathered.records.len());
     let mut stopped_on = None;
     let mut next = gathered.next;
-    for record in &gathered.records {
-        let decoded = match EventRecord::decode(&record.payload) {
+    for (record, decoded) in gathered.records.iter().zip(decoded) {
+        let decoded = match decoded {
             Ok(event) => Ok(event),
             Err(reason) if options.bad_records == BadRecords::Quarantine => Err(reason.to_string()),
             Err(source) => {
@@ -254,6 +302,7 @@ pub(crate) fn apply_batch(
                 outcome: Counters::default(),
                 next: committed,
                 stopped_on: Some(kind),
+                durable: Vec::new(),
             })),
             None => Ok(None),
         };
@@ -297,11 +346,6 @@ pub(crate) fn apply_batch(
             },
         )
     })?;
-    for (partition, offset) in durable {
-        consumer
-            .commit(plan.topic(), partition, offset)
-            .map_err(|e| fail(next, ReplayErrorKind::Consumer(e)))?;
-    }
     Ok(Some(Applied {
         records: batch.entries.len() as u64,
         outcome: Counters {
@@ -311,5 +355,6 @@ pub(crate) fn apply_batch(
         },
         next,
         stopped_on,
+        durable,
     }))
 }

@@ -1,5 +1,5 @@
-//! Executing a day plan: each partition's remaining range through the bounded-replay primitive,
-//! at most `jobs` at once, each worker with its consumer, its store connection and the SQL
+//! Executing a day plan: each partition's remaining range through the bounded-replay primitive
+//! (the next partition's reading begun while one's last batch is written), at most `jobs` at once, each worker with its consumer, its store connection and the SQL
 //! transactions its partitions' batches share; the audit store as the only effect. Every
 //! partition reports its summary or its error with the last durable offset.
 
@@ -8,12 +8,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::apply::{SharedTransaction, TargetWriter};
+use super::pipeline::{self, ReadAhead, Start};
 use super::window::DayPlan;
 use super::ReplayConsumer as _;
-use super::{
-    run_bounded_replay_with, ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions,
-    ReplaySummary,
-};
+use super::{ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions, ReplaySummary};
 use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
@@ -210,8 +208,12 @@ pub(crate) fn execute_day(
                 let mut shared =
                     SharedTransaction::new(options.replay.batch, options.replay.batch_bytes);
                 let mut held: Vec<PartitionResult> = Vec::new();
+                // The partition claimed next, with its reading begun when the one before ended.
+                let mut upcoming: Option<(usize, Option<ReadAhead>)> = None;
                 loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let (i, ahead) = upcoming
+                        .take()
+                        .unwrap_or_else(|| (next.fetch_add(1, Ordering::SeqCst), None));
                     let Some(p) = work.get(i) else { break };
                     // Past the deadline a partition is not started, and a failure to start it
                     // is the deadline's doing: either way it is reported as the deadline.
@@ -295,15 +297,33 @@ pub(crate) fn execute_day(
                                     == super::BadRecords::Fail,
                             },
                         };
-                        Ok(run_bounded_replay_with(
+                        // The partition after this one is claimed now: its reading begins while
+                        // this one's last batch is written.
+                        let j = next.fetch_add(1, Ordering::SeqCst);
+                        upcoming = Some((j, None));
+                        let then = work.get(j).and_then(|q| plan.bounded(q));
+                        let then_limits = || ReplayLimits {
+                            deadline: remaining(),
+                            idle_timeout: options.idle_timeout,
+                        };
+                        let start = match ahead {
+                            Some(ahead) => Start::Ahead(Box::new(ahead)),
+                            None => Start::Open(limits),
+                        };
+                        let (result, carried) = pipeline::run(
                             &bounded,
-                            limits,
+                            start,
+                            then.as_ref()
+                                .map(|b| (b, &then_limits as &dyn Fn() -> ReplayLimits)),
                             options.replay,
                             &mut w.consumer,
                             &mut writer,
                             &mut |s| progress.batch_done(p.partition, s),
-                        )
-                        .map_err(as_run_deadline)?)
+                        );
+                        if carried.is_some() {
+                            upcoming = Some((j, carried));
+                        }
+                        Ok(result.map_err(as_run_deadline)?)
                     })();
                     held.push(PartitionResult {
                         partition: p.partition,

@@ -7,6 +7,7 @@ mod apply;
 mod execute;
 mod identity;
 mod job;
+mod pipeline;
 pub(crate) mod read;
 mod rows;
 mod window;
@@ -425,58 +426,16 @@ pub fn run_bounded_replay_with(
     writer: &mut dyn BatchWriter,
     progress: &mut dyn FnMut(&ReplaySummary),
 ) -> Result<ReplaySummary, ReplayError> {
-    let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
-        topic: plan.topic.clone(),
-        partition: plan.partition,
-        committed,
-        kind,
-    };
-    if limits.deadline.is_zero() || limits.idle_timeout.is_zero() || options.batch == 0 {
-        return Err(fail(
-            None,
-            ReplayErrorKind::BadLimits {
-                deadline: limits.deadline,
-                idle_timeout: limits.idle_timeout,
-                batch: options.batch,
-            },
-        ));
-    }
-    let mut reader = read::Reader::open(plan, limits, consumer)?;
-    let mut summary = ReplaySummary {
-        final_offset: plan.start,
-        ..ReplaySummary::default()
-    };
-    while summary.final_offset < plan.stop {
-        let committed = summary.final_offset;
-        // A batch in memory stays small however large the transaction (`batch`) is.
-        let gathered = reader.next_batch(
-            options.batch.min(BATCH_RECORDS),
-            options.batch_bytes.min(BATCH_BYTES),
-            committed,
-        )?;
-        let applied = apply::apply_batch(
-            plan,
-            options,
-            &gathered,
-            committed,
-            writer,
-            reader.consumer(),
-        )?;
-        if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
-            summary.add(applied, &gathered);
-            progress(&summary);
-        }
-        // A record that stopped the batch (or could not be decoded) ends the run there, after
-        // what came before it became durable.
-        let stopped = applied.and_then(|a| a.stopped_on).or(gathered.stopped_on);
-        if let Some(kind) = stopped {
-            return Err(fail(Some(summary.final_offset), kind));
-        }
-    }
-    if let (Some(skew), Some(window)) = (options.skew, plan.window()) {
-        summary.late = reader.late_records(window, skew);
-    }
-    Ok(summary)
+    pipeline::run(
+        plan,
+        pipeline::Start::Open(limits),
+        None,
+        options,
+        consumer,
+        writer,
+        progress,
+    )
+    .0
 }
 
 #[cfg(test)]

@@ -72,6 +72,15 @@ pub(crate) struct Reader<'a> {
     beyond: Option<ReplayRecord>,
 }
 
+/// Where a [`Reader`] stood when it let go of its consumer.
+pub(crate) struct Parked {
+    limits: ReplayLimits,
+    started: Instant,
+    end: i64,
+    next: i64,
+    beyond: Option<ReplayRecord>,
+}
+
 impl<'a> Reader<'a> {
     /// Checks the consumer's group, captures the end offset, refuses `stop > end` before any
     /// seek, then seeks to `start`.
@@ -121,6 +130,36 @@ impl<'a> Reader<'a> {
             next: plan.start(),
             beyond: None,
         })
+    }
+
+    /// Lets go of the consumer, keeping where the reading stands: another partition's reader
+    /// may use the consumer meanwhile, and [`resume`](Self::resume) takes it up again.
+    pub(crate) fn park(self) -> Parked {
+        Parked {
+            limits: self.limits,
+            started: self.started,
+            end: self.end,
+            next: self.next,
+            beyond: self.beyond,
+        }
+    }
+
+    /// The reader `parked` was, on `plan` (the one it was opened for) and `consumer` again:
+    /// the consumer must not have read this partition since.
+    pub(crate) fn resume(
+        plan: &'a ReplayPlan,
+        consumer: &'a mut dyn ReplayConsumer,
+        parked: Parked,
+    ) -> Self {
+        Reader {
+            plan,
+            limits: parked.limits,
+            consumer,
+            started: parked.started,
+            end: parked.end,
+            next: parked.next,
+            beyond: parked.beyond,
+        }
     }
 
     /// The consumer, for committing what the batch made durable.
