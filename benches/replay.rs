@@ -19,7 +19,8 @@
 //! replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL; without
 //! one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list such as
 //! 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of parts
-//! among b,c to leave out of a long run), LESSONPROBE_BENCH_BASELINE (another lessonprobe
+//! among a,i,b,c,e to leave out of a long run: without i and b the events are not kept in
+//! this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE (another lessonprobe
 //! binary whose (d) runs beside this one's, in the same run), LESSONPROBE_BENCH_JOBS (--jobs of
 //! (d), default 1). Each figure is also printed to
 //! standard error as soon as it is measured.
@@ -497,10 +498,9 @@ fn replayed(stdout: &str) -> u64 {
 /// One backend's figures, events/s unless said otherwise.
 struct Figures {
     backend: &'static str,
-    a: f64,
     /// (i) in delivery order and in key order.
-    i_delivery: f64,
-    i_key: f64,
+    i_delivery: Option<f64>,
+    i_key: Option<f64>,
     b: Option<f64>,
     c: Option<f64>,
     d: f64,
@@ -511,9 +511,7 @@ struct Figures {
     rss_c: Option<f64>,
     rss_d: f64,
     /// (e) `replay verify`: whole process, its reading-and-comparing phase, peak RSS.
-    e: f64,
-    e_exec: f64,
-    rss_e: f64,
+    e: Option<(f64, f64, f64)>,
 }
 
 fn main() {
@@ -555,9 +553,11 @@ fn main() {
         .expect("produce");
     let produced = started.elapsed();
     // The order a replay applies them: partition after partition, each in offset order.
+    let keep = !skip("i") || !skip("b");
     let mut next_offset = vec![0i64; partitions];
     let mut rows: Vec<Row> = records
         .into_iter()
+        .take(if keep { usize::MAX } else { 0 })
         .map(|r| {
             let partition = day::partition_for(&r.key, partitions as i32);
             let raw = r.payload();
@@ -595,12 +595,17 @@ fn main() {
     let c_list: Vec<String> = (0..c_parts).map(|p| p.to_string()).collect();
     let c_list = c_list.join(",");
 
-    let (consumed, wall) = consume_only(&broker, partitions as i32);
-    let a = rate(consumed, wall);
-    eprintln!("(a) consume-only: {a:.0} events/s");
-    let (consumed, wall) = consume_all_at_once(&broker, partitions as i32);
-    let a_all = rate(consumed, wall);
-    eprintln!("(a*) consume-only, every partition at once: {a_all:.0} events/s");
+    let (a, a_all) = if skip("a") {
+        (None, None)
+    } else {
+        let (consumed, wall) = consume_only(&broker, partitions as i32);
+        let a = rate(consumed, wall);
+        eprintln!("(a) consume-only: {a:.0} events/s");
+        let (consumed, wall) = consume_all_at_once(&broker, partitions as i32);
+        let a_all = rate(consumed, wall);
+        eprintln!("(a*) consume-only, every partition at once: {a_all:.0} events/s");
+        (Some(a), Some(a_all))
+    };
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut figures = Vec::new();
@@ -612,14 +617,18 @@ fn main() {
     for (backend, url) in backends {
         let (i_delivery, i_key, b, db_c, db_d) = match backend {
             "sqlite" => {
-                let i_delivery = rate(
-                    n as u64,
-                    independent_sqlite(&dir.path().join("i-delivery.db"), &delivery),
-                );
-                let i_key = rate(
-                    n as u64,
-                    independent_sqlite(&dir.path().join("i-key.db"), &by_key),
-                );
+                let i_delivery = (!skip("i")).then(|| {
+                    rate(
+                        n as u64,
+                        independent_sqlite(&dir.path().join("i-delivery.db"), &delivery),
+                    )
+                });
+                let i_key = (!skip("i")).then(|| {
+                    rate(
+                        n as u64,
+                        independent_sqlite(&dir.path().join("i-key.db"), &by_key),
+                    )
+                });
                 for f in ["i-delivery.db", "i-key.db"] {
                     let _ = std::fs::remove_file(dir.path().join(f));
                 }
@@ -634,14 +643,18 @@ fn main() {
                 (i_delivery, i_key, b, c, d)
             }
             _ => {
-                let i_delivery = rate(
-                    n as u64,
-                    independent_postgres(&url, "lessonprobe_bench_copy", &delivery),
-                );
-                let i_key = rate(
-                    n as u64,
-                    independent_postgres(&url, "lessonprobe_bench_copy", &by_key),
-                );
+                let i_delivery = (!skip("i")).then(|| {
+                    rate(
+                        n as u64,
+                        independent_postgres(&url, "lessonprobe_bench_copy", &delivery),
+                    )
+                });
+                let i_key = (!skip("i")).then(|| {
+                    rate(
+                        n as u64,
+                        independent_postgres(&url, "lessonprobe_bench_copy", &by_key),
+                    )
+                });
                 let mut client =
                     postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
                 let b = (!skip("b")).then(|| {
@@ -672,8 +685,10 @@ fn main() {
             }
         };
         eprintln!(
-            "{backend} (i) delivery order {i_delivery:.0}/s, key order {i_key:.0}/s; (b) {}",
-            b.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}/s"))
+            "{backend} (i) delivery order {}/s, key order {}/s; (b) {}/s",
+            opt(i_delivery),
+            opt(i_key),
+            opt(b)
         );
         let c_run = (!skip("c")).then(|| {
             run_measured(&replay_args(
@@ -738,10 +753,16 @@ fn main() {
             "(d) replayed {d_records} of {total}"
         );
         // A clean window exits 0, which run_measured asserts.
-        let e_run = run_measured(&verify_args(&servers, &db_d));
+        let e = (!skip("e")).then(|| {
+            let e_run = run_measured(&verify_args(&servers, &db_d));
+            (
+                rate(total as u64, e_run.wall),
+                e_run.execute_rate,
+                e_run.peak_rss_mib,
+            )
+        });
         figures.push(Figures {
             backend,
-            a,
             i_delivery,
             i_key,
             b,
@@ -751,13 +772,10 @@ fn main() {
             planning: d_run.planning,
             rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
-            e: rate(total as u64, e_run.wall),
-            e_exec: e_run.execute_rate,
-            rss_e: e_run.peak_rss_mib,
+            e,
         });
     }
 
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
     println!();
     println!(
         "{:<9} {:>10} {:>11} {:>11} {:>10} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7}",
@@ -777,18 +795,18 @@ fn main() {
     );
     for f in &figures {
         println!(
-            "{:<9} {:>10.0} {:>11.0} {:>11.0} {:>10} {:>9} {:>10.0} {:>10.0} {:>8.2} {:>9.2} {:>9.2} {:>7} {:>7.1}",
+            "{:<9} {:>10} {:>11} {:>11} {:>10} {:>9} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>9} {:>7} {:>7.1}",
             f.backend,
-            f.a,
-            f.i_delivery,
-            f.i_key,
+            opt(a),
+            opt(f.i_delivery),
+            opt(f.i_key),
             opt(f.b),
             opt(f.c),
             f.d,
             f.d_exec,
             f.planning,
-            f.d_exec / f.i_delivery,
-            f.d / f.i_delivery,
+            ratio(Some(f.d_exec), f.i_delivery),
+            ratio(Some(f.d), f.i_delivery),
             f.rss_c.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}")),
             f.rss_d
         );
@@ -796,32 +814,11 @@ fn main() {
     println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
     println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
-    println!();
-    println!(
-        "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
-        "backend",
-        "(a) consume/s",
-        "(a*) all/s",
-        "(e) verify/s",
-        "(e) exec/s",
-        "e/a",
-        "e/a*",
-        "RSS e MiB"
-    );
-    for f in &figures {
-        println!(
-            "{:<9} {:>13.0} {:>13.0} {:>13.0} {:>13.0} {:>7.2} {:>7.2} {:>10.1}",
-            f.backend,
-            f.a,
-            a_all,
-            f.e,
-            f.e_exec,
-            f.e / f.a,
-            f.e / a_all,
-            f.rss_e
-        );
+    if a.is_none() && figures.iter().all(|f| f.e.is_none()) {
+        println!("(a) and (e) left out");
+    } else {
+        print_verify(&figures, a, a_all);
     }
-    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process");
 
     if let Ok(list) = std::env::var("LESSONPROBE_BENCH_BATCHES") {
         println!();
@@ -851,4 +848,45 @@ fn main() {
     }
     let _ = broker_process.kill();
     let _ = broker_process.wait();
+}
+
+/// The table of (e) against (a) and (a*).
+fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
+    println!();
+    println!(
+        "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
+        "backend",
+        "(a) consume/s",
+        "(a*) all/s",
+        "(e) verify/s",
+        "(e) exec/s",
+        "e/a",
+        "e/a*",
+        "RSS e MiB"
+    );
+    for f in figures {
+        println!(
+            "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
+            f.backend,
+            opt(a),
+            opt(a_all),
+            opt(f.e.map(|e| e.0)),
+            opt(f.e.map(|e| e.1)),
+            ratio(f.e.map(|e| e.0), a),
+            ratio(f.e.map(|e| e.0), a_all),
+            f.e.map_or_else(|| "-".to_owned(), |e| format!("{:.1}", e.2))
+        );
+    }
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process");
+}
+
+/// A rate, or "-" for a part left out.
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
+}
+
+/// `x / y`, or "-" where either was left out.
+fn ratio(x: Option<f64>, y: Option<f64>) -> String {
+    x.zip(y)
+        .map_or_else(|| "-".to_owned(), |(x, y)| format!("{:.2}", x / y))
 }

@@ -335,6 +335,24 @@ mod tests {
         assert_eq!(topic.commits, vec![(0, 10)]);
     }
 
+    /// Replays partition 0 of `topic` in batches of 10, with partition 1 to begin next.
+    fn first_of_two(
+        topic: &mut Topic,
+        log: &mut Log,
+    ) -> (Result<ReplaySummary, ReplayError>, Option<ReadAhead>) {
+        let (first, second) = (plan(0, topic.partitions[&0]), plan(1, topic.partitions[&1]));
+        let limits = || LIMITS;
+        run(
+            &first,
+            Start::Open(LIMITS),
+            Some((&second, &limits)),
+            options(10),
+            topic,
+            log,
+            &mut |_| {},
+        )
+    }
+
     #[test]
     fn the_next_partition_begins_while_the_last_batch_is_written_and_goes_on_from_there() {
         let mut topic = Topic::new(&[(0, 25), (1, 25)]);
@@ -342,17 +360,7 @@ mod tests {
             batches: Vec::new(),
             fail_at: None,
         };
-        let (first, second) = (plan(0, 25), plan(1, 25));
-        let limits = || LIMITS;
-        let (result, ahead) = run(
-            &first,
-            Start::Open(LIMITS),
-            Some((&second, &limits)),
-            options(10),
-            &mut topic,
-            &mut log,
-            &mut |_| {},
-        );
+        let (result, ahead) = first_of_two(&mut topic, &mut log);
         assert_eq!(result.unwrap().final_offset, 25);
         let ahead = ahead.expect("the second partition begun");
         // Its first batch was read before the first partition's last batch was committed.
@@ -363,7 +371,7 @@ mod tests {
             (0..10).map(|o| (1, o)).collect::<Vec<_>>()
         );
         let (result, next) = run(
-            &second,
+            &plan(1, 25),
             Start::Ahead(Box::new(ahead)),
             None,
             options(10),
@@ -402,17 +410,7 @@ mod tests {
             batches: Vec::new(),
             fail_at: Some(1),
         };
-        let (first, second) = (plan(0, 10), plan(1, 10));
-        let limits = || LIMITS;
-        let (result, ahead) = run(
-            &first,
-            Start::Open(LIMITS),
-            Some((&second, &limits)),
-            options(10),
-            &mut topic,
-            &mut log,
-            &mut |_| {},
-        );
+        let (result, ahead) = first_of_two(&mut topic, &mut log);
         assert_eq!(result.unwrap_err().committed, Some(0));
         assert!(ahead.is_none());
         assert!(topic.commits.is_empty());
