@@ -368,8 +368,12 @@ fn a_table_it_cannot_compare_with_is_refused_before_anything_is_read() {
         .output_has("CREATE UNIQUE INDEX audit_events_event_id_key ON audit_events (event_id);")
         .status(4);
     let missing = dir.join("absent.db");
+    // One line that names the file once.
     verify(&nowhere, "t", &format!("sqlite:{}", missing.display()), &[])
-        .output_has("no such database file")
+        .output_has(format!(
+            "lessonprobe: sqlite {}: no such database file\n",
+            missing.display()
+        ))
         .status(4);
     assert!(!missing.exists(), "verify created the database file");
 }

@@ -66,9 +66,8 @@ impl Snapshot {
     pub fn open(db: &AuditDb, timeouts: Timeouts) -> Result<Snapshot, StoreError> {
         let inner = match db {
             AuditDb::Sqlite(path) if !path.exists() => {
-                return Err(StoreError::Unavailable(format!(
-                    "{db}: no such database file"
-                )))
+                // The caller names the database.
+                return Err(StoreError::Unavailable("no such database file".into()));
             }
             AuditDb::Sqlite(path) => {
                 let target = SqliteTarget::open(path, timeouts, true)?;
