@@ -295,8 +295,13 @@ impl Broker {
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
+        self.producer_lingering(5)
+    }
+
+    /// A producer that waits up to `linger_ms` to fill a batch.
+    fn producer_lingering(&self, linger_ms: u32) -> Result<BaseProducer, KafkaError> {
         let mut config = self.config();
-        config.set("linger.ms", "5").set(
+        config.set("linger.ms", linger_ms.to_string()).set(
             "message.timeout.ms",
             self.op_timeout.as_millis().max(1000).to_string(),
         );
@@ -463,7 +468,12 @@ impl Broker {
         topic: &str,
         records: impl IntoIterator<Item = (i32, &'a str, &'a [u8], i64)>,
     ) -> Result<u64, KafkaError> {
-        let producer = self.producer()?;
+        // Records go out in batches of up to a megabyte per partition, as a busy producer's
+        // do (the flush at the end sends what lingers): with 5 ms of linger, a load spread over
+        // a thousand partitions made a message set of each record, and the mock cluster, which
+        // walks a partition's message sets from the first on every fetch, then read a 10M-event
+        // day in quadratic time.
+        let producer = self.producer_lingering(200)?;
         // The leaders known before the first send, as for consumers: otherwise a fresh client
         // may hold its records until librdkafka's one-second topic scan.
         producer
