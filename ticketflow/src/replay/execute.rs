@@ -1,7 +1,8 @@
 //! Executing a day plan: each partition's remaining range through the bounded-replay primitive
-//! (the next partition's reading begun while one's last batch is written), at most `jobs` at once, each worker with its consumer, its store connection and the SQL
-//! transactions its partitions' batches share; the audit store as the only effect. Every
-//! partition reports its summary or its error with the last durable offset.
+//! (the next partition's reading begun while one's last batch is written), at most `jobs` at
+//! once, each worker with its consumer, its store connection and the SQL transactions its
+//! partitions' batches share; the audit store as the only effect. Every partition reports its
+//! summary or its error with the last durable offset.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -272,7 +273,8 @@ pub(crate) fn execute_day(
                                 worker.insert(made)
                             }
                         };
-                        let limits = ReplayLimits {
+                        // A partition's limits, taken when its reading begins.
+                        let limits = || ReplayLimits {
                             deadline: remaining(),
                             idle_timeout: options.idle_timeout,
                         };
@@ -302,19 +304,15 @@ pub(crate) fn execute_day(
                         let j = next.fetch_add(1, Ordering::SeqCst);
                         upcoming = Some((j, None));
                         let then = work.get(j).and_then(|q| plan.bounded(q));
-                        let then_limits = || ReplayLimits {
-                            deadline: remaining(),
-                            idle_timeout: options.idle_timeout,
-                        };
                         let start = match ahead {
                             Some(ahead) => Start::Ahead(Box::new(ahead)),
-                            None => Start::Open(limits),
+                            None => Start::Open(limits()),
                         };
                         let (result, carried) = pipeline::run(
                             &bounded,
                             start,
                             then.as_ref()
-                                .map(|b| (b, &then_limits as &dyn Fn() -> ReplayLimits)),
+                                .map(|b| (b, &limits as &dyn Fn() -> ReplayLimits)),
                             options.replay,
                             &mut w.consumer,
                             &mut writer,
