@@ -11,8 +11,10 @@ use extsort::{ExternalSorter, PushExternalSorter, Sortable};
 use super::findings::{Discrepancy, Findings, Kind};
 use super::report::Counts;
 
-/// Entries kept in memory before a sorted run is written to disk.
-const RUN: usize = 200_000;
+/// Entries kept in memory before a sorted run is written to disk: the sorter writes a run once
+/// it holds one more than this, so its buffer fills exactly a power of two and never grows
+/// past it.
+const RUN: usize = (1 << 17) - 1;
 
 /// One decodable record, keyed by its event_id.
 #[derive(Debug, Clone, PartialEq, Eq)]
