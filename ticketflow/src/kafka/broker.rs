@@ -278,6 +278,9 @@ impl Broker {
             // drains its queue in a fraction of that (planning a day took a second longer in
             // most runs). Checking again each millisecond costs next to nothing.
             .set("fetch.queue.backoff.ms", "1")
+            // Prefetched records held at most: librdkafka's 64 MiB default let a scan of a
+            // day on 200 partitions hold 50 MiB more at its peak, and reading got no faster.
+            .set("queued.max.messages.kbytes", "8192")
             .set("enable.partition.eof", "false");
         for (k, v) in &self.properties {
             config.set(k, v);
