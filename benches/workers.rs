@@ -86,7 +86,8 @@ fn main() {
         return;
     };
     let events = env("LESSONPROBE_BENCH_EVENTS", 300_000);
-    let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 60);
+    let partitions = i32::try_from(env("LESSONPROBE_BENCH_PARTITIONS", 60))
+        .expect("LESSONPROBE_BENCH_PARTITIONS fits a Kafka partition count");
     let counts: Vec<usize> = std::env::var("LESSONPROBE_BENCH_WORKERS")
         .unwrap_or_else(|_| "1,2,4".into())
         .split(',')
@@ -96,14 +97,7 @@ fn main() {
     eprintln!(
         "workers benchmark: {events} events over {partitions} partitions, {cores} cores; loading lessonprobe broker"
     );
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        TOPIC,
-        "--events",
-        &events.to_string(),
-        "--partitions",
-        &partitions.to_string(),
-    ]);
+    let broker = BrokerProcess::sample_day(TOPIC, events, partitions);
     println!("| workers | wall | records/s | rows | per worker: records (own rate/s) |");
     println!("|---|---|---|---|---|");
     for (run, &n) in counts.iter().enumerate() {

@@ -56,18 +56,24 @@ impl BrokerProcess {
         }
     }
 
+    /// A broker whose `topic` holds a sample day of `events` events over `partitions`.
+    #[track_caller]
+    pub fn sample_day(topic: &str, events: usize, partitions: i32) -> BrokerProcess {
+        BrokerProcess::start(&[
+            "--sample-day",
+            topic,
+            "--events",
+            &events.to_string(),
+            "--partitions",
+            &partitions.to_string(),
+        ])
+    }
+
     /// A broker for topics a test fills itself with [`produce`]; its sample day is one record
     /// in a topic of its own.
     #[track_caller]
     pub fn for_own_records() -> BrokerProcess {
-        BrokerProcess::start(&[
-            "--sample-day",
-            "unused",
-            "--events",
-            "1",
-            "--partitions",
-            "1",
-        ])
+        BrokerProcess::sample_day("unused", 1, 1)
     }
 
     /// Sends SIGTERM and waits up to 10 s: the exit code, or `None` if it did not end.

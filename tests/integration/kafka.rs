@@ -150,14 +150,7 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
 
 #[test]
 fn the_sample_day_is_loaded_and_readable_by_another_client() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "ticketflow.audit.v1",
-        "--partitions",
-        "4",
-        "--events",
-        "400",
-    ]);
+    let broker = BrokerProcess::sample_day("ticketflow.audit.v1", 400, 4);
     let consumer = reader(&broker.servers, "test-sample");
     let mut total = 0;
     for p in 0..4 {
@@ -193,14 +186,7 @@ fn the_sample_day_is_loaded_and_readable_by_another_client() {
 
 #[test]
 fn a_sample_day_beyond_the_mock_retention_reports_what_is_held_and_warns_with_the_numbers() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "big",
-        "--partitions",
-        "1",
-        "--events",
-        "100000",
-    ]);
+    let broker = BrokerProcess::sample_day("big", 100_000, 1);
     let sent = day::generate(&day::sample_day(100_000)).len() as i64;
     let (low, high) = reader(&broker.servers, "test-retention")
         .fetch_watermarks("big", 0, Duration::from_secs(10))

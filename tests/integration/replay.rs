@@ -133,7 +133,7 @@ fn assert_complete(
 
 #[test]
 fn the_dry_run_prints_the_plan_and_applies_nothing() {
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "900"]);
+    let broker = BrokerProcess::sample_day(TOPIC, 900, 3);
     let dir = Dir::new();
     let db = dir.join("audit.db");
     let doc = replay(
@@ -182,7 +182,7 @@ fn the_dry_run_prints_the_plan_and_applies_nothing() {
 #[test]
 fn execute_writes_audit_rows_only_and_leaves_the_live_group_alone() {
     let events = 1500;
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", &events.to_string()]);
+    let broker = BrokerProcess::sample_day(TOPIC, events, 3);
     let s = &broker.servers;
     let ends: Vec<i64> = watermarks(s, TOPIC).iter().map(|w| w.1).collect();
     commit(s, LIVE, TOPIC, &ends);
@@ -222,7 +222,7 @@ fn a_replay_into_an_empty_postgres_database_makes_audit_tables_only() {
     };
     let target = OwnDatabase::create(&admin, "replay_tables");
     let runners = OwnDatabase::create(&admin, "runner_scratch");
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
+    let broker = BrokerProcess::sample_day(TOPIC, 600, 3);
     let dir = Dir::new();
     // The target comes from LESSONPROBE_REPLAY_DB; the runner's LESSONPROBE_DB is not used.
     replay_anywhere(
@@ -245,7 +245,7 @@ fn the_runners_database_variable_never_becomes_a_replays_target() {
         return;
     };
     let scratch = OwnDatabase::create(&admin, "runner_only");
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "300"]);
+    let broker = BrokerProcess::sample_day(TOPIC, 300, 3);
     let dir = Dir::new();
     replay_anywhere(&dir, &broker.servers, &window(&["--execute"]))
         .env("LESSONPROBE_DB", scratch.url())
@@ -262,7 +262,7 @@ fn the_runners_database_variable_never_becomes_a_replays_target() {
 
 #[test]
 fn refusals_name_the_reason_and_touch_nothing() {
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "600"]);
+    let broker = BrokerProcess::sample_day(TOPIC, 600, 3);
     let s = &broker.servers;
     let dir = Dir::new();
     let db = "sqlite:refused.db";
@@ -345,7 +345,7 @@ fn refusals_name_the_reason_and_touch_nothing() {
 
 #[test]
 fn explicit_offsets_of_one_partition_and_a_bad_record_that_must_stop() {
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", "3000"]);
+    let broker = BrokerProcess::sample_day(TOPIC, 3000, 3);
     let s = &broker.servers;
     // Find an undecodable record and replay up to and past it with --on-bad-record fail.
     let records = day::generate(&day::sample_day(3000));
@@ -420,14 +420,7 @@ fn rows_now(db: &Path) -> i64 {
 #[test]
 fn sigkill_at_random_moments_loses_nothing() {
     let events = 60_000;
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        TOPIC,
-        "--events",
-        &events.to_string(),
-        "--partitions",
-        "6",
-    ]);
+    let broker = BrokerProcess::sample_day(TOPIC, events, 6);
     let s = &broker.servers;
     let live: Vec<i64> = watermarks(s, TOPIC).iter().map(|w| w.1 - 3).collect();
     commit(s, LIVE, TOPIC, &live);
@@ -474,7 +467,7 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
     };
     let cluster = OwnCluster::start(&pg_ctl);
     let events = 9_000;
-    let broker = BrokerProcess::start(&["--sample-day", TOPIC, "--events", &events.to_string()]);
+    let broker = BrokerProcess::sample_day(TOPIC, events, 3);
     let s = &broker.servers;
     let dir = Dir::new();
     let url = cluster.url();

@@ -418,7 +418,7 @@ fn client_properties_the_replay_owns_are_refused() {
 
 #[test]
 fn duplicate_partitions_and_negative_offsets_are_named() {
-    let broker = BrokerProcess::start(&["--sample-day", "dup", "--events", "300"]);
+    let broker = BrokerProcess::sample_day("dup", 300, 3);
     let dir = Dir::new();
     let s = &broker.servers;
     let (said, _) = run(
@@ -649,7 +649,7 @@ fn replay_under_way(dir: &Dir, servers: &str, db: &Path) -> Running {
 
 #[test]
 fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
-    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let broker = BrokerProcess::sample_day("day", 30_000, 3);
     let s = &broker.servers;
     commit(s, LIVE, "day", &[10, 10, 10]);
     let dir = Dir::new();
@@ -677,7 +677,7 @@ fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
 
 #[test]
 fn a_live_group_reset_backwards_during_a_replay_fails_it() {
-    let broker = BrokerProcess::start(&["--sample-day", "day", "--events", "30000"]);
+    let broker = BrokerProcess::sample_day("day", 30_000, 3);
     let s = &broker.servers;
     commit(s, LIVE, "day", &[10, 10, 10]);
     let dir = Dir::new();
@@ -689,14 +689,7 @@ fn a_live_group_reset_backwards_during_a_replay_fails_it() {
 
 #[test]
 fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_time() {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "day",
-        "--events",
-        "60000",
-        "--partitions",
-        "30",
-    ]);
+    let broker = BrokerProcess::sample_day("day", 60_000, 30);
     let dir = Dir::new();
     let db = &dir.join("audit.db");
     let ran = replay(

@@ -67,7 +67,7 @@ fn a_foreign_postgres_audit_table_is_adopted_and_only_bookkeeping_appears() {
     };
     let db = OwnDatabase::create(&admin, "adopt");
     db.foreign_audit_table(true);
-    let broker = BrokerProcess::start(&["--sample-day", "adopt", "--events", "600"]);
+    let broker = BrokerProcess::sample_day("adopt", 600, 3);
     replay(&broker.servers, "adopt", &db.url(), &[])
         .output_has("audit_events: found; adopted as it is (unique key audit_events_event_uq")
         .output_has("ALTER TABLE audit_events ADD COLUMN record BYTEA;")
@@ -523,7 +523,7 @@ fn tls_require_and_verify_full_against_a_self_signed_server() {
         return;
     };
     let db = OwnDatabase::create(&admin, "tls");
-    let broker = BrokerProcess::start(&["--sample-day", "tls", "--events", "300"]);
+    let broker = BrokerProcess::sample_day("tls", 300, 3);
     let secure = |query: &str| format!("{}?{query}", db.url());
     replay(
         &broker.servers,
@@ -588,7 +588,7 @@ fn tls_require_and_verify_full_against_a_self_signed_server() {
 
 #[test]
 fn a_plan_has_an_identity_complete_plans_do_nothing_and_other_windows_are_refused() {
-    let broker = BrokerProcess::start(&["--sample-day", "plans", "--events", "900"]);
+    let broker = BrokerProcess::sample_day("plans", 900, 3);
     let s = &broker.servers;
     let dir = Dir::new();
     let file = dir.join("plans.db");
@@ -673,14 +673,7 @@ fn sigkill_at_random_moments_applies_no_batch_twice_and_kafka_never_runs_ahead_o
     };
     let db = OwnDatabase::create(&admin, "sigkill");
     let events = 30_000;
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        "kills",
-        "--events",
-        &events.to_string(),
-        "--partitions",
-        "4",
-    ]);
+    let broker = BrokerProcess::sample_day("kills", events, 4);
     let s = &broker.servers;
     let mut client = db.client();
     let mut watching = db.client();

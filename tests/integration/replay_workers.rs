@@ -91,14 +91,7 @@ fn worker(servers: &str, db: &str) -> Test {
 /// Three workers on one plan, one SIGKILLed after it made batches durable: the other two finish
 /// the plan, each event once, each offset applied once, and the group's offsets at stop.
 fn three_workers_one_killed(target: Target) {
-    let broker = BrokerProcess::start(&[
-        "--sample-day",
-        TOPIC,
-        "--events",
-        &EVENTS.to_string(),
-        "--partitions",
-        &PARTITIONS.to_string(),
-    ]);
+    let broker = BrokerProcess::sample_day(TOPIC, EVENTS, PARTITIONS);
     let s = &broker.servers;
     let db = target.url();
     let mut victim = worker(s, &db).spawn();
