@@ -75,27 +75,60 @@ pub struct TargetWriter<'a> {
     pub shared: Option<&'a mut SharedTransaction>,
 }
 
+/// Times a batch is written when the database ends it for running into another transaction.
+const TRANSIENT_ATTEMPTS: u32 = 5;
+
 impl BatchWriter for TargetWriter<'_> {
+    /// A batch the database rolled back for running into another transaction (a deadlock: two
+    /// partitions carrying the same event ids in another order) is written again. Before that
+    /// the open transaction is committed — the batches in it stand, each with its checkpoint —
+    /// since the rows it holds may be what the other transaction waits for, and writing the
+    /// batch again inside it would meet the same wait.
     fn write(&mut self, batch: &Batch<'_>) -> Result<Counters, WriteError> {
-        let Some(shared) = self.shared.as_deref_mut() else {
-            return self.target.write_batch(&self.scope, batch);
-        };
-        if !shared.open {
-            self.target.begin()?;
-            shared.open = true;
+        let mut attempt = 1;
+        loop {
+            let written = match self.shared.as_deref_mut() {
+                None => self.target.write_batch(&self.scope, batch),
+                Some(shared) => {
+                    if !shared.open {
+                        self.target.begin()?;
+                        shared.open = true;
+                    }
+                    self.target.write_batch(&self.scope, batch)
+                }
+            };
+            match written {
+                Err(WriteError::Store(e)) if e.is_transient() && attempt < TRANSIENT_ATTEMPTS => {
+                    tracing::warn!(
+                        "partition {}: the batch at offset {} was rolled back ({e}); writing it again (attempt {} of {TRANSIENT_ATTEMPTS})",
+                        batch.partition,
+                        batch.first,
+                        attempt + 1
+                    );
+                    if let Some(shared) = self.shared.as_deref_mut() {
+                        shared.early = shared.commit(self.target)?;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+                Ok(counters) => {
+                    if let Some(shared) = self.shared.as_deref_mut() {
+                        shared.records += batch.entries.len();
+                        shared.bytes += batch.entries.iter().map(|e| e.raw.len()).sum::<usize>();
+                        shared.pending.insert(batch.partition, batch.next);
+                    }
+                    return Ok(counters);
+                }
+            }
         }
-        let counters = self.target.write_batch(&self.scope, batch)?;
-        shared.records += batch.entries.len();
-        shared.bytes += batch.entries.iter().map(|e| e.raw.len()).sum::<usize>();
-        shared.pending.insert(batch.partition, batch.next);
-        Ok(counters)
     }
 
     fn durable(&mut self, partition: i32, next: i64) -> Result<Vec<(i32, i64)>, WriteError> {
         match self.shared.as_deref_mut() {
             None => Ok(vec![(partition, next)]),
             Some(shared) if shared.full() => Ok(shared.commit(self.target)?),
-            Some(_) => Ok(Vec::new()),
+            Some(shared) => Ok(std::mem::take(&mut shared.early)),
         }
     }
 }
@@ -117,6 +150,9 @@ pub struct SharedTransaction {
     durable: HashMap<i32, i64>,
     /// Why the last commit failed, if it did.
     failed: Option<String>,
+    /// Checkpoints a commit made durable before the batch being written was (see
+    /// [`TargetWriter::write`]), for Kafka to be told with that batch's.
+    early: Vec<(i32, i64)>,
 }
 
 impl SharedTransaction {
@@ -130,6 +166,7 @@ impl SharedTransaction {
             pending: HashMap::new(),
             durable: HashMap::new(),
             failed: None,
+            early: Vec::new(),
         }
     }
 
@@ -172,8 +209,10 @@ impl SharedTransaction {
     /// returned, to be committed to Kafka. On `Err` none of them is, and the transaction is
     /// gone with its batches.
     pub fn commit(&mut self, target: &mut dyn ReplayTarget) -> Result<Vec<(i32, i64)>, StoreError> {
+        // Made durable earlier and not handed on yet: they go with these.
+        let mut done = std::mem::take(&mut self.early);
         if !self.open {
-            return Ok(Vec::new());
+            return Ok(done);
         }
         self.open = false;
         self.records = 0;
@@ -181,13 +220,14 @@ impl SharedTransaction {
         let pending = std::mem::take(&mut self.pending);
         if let Err(e) = target.commit() {
             self.failed = Some(e.to_string());
+            self.early = done;
             return Err(e);
         }
-        let mut done: Vec<(i32, i64)> = pending.into_iter().collect();
-        done.sort_unstable();
-        for &(partition, next) in &done {
+        for (&partition, &next) in &pending {
             self.durable.insert(partition, next);
         }
+        done.extend(pending);
+        done.sort_unstable();
         Ok(done)
     }
 }

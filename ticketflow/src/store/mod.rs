@@ -96,4 +96,11 @@ impl StoreError {
             _ => None,
         }
     }
+
+    /// Whether the server ended the statement only because it ran into another transaction —
+    /// a deadlock (40P01) or a serialization failure (40001) — so that the same work, done
+    /// again, may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Postgres { code, .. } if code == "40P01" || code == "40001")
+    }
 }
