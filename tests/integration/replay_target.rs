@@ -835,3 +835,105 @@ fn jobs_that_deadlock_on_the_same_event_ids_write_again_and_finish_exactly() {
         "neither run met a deadlock: the test did not test it"
     );
 }
+
+/// A role that may not create temporary tables (TEMP revoked from PUBLIC, as on some hosted
+/// servers) replays a partition holding a redelivery, then replays it again as another group:
+/// the batches that meet existing event ids go in without a staging table, each event once.
+#[test]
+fn a_role_without_the_temp_privilege_replays_batches_that_meet_existing_rows() {
+    let Some(admin) = services::postgres() else {
+        return;
+    };
+    let db = OwnDatabase::create(&admin, "notemp");
+    let role = format!("lp_notemp_{}", std::process::id());
+    let name = &db.name;
+    let mut client = db.client();
+    client
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC;
+             GRANT CONNECT ON DATABASE {name} TO {role};
+             GRANT USAGE, CREATE ON SCHEMA public TO {role};"
+        ))
+        .unwrap();
+    let temp: bool = client
+        .query_one(
+            "SELECT has_database_privilege($1, current_database(), 'TEMP')",
+            &[&role],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!temp, "the role must not have TEMP");
+    let own = db.url();
+    let (scheme, rest) = own.split_once("://").unwrap();
+    let (_, host) = rest.split_once('@').unwrap();
+    let url = format!("{scheme}://{role}@{host}");
+
+    let broker = BrokerProcess::for_own_records();
+    let s = &broker.servers;
+    let topic = "notemp";
+    let mut records: Vec<(i32, Vec<u8>)> = (0..200)
+        .map(|i| (0, event(&format!("n-{i:03}"), "ticket.updated", "t")))
+        .collect();
+    // An undecodable record before most of them: the rows keep their places in the batch.
+    records.insert(50, (0, b"not an event".to_vec()));
+    records.push((0, event("n-000", "ticket.updated", "t")));
+    produce(s, topic, IN_WINDOW_MS, &records);
+    for group in ["notemp-1", "notemp-2"] {
+        replay(
+            s,
+            topic,
+            &url,
+            &[
+                "--execute",
+                "--partitions",
+                "0",
+                "--allow-quarantine",
+                "--replay-group",
+                group,
+            ],
+        )
+        .success();
+        let rows: i64 = client
+            .query_one("SELECT COUNT(*) FROM audit_events", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(rows, 200, "{group}: each event once");
+        let misplaced: i64 = client
+            .query_one(
+                "SELECT COUNT(*) FROM audit_events
+                 WHERE record_offset <> substr(event_id, 3)::int + (substr(event_id, 3)::int >= 50)::int",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(misplaced, 0, "{group}: every row from its own record");
+        let counts: Vec<(i64, i64, i64)> = client
+            .query(
+                "SELECT p.inserted, p.duplicates, p.quarantined
+                 FROM lessonprobe_replay_partitions p JOIN lessonprobe_replay_plans USING (plan_id)
+                 WHERE replay_group = $1",
+                &[&group],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        // The second run finds every row but the one deleted after the first, which follows
+        // the undecodable record: each row's place in the batch tells which one went in.
+        let expected = if group == "notemp-1" {
+            (200, 1, 1)
+        } else {
+            (1, 200, 1)
+        };
+        assert_eq!(
+            counts,
+            [expected],
+            "{group}: inserted, duplicates, quarantined"
+        );
+        client
+            .execute("DELETE FROM audit_events WHERE event_id = 'n-050'", &[])
+            .unwrap();
+        assert_eq!(committed(s, group, topic, 1), [Some(202)], "{group}");
+    }
+}

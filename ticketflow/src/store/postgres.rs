@@ -258,6 +258,9 @@ struct CopyState {
     /// leaves out (doubling to 64): a topic with redeliveries goes the staged way.
     skip: u32,
     backoff: u32,
+    /// The session may create the temporary staging table. A role without the TEMP privilege
+    /// sends the rows as arrays instead (`unnest`), a little slower.
+    staging: bool,
 }
 
 impl PostgresTarget {
@@ -502,11 +505,18 @@ impl ReplayTarget for PostgresTarget {
                 .map_err(|e| StoreError::postgres(&place, e))?;
             tx.commit().map_err(|e| StoreError::postgres(&place, e))?;
         }
-        self.client
-            .batch_execute(STAGE)
-            .map_err(|e| StoreError::postgres(&self.place, e))?;
+        let staging = match self.client.batch_execute(STAGE) {
+            Ok(()) => true,
+            // insufficient_privilege: this role may not create temporary tables.
+            Err(e) if e.code().is_some_and(|c| c.code() == "42501") => {
+                tracing::debug!("{}: no TEMP privilege; rows are sent as arrays", self.place);
+                false
+            }
+            Err(e) => return Err(StoreError::postgres(&self.place, e)),
+        };
         self.copy = CopyState {
             direct_fits: self.copies_directly(adoption)?,
+            staging,
             ..CopyState::default()
         };
         self.adoption = Some(adoption.clone());
@@ -963,6 +973,23 @@ impl PgTx<'_, '_> {
         )
     }
 
+    /// [`unnest`](Self::unnest) with each row's `ord` given as one more array (its place in
+    /// the batch) instead of counted: `unnest($1::text[], …, $N::int8[]) AS u(event_id, …, ord)`.
+    fn unnest_at(&self) -> String {
+        let columns = self.columns();
+        let arrays: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("${}::{}", i + 1, array_type(c)))
+            .chain([format!("${}::int8[]", columns.len() + 1)])
+            .collect();
+        format!(
+            "unnest({}) AS u({}, ord)",
+            arrays.join(", "),
+            columns.join(", ")
+        )
+    }
+
     /// `u.column`, converted to the adopted column's type where it is not text.
     fn value(&self, column: &str) -> String {
         match self.adoption.casts.iter().find(|(c, _)| c == column) {
@@ -1022,28 +1049,54 @@ impl BatchTx for PgTx<'_, '_> {
         } else {
             self.copy.skip = self.copy.skip.saturating_sub(1);
         }
-        self.copy.calls += 1;
-        let call = self.copy.calls;
-        self.copy_rows(Some(call), rows)?;
+        // The rows, numbered by their place in `rows`: staged by binary COPY under a call
+        // number, or (without the TEMP privilege) sent as arrays with their places.
         let columns = self.columns();
+        let call = if self.copy.staging {
+            self.copy.calls += 1;
+            self.copy_rows(Some(self.copy.calls), rows)?;
+            Some(self.copy.calls)
+        } else {
+            None
+        };
+        let (data, places): (Columns, Vec<i64>);
+        let (source, mut params): (String, Vec<&(dyn ToSql + Sync)>) = match &call {
+            Some(call) => (
+                "pg_temp.lessonprobe_replay_stage u WHERE u.call = $1".to_owned(),
+                vec![call],
+            ),
+            None => {
+                data = Columns::of(rows);
+                places = (1..)
+                    .zip(rows)
+                    .filter(|(_, e)| e.decoded.is_ok())
+                    .map(|(i, _)| i)
+                    .collect();
+                let mut params = data.params(self.adoption);
+                params.push(&places);
+                (self.unnest_at(), params)
+            }
+        };
         let values: Vec<String> = columns.iter().map(|c| self.value(c)).collect();
         // The count, and the ids inserted only when some were not: matched back by the text
         // of the key in the column's own type.
         let sql = format!(
             "WITH ins AS (
                 INSERT INTO audit_events ({cols})
-                SELECT {values} FROM pg_temp.lessonprobe_replay_stage u WHERE u.call = $1
+                SELECT {values} FROM {source}
                 ORDER BY u.ord
                 ON CONFLICT (event_id) DO NOTHING RETURNING event_id
              )
-             SELECT count(*), CASE WHEN count(*) < $2 THEN array_agg(ins.event_id::text) END
+             SELECT count(*), CASE WHEN count(*) < ${n_at} THEN array_agg(ins.event_id::text) END
              FROM ins",
             cols = columns.join(", "),
             values = values.join(", "),
+            n_at = params.len() + 1,
         );
+        params.push(&n);
         let row = self
             .tx
-            .query_one(&sql, &[&call, &n])
+            .query_one(&sql, &params)
             .map_err(|e| self.fault(e))?;
         if row.get::<_, i64>(0) == n {
             return Ok(decoded);
@@ -1053,14 +1106,15 @@ impl BatchTx for PgTx<'_, '_> {
             .unwrap_or_default()
             .into_iter()
             .collect();
+        params.pop();
         let keys = self
             .tx
             .query(
                 &format!(
-                    "SELECT u.ord, ({})::text FROM pg_temp.lessonprobe_replay_stage u WHERE u.call = $1",
+                    "SELECT u.ord, ({})::text FROM {source}",
                     self.value("event_id")
                 ),
-                &[&call],
+                &params,
             )
             .map_err(|e| Fault::Infra(self.err(e)))?;
         let mut out = vec![false; rows.len()];
