@@ -611,6 +611,88 @@ fn a_partition_whose_records_retention_removed_entirely_is_refused() {
     }
 }
 
+/// A plan stopped at an undecodable record, then resumed after retention removed offsets it
+/// had already replayed: the resume needs only what follows its checkpoint, which is still
+/// there. Planned as new, the window's start is gone; the recorded plan decides.
+#[test]
+fn a_resume_after_retention_removed_replayed_offsets_continues_from_its_checkpoint() {
+    let broker = BrokerProcess::start(&[]);
+    let s = &broker.servers;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", s)
+        .set("message.max.bytes", "8000000")
+        .create()
+        .unwrap();
+    let send = |payload: &[u8], ts: i64| {
+        producer
+            .send(
+                BaseRecord::to("trimmed")
+                    .partition(0)
+                    .key("k")
+                    .payload(payload)
+                    .timestamp(ts),
+            )
+            .unwrap();
+        // One message set per record: retention removes whole sets.
+        producer.flush(Duration::from_secs(20)).unwrap();
+    };
+    let big = |i: i64| {
+        let mut e = AuditEvent::sample_with_id(&format!("big-{i}"));
+        e.payload = serde_json::json!({ "version": i, "pad": "x".repeat(1_500_000) });
+        e.to_json()
+    };
+    // In the window: three records of 1.5 MB (offsets 0-2), an undecodable one (3), two small
+    // events (4, 5); then a record past the window's end (6).
+    for i in 0..3 {
+        send(&big(i), T0 + i);
+    }
+    send(b"not an event", T0 + 3);
+    send(&event("small-4"), T0 + 4);
+    send(&event("small-5"), T0 + 5);
+    send(&event("after"), T0 + 86_400_000);
+    let dir = Dir::new();
+    let window = [
+        "--partitions",
+        "0",
+        "--since",
+        SINCE,
+        "--until",
+        UNTIL,
+        "--execute",
+    ];
+    let (said, _) = run(
+        replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--on-bad-record", "fail"]),
+        4,
+    );
+    assert!(said.contains("last durable offset 3"), "{said}");
+    // Two more large records past the window: the mock keeps about 5 MiB of a partition, so
+    // the oldest sets go.
+    for i in 0..2 {
+        send(&big(100 + i), T0 + 86_400_000 + 1 + i);
+    }
+    let (low, _) = watermarks(s, "trimmed")[0];
+    assert!(
+        (1..=3).contains(&low),
+        "retention should have removed offsets before the checkpoint 3 only, log start {low}"
+    );
+    let (said, _) = run(
+        replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--resume", "--allow-quarantine"]),
+        0,
+    );
+    assert!(!said.contains("retention removed"), "{said}");
+    let db = dir.join("t.db");
+    assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM audit_events"), 5);
+    assert_eq!(
+        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
+        1
+    );
+    assert_eq!(
+        sqlite_count(&db, "SELECT next_offset FROM lessonprobe_replay_partitions"),
+        6
+    );
+    assert_eq!(committed(s, REPLAY, "trimmed", 1), [Some(6)]);
+}
+
 /// Rows so far, read while a replay may be writing (0 before the table exists).
 fn rows_now(db: &Path) -> i64 {
     sqlite_count(db, "SELECT COUNT(*) FROM audit_events")

@@ -6,7 +6,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::window::{DayPlan, Window};
+use super::window::{DayPlan, Lost, LostWhy, Refusal, Window};
 use crate::event::hex;
 use crate::store::{
     Adoption, Counters, Inspection, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
@@ -78,6 +78,10 @@ pub enum IdentityRefusal {
         place: String,
         offsets: String,
     },
+    /// What the topic holds now rules the plan out: retention removed offsets it still needs,
+    /// or (a new plan) the window is empty.
+    #[error(transparent)]
+    Topic(Refusal),
 }
 
 /// The id of a plan: a stable hash of topic, replay group, window and partition list.
@@ -184,6 +188,9 @@ pub fn decide(
     let group = plan.request.replay_group.clone();
     let recorded = view.plans.iter().find(|p| p.plan_id == ours.plan_id);
     let Some(recorded) = recorded else {
+        if let Some(refusal) = plan.unless_recorded.take() {
+            return Err(IdentityRefusal::Topic(refusal));
+        }
         if let Some(theirs) = view.plans.iter().find(|p| p.replay_group == group) {
             return Err(IdentityRefusal::OtherPlan {
                 group,
@@ -246,6 +253,22 @@ pub fn decide(
             recorded: Shown(recorded).to_string(),
         });
     }
+    // Retention may have passed the offsets replayed already, not those still to replay.
+    let lost: Vec<Lost> = plan
+        .partitions
+        .iter()
+        .filter(|p| p.resume_from < p.stop && p.log_start > p.resume_from)
+        .map(|p| Lost {
+            partition: p.partition,
+            from: p.resume_from,
+            to: p.log_start.min(p.stop),
+            why: LostWhy::InRange,
+        })
+        .collect();
+    if !lost.is_empty() {
+        return Err(IdentityRefusal::Topic(Refusal::RetentionRemoved { lost }));
+    }
+    plan.unless_recorded = None;
     Ok(Decision::Resume {
         plan: recorded.clone(),
         behind,
@@ -296,6 +319,7 @@ mod tests {
                 replay_committed: committed,
                 resume_from: 10,
             }],
+            unless_recorded: None,
         }
     }
 
@@ -407,5 +431,56 @@ mod tests {
             decide(&mut foreign, &view(vec![]), "now", "me@h"),
             Err(IdentityRefusal::ForeignGroup { .. })
         ));
+    }
+
+    #[test]
+    fn retention_is_judged_on_the_recorded_ranges_when_resuming() {
+        let mut recorded = to_record(&day(1, 2, None, false), "then", "you@h");
+        recorded.partitions[0].next_offset = 15;
+        // Planned again after retention removed [0, 12): as a new plan the window's start
+        // would be gone, but the recorded plan needs only [15, 20).
+        let trimmed = |log_start: i64| {
+            let mut plan = day(1, 2, Some(15), true);
+            let p = &mut plan.partitions[0];
+            (p.log_start, p.start, p.since_offset) = (log_start, log_start, Some(log_start));
+            plan.unless_recorded = Some(Refusal::RetentionRemoved {
+                lost: vec![Lost {
+                    partition: 0,
+                    from: 0,
+                    to: log_start,
+                    why: LostWhy::WindowStart,
+                }],
+            });
+            plan
+        };
+        let mut resumed = trimmed(12);
+        assert!(matches!(
+            decide(&mut resumed, &view(vec![recorded.clone()]), "now", "me@h"),
+            Ok(Decision::Resume { .. })
+        ));
+        assert_eq!(
+            (
+                resumed.partitions[0].start,
+                resumed.partitions[0].resume_from
+            ),
+            (10, 15)
+        );
+        // Past the checkpoint: the offsets still to replay are named.
+        let mut past = trimmed(17);
+        let err = decide(&mut past, &view(vec![recorded]), "now", "me@h").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "retention removed offsets the replay needs: partition 0: offsets [15, 17) are gone"
+        );
+        // Nothing recorded: refused as planning would refuse a new plan.
+        let mut fresh = trimmed(12);
+        let err = decide(&mut fresh, &view(vec![]), "now", "me@h").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                IdentityRefusal::Topic(Refusal::RetentionRemoved { lost }) if lost[0].to == 12
+            ),
+            "{err}"
+        );
     }
 }

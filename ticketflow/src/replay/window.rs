@@ -81,6 +81,9 @@ impl PartitionPlan {
 pub struct DayPlan {
     pub request: DayReplayRequest,
     pub partitions: Vec<PartitionPlan>,
+    /// Why planning would refuse this run as a new plan (retention passed the window's start,
+    /// or the window is empty), when it was asked to resume: the target's record decides.
+    pub(crate) unless_recorded: Option<Refusal>,
 }
 
 impl DayPlan {
@@ -169,7 +172,8 @@ pub enum LostWhy {
     Everything,
     /// The oldest kept record is already at or after the window's start.
     WindowStart,
-    /// They lie inside the explicit range, or between the resume offset and the log start.
+    /// They lie inside the explicit range, or between a resumed plan's checkpoint and the
+    /// log start.
     InRange,
 }
 
@@ -336,19 +340,25 @@ pub(crate) fn plan_day_with(
             resume_from,
         });
     }
-    if !lost.is_empty() {
-        return Err(Refusal::RetentionRemoved { lost }.into());
-    }
-    if plans.iter().all(|p| p.records() == 0) {
-        return Err(Refusal::NothingInWindow {
+    let refusal = if !lost.is_empty() {
+        Some(Refusal::RetentionRemoved { lost })
+    } else if plans.iter().all(|p| p.records() == 0) {
+        Some(Refusal::NothingInWindow {
             topic: r.topic.clone(),
             partitions,
-        }
-        .into());
+        })
+    } else {
+        None
+    };
+    // A plan to resume is judged on the ranges it recorded, which retention may have passed
+    // only where they were replayed already.
+    if let Some(refusal) = refusal.as_ref().filter(|_| !r.resume) {
+        return Err(refusal.clone().into());
     }
     Ok(DayPlan {
         request: request.clone(),
         partitions: plans,
+        unless_recorded: refusal,
     })
 }
 
