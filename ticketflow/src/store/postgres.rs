@@ -958,34 +958,23 @@ impl PgTx<'_, '_> {
         columns
     }
 
-    /// `unnest($1::text[], …) WITH ORDINALITY AS u(event_id, …, ord)` over the written columns.
-    fn unnest(&self) -> String {
+    /// `unnest($1::text[], …) WITH ORDINALITY AS u(event_id, …, ord)` over the written columns;
+    /// with `places`, each row's `ord` is one more array (its place in the batch) instead of
+    /// counted: `unnest($1::text[], …, $N::int8[]) AS u(event_id, …, ord)`.
+    fn unnest(&self, places: bool) -> String {
         let columns = self.columns();
-        let arrays: Vec<String> = columns
+        let mut arrays: Vec<String> = columns
             .iter()
             .enumerate()
             .map(|(i, c)| format!("${}::{}", i + 1, array_type(c)))
             .collect();
+        if places {
+            arrays.push(format!("${}::int8[]", columns.len() + 1));
+        }
         format!(
-            "unnest({}) WITH ORDINALITY AS u({}, ord)",
+            "unnest({}){} AS u({}, ord)",
             arrays.join(", "),
-            columns.join(", ")
-        )
-    }
-
-    /// [`unnest`](Self::unnest) with each row's `ord` given as one more array (its place in
-    /// the batch) instead of counted: `unnest($1::text[], …, $N::int8[]) AS u(event_id, …, ord)`.
-    fn unnest_at(&self) -> String {
-        let columns = self.columns();
-        let arrays: Vec<String> = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("${}::{}", i + 1, array_type(c)))
-            .chain([format!("${}::int8[]", columns.len() + 1)])
-            .collect();
-        format!(
-            "unnest({}) AS u({}, ord)",
-            arrays.join(", "),
+            if places { "" } else { " WITH ORDINALITY" },
             columns.join(", ")
         )
     }
@@ -1074,7 +1063,7 @@ impl BatchTx for PgTx<'_, '_> {
                     .collect();
                 let mut params = data.params(self.adoption);
                 params.push(&places);
-                (self.unnest_at(), params)
+                (self.unnest(true), params)
             }
         };
         let values: Vec<String> = columns.iter().map(|c| self.value(c)).collect();
@@ -1146,7 +1135,7 @@ impl BatchTx for PgTx<'_, '_> {
                 "NULL::text, NULL::int4, NULL::int8"
             },
             incoming = incoming.join(", "),
-            unnest = self.unnest(),
+            unnest = self.unnest(false),
             key = self.value("event_id"),
         );
         let data = Columns::of(rows);
@@ -1184,7 +1173,7 @@ impl BatchTx for PgTx<'_, '_> {
         let sql = format!(
             "UPDATE audit_events a SET {} FROM {} WHERE a.event_id = {}",
             sets.join(", "),
-            self.unnest(),
+            self.unnest(false),
             self.value("event_id")
         );
         let data = Columns::of(&[row]);
