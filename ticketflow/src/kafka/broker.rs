@@ -292,9 +292,17 @@ impl Broker {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", reset)
             .set("isolation.level", isolation.as_str());
-        config
+        let consumer: BaseConsumer = config
             .create()
-            .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))
+            .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))?;
+        // The group looks for its coordinator as the client starts. If no broker is connected
+        // yet, the next look waits for librdkafka's main loop, which sleeps up to a second
+        // between its timers: a commit or an assignment at stored offsets then took a second
+        // longer. A metadata answer means a broker is up, and the group's next operation
+        // finds its coordinator at once. Bounded and not an error here: a cluster that does
+        // not answer fails the operation that needs it, within that operation's own limit.
+        let _ = consumer.fetch_metadata(None, self.op_timeout.min(Duration::from_secs(1)));
+        Ok(consumer)
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
