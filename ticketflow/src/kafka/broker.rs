@@ -299,9 +299,13 @@ impl Broker {
         // yet, the next look waits for librdkafka's main loop, which sleeps up to a second
         // between its timers: a commit or an assignment at stored offsets then took a second
         // longer. A metadata answer means a broker is up, and the group's next operation
-        // finds its coordinator at once. Bounded and not an error here: a cluster that does
-        // not answer fails the operation that needs it, within that operation's own limit.
-        let _ = consumer.fetch_metadata(None, self.op_timeout.min(Duration::from_secs(1)));
+        // finds its coordinator at once. One topic, the groups' own, not the whole cluster's
+        // list. Bounded and not an error here: a cluster that does not answer fails the
+        // operation that needs it, within that operation's own limit.
+        let _ = consumer.fetch_metadata(
+            Some("__consumer_offsets"),
+            self.op_timeout.min(Duration::from_secs(1)),
+        );
         Ok(consumer)
     }
 
