@@ -350,16 +350,16 @@ pub(crate) fn plan_day_with(
     } else {
         None
     };
-    // A plan to resume is judged on the ranges it recorded, which retention may have passed
-    // only where they were replayed already.
-    if let Some(refusal) = refusal.as_ref().filter(|_| !r.resume) {
-        return Err(refusal.clone().into());
+    match refusal {
+        Some(refusal) if !r.resume => Err(refusal.into()),
+        // A plan to resume is judged on the ranges it recorded, which retention may have
+        // passed only where they were replayed already.
+        unless_recorded => Ok(DayPlan {
+            request: request.clone(),
+            partitions: plans,
+            unless_recorded,
+        }),
     }
-    Ok(DayPlan {
-        request: request.clone(),
-        partitions: plans,
-        unless_recorded: refusal,
-    })
 }
 
 #[cfg(test)]
