@@ -9,7 +9,8 @@
 //! (b) the replay's own write path alone (batches with their checkpoints, no Kafka);
 //! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
 //!     processes, with the planning time the command reports shown separately;
-//! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process.
+//! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process: once as
+//!     `--compare auto` chooses, once `--compare lookup`.
 //! Prints events/s, the ratios of (d) to (i) and of (e) to (a) and (a*), and each process's
 //! peak RSS.
 //! `cargo bench --bench replay`.
@@ -58,6 +59,7 @@ struct Finished {
     wall: Duration,
     peak_rss_mib: f64,
     stdout: String,
+    stderr: String,
     /// Records/s of the execution phase, as the command reported it.
     execute_rate: f64,
     /// Seconds the command reported for planning.
@@ -124,6 +126,7 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
         wall: started.elapsed(),
         peak_rss_mib: peak_kib as f64 / 1024.0,
         stdout: out,
+        stderr: err,
         execute_rate,
         planning,
     }
@@ -497,6 +500,17 @@ fn replayed(stdout: &str) -> u64 {
         .sum()
 }
 
+/// One `replay verify` run of (e).
+struct Verified {
+    /// Records/s of the whole process and of its reading and comparing.
+    whole: f64,
+    exec: f64,
+    /// Peak RSS, MiB.
+    rss: f64,
+    /// How it compared the table: "scan" or "lookup".
+    compared: &'static str,
+}
+
 /// One backend's figures, events/s unless said otherwise.
 struct Figures {
     backend: &'static str,
@@ -512,8 +526,8 @@ struct Figures {
     planning: f64,
     rss_c: Option<f64>,
     rss_d: f64,
-    /// (e) `replay verify`: whole process, its reading-and-comparing phase, peak RSS.
-    e: Option<(f64, f64, f64)>,
+    /// (e) `replay verify`, as auto chose and looking up.
+    e: Vec<Verified>,
 }
 
 fn main() {
@@ -773,14 +787,29 @@ fn main() {
             "(d) replayed {d_records} of {total}"
         );
         // A clean window exits 0, which run_measured asserts.
-        let e = (!skip("e")).then(|| {
-            let e_run = run_measured(&verify_args(&servers, &db_d));
-            (
-                rate(total as u64, e_run.wall),
-                e_run.execute_rate,
-                e_run.peak_rss_mib,
-            )
-        });
+        // As it chooses, then looking each event_id up.
+        let e = if skip("e") {
+            &[][..]
+        } else {
+            &["auto", "lookup"][..]
+        }
+        .iter()
+        .map(|compare| {
+            let mut args = verify_args(&servers, &db_d);
+            args.extend(["--compare".to_owned(), compare.to_string()]);
+            let e_run = run_measured(&args);
+            Verified {
+                whole: rate(total as u64, e_run.wall),
+                exec: e_run.execute_rate,
+                rss: e_run.peak_rss_mib,
+                compared: if e_run.stderr.contains("the table scanned whole") {
+                    "scan"
+                } else {
+                    "lookup"
+                },
+            }
+        })
+        .collect();
         figures.push(Figures {
             backend,
             i_delivery,
@@ -834,7 +863,7 @@ fn main() {
     println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
     println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
-    if a.is_none() && figures.iter().all(|f| f.e.is_none()) {
+    if a.is_none() && figures.iter().all(|f| f.e.is_empty()) {
         println!("(a) and (e) left out");
     } else {
         print_verify(&figures, a, a_all);
@@ -874,8 +903,9 @@ fn main() {
 fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
     println!();
     println!(
-        "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
+        "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
         "backend",
+        "(e) by",
         "(a) consume/s",
         "(a*) all/s",
         "(e) verify/s",
@@ -885,19 +915,22 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
         "RSS e MiB"
     );
     for f in figures {
-        println!(
-            "{:<9} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
-            f.backend,
-            opt(a),
-            opt(a_all),
-            opt(f.e.map(|e| e.0)),
-            opt(f.e.map(|e| e.1)),
-            ratio(f.e.map(|e| e.0), a),
-            ratio(f.e.map(|e| e.0), a_all),
-            f.e.map_or_else(|| "-".to_owned(), |e| format!("{:.1}", e.2))
-        );
+        for e in &f.e {
+            println!(
+                "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10.1}",
+                f.backend,
+                e.compared,
+                opt(a),
+                opt(a_all),
+                opt(Some(e.whole)),
+                opt(Some(e.exec)),
+                ratio(Some(e.whole), a),
+                ratio(Some(e.whole), a_all),
+                e.rss
+            );
+        }
     }
-    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process");
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process; by: as --compare auto chose (scan: the table read whole and merged), then --compare lookup");
 }
 
 /// A rate, or "-" for a part left out.

@@ -341,6 +341,19 @@ pub struct ReplayVerifyArgs {
     /// Records read and looked up in the table together.
     #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
+    /// How the table is compared with the window: scan reads it whole once and merges it by
+    /// event_id, lookup asks for each batch's event_ids; auto scans a table of at most two
+    /// rows per record of the window (or 100,000 rows), and looks up otherwise.
+    #[arg(long, value_enum, default_value_t = CompareArg::Auto)]
+    pub compare: CompareArg,
+}
+
+/// `replay verify --compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareArg {
+    Auto,
+    Scan,
+    Lookup,
 }
 
 #[derive(Debug, Args)]

@@ -9,11 +9,12 @@ use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
 use ticketflow::replay::DayPlanError;
 use ticketflow::verify::{
-    self, Counts, Discrepancy, Findings, VerifyError, VerifyOptions, VerifyReport, VerifyRequest,
+    self, Compare, Compared, Counts, Discrepancy, Findings, VerifyError, VerifyOptions,
+    VerifyReport, VerifyRequest,
 };
 use ticketflow::KafkaTarget;
 
-use crate::cli::ReplayVerifyArgs;
+use crate::cli::{CompareArg, ReplayVerifyArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::render::{self, TableFormat};
@@ -38,10 +39,19 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         limit: args.limit,
         deadline: args.deadline,
         idle_timeout: args.idle_timeout,
+        compare: match args.compare {
+            CompareArg::Auto => Compare::Auto,
+            CompareArg::Scan => Compare::Scan,
+            CompareArg::Lookup => Compare::Lookup,
+        },
     };
     let report = verify::verify(&kafka, &db, timeouts, &request, options).map_err(failed)?;
     let clean = report.clean();
     let (records, secs) = (report.total.records, report.elapsed.as_secs_f64());
+    let compared = match report.compared {
+        Compared::Scan => "the table scanned whole",
+        Compared::Lookup => "each event_id looked up",
+    };
     let rate = records as f64 / secs.max(1e-9);
     match args.format {
         TableFormat::Table => print_table(&report)?,
@@ -51,7 +61,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
             print_csv(report.findings)?;
         }
     }
-    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s)");
+    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s), {compared}");
     Ok(if clean { Code::Ok } else { Code::Discrepancies })
 }
 
@@ -195,6 +205,7 @@ struct JsonReport<'a> {
     plans: &'a [verify::PlanCoverage],
     live_group: Option<&'a str>,
     live: &'a [verify::LiveOffsets],
+    compared: Compared,
     discrepancies: Streamed,
 }
 
@@ -210,6 +221,7 @@ fn print_json(report: VerifyReport) -> Result<(), Error> {
         live_group,
         live,
         findings,
+        compared,
         elapsed: _,
     } = report;
     let clean = total.missing == 0 && total.mismatched == 0;
@@ -224,6 +236,7 @@ fn print_json(report: VerifyReport) -> Result<(), Error> {
         plans: &plans,
         live_group: live_group.as_deref(),
         live: &live,
+        compared,
         discrepancies: Streamed(RefCell::new(Some(findings))),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -201,16 +201,23 @@ fn total(doc: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no total {field}"))
 }
 
-/// `verify --format json` with the live group, which must exit `code`: the document, after
-/// checking that it changed no row and committed no offset.
+/// `verify --format json` with the live group and `--compare compare`, which must exit `code`:
+/// the document, after checking that it changed no row and committed no offset.
 #[track_caller]
-fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32) -> Value {
+fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32, compare: &str) -> Value {
     let (rows, offsets) = (db.everything(), committed_everywhere(servers, topic));
     let doc = verify(
         servers,
         topic,
         &db.arg(),
-        &["--format", "json", "--live-group", LIVE],
+        &[
+            "--format",
+            "json",
+            "--live-group",
+            LIVE,
+            "--compare",
+            compare,
+        ],
     )
     .status(code)
     .json();
@@ -223,9 +230,10 @@ fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32) -> Value
     doc
 }
 
-/// The whole story on one database: replayed and clean; then 3 rows deleted, 1 payload
+/// The whole story on one database, every verification with `--compare compare`, which must
+/// end up comparing as `compared` says: replayed and clean; then 3 rows deleted, 1 payload
 /// altered and 1 quarantine row removed behind its back.
-fn scenario(db: &dyn Db, altered_payload: &str) {
+fn scenario(db: &dyn Db, altered_payload: &str, compare: &str, compared: &str) {
     let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
     let topic = "verify";
@@ -233,8 +241,9 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     replay(s, topic, &db.arg()).success();
     commit(s, LIVE, topic, &[10, 10, 10, 10]);
 
-    let doc = verify_read_only(s, topic, db, 0);
+    let doc = verify_read_only(s, topic, db, 0, compare);
     assert_eq!(doc["clean"], true);
+    assert_eq!(doc["compared"], compared);
     let counts: Vec<u64> = [
         "records",
         "decodable",
@@ -274,7 +283,7 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
         assert_eq!(live["committed"], 10, "{live}");
         assert_eq!(live["lag"].as_i64(), Some(ends[p] - 10), "{live}");
     }
-    verify(s, topic, &db.arg(), &[])
+    verify(s, topic, &db.arg(), &["--compare", compare])
         .output_has("CLEAN: every one of the 201 distinct events")
         .success();
 
@@ -284,8 +293,9 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
          UPDATE audit_events SET payload = {altered_payload} WHERE event_id = 'e-42';
          DELETE FROM lessonprobe_replay_quarantine WHERE partition = 1;"
     ));
-    let doc = verify_read_only(s, topic, db, 6);
+    let doc = verify_read_only(s, topic, db, 6, compare);
     assert_eq!(doc["clean"], false);
+    assert_eq!(doc["compared"], compared);
     assert_eq!(ids(&doc, "missing"), ["e-10", "e-199", "e-21"], "{doc:#}");
     assert_eq!(ids(&doc, "mismatched"), ["e-42"], "{doc:#}");
     let mismatch = the_one(&doc, |d| d["kind"] == "mismatched");
@@ -309,11 +319,17 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
     assert_detail(not_quarantined, "not in the quarantine table");
 
     // The table shows two examples per kind and says where the rest are; CSV lists them all.
-    verify(s, topic, &db.arg(), &["--limit", "2"])
+    verify(s, topic, &db.arg(), &["--limit", "2", "--compare", compare])
         .output_has("missing: 3 (the first 2; --format json or csv lists all)")
         .output_has("DISCREPANCIES: 3 event(s) of the window missing")
         .status(6);
-    let csv = verify(s, topic, &db.arg(), &["--format", "csv"]).status(6);
+    let csv = verify(
+        s,
+        topic,
+        &db.arg(),
+        &["--format", "csv", "--compare", compare],
+    )
+    .status(6);
     let mut reader = ::csv::Reader::from_reader(csv.stdout.as_bytes());
     assert_eq!(
         reader.headers().unwrap(),
@@ -344,7 +360,23 @@ fn scenario(db: &dyn Db, altered_payload: &str) {
 #[test]
 fn sqlite_a_replayed_window_verifies_clean_and_every_change_behind_its_back_is_found() {
     let dir = Dir::new();
-    scenario(&Sqlite(dir.join("audit.db")), r#"'{"version":4242}'"#);
+    scenario(
+        &Sqlite(dir.join("audit.db")),
+        r#"'{"version":4242}'"#,
+        "auto",
+        "scan",
+    );
+}
+
+#[test]
+fn sqlite_looking_each_event_id_up_finds_what_the_scan_finds() {
+    let dir = Dir::new();
+    scenario(
+        &Sqlite(dir.join("audit.db")),
+        r#"'{"version":4242}'"#,
+        "lookup",
+        "lookup",
+    );
 }
 
 #[test]
@@ -352,7 +384,60 @@ fn postgres_a_foreign_typed_table_verifies_clean_and_every_change_behind_its_bac
     let Some(admin) = services::postgres() else {
         return;
     };
-    scenario(&Postgres::create(&admin), r#"'{"version": 4242}'::jsonb"#);
+    // Typed columns render the event PostgreSQL's way: a scan cannot compare them, so asking
+    // for one looks each event_id up instead.
+    scenario(
+        &Postgres::create(&admin),
+        r#"'{"version": 4242}'::jsonb"#,
+        "scan",
+        "lookup",
+    );
+}
+
+#[test]
+fn postgres_a_table_the_replay_created_is_scanned_and_every_change_is_found() {
+    let Some(admin) = services::postgres() else {
+        return;
+    };
+    scenario(
+        &Postgres(OwnDatabase::create(&admin, "verify_scan")),
+        r#"'{"version":4242}'"#,
+        "auto",
+        "scan",
+    );
+}
+
+#[test]
+fn a_table_much_larger_than_the_window_is_looked_up_unless_a_scan_is_asked_for() {
+    let broker = BrokerProcess::for_own_records();
+    let s = &broker.servers;
+    let topic = "small-window";
+    produce(s, topic, IN_WINDOW_MS, &sample()[..20]);
+    let dir = Dir::new();
+    let db = Sqlite(dir.join("audit.db"));
+    replay(s, topic, &db.arg()).success();
+    // 150,000 rows of other days beside the window's 20, and one of the 20 gone.
+    db.exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150000)
+         INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+         SELECT 'old-' || i, 'tenant-a', 't-' || i, 'ticket.updated', '2026-09-01T00:00:00+00:00', '{}'
+         FROM n;
+         DELETE FROM audit_events WHERE event_id = 'e-3';",
+    );
+    for (compare, compared) in [("auto", "lookup"), ("scan", "scan"), ("lookup", "lookup")] {
+        let doc = verify_read_only(s, topic, &db, 6, compare);
+        assert_eq!(doc["compared"], compared, "--compare {compare}");
+        assert_eq!(
+            ids(&doc, "missing"),
+            ["e-3"],
+            "--compare {compare}: {doc:#}"
+        );
+        assert_eq!(
+            (total(&doc, "records"), total(&doc, "mismatched")),
+            (20, 0),
+            "--compare {compare}"
+        );
+    }
 }
 
 #[test]
@@ -388,7 +473,7 @@ fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so() {
     db.exec(
         "CREATE TABLE audit_events (event_id TEXT PRIMARY KEY, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
     );
-    let doc = verify_read_only(s, "unreplayed", &db, 6);
+    let doc = verify_read_only(s, "unreplayed", &db, 6, "auto");
     assert_eq!((total(&doc, "missing"), total(&doc, "records")), (20, 20));
     assert_eq!(doc["plans"], Value::Array(Vec::new()));
     assert_eq!(

@@ -182,8 +182,29 @@ impl EventRecord {
         self.digest(&self.text_fields()[1..])
     }
 
+    /// The [facts digest](Self::facts_digest), and a 64-bit hash of the payload alone as a JSON
+    /// value ([`payload_hash`](Self::payload_hash)), from one reading of the payload.
+    pub fn facts_digest_and_payload_hash(&self) -> ([u8; 32], u64) {
+        let (canonical, payload) = self.canonical(&self.text_fields()[1..]);
+        (
+            Sha256::digest(&canonical).into(),
+            hash64(&canonical[payload..]),
+        )
+    }
+
+    /// A 64-bit hash of the payload as a JSON value (keys sorted, numbers as read): equal for
+    /// two spellings of the same JSON, within one process.
+    pub fn payload_hash(&self) -> u64 {
+        hash64(&self.canonical(&[]).0)
+    }
+
     /// SHA-256 of `fields` and the payload, canonical as [`content_hash`](Self::content_hash) says.
     fn digest(&self, fields: &[(&'static str, &str)]) -> [u8; 32] {
+        Sha256::digest(self.canonical(fields).0).into()
+    }
+
+    /// `fields` and the payload written canonically, and where the payload starts.
+    fn canonical(&self, fields: &[(&'static str, &str)]) -> (Vec<u8>, usize) {
         let mut canonical = Vec::with_capacity(self.payload.len() + 128);
         for (field, value) in fields {
             canonical.extend_from_slice(field.as_bytes());
@@ -191,12 +212,22 @@ impl EventRecord {
             canonical.extend_from_slice(value.as_bytes());
             canonical.push(1);
         }
+        let start = canonical.len();
         match serde_json::from_str::<serde_json::Value>(&self.payload) {
             Ok(value) => write_canonical(&value, &mut canonical),
             Err(_) => canonical.extend_from_slice(self.payload.as_bytes()),
         }
-        Sha256::digest(&canonical).into()
+        (canonical, start)
     }
+}
+
+/// A 64-bit hash of `bytes` that is the same for the same bytes throughout one process (SipHash
+/// with fixed keys): what two sides of a comparison made in one process agree on.
+pub fn hash64(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 /// JSON with object keys sorted, whatever map order serde_json was built with: written as

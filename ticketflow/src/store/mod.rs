@@ -18,7 +18,7 @@ pub use ledger::{
     Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-pub use snapshot::{Lookup, Snapshot, StoredAt};
+pub use snapshot::{Lookup, Scannable, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;
 pub use target::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 

@@ -205,6 +205,136 @@ impl Snapshot {
     }
 }
 
+/// A table that can be compared by scanning it whole: its rows hold the events' own text, and
+/// its `event_id` compares byte for byte, as the window's ids are sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scannable {
+    /// About how many rows the table holds (the database's own estimate where it keeps one).
+    pub rows: u64,
+}
+
+impl Snapshot {
+    /// Whether the table can be compared by a scan, and about how many rows such a scan reads:
+    /// `None` for a table with typed columns (PostgreSQL renders them its own way) or an
+    /// `event_id` under a collation that is not byte for byte.
+    pub fn scannable(&mut self, adoption: &Adoption) -> Result<Option<Scannable>, StoreError> {
+        if !adoption.casts.is_empty() {
+            return Ok(None);
+        }
+        match &mut self.inner {
+            Inner::Sqlite(t) => {
+                let conn = t.connection();
+                let sql: String = conn.query_row(
+                    "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'audit_events'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                if sql.to_ascii_uppercase().contains("COLLATE") {
+                    return Ok(None);
+                }
+                // The largest rowid bounds the rows; a table without rowids is counted.
+                let rows: Option<i64> = conn
+                    .query_row("SELECT max(rowid) FROM audit_events", [], |r| r.get(0))
+                    .or_else(|_| {
+                        conn.query_row("SELECT count(*) FROM audit_events", [], |r| r.get(0))
+                    })?;
+                Ok(Some(Scannable {
+                    rows: rows.unwrap_or(0).max(0) as u64,
+                }))
+            }
+            Inner::Postgres(t) => {
+                let place = t.place().to_owned();
+                // The statistics' live rows, else rows per page as last analyzed times the
+                // pages there are now, else a count.
+                let row = t
+                    .client()
+                    .query_one(
+                        "SELECT a.attcollation IN (0, 100, 950, 951),
+                                COALESCE(NULLIF(s.n_live_tup, 0),
+                                         CASE WHEN c.relpages > 0 AND c.reltuples > 0
+                                              THEN (c.reltuples / c.relpages
+                                                    * (pg_relation_size(c.oid)
+                                                       / current_setting('block_size')::int8))::int8
+                                         END)
+                         FROM pg_class c
+                         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'event_id'
+                         LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid
+                         WHERE c.oid = 'audit_events'::regclass",
+                        &[],
+                    )
+                    .map_err(|e| StoreError::postgres(&place, e))?;
+                let bytewise: bool = row.get(0);
+                let rows: i64 = match row.get::<_, Option<i64>>(1) {
+                    Some(rows) => rows,
+                    None => t
+                        .client()
+                        .query_one("SELECT count(*) FROM audit_events", &[])
+                        .map_err(|e| StoreError::postgres(&place, e))?
+                        .get(0),
+                };
+                Ok(bytewise.then_some(Scannable {
+                    rows: rows.max(0) as u64,
+                }))
+            }
+        }
+    }
+
+    /// Reads every row of the table once, in no particular order, and hands `each` its
+    /// required columns as text (a NULL as empty text, as a lookup renders it).
+    pub fn scan<E: From<StoreError>>(
+        &mut self,
+        mut each: impl FnMut([&str; 6]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let columns = REQUIRED_COLUMNS
+            .iter()
+            .map(|c| format!("CAST({c} AS TEXT)"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("SELECT {columns} FROM audit_events");
+        match &mut self.inner {
+            Inner::Sqlite(t) => {
+                let mut stmt = t.connection().prepare(&sql).map_err(StoreError::from)?;
+                let mut rows = stmt.query([]).map_err(StoreError::from)?;
+                while let Some(r) = rows.next().map_err(StoreError::from)? {
+                    let cells: [std::borrow::Cow<str>; 6] =
+                        std::array::from_fn(|i| match r.get_ref(i) {
+                            Ok(rusqlite::types::ValueRef::Text(t)) => {
+                                match std::str::from_utf8(t) {
+                                    Ok(text) => std::borrow::Cow::Borrowed(text),
+                                    Err(_) => String::from_utf8_lossy(t),
+                                }
+                            }
+                            _ => std::borrow::Cow::Borrowed(""),
+                        });
+                    let text: [&str; 6] = std::array::from_fn(|i| &*cells[i]);
+                    each(text)?;
+                }
+                Ok(())
+            }
+            Inner::Postgres(t) => {
+                let place = t.place().to_owned();
+                let fail = |e| StoreError::postgres(&place, e);
+                let mut rows = t
+                    .client()
+                    .query_raw(sql.as_str(), std::iter::empty::<&str>())
+                    .map_err(fail)?;
+                use postgres::fallible_iterator::FallibleIterator;
+                while let Some(r) = rows.next().map_err(fail)? {
+                    let mut text: [&str; 6] = [""; 6];
+                    for (i, slot) in text.iter_mut().enumerate() {
+                        *slot = r
+                            .try_get::<_, Option<&str>>(i)
+                            .map_err(fail)?
+                            .unwrap_or_default();
+                    }
+                    each(text)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 fn location(
     topic: Option<String>,
     partition: Option<i32>,
@@ -430,6 +560,53 @@ mod tests {
             action: "a".into(),
             occurred_at: "2026-09-22T10:00:00+00:00".into(),
             payload: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_sqlite_table_is_scannable_unless_its_event_id_compares_by_a_collation() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, event_id, scannable) in [
+            (
+                "plain.db",
+                "event_id TEXT NOT NULL UNIQUE",
+                Some(Scannable { rows: 3 }),
+            ),
+            (
+                "nocase.db",
+                "event_id TEXT NOT NULL UNIQUE COLLATE NOCASE",
+                None,
+            ),
+        ] {
+            let path = dir.path().join(name);
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(&format!(
+                "CREATE TABLE audit_events ({event_id}, tenant_id TEXT, ticket_id TEXT,
+                    action TEXT, occurred_at TEXT, payload TEXT);
+                 INSERT INTO audit_events (event_id, payload) VALUES ('a', '{{}}'), ('b', NULL), ('c', '[]');"
+            ))
+            .unwrap();
+            let db = AuditDb::Sqlite(path);
+            let mut snapshot = Snapshot::open(&db, Timeouts::all(Duration::from_secs(10))).unwrap();
+            let adoption = snapshot.inspect().unwrap().adopt().unwrap();
+            assert_eq!(snapshot.scannable(&adoption).unwrap(), scannable, "{name}");
+            // Every row, a NULL as empty text.
+            let mut rows = Vec::new();
+            snapshot
+                .scan(|r| -> Result<(), StoreError> {
+                    rows.push((r[0].to_owned(), r[5].to_owned()));
+                    Ok(())
+                })
+                .unwrap();
+            rows.sort();
+            assert_eq!(
+                rows,
+                [
+                    ("a".into(), "{}".into()),
+                    ("b".into(), String::new()),
+                    ("c".into(), "[]".into())
+                ]
+            );
         }
     }
 

@@ -6,6 +6,8 @@ use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::StoredAt;
+
 /// What is wrong with a record, or between a record and the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,6 +53,39 @@ pub struct Discrepancy {
     pub detail: String,
 }
 
+/// What a mismatched record's row differs in, and where the row was stored from.
+pub(crate) fn mismatch_detail(fields: &[&str], at: Option<&StoredAt>) -> String {
+    let mut detail = format!("the stored row differs in {}", fields.join(", "));
+    if let Some(at) = at {
+        detail.push_str(&format!(
+            " (stored from {}[{}]@{})",
+            at.topic, at.partition, at.offset
+        ));
+    }
+    detail
+}
+
+/// An undecodable record, and whether (and why) a replay quarantined it.
+pub(crate) fn undecodable_finding(
+    partition: i32,
+    offset: i64,
+    reason: &str,
+    quarantined: Option<&str>,
+) -> Discrepancy {
+    Discrepancy {
+        kind: Kind::Undecodable,
+        partition,
+        offset,
+        event_id: None,
+        quarantined: Some(quarantined.is_some()),
+        detail: match quarantined {
+            Some(why) if why == reason => format!("{reason}; quarantined"),
+            Some(why) => format!("{reason}; quarantined as: {why}"),
+            None => format!("{reason}; not in the quarantine table"),
+        },
+    }
+}
+
 struct Spill {
     file: BufWriter<File>,
     count: u64,
@@ -93,6 +128,35 @@ impl Findings {
         if spill.examples.len() < limit {
             spill.examples.push(d);
         }
+        Ok(())
+    }
+
+    /// How many examples of each kind are kept.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes what `other` found of `kind` after what this found of it.
+    pub(crate) fn adopt(&mut self, other: Findings, kind: Kind) -> io::Result<()> {
+        let i = Kind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+        let limit = self.limit;
+        let mut theirs = other
+            .spills
+            .into_iter()
+            .nth(i)
+            .ok_or_else(|| io::Error::other("no such kind"))?;
+        let ours = &mut self.spills[i];
+        if ours.count == 0 {
+            theirs.examples.truncate(limit);
+            *ours = theirs;
+            return Ok(());
+        }
+        let mut file = theirs.file.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        io::copy(&mut file, &mut ours.file)?;
+        ours.count += theirs.count;
+        let room = limit.saturating_sub(ours.examples.len());
+        ours.examples.extend(theirs.examples.into_iter().take(room));
         Ok(())
     }
 
@@ -150,5 +214,36 @@ mod tests {
         assert_eq!(all.len(), 10);
         assert_eq!(all[0], d(Kind::Missing, 10));
         assert_eq!(all[9], d(Kind::Undecodable, 4));
+    }
+
+    #[test]
+    fn adopted_findings_follow_what_was_found_of_their_kind() {
+        let mut ours = Findings::new(2).unwrap();
+        let mut theirs = Findings::new(2).unwrap();
+        ours.push(d(Kind::Missing, 1)).unwrap();
+        for o in 0..3 {
+            theirs.push(d(Kind::DuplicatedFacts, o)).unwrap();
+        }
+        theirs.push(d(Kind::Missing, 99)).unwrap();
+        ours.adopt(theirs, Kind::DuplicatedFacts).unwrap();
+        assert_eq!(ours.count(Kind::DuplicatedFacts), 3);
+        assert_eq!(ours.examples(Kind::DuplicatedFacts).len(), 2);
+        assert_eq!(
+            ours.count(Kind::Missing),
+            1,
+            "only the kind asked for is taken"
+        );
+        // Into a kind that already has findings, after them.
+        let mut more = Findings::new(2).unwrap();
+        more.push(d(Kind::DuplicatedFacts, 7)).unwrap();
+        ours.adopt(more, Kind::DuplicatedFacts).unwrap();
+        let all: Vec<Discrepancy> = ours.read_back().unwrap().map(Result::unwrap).collect();
+        let offsets: Vec<i64> = all
+            .iter()
+            .filter(|x| x.kind == Kind::DuplicatedFacts)
+            .map(|x| x.offset)
+            .collect();
+        assert_eq!(offsets, [0, 1, 2, 7]);
+        assert_eq!(all.len(), 5);
     }
 }

@@ -8,8 +8,10 @@ mod compare;
 mod findings;
 mod report;
 mod runs;
+mod scan;
 mod stream;
 
+use findings::{mismatch_detail, undecodable_finding};
 pub use findings::{Discrepancy, Findings, Kind};
 pub use report::{Counts, LiveOffsets, PartitionCounts, PlanCoverage, VerifyReport};
 pub use stream::READ_GROUP;
@@ -18,12 +20,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use compare::Verdict;
-use runs::{FactEntry, IdEntry, Runs};
+use runs::{FactEntry, IdEntry, Runs, UndecodableEntry};
+use scan::Scanner;
 
 use crate::event::EventRecord;
 use crate::kafka::{Broker, KafkaError, KafkaTarget};
 use crate::replay::{
-    plan_day, DayPlanError, DayReplayRequest, ReplayError, ReplayErrorKind, ReplayLimits, Window,
+    plan_day, DayPlan, DayPlanError, DayReplayRequest, ReplayError, ReplayErrorKind, ReplayLimits,
+    Window,
 };
 use crate::store::{Adoption, AuditDb, Snapshot, StoreError, Timeouts};
 
@@ -48,7 +52,39 @@ pub struct VerifyOptions {
     pub deadline: Duration,
     /// A partition that delivers nothing for this long before its range ends fails.
     pub idle_timeout: Duration,
+    /// How the table is compared with the window.
+    pub compare: Compare,
 }
+
+/// How the table is compared with the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compare {
+    /// Scan when the table holds at most [`SCAN_FACTOR`] rows per record of the window (or
+    /// at most [`SCAN_ALWAYS`] rows), look up otherwise.
+    #[default]
+    Auto,
+    /// Read the table whole, once, and merge it with the window by event_id; a table that
+    /// cannot be compared this way (typed columns, an event_id collation that is not byte for
+    /// byte) is looked up instead.
+    Scan,
+    /// Look up each batch's event_ids.
+    Lookup,
+}
+
+/// How a verification compared the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compared {
+    Scan,
+    Lookup,
+}
+
+/// [`Compare::Auto`] scans a table of up to this many rows per record of the window: a scan
+/// reads, hashes and sorts a row in about a third of what a lookup costs a record.
+pub const SCAN_FACTOR: u64 = 2;
+
+/// [`Compare::Auto`] scans a table this small whatever the window.
+pub const SCAN_ALWAYS: u64 = 100_000;
 
 /// Why a verification could not be done (its findings are in the report, not here).
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +150,22 @@ fn open_table(db: &AuditDb, timeouts: Timeouts) -> Result<Table, VerifyError> {
     })
 }
 
+/// The session on the table: idle, or scanning it on a thread of its own.
+enum Session {
+    Idle(Box<Snapshot>),
+    Scanning(Scanner),
+}
+
+impl Session {
+    /// The session, its scan abandoned if it was scanning.
+    fn into_snapshot(self) -> Snapshot {
+        match self {
+            Session::Idle(snapshot) => *snapshot,
+            Session::Scanning(scanner) => scanner.abandon(),
+        }
+    }
+}
+
 /// Verifies `request`'s window of the topic on `kafka` against the audit table in `db`.
 pub fn verify(
     kafka: &KafkaTarget,
@@ -123,85 +175,118 @@ pub fn verify(
     options: VerifyOptions,
 ) -> Result<VerifyReport, VerifyError> {
     // The table first: one that cannot be compared stops before anything is read.
-    let mut table = open_table(db, timeouts)?;
+    let Table {
+        mut snapshot,
+        adoption,
+        place,
+    } = open_table(db, timeouts)?;
     let fail = |source| VerifyError::Target {
         db: db.to_string(),
         source,
     };
-    let plans = table.snapshot.plans().map_err(fail)?;
-    let broker = Broker::for_target(kafka, Duration::from_secs(10))?;
-    let plan = plan_day(
-        &broker,
-        &DayReplayRequest {
-            topic: request.topic.clone(),
-            live_group: request
-                .live_group
-                .clone()
-                .unwrap_or_else(|| NO_LIVE_GROUP.to_owned()),
-            replay_group: READ_GROUP.to_owned(),
-            window: request.window.clone(),
-            partitions: request.partitions.clone(),
-            resume: false,
-        },
-    )?;
-    let started = Instant::now();
-    let mut counts: BTreeMap<i32, Counts> = plan
+    let plans = snapshot.plans().map_err(fail)?;
+    let scannable = match options.compare {
+        Compare::Lookup => None,
+        Compare::Scan | Compare::Auto => snapshot.scannable(&adoption).map_err(fail)?,
+    };
+    if scannable.is_none() && options.compare == Compare::Scan {
+        tracing::warn!("{place}: audit_events has typed columns or an event_id collation that is not byte for byte, so it cannot be compared by a scan: each event_id is looked up");
+    }
+    // A table that can be scanned is scanned while the window is planned; when the plan shows
+    // the window too small for the table, the scan is abandoned.
+    let session = match scannable {
+        Some(_) => Session::Scanning(Scanner::start(snapshot, place.clone())),
+        None => Session::Idle(Box::new(snapshot)),
+    };
+    let planned = Broker::for_target(kafka, Duration::from_secs(10))
+        .map_err(VerifyError::from)
+        .and_then(|broker| {
+            let plan = plan_day(
+                &broker,
+                &DayReplayRequest {
+                    topic: request.topic.clone(),
+                    live_group: request
+                        .live_group
+                        .clone()
+                        .unwrap_or_else(|| NO_LIVE_GROUP.to_owned()),
+                    replay_group: READ_GROUP.to_owned(),
+                    window: request.window.clone(),
+                    partitions: request.partitions.clone(),
+                    resume: false,
+                },
+            )?;
+            Ok((broker, plan))
+        });
+    let (broker, plan) = match planned {
+        Ok(planned) => planned,
+        Err(e) => {
+            session.into_snapshot();
+            return Err(e);
+        }
+    };
+    let records: u64 = plan
         .partitions
         .iter()
-        .map(|p| (p.partition, Counts::default()))
-        .collect();
-    let mut total = Counts::default();
-    let mut findings = Findings::new(options.limit)?;
-    let mut runs = Runs::new();
-    let limits = ReplayLimits {
-        deadline: options.deadline,
-        idle_timeout: options.idle_timeout,
+        .map(|p| p.records().max(0) as u64)
+        .sum();
+    let scan = options.compare == Compare::Scan
+        || scannable
+            .is_some_and(|s| s.rows <= records.saturating_mul(SCAN_FACTOR).max(SCAN_ALWAYS));
+    tracing::debug!(scan, ?scannable, records, "comparing the table");
+    let started = Instant::now();
+    let mut tally = Tally {
+        counts: plan
+            .partitions
+            .iter()
+            .map(|p| (p.partition, Counts::default()))
+            .collect(),
+        total: Counts::default(),
+        findings: Findings::new(options.limit)?,
+        runs: Runs::new(),
     };
-    // More sessions look batches up in parallel where they can share one snapshot.
-    let mut helpers: Vec<Snapshot> = (1..LOOKUP_SESSIONS)
-        .map_while(|_| table.snapshot.beside(db, timeouts))
-        .collect();
-    let (adoption, place) = (&table.adoption, table.place.as_str());
-    let sessions: Vec<&mut Snapshot> = std::iter::once(&mut table.snapshot)
-        .chain(helpers.iter_mut())
-        .collect();
-    std::thread::scope(|scope| -> Result<(), VerifyError> {
-        let plan = &plan;
-        // The reader hands batch after batch to each session in turn; the results are taken
-        // in the same turn, so the window is accounted for in its order. Every receiver lives
-        // in this closure: an early return drops them, which stops the threads feeding them.
-        let mut sends = Vec::new();
-        let mut results = Vec::new();
-        for snapshot in sessions {
-            let (send, receive) = std::sync::mpsc::sync_channel::<Result<stream::Batch, _>>(2);
-            let (done, result) = std::sync::mpsc::sync_channel(2);
-            sends.push(send);
-            results.push(result);
-            let topic = request.topic.as_str();
-            scope.spawn(move || {
-                for batch in receive {
-                    let looked = batch.and_then(|b| look_up(snapshot, adoption, place, topic, b));
-                    let failed = looked.is_err();
-                    if done.send(looked).is_err() || failed {
-                        return;
-                    }
-                }
-            });
+    let reading = (
+        ReplayLimits {
+            deadline: options.deadline,
+            idle_timeout: options.idle_timeout,
+        },
+        options.batch.max(1),
+    );
+    let on = Reading {
+        kafka,
+        plan: &plan,
+        topic: &request.topic,
+        reading,
+    };
+    let compared = match session {
+        Session::Scanning(scanner) if scan => {
+            scanned(scanner, &adoption, &place, &on, &mut tally)?;
+            Compared::Scan
         }
-        scope.spawn(move || stream::read_window(kafka, plan, limits, options.batch.max(1), &sends));
-        for result in results.iter().cycle() {
-            let Ok(looked) = result.recv() else { break };
-            let looked = looked?;
-            let c = counts.entry(looked.batch.partition).or_default();
-            account(looked, c, &mut total, &mut findings, &mut runs)?;
+        session => {
+            let mut snapshot = session.into_snapshot();
+            lookups(
+                &mut snapshot,
+                &adoption,
+                &place,
+                db,
+                timeouts,
+                &on,
+                &mut tally,
+            )?;
+            tally.settle(None)?;
+            Compared::Lookup
         }
-        Ok(())
-    })?;
-    runs.settle(&mut counts, &mut total, &mut findings)?;
+    };
+    let Tally {
+        counts,
+        total,
+        findings,
+        ..
+    } = tally;
     Ok(VerifyReport {
         topic: request.topic.clone(),
         servers: broker.servers().to_owned(),
-        target: table.place,
+        target: place,
         window: request.window.to_string(),
         partitions: plan
             .partitions
@@ -221,8 +306,125 @@ pub fn verify(
             None => Vec::new(),
         },
         findings,
+        compared,
         elapsed: started.elapsed(),
     })
+}
+
+/// The planned window and how to read it.
+struct Reading<'a> {
+    kafka: &'a KafkaTarget,
+    plan: &'a DayPlan,
+    topic: &'a str,
+    /// Limits, and records per batch.
+    reading: (ReplayLimits, usize),
+}
+
+/// What the window adds up to while it is read: counts per partition and in total, the
+/// findings, and the sorted runs settled at the end.
+struct Tally {
+    counts: BTreeMap<i32, Counts>,
+    total: Counts,
+    findings: Findings,
+    runs: Runs,
+}
+
+impl Tally {
+    fn settle(&mut self, table: Option<&mut dyn runs::TableSide>) -> Result<(), VerifyError> {
+        std::mem::replace(&mut self.runs, Runs::new()).settle(
+            &mut self.counts,
+            &mut self.total,
+            &mut self.findings,
+            table,
+        )
+    }
+}
+
+/// Reads the window and looks each batch up in the table, in as many sessions as can share
+/// one snapshot.
+fn lookups(
+    snapshot: &mut Snapshot,
+    adoption: &Adoption,
+    place: &str,
+    db: &AuditDb,
+    timeouts: Timeouts,
+    on: &Reading<'_>,
+    tally: &mut Tally,
+) -> Result<(), VerifyError> {
+    let (kafka, plan, topic, (limits, batch)) = (on.kafka, on.plan, on.topic, on.reading);
+    // More sessions look batches up in parallel where they can share one snapshot.
+    let mut helpers: Vec<Snapshot> = (1..LOOKUP_SESSIONS)
+        .map_while(|_| snapshot.beside(db, timeouts))
+        .collect();
+    let sessions: Vec<&mut Snapshot> = std::iter::once(snapshot)
+        .chain(helpers.iter_mut())
+        .collect();
+    std::thread::scope(|scope| -> Result<(), VerifyError> {
+        // The reader hands batch after batch to each session in turn; the results are taken
+        // in the same turn, so the window is accounted for in its order. Every receiver lives
+        // in this closure: an early return drops them, which stops the threads feeding them.
+        let mut sends = Vec::new();
+        let mut results = Vec::new();
+        for snapshot in sessions {
+            let (send, receive) = std::sync::mpsc::sync_channel::<Result<stream::Batch, _>>(2);
+            let (done, result) = std::sync::mpsc::sync_channel(2);
+            sends.push(send);
+            results.push(result);
+            scope.spawn(move || {
+                for batch in receive {
+                    let looked = batch.and_then(|b| look_up(snapshot, adoption, place, topic, b));
+                    let failed = looked.is_err();
+                    if done.send(looked).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        scope.spawn(move || stream::read_window(kafka, plan, limits, batch, &sends));
+        for result in results.iter().cycle() {
+            let Ok(looked) = result.recv() else { break };
+            tally.account(looked?)?;
+        }
+        Ok(())
+    })
+}
+
+/// Reads the window while `scanner` scans and sorts the table, then settles the window against
+/// the sorted table.
+fn scanned(
+    scanner: Scanner,
+    adoption: &Adoption,
+    place: &str,
+    on: &Reading<'_>,
+    tally: &mut Tally,
+) -> Result<(), VerifyError> {
+    let (kafka, plan, (limits, batch)) = (on.kafka, on.plan, on.reading);
+    let read = std::thread::scope(|scope| {
+        let (send, receive) = std::sync::mpsc::sync_channel(2);
+        scope.spawn(move || stream::read_window(kafka, plan, limits, batch, &[send]));
+        // Undecodable records wait for the quarantine until the scan is done with the session.
+        receive.iter().try_for_each(|batch| {
+            let batch: stream::Batch = batch?;
+            tally.account(LookedUp {
+                judged: vec![None; batch.records.len()],
+                batch,
+                quarantine: None,
+            })
+        })
+    });
+    if let Err(e) = read {
+        scanner.abandon();
+        return Err(e);
+    }
+    let (mut snapshot, sorted) = scanner.finish();
+    let mut side = scan::ScannedTable {
+        rows: sorted?.peekable(),
+        snapshot: &mut snapshot,
+        adoption,
+        topic: on.topic,
+        place,
+    };
+    tally.settle(Some(&mut side))
 }
 
 /// One batch with what the table holds for it: a verdict for each decodable record, and the
@@ -230,7 +432,8 @@ pub fn verify(
 struct LookedUp {
     batch: stream::Batch,
     judged: Vec<Option<Verdict>>,
-    quarantine: Vec<(i64, String)>,
+    /// `None` when the quarantine is looked up at the end instead (the table is being scanned).
+    quarantine: Option<Vec<(i64, String)>>,
 }
 
 /// Compares one batch with the table: each event with its row, each undecodable record (and
@@ -274,102 +477,102 @@ fn look_up(
     Ok(LookedUp {
         batch,
         judged,
-        quarantine,
+        quarantine: Some(quarantine),
     })
 }
 
-/// Counts one compared batch, records its findings and pushes its run entries.
-fn account(
-    looked: LookedUp,
-    counts: &mut Counts,
-    total: &mut Counts,
-    findings: &mut Findings,
-    runs: &mut Runs,
-) -> Result<(), VerifyError> {
-    let LookedUp {
-        batch,
-        judged,
-        quarantine,
-    } = looked;
-    let partition = batch.partition;
-    let quarantined = |offset: i64| {
-        quarantine
-            .binary_search_by_key(&offset, |(o, _)| *o)
-            .ok()
-            .map(|i| quarantine[i].1.as_str())
-    };
-    for (record, verdict) in batch.records.into_iter().zip(judged) {
-        counts.records += 1;
-        total.records += 1;
-        let event = match record.event {
-            Err(reason) => {
-                let q = quarantined(record.offset);
-                counts.undecodable += 1;
-                total.undecodable += 1;
-                counts.quarantined += u64::from(q.is_some());
-                total.quarantined += u64::from(q.is_some());
-                findings.push(Discrepancy {
-                    kind: Kind::Undecodable,
-                    partition,
-                    offset: record.offset,
-                    event_id: None,
-                    quarantined: Some(q.is_some()),
-                    detail: match q {
-                        Some(why) if why == reason => format!("{reason}; quarantined"),
-                        Some(why) => format!("{reason}; quarantined as: {why}"),
-                        None => format!("{reason}; not in the quarantine table"),
-                    },
-                })?;
-                continue;
-            }
-            Ok(decoded) => decoded,
+impl Tally {
+    /// Counts one compared batch, records its findings and pushes its run entries.
+    fn account(&mut self, looked: LookedUp) -> Result<(), VerifyError> {
+        let LookedUp {
+            batch,
+            judged,
+            quarantine,
+        } = looked;
+        let partition = batch.partition;
+        let counts = self.counts.entry(partition).or_default();
+        let total = &mut self.total;
+        let quarantined = |offset: i64| {
+            let quarantine = quarantine.as_deref().unwrap_or_default();
+            quarantine
+                .binary_search_by_key(&offset, |(o, _)| *o)
+                .ok()
+                .map(|i| quarantine[i].1.as_str())
         };
-        counts.decodable += 1;
-        total.decodable += 1;
-        let mut id = IdEntry {
-            event_id: event.event_id.clone(),
-            partition,
-            offset: record.offset,
-            missing: false,
-            quarantined: false,
-            refused: String::new(),
-        };
-        match verdict {
-            Some(Verdict::Missing { refused }) => {
-                id.missing = true;
-                id.quarantined = quarantined(record.offset).is_some();
-                id.refused = refused.unwrap_or_default();
-            }
-            Some(Verdict::Mismatched { fields, at }) => {
-                counts.mismatched += 1;
-                total.mismatched += 1;
-                let mut detail = format!("the stored row differs in {}", fields.join(", "));
-                if let Some(at) = at {
-                    detail.push_str(&format!(
-                        " (stored from {}[{}]@{})",
-                        at.topic, at.partition, at.offset
-                    ));
+        for (record, verdict) in batch.records.into_iter().zip(judged) {
+            counts.records += 1;
+            total.records += 1;
+            let event = match record.event {
+                Err(reason) => {
+                    counts.undecodable += 1;
+                    total.undecodable += 1;
+                    if quarantine.is_none() {
+                        // Looked up in the quarantine when the window is settled.
+                        self.runs.push_undecodable(UndecodableEntry {
+                            partition,
+                            offset: record.offset,
+                            reason,
+                        })?;
+                        continue;
+                    }
+                    let q = quarantined(record.offset);
+                    counts.quarantined += u64::from(q.is_some());
+                    total.quarantined += u64::from(q.is_some());
+                    self.findings.push(undecodable_finding(
+                        partition,
+                        record.offset,
+                        &reason,
+                        q,
+                    ))?;
+                    continue;
                 }
-                findings.push(Discrepancy {
-                    kind: Kind::Mismatched,
-                    partition,
-                    offset: record.offset,
-                    event_id: Some(event.event_id.clone()),
-                    quarantined: None,
-                    detail,
-                })?;
+                Ok(decoded) => decoded,
+            };
+            counts.decodable += 1;
+            total.decodable += 1;
+            // Digested here rather than by the reader: of the threads this one has the least
+            // else to do.
+            let (digest, payload) = event.facts_digest_and_payload_hash();
+            let mut id = IdEntry {
+                event_id: event.event_id.clone(),
+                partition,
+                offset: record.offset,
+                missing: false,
+                quarantined: false,
+                refused: String::new(),
+                fields: scan::hashes(&event.columns()),
+                payload,
+            };
+            match verdict {
+                Some(Verdict::Missing { refused }) => {
+                    id.missing = true;
+                    id.quarantined = quarantined(record.offset).is_some();
+                    id.refused = refused.unwrap_or_default();
+                }
+                Some(Verdict::Mismatched { fields, at }) => {
+                    counts.mismatched += 1;
+                    total.mismatched += 1;
+                    self.findings.push(Discrepancy {
+                        kind: Kind::Mismatched,
+                        partition,
+                        offset: record.offset,
+                        event_id: Some(event.event_id.clone()),
+                        quarantined: None,
+                        detail: mismatch_detail(&fields, at.as_ref()),
+                    })?;
+                }
+                Some(Verdict::Same) | None => {}
             }
-            Some(Verdict::Same) | None => {}
+            let mut facts = [0u8; 16];
+            facts.copy_from_slice(&digest[..16]);
+            let facts = FactEntry {
+                facts,
+                event_id: event.event_id,
+                partition,
+                offset: record.offset,
+            };
+            self.runs.push(id, facts)?;
         }
-        // Digested here rather than by the reader: of the three threads this one has the
-        // least else to do.
-        let facts = FactEntry {
-            facts: stream::facts(&event),
-            event_id: event.event_id,
-            partition,
-            offset: record.offset,
-        };
-        runs.push(id, facts)?;
+        Ok(())
     }
-    Ok(())
 }

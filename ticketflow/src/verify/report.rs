@@ -117,6 +117,8 @@ pub struct VerifyReport {
     pub live_group: Option<String>,
     pub live: Vec<LiveOffsets>,
     pub findings: Findings,
+    /// Whether the table was scanned whole or looked up batch by batch.
+    pub compared: super::Compared,
     /// Wall time of reading and comparing (planning excluded).
     pub elapsed: Duration,
 }

@@ -8,13 +8,17 @@ use std::io::{self, Read, Write};
 
 use extsort::{ExternalSorter, PushExternalSorter, Sortable};
 
-use super::findings::{Discrepancy, Findings, Kind};
+use std::collections::HashSet;
+
+use super::findings::{mismatch_detail, undecodable_finding, Discrepancy, Findings, Kind};
 use super::report::Counts;
+use super::VerifyError;
+use crate::store::StoredAt;
 
 /// Entries kept in memory before a sorted run is written to disk: the sorter writes a run once
 /// it holds one more than this, so its buffer fills exactly a power of two and never grows
 /// past it.
-const RUN: usize = (1 << 17) - 1;
+pub(super) const RUN: usize = (1 << 17) - 1;
 
 /// One decodable record, keyed by its event_id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +30,18 @@ pub(crate) struct IdEntry {
     pub quarantined: bool,
     /// Why the table cannot hold it, when its column types refused it.
     pub refused: String,
+    /// Hashes of its tenant_id, ticket_id, action, occurred_at and payload text, and of its
+    /// payload as a JSON value: what a scanned table's rows are compared with.
+    pub fields: [u64; 5],
+    pub payload: u64,
+}
+
+/// One undecodable record whose quarantine is looked up after the window is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UndecodableEntry {
+    pub partition: i32,
+    pub offset: i64,
+    pub reason: String,
 }
 
 /// One decodable record, keyed by what happened (its facts digest).
@@ -37,12 +53,12 @@ pub(crate) struct FactEntry {
     pub offset: i64,
 }
 
-fn write_str<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
+pub(super) fn write_str<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
     w.write_all(&(s.len() as u32).to_le_bytes())?;
     w.write_all(s.as_bytes())
 }
 
-fn read_str<R: Read>(r: &mut R) -> io::Result<String> {
+pub(super) fn read_str<R: Read>(r: &mut R) -> io::Result<String> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let mut bytes = vec![0u8; u32::from_le_bytes(len) as usize];
@@ -62,13 +78,35 @@ fn read_i64<R: Read>(r: &mut R) -> io::Result<i64> {
     Ok(i64::from_le_bytes(b))
 }
 
+fn read_u64<R: Read>(r: &mut R) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+pub(super) fn write_hashes<W: Write>(w: &mut W, hashes: &[u64]) -> io::Result<()> {
+    hashes
+        .iter()
+        .try_for_each(|h| w.write_all(&h.to_le_bytes()))
+}
+
+pub(super) fn read_hashes<R: Read, const N: usize>(r: &mut R) -> io::Result<[u64; N]> {
+    let mut hashes = [0u64; N];
+    for h in &mut hashes {
+        *h = read_u64(r)?;
+    }
+    Ok(hashes)
+}
+
 impl Sortable for IdEntry {
     fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
         write_str(w, &self.event_id)?;
         w.write_all(&self.partition.to_le_bytes())?;
         w.write_all(&self.offset.to_le_bytes())?;
         w.write_all(&[u8::from(self.missing) | (u8::from(self.quarantined) << 1)])?;
-        write_str(w, &self.refused)
+        write_str(w, &self.refused)?;
+        write_hashes(w, &self.fields)?;
+        write_hashes(w, &[self.payload])
     }
 
     fn decode<R: Read>(r: &mut R) -> io::Result<Self> {
@@ -84,6 +122,24 @@ impl Sortable for IdEntry {
             missing: flags[0] & 1 != 0,
             quarantined: flags[0] & 2 != 0,
             refused: read_str(r)?,
+            fields: read_hashes(r)?,
+            payload: read_u64(r)?,
+        })
+    }
+}
+
+impl Sortable for UndecodableEntry {
+    fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
+        w.write_all(&self.partition.to_le_bytes())?;
+        w.write_all(&self.offset.to_le_bytes())?;
+        write_str(w, &self.reason)
+    }
+
+    fn decode<R: Read>(r: &mut R) -> io::Result<Self> {
+        Ok(UndecodableEntry {
+            partition: read_i32(r)?,
+            offset: read_i64(r)?,
+            reason: read_str(r)?,
         })
     }
 }
@@ -108,7 +164,7 @@ impl Sortable for FactEntry {
     }
 }
 
-type Cmp<T> = fn(&T, &T) -> Ordering;
+pub(super) type Cmp<T> = fn(&T, &T) -> Ordering;
 
 fn by_id(a: &IdEntry, b: &IdEntry) -> Ordering {
     (&a.event_id, a.partition, a.offset).cmp(&(&b.event_id, b.partition, b.offset))
@@ -123,10 +179,191 @@ fn by_facts(a: &FactEntry, b: &FactEntry) -> Ordering {
     ))
 }
 
-/// Both sorters of one verification.
+fn by_place(a: &UndecodableEntry, b: &UndecodableEntry) -> Ordering {
+    (a.partition, a.offset).cmp(&(b.partition, b.offset))
+}
+
+/// The sorters of one verification.
 pub(crate) struct Runs {
     ids: PushExternalSorter<IdEntry, Cmp<IdEntry>>,
     facts: PushExternalSorter<FactEntry, Cmp<FactEntry>>,
+    /// Undecodable records whose quarantine is looked up once the window is read (while it was
+    /// read, the table was being scanned).
+    undecodable: PushExternalSorter<UndecodableEntry, Cmp<UndecodableEntry>>,
+}
+
+/// The table of a verification that scanned it, as the settling merge asks it: in id order,
+/// and the database itself only for what hashes cannot tell.
+pub(crate) trait TableSide {
+    /// The hashes of the row with `event_id` (asked in ascending order), `None` when there is
+    /// none.
+    fn fields(&mut self, event_id: &str) -> Result<Option<[u64; 5]>, VerifyError>;
+    /// The offsets among `offsets` (sorted) of `partition` that a replay quarantined, each
+    /// with its reason.
+    fn quarantined(
+        &mut self,
+        partition: i32,
+        offsets: &[i64],
+    ) -> Result<Vec<(i64, String)>, VerifyError>;
+    /// For each entry, how its row differs.
+    fn differences(&mut self, entries: &[IdEntry]) -> Result<Vec<Difference>, VerifyError>;
+}
+
+/// How a stored row differs from a record: the fields (none: the same event spelled
+/// otherwise), and where the row was stored from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Difference {
+    pub fields: Vec<&'static str>,
+    pub at: Option<StoredAt>,
+}
+
+/// Discrepancies waiting for the database to be finished, at most this many of each.
+const CHUNK: usize = 1024;
+
+/// One event_id's records while the id pass is on it.
+struct Group {
+    first: IdEntry,
+    partitions: Vec<i32>,
+    records: Vec<(i32, i64)>,
+}
+
+/// Counts and findings being settled, with what waits for the table.
+struct Settling<'a, 't> {
+    counts: &'a mut BTreeMap<i32, Counts>,
+    total: &'a mut Counts,
+    findings: &'a mut Findings,
+    table: Option<&'t mut dyn TableSide>,
+    /// Missing ids whose records' quarantine is not known yet.
+    missing: Vec<(Discrepancy, Vec<(i32, i64)>)>,
+    /// Records whose row's hashes differ from theirs.
+    mismatched: Vec<IdEntry>,
+}
+
+impl Settling<'_, '_> {
+    /// Compares one record with the table, when it was scanned.
+    fn compare(&mut self, entry: &mut IdEntry) -> Result<(), VerifyError> {
+        let Some(table) = self.table.as_deref_mut() else {
+            return Ok(());
+        };
+        match table.fields(&entry.event_id)? {
+            None => entry.missing = true,
+            Some(stored) if stored == entry.fields => {}
+            Some(_) => {
+                self.mismatched.push(entry.clone());
+                if self.mismatched.len() >= CHUNK {
+                    self.resolve()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts one event_id and lists it when it is missing.
+    fn flush(&mut self, group: Group) -> Result<(), VerifyError> {
+        let Group {
+            first,
+            partitions,
+            records,
+        } = group;
+        self.total.distinct_event_ids += 1;
+        for p in &partitions {
+            let c = self.counts.entry(*p).or_default();
+            c.distinct_event_ids += 1;
+            c.missing += u64::from(first.missing);
+        }
+        if !first.missing {
+            return Ok(());
+        }
+        self.total.missing += 1;
+        let mut detail = if first.refused.is_empty() {
+            "no row with this event_id".to_owned()
+        } else {
+            format!("the table's column types refuse it: {}", first.refused)
+        };
+        if records.len() > 1 {
+            detail.push_str(&format!(" ({} records of it in the window)", records.len()));
+        }
+        let d = Discrepancy {
+            kind: Kind::Missing,
+            partition: first.partition,
+            offset: first.offset,
+            event_id: Some(first.event_id),
+            quarantined: Some(first.quarantined),
+            detail,
+        };
+        if self.table.is_none() {
+            return Ok(self.findings.push(d)?);
+        }
+        self.missing.push((d, records));
+        if self.missing.len() >= CHUNK {
+            self.resolve()?;
+        }
+        Ok(())
+    }
+
+    /// Asks the table what the waiting discrepancies need, and lists them.
+    fn resolve(&mut self) -> Result<(), VerifyError> {
+        let Some(table) = self.table.as_deref_mut() else {
+            return Ok(());
+        };
+        let mut by_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for (p, o) in self.missing.iter().flat_map(|(_, records)| records) {
+            by_partition.entry(*p).or_default().push(*o);
+        }
+        let mut quarantined = HashSet::new();
+        for (p, mut offsets) in by_partition {
+            offsets.sort_unstable();
+            offsets.dedup();
+            for (o, _) in table.quarantined(p, &offsets)? {
+                quarantined.insert((p, o));
+            }
+        }
+        for (mut d, records) in self.missing.drain(..) {
+            d.quarantined = Some(records.iter().any(|r| quarantined.contains(r)));
+            self.findings.push(d)?;
+        }
+        let entries = std::mem::take(&mut self.mismatched);
+        for (entry, Difference { fields, at }) in entries.iter().zip(table.differences(&entries)?) {
+            if fields.is_empty() {
+                continue;
+            }
+            self.counts.entry(entry.partition).or_default().mismatched += 1;
+            self.total.mismatched += 1;
+            self.findings.push(Discrepancy {
+                kind: Kind::Mismatched,
+                partition: entry.partition,
+                offset: entry.offset,
+                event_id: Some(entry.event_id.clone()),
+                quarantined: None,
+                detail: mismatch_detail(&fields, at.as_ref()),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Counts and lists undecodable records of one partition with their quarantine.
+    fn undecodable(&mut self, chunk: &mut Vec<UndecodableEntry>) -> Result<(), VerifyError> {
+        let Some(partition) = chunk.first().map(|e| e.partition) else {
+            return Ok(());
+        };
+        let offsets: Vec<i64> = chunk.iter().map(|e| e.offset).collect();
+        let quarantine = match self.table.as_deref_mut() {
+            Some(table) => table.quarantined(partition, &offsets)?,
+            None => Vec::new(),
+        };
+        let c = self.counts.entry(partition).or_default();
+        for e in chunk.drain(..) {
+            let q = quarantine
+                .binary_search_by_key(&e.offset, |(o, _)| *o)
+                .ok()
+                .map(|i| quarantine[i].1.as_str());
+            c.quarantined += u64::from(q.is_some());
+            self.total.quarantined += u64::from(q.is_some());
+            self.findings
+                .push(undecodable_finding(partition, e.offset, &e.reason, q))?;
+        }
+        Ok(())
+    }
 }
 
 impl Runs {
@@ -138,6 +375,9 @@ impl Runs {
             facts: ExternalSorter::new()
                 .with_segment_size(RUN)
                 .pushed_by(by_facts as Cmp<FactEntry>),
+            undecodable: ExternalSorter::new()
+                .with_segment_size(RUN)
+                .pushed_by(by_place as Cmp<UndecodableEntry>),
         }
     }
 
@@ -146,102 +386,137 @@ impl Runs {
         self.facts.push(facts)
     }
 
+    /// An undecodable record to be looked up in the quarantine when the window is settled.
+    pub fn push_undecodable(&mut self, entry: UndecodableEntry) -> io::Result<()> {
+        self.undecodable.push(entry)
+    }
+
     /// Counts distinct and missing event_ids (per partition: among its records; in total: over
     /// the window) and lists each missing id once, at its first record; then lists every id
-    /// whose facts an earlier id already carries, naming that id.
+    /// whose facts an earlier id already carries, naming that id. With a scanned `table`, each
+    /// record is first compared with its row there, and the undecodable records pushed since
+    /// are looked up in the quarantine.
     pub fn settle(
         self,
         counts: &mut BTreeMap<i32, Counts>,
         total: &mut Counts,
         findings: &mut Findings,
-    ) -> io::Result<()> {
-        let mut group: Option<(IdEntry, Vec<i32>, u64)> = None;
-        let mut flush =
-            |group: (IdEntry, Vec<i32>, u64), findings: &mut Findings| -> io::Result<()> {
-                let (first, partitions, records) = group;
-                total.distinct_event_ids += 1;
-                for p in &partitions {
-                    let c = counts.entry(*p).or_default();
-                    c.distinct_event_ids += 1;
-                    c.missing += u64::from(first.missing);
-                }
-                if first.missing {
-                    total.missing += 1;
-                    let mut detail = if first.refused.is_empty() {
-                        "no row with this event_id".to_owned()
-                    } else {
-                        format!("the table's column types refuse it: {}", first.refused)
-                    };
-                    if records > 1 {
-                        detail.push_str(&format!(" ({records} records of it in the window)"));
-                    }
-                    findings.push(Discrepancy {
-                        kind: Kind::Missing,
-                        partition: first.partition,
-                        offset: first.offset,
-                        event_id: Some(first.event_id),
-                        quarantined: Some(first.quarantined),
-                        detail,
-                    })?;
-                }
-                Ok(())
+        table: Option<&mut dyn TableSide>,
+    ) -> Result<(), VerifyError> {
+        let limit = findings.limit();
+        let Runs {
+            ids,
+            facts,
+            undecodable,
+        } = self;
+        // The facts are settled beside the ids, on a thread of their own.
+        std::thread::scope(|scope| {
+            let facts = scope.spawn(move || same_facts(facts, limit));
+            let mut settling = Settling {
+                counts,
+                total,
+                findings,
+                table,
+                missing: Vec::new(),
+                mismatched: Vec::new(),
             };
-        for entry in self.ids.done()? {
-            let entry = entry?;
-            match &mut group {
-                Some((first, partitions, records)) if first.event_id == entry.event_id => {
-                    *records += 1;
-                    if partitions.last() != Some(&entry.partition) {
-                        partitions.push(entry.partition);
+            let mut group: Option<Group> = None;
+            for entry in ids.done()? {
+                let mut entry = entry?;
+                settling.compare(&mut entry)?;
+                match &mut group {
+                    Some(g) if g.first.event_id == entry.event_id => {
+                        g.records.push((entry.partition, entry.offset));
+                        if g.partitions.last() != Some(&entry.partition) {
+                            g.partitions.push(entry.partition);
+                        }
+                        g.first.missing |= entry.missing;
+                        g.first.quarantined |= entry.quarantined;
                     }
-                    first.missing |= entry.missing;
-                    first.quarantined |= entry.quarantined;
-                }
-                _ => {
-                    if let Some(done) = group.take() {
-                        flush(done, findings)?;
+                    _ => {
+                        if let Some(done) = group.take() {
+                            settling.flush(done)?;
+                        }
+                        group = Some(Group {
+                            partitions: vec![entry.partition],
+                            records: vec![(entry.partition, entry.offset)],
+                            first: entry,
+                        });
                     }
-                    let partition = entry.partition;
-                    group = Some((entry, vec![partition], 1));
                 }
             }
-        }
-        if let Some(done) = group.take() {
-            flush(done, findings)?;
-        }
-        // Same facts: the first id of each group keeps them; every other id is listed.
-        let mut keeper: Option<FactEntry> = None;
-        let mut last_id = String::new();
-        for entry in self.facts.done()? {
-            let entry = entry?;
-            match &keeper {
-                Some(k) if k.facts == entry.facts => {
-                    if entry.event_id == last_id {
-                        continue;
-                    }
-                    total.duplicated_facts += 1;
-                    counts.entry(entry.partition).or_default().duplicated_facts += 1;
-                    findings.push(Discrepancy {
-                        kind: Kind::DuplicatedFacts,
-                        partition: entry.partition,
-                        offset: entry.offset,
-                        event_id: Some(entry.event_id.clone()),
-                        quarantined: None,
-                        detail: format!(
-                            "same tenant, ticket, action, occurred_at and payload as event_id {} (partition {} offset {})",
-                            k.event_id, k.partition, k.offset
-                        ),
-                    })?;
-                    last_id = entry.event_id;
-                }
-                _ => {
-                    last_id = entry.event_id.clone();
-                    keeper = Some(entry);
-                }
+            if let Some(done) = group.take() {
+                settling.flush(done)?;
             }
-        }
-        Ok(())
+            settling.resolve()?;
+            let mut chunk: Vec<UndecodableEntry> = Vec::new();
+            for entry in undecodable.done()? {
+                let entry = entry?;
+                if chunk.len() >= CHUNK
+                    || chunk.last().is_some_and(|l| l.partition != entry.partition)
+                {
+                    settling.undecodable(&mut chunk)?;
+                }
+                chunk.push(entry);
+            }
+            settling.undecodable(&mut chunk)?;
+            let Settling {
+                counts,
+                total,
+                findings,
+                ..
+            } = settling;
+            let (by_partition, same_facts) = facts
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            for (p, n) in by_partition {
+                counts.entry(p).or_default().duplicated_facts += n;
+                total.duplicated_facts += n;
+            }
+            findings.adopt(same_facts, Kind::DuplicatedFacts)?;
+            Ok(())
+        })
     }
+}
+
+/// Lists every id whose facts an earlier id already carries, naming that id (the first id of
+/// each group keeps them), and counts them per partition.
+fn same_facts(
+    sorted: PushExternalSorter<FactEntry, Cmp<FactEntry>>,
+    limit: usize,
+) -> Result<(BTreeMap<i32, u64>, Findings), VerifyError> {
+    let mut counts: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut findings = Findings::new(limit)?;
+    let mut keeper: Option<FactEntry> = None;
+    let mut last_id = String::new();
+    for entry in sorted.done()? {
+        let entry = entry?;
+        match &keeper {
+            Some(k) if k.facts == entry.facts => {
+                if entry.event_id == last_id {
+                    continue;
+                }
+                *counts.entry(entry.partition).or_default() += 1;
+                findings.push(Discrepancy {
+                    kind: Kind::DuplicatedFacts,
+                    partition: entry.partition,
+                    offset: entry.offset,
+                    event_id: Some(entry.event_id.clone()),
+                    quarantined: None,
+                    detail: format!(
+                        "same tenant, ticket, action, occurred_at and payload as event_id {} (partition {} offset {})",
+                        k.event_id, k.partition, k.offset
+                    ),
+                })?;
+                last_id = entry.event_id;
+            }
+            _ => {
+                last_id = entry.event_id.clone();
+                keeper = Some(entry);
+            }
+        }
+    }
+    Ok((counts, findings))
 }
 
 #[cfg(test)]
@@ -256,6 +531,8 @@ mod tests {
             missing,
             quarantined: false,
             refused: String::new(),
+            fields: [0; 5],
+            payload: 0,
         }
     }
 
@@ -273,6 +550,8 @@ mod tests {
         let mut bytes = Vec::new();
         let mut e = id("é-1", 3, 1 << 40, true);
         e.refused = "SQLSTATE 22P02".into();
+        e.fields = [1, u64::MAX, 3, 4, 5];
+        e.payload = 6;
         e.encode(&mut bytes).unwrap();
         assert_eq!(IdEntry::decode(&mut bytes.as_slice()).unwrap(), e);
         let f = fact(7, "x", -1, 9);
@@ -283,6 +562,132 @@ mod tests {
             IdEntry::decode(&mut [].as_slice()).unwrap_err().kind(),
             io::ErrorKind::UnexpectedEof
         );
+        let u = UndecodableEntry {
+            partition: 2,
+            offset: -7,
+            reason: "not json".into(),
+        };
+        let mut bytes = Vec::new();
+        u.encode(&mut bytes).unwrap();
+        assert_eq!(UndecodableEntry::decode(&mut bytes.as_slice()).unwrap(), u);
+    }
+
+    /// A scanned table as the merge sees it: rows by id, quarantined records, and a row whose
+    /// text differs but which is the same event ("respelled").
+    struct Table {
+        rows: Vec<(&'static str, [u64; 5])>,
+        next: usize,
+        asked: Vec<String>,
+        quarantined: Vec<(i32, i64)>,
+    }
+
+    impl TableSide for Table {
+        fn fields(&mut self, event_id: &str) -> Result<Option<[u64; 5]>, VerifyError> {
+            assert!(self.asked.last().map_or(true, |l| l.as_str() <= event_id));
+            self.asked.push(event_id.to_owned());
+            while self.rows.get(self.next).is_some_and(|r| r.0 < event_id) {
+                self.next += 1;
+            }
+            Ok(self
+                .rows
+                .get(self.next)
+                .filter(|r| r.0 == event_id)
+                .map(|r| r.1))
+        }
+
+        fn quarantined(
+            &mut self,
+            partition: i32,
+            offsets: &[i64],
+        ) -> Result<Vec<(i64, String)>, VerifyError> {
+            Ok(offsets
+                .iter()
+                .filter(|o| self.quarantined.contains(&(partition, **o)))
+                .map(|o| (*o, "not json".to_owned()))
+                .collect())
+        }
+
+        fn differences(&mut self, entries: &[IdEntry]) -> Result<Vec<Difference>, VerifyError> {
+            Ok(entries
+                .iter()
+                .map(|e| Difference {
+                    fields: match e.event_id.as_str() {
+                        "respelled" => Vec::new(),
+                        _ => vec!["action"],
+                    },
+                    at: None,
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn a_scanned_table_settles_missing_mismatched_and_quarantined_records() {
+        let mut runs = Runs::new();
+        let with = |mut e: IdEntry, fields: [u64; 5]| {
+            e.fields = fields;
+            e
+        };
+        for (i, f) in [
+            (with(id("same", 0, 0, false), [1; 5]), fact(1, "same", 0, 0)),
+            (with(id("gone", 0, 1, false), [2; 5]), fact(2, "gone", 0, 1)),
+            (with(id("gone", 1, 5, false), [2; 5]), fact(2, "gone", 1, 5)),
+            (
+                with(id("other", 1, 6, false), [3; 5]),
+                fact(3, "other", 1, 6),
+            ),
+            (
+                with(id("respelled", 1, 8, false), [4; 5]),
+                fact(4, "respelled", 1, 8),
+            ),
+        ] {
+            runs.push(i, f).unwrap();
+        }
+        for (partition, offset) in [(1, 7), (0, 3)] {
+            runs.push_undecodable(UndecodableEntry {
+                partition,
+                offset,
+                reason: "not json".into(),
+            })
+            .unwrap();
+        }
+        let mut table = Table {
+            rows: vec![("other", [9; 5]), ("respelled", [5; 5]), ("same", [1; 5])],
+            next: 0,
+            asked: Vec::new(),
+            quarantined: vec![(1, 5), (1, 7)],
+        };
+        let (mut counts, mut total) = (BTreeMap::new(), Counts::default());
+        let mut findings = Findings::new(10).unwrap();
+        runs.settle(&mut counts, &mut total, &mut findings, Some(&mut table))
+            .unwrap();
+        assert_eq!(table.asked.len(), 5, "each record is compared once");
+        assert_eq!(
+            (
+                total.distinct_event_ids,
+                total.missing,
+                total.mismatched,
+                total.quarantined
+            ),
+            (4, 1, 1, 1)
+        );
+        assert_eq!((counts[&1].mismatched, counts[&0].mismatched), (1, 0));
+        assert_eq!((counts[&1].quarantined, counts[&0].quarantined), (1, 0));
+        let missing = findings.examples(Kind::Missing);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].event_id.as_deref(), Some("gone"));
+        // One of its two records sits in the quarantine.
+        assert_eq!(missing[0].quarantined, Some(true));
+        let mismatched = findings.examples(Kind::Mismatched);
+        assert_eq!(mismatched.len(), 1);
+        assert_eq!(mismatched[0].event_id.as_deref(), Some("other"));
+        assert!(mismatched[0].detail.contains("differs in action"));
+        let undecodable: Vec<(i32, i64, Option<bool>)> = findings
+            .examples(Kind::Undecodable)
+            .iter()
+            .map(|d| (d.partition, d.offset, d.quarantined))
+            .collect();
+        assert_eq!(undecodable, [(0, 3, Some(false)), (1, 7, Some(true))]);
     }
 
     #[test]
@@ -301,7 +706,8 @@ mod tests {
         }
         let (mut counts, mut total) = (BTreeMap::new(), Counts::default());
         let mut findings = Findings::new(10).unwrap();
-        runs.settle(&mut counts, &mut total, &mut findings).unwrap();
+        runs.settle(&mut counts, &mut total, &mut findings, None)
+            .unwrap();
         assert_eq!(
             (
                 total.distinct_event_ids,
@@ -332,7 +738,8 @@ mod tests {
         }
         let (mut counts, mut total) = (BTreeMap::new(), Counts::default());
         let mut findings = Findings::new(3).unwrap();
-        runs.settle(&mut counts, &mut total, &mut findings).unwrap();
+        runs.settle(&mut counts, &mut total, &mut findings, None)
+            .unwrap();
         assert_eq!(total.distinct_event_ids, n as u64);
         assert_eq!(total.missing, (n as u64).div_ceil(1000));
         assert_eq!(total.duplicated_facts, n as u64 - 1);

@@ -27,15 +27,6 @@ pub(crate) struct Batch {
     pub records: Vec<Decoded>,
 }
 
-/// The key under which the same facts recorded under several ids meet: the first half of the
-/// facts digest.
-pub(crate) fn facts(event: &EventRecord) -> [u8; 16] {
-    let digest = event.facts_digest();
-    let mut facts = [0u8; 16];
-    facts.copy_from_slice(&digest[..16]);
-    facts
-}
-
 /// Reads every partition of `plan` with records in its range and sends them in batches of up
 /// to `batch` records, batch after batch to each of `sends` in turn (so a receiver that takes
 /// from them in the same turn sees the window in order); stops at the first error (sent too,
