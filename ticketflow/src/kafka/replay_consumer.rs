@@ -2,6 +2,7 @@
 //! commits of explicit offsets for its own group, end offsets from the high watermark (the last
 //! stable offset for a read_committed client), and re-reads of offsets it jumped over.
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -25,6 +26,11 @@ pub struct KafkaReplayConsumer {
     committed: Option<BaseConsumer>,
     broker_config: Broker,
     timeout: Duration,
+    /// Partitions of each topic as last read from the metadata: asked again only for a
+    /// partition beyond them.
+    partitions: HashMap<String, i32>,
+    /// Topics whose leaders this consumer's client has been told of.
+    leaders_known: HashSet<String>,
 }
 
 impl KafkaReplayConsumer {
@@ -43,6 +49,8 @@ impl KafkaReplayConsumer {
             committed: None,
             broker_config: broker.same_address(),
             timeout: broker.op_timeout,
+            partitions: HashMap::new(),
+            leaders_known: HashSet::new(),
         })
     }
 
@@ -144,8 +152,15 @@ impl ReplayConsumer for KafkaReplayConsumer {
     fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
         // Asked on a client of its own: behind this consumer's outstanding fetch the broker's
         // answer could wait for the whole fetch wait.
-        let partitions = partition_count(&self.meta, topic, self.timeout)
-            .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+        let partitions = match self.partitions.get(topic) {
+            Some(&known) if partition < known => known,
+            _ => {
+                let count = partition_count(&self.meta, topic, self.timeout)
+                    .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+                self.partitions.insert(topic.to_owned(), count);
+                count
+            }
+        };
         if partition >= partitions {
             return Err(ConsumerError::NoSuchPartition {
                 topic: topic.to_owned(),
@@ -164,9 +179,13 @@ impl ReplayConsumer for KafkaReplayConsumer {
         // The partition's leader must be known to this client when it is assigned: a fresh
         // client asks for it at once, and when no broker connection is up at that instant
         // librdkafka asks again only on its one-second topic scan (a whole second idle).
-        self.consumer
-            .fetch_metadata(Some(topic), self.timeout)
-            .map_err(|e| self.error(what(), e))?;
+        // Once told, the client follows leadership changes itself.
+        if !self.leaders_known.contains(topic) {
+            self.consumer
+                .fetch_metadata(Some(topic), self.timeout)
+                .map_err(|e| self.error(what(), e))?;
+            self.leaders_known.insert(topic.to_owned());
+        }
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
             .map_err(|e| self.error(what(), e))?;
