@@ -329,17 +329,6 @@ struct Tally {
     runs: Runs,
 }
 
-impl Tally {
-    fn settle(&mut self, table: Option<&mut dyn runs::TableSide>) -> Result<(), VerifyError> {
-        std::mem::replace(&mut self.runs, Runs::new()).settle(
-            &mut self.counts,
-            &mut self.total,
-            &mut self.findings,
-            table,
-        )
-    }
-}
-
 /// Reads the window and looks each batch up in the table, in as many sessions as can share
 /// one snapshot.
 fn lookups(
@@ -574,5 +563,15 @@ impl Tally {
             self.runs.push(id, facts)?;
         }
         Ok(())
+    }
+
+    /// Settles the sorted runs (against the scanned `table`, when there is one).
+    fn settle(&mut self, table: Option<&mut dyn runs::TableSide>) -> Result<(), VerifyError> {
+        std::mem::replace(&mut self.runs, Runs::new()).settle(
+            &mut self.counts,
+            &mut self.total,
+            &mut self.findings,
+            table,
+        )
     }
 }
