@@ -101,11 +101,15 @@ fn sort_table(
     Ok(sorter.done()?)
 }
 
-/// A scan of the table running on a thread of its own, on the session it was given.
+/// A scan of the table running on a thread of its own, on the session it was given. Dropped
+/// before it is finished, it stops the scan and waits for the thread.
 pub(crate) struct Scanner {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<(Snapshot, Result<SortedTable, VerifyError>)>,
+    thread: Option<JoinHandle<Scanned>>,
 }
+
+/// The session back from a scan, and the table sorted by event_id.
+type Scanned = (Snapshot, Result<SortedTable, VerifyError>);
 
 impl Scanner {
     /// Starts scanning the table in `snapshot` (its database named `place` in errors).
@@ -116,20 +120,39 @@ impl Scanner {
             let sorted = sort_table(&mut snapshot, &place, &stopped);
             (snapshot, sorted)
         });
-        Scanner { stop, thread }
+        Scanner {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// Waits for the scan to end: the session back, and the table sorted by event_id.
-    pub fn finish(self) -> (Snapshot, Result<SortedTable, VerifyError>) {
-        self.thread
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    pub fn finish(mut self) -> Scanned {
+        self.join()
     }
 
     /// Stops the scan where it is: the session back.
-    pub fn abandon(self) -> Snapshot {
+    pub fn abandon(mut self) -> Snapshot {
         self.stop.store(true, Ordering::Relaxed);
-        self.finish().0
+        self.join().0
+    }
+
+    fn join(&mut self) -> Scanned {
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(scanned)) => scanned,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            // Taken only here, by `finish` or `abandon`, which consume the scanner.
+            None => unreachable!("a scanner is joined once"),
+        }
+    }
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stop.store(true, Ordering::Relaxed);
+            let _ = thread.join();
+        }
     }
 }
 
