@@ -1,6 +1,6 @@
 //! A replay target opened to read only — a SQLite file opened read-only, a PostgreSQL session in
-//! one `READ ONLY` transaction — and the lookups that compare a topic with it: the stored version
-//! of a batch of events, and which records a replay quarantined.
+//! one `READ ONLY` transaction — and the reads that compare a topic with it: the stored version
+//! of a batch of events, a scan of every row, and which records a replay quarantined.
 
 use postgres::types::ToSql;
 use postgres::Statement;

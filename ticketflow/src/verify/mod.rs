@@ -1,8 +1,10 @@
 //! `replay verify`: compares a window of the topic with the audit table, reading both and
 //! writing neither — the topic through a consumer that never commits, the table read-only —
 //! and reports per partition what is missing, mismatched, duplicated or undecodable, with the
-//! recorded replay plans and the live group's lag beside it. Memory does not grow with the
-//! window: records stream through in batches and whole-window counts come from sorted runs.
+//! recorded replay plans and the live group's lag beside it. The table is either scanned whole
+//! and merged with the window by event_id, or looked up batch by batch (`Compare`). Memory does
+//! not grow with the window: records stream through in batches and whole-window counts come
+//! from sorted runs.
 
 mod compare;
 mod findings;

@@ -1,6 +1,7 @@
 //! Sorted runs on disk: what must be counted over the whole window — distinct event_ids, the
 //! ids with no row, the same facts under several ids — is pushed as small entries into external
-//! sorters (bounded memory, spilled to temporary files) and settled in one ordered pass each.
+//! sorters (bounded memory, spilled to temporary files) and settled in one ordered pass each;
+//! against a scanned table, that pass is also the merge that compares each record with its row.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
