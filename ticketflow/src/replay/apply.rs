@@ -87,17 +87,11 @@ impl BatchWriter for TargetWriter<'_> {
     fn write(&mut self, batch: &Batch<'_>) -> Result<Counters, WriteError> {
         let mut attempt = 1;
         loop {
-            let written = match self.shared.as_deref_mut() {
-                None => self.target.write_batch(&self.scope, batch),
-                Some(shared) => {
-                    if !shared.open {
-                        self.target.begin()?;
-                        shared.open = true;
-                    }
-                    self.target.write_batch(&self.scope, batch)
-                }
-            };
-            match written {
+            if let Some(shared) = self.shared.as_deref_mut().filter(|s| !s.open) {
+                self.target.begin()?;
+                shared.open = true;
+            }
+            match self.target.write_batch(&self.scope, batch) {
                 Err(WriteError::Store(e)) if e.is_transient() && attempt < TRANSIENT_ATTEMPTS => {
                     tracing::warn!(
                         "partition {}: the batch at offset {} was rolled back ({e}); writing it again (attempt {} of {TRANSIENT_ATTEMPTS})",
