@@ -65,6 +65,15 @@ pub(crate) fn mismatch_detail(fields: &[&str], at: Option<&StoredAt>) -> String 
     detail
 }
 
+/// Why a replay quarantined the record at `offset`, from `quarantine` (sorted by offset, each
+/// with its reason, as [`crate::store::Snapshot::quarantined`] returns it).
+pub(crate) fn quarantine_reason(quarantine: &[(i64, String)], offset: i64) -> Option<&str> {
+    quarantine
+        .binary_search_by_key(&offset, |(o, _)| *o)
+        .ok()
+        .map(|i| quarantine[i].1.as_str())
+}
+
 /// An undecodable record, and whether (and why) a replay quarantined it.
 pub(crate) fn undecodable_finding(
     partition: i32,

@@ -13,7 +13,7 @@ mod runs;
 mod scan;
 mod stream;
 
-use findings::{mismatch_detail, undecodable_finding};
+use findings::{mismatch_detail, quarantine_reason, undecodable_finding};
 pub use findings::{Discrepancy, Findings, Kind};
 pub use report::{Counts, LiveOffsets, PartitionCounts, PlanCoverage, VerifyReport};
 pub use stream::READ_GROUP;
@@ -246,18 +246,15 @@ pub fn verify(
         findings: Findings::new(options.limit)?,
         runs: Runs::new(),
     };
-    let reading = (
-        ReplayLimits {
-            deadline: options.deadline,
-            idle_timeout: options.idle_timeout,
-        },
-        options.batch.max(1),
-    );
     let on = Reading {
         kafka,
         plan: &plan,
         topic: &request.topic,
-        reading,
+        limits: ReplayLimits {
+            deadline: options.deadline,
+            idle_timeout: options.idle_timeout,
+        },
+        batch: options.batch.max(1),
     };
     let compared = match session {
         Session::Scanning(scanner) if scan => {
@@ -318,8 +315,9 @@ struct Reading<'a> {
     kafka: &'a KafkaTarget,
     plan: &'a DayPlan,
     topic: &'a str,
-    /// Limits, and records per batch.
-    reading: (ReplayLimits, usize),
+    limits: ReplayLimits,
+    /// Records per batch.
+    batch: usize,
 }
 
 /// What the window adds up to while it is read: counts per partition and in total, the
@@ -342,7 +340,7 @@ fn lookups(
     on: &Reading<'_>,
     tally: &mut Tally,
 ) -> Result<(), VerifyError> {
-    let (kafka, plan, topic, (limits, batch)) = (on.kafka, on.plan, on.topic, on.reading);
+    let (kafka, plan, topic, limits, batch) = (on.kafka, on.plan, on.topic, on.limits, on.batch);
     // More sessions look batches up in parallel where they can share one snapshot.
     let mut helpers: Vec<Snapshot> = (1..LOOKUP_SESSIONS)
         .map_while(|_| snapshot.beside(db, timeouts))
@@ -389,7 +387,7 @@ fn scanned(
     on: &Reading<'_>,
     tally: &mut Tally,
 ) -> Result<(), VerifyError> {
-    let (kafka, plan, (limits, batch)) = (on.kafka, on.plan, on.reading);
+    let (kafka, plan, limits, batch) = (on.kafka, on.plan, on.limits, on.batch);
     let read = std::thread::scope(|scope| {
         let (send, receive) = std::sync::mpsc::sync_channel(2);
         scope.spawn(move || stream::read_window(kafka, plan, limits, batch, &[send]));
@@ -483,13 +481,11 @@ impl Tally {
         let partition = batch.partition;
         let counts = self.counts.entry(partition).or_default();
         let total = &mut self.total;
-        let quarantined = |offset: i64| {
-            let quarantine = quarantine.as_deref().unwrap_or_default();
-            quarantine
-                .binary_search_by_key(&offset, |(o, _)| *o)
-                .ok()
-                .map(|i| quarantine[i].1.as_str())
-        };
+        // Without a quarantine the table is being scanned: the records are compared with it by
+        // their hashes when the window is settled.
+        let scanning = quarantine.is_none();
+        let quarantined =
+            |offset: i64| quarantine_reason(quarantine.as_deref().unwrap_or_default(), offset);
         for (record, verdict) in batch.records.into_iter().zip(judged) {
             counts.records += 1;
             total.records += 1;
@@ -497,7 +493,7 @@ impl Tally {
                 Err(reason) => {
                     counts.undecodable += 1;
                     total.undecodable += 1;
-                    if quarantine.is_none() {
+                    if scanning {
                         // Looked up in the quarantine when the window is settled.
                         self.runs.push_undecodable(UndecodableEntry {
                             partition,
@@ -531,7 +527,11 @@ impl Tally {
                 missing: false,
                 quarantined: false,
                 refused: String::new(),
-                fields: scan::hashes(&event.columns()),
+                fields: if scanning {
+                    scan::hashes(&event.columns())
+                } else {
+                    [0; 5]
+                },
                 payload,
             };
             match verdict {

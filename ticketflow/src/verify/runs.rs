@@ -11,7 +11,9 @@ use extsort::{ExternalSorter, PushExternalSorter, Sortable};
 
 use std::collections::HashSet;
 
-use super::findings::{mismatch_detail, undecodable_finding, Discrepancy, Findings, Kind};
+use super::findings::{
+    mismatch_detail, quarantine_reason, undecodable_finding, Discrepancy, Findings, Kind,
+};
 use super::report::Counts;
 use super::VerifyError;
 use crate::store::StoredAt;
@@ -354,10 +356,7 @@ impl Settling<'_, '_> {
         };
         let c = self.counts.entry(partition).or_default();
         for e in chunk.drain(..) {
-            let q = quarantine
-                .binary_search_by_key(&e.offset, |(o, _)| *o)
-                .ok()
-                .map(|i| quarantine[i].1.as_str());
+            let q = quarantine_reason(&quarantine, e.offset);
             c.quarantined += u64::from(q.is_some());
             self.total.quarantined += u64::from(q.is_some());
             self.findings
