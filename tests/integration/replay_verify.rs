@@ -464,6 +464,25 @@ fn a_table_it_cannot_compare_with_is_refused_before_anything_is_read() {
 }
 
 #[test]
+fn an_unknown_way_to_compare_is_a_usage_error_naming_the_flag_and_its_values() {
+    let dir = Dir::new();
+    let file = dir.join("audit.db");
+    let nowhere = format!("127.0.0.1:{}", net::free_port());
+    verify(
+        &nowhere,
+        "t",
+        &format!("sqlite:{}", file.display()),
+        &["--compare", "sideways"],
+    )
+    .stdout("")
+    .stderr_has("invalid value 'sideways' for '--compare <COMPARE>'")
+    .stderr_has("[possible values: auto, scan, lookup]")
+    .stderr_lacks("panicked")
+    .status(2);
+    assert!(!file.exists(), "verify created the database file");
+}
+
+#[test]
 fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so() {
     let broker = BrokerProcess::for_own_records();
     let s = &broker.servers;
