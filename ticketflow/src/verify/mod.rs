@@ -263,6 +263,7 @@ pub fn verify(
         }
         session => {
             let mut snapshot = session.into_snapshot();
+            let started = Instant::now();
             lookups(
                 &mut snapshot,
                 &adoption,
@@ -272,7 +273,13 @@ pub fn verify(
                 &on,
                 &mut tally,
             )?;
+            let looked_up_in = started.elapsed();
             tally.settle(None)?;
+            tracing::debug!(
+                ?looked_up_in,
+                settled_in = ?started.elapsed(),
+                "the window read and looked up, the runs settled"
+            );
             Compared::Lookup
         }
     };
@@ -388,6 +395,7 @@ fn scanned(
     tally: &mut Tally,
 ) -> Result<(), VerifyError> {
     let (kafka, plan, limits, batch) = (on.kafka, on.plan, on.limits, on.batch);
+    let started = Instant::now();
     let read = std::thread::scope(|scope| {
         let (send, receive) = std::sync::mpsc::sync_channel(2);
         scope.spawn(move || stream::read_window(kafka, plan, limits, batch, &[send]));
@@ -405,7 +413,9 @@ fn scanned(
         scanner.abandon();
         return Err(e);
     }
+    let read_in = started.elapsed();
     let (mut snapshot, sorted) = scanner.finish();
+    let scanned_in = started.elapsed();
     let mut side = scan::ScannedTable {
         rows: sorted?.peekable(),
         snapshot: &mut snapshot,
@@ -413,7 +423,14 @@ fn scanned(
         topic: on.topic,
         place,
     };
-    tally.settle(Some(&mut side))
+    tally.settle(Some(&mut side))?;
+    tracing::debug!(
+        ?read_in,
+        ?scanned_in,
+        settled_in = ?started.elapsed(),
+        "the window read, the table scanned, the two settled"
+    );
+    Ok(())
 }
 
 /// One batch with what the table holds for it: a verdict for each decodable record, and the
