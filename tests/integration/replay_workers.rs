@@ -57,6 +57,10 @@ impl Target {
 }
 
 fn worker(servers: &str, db: &str) -> Test {
+    worker_with(servers, db, "100", "150s")
+}
+
+fn worker_with(servers: &str, db: &str, batch: &str, deadline: &str) -> Test {
     lessonprobe()
         .arg("replay")
         .args([
@@ -77,10 +81,10 @@ fn worker(servers: &str, db: &str) -> Test {
             "--execute",
             "--worker",
             "--batch",
-            "100",
+            batch,
             "--allow-quarantine",
             "--deadline",
-            "150s",
+            deadline,
             "--format",
             "csv",
         ])
@@ -262,4 +266,65 @@ fn replay_worker_needs_execute_and_takes_no_jobs() {
     replay(&["--execute", "--jobs", "2"])
         .stderr_has("--jobs")
         .status(2);
+}
+
+/// A lone worker whose deadline passes mid-plan: every partition not at its stop is reported
+/// unfinished, as the deadline, and counted so — none as "replayed by other workers", since
+/// there are none — each with the checkpoint SQL holds for it.
+#[test]
+fn a_worker_past_its_deadline_reports_every_unfinished_partition() {
+    let broker = BrokerProcess::sample_day(TOPIC, 60_000, 12);
+    let dir = Dir::new();
+    let file = dir.join("deadline.db");
+    let db = format!("sqlite:{}", file.display());
+    let ran = worker_with(&broker.servers, &db, "1", "6s")
+        .within(Duration::from_secs(60))
+        .status(4);
+    let checkpoints: BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
+        &file,
+        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
+    )
+    .iter()
+    .map(|row| {
+        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
+        (v[0] as i32, (v[1], v[2]))
+    })
+    .collect();
+    assert_eq!(checkpoints.len(), 12, "{}", ran.text());
+    let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
+    assert!(
+        unfinished > 1,
+        "the deadline left several partitions: {checkpoints:?}"
+    );
+    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let mut rows = 0;
+    for row in reader.records() {
+        let row = row.unwrap();
+        let p: i32 = row[col("partition")].parse().unwrap();
+        let (at, stop) = checkpoints[&p];
+        assert_eq!(
+            row[col("replay_offset")].parse::<i64>().unwrap(),
+            at,
+            "{row:?}"
+        );
+        let status = &row[col("status")];
+        if at < stop {
+            assert!(
+                status.starts_with("error: ") && status.contains("deadline of 6s"),
+                "partition {p} at {at} of {stop}: {status}"
+            );
+        } else {
+            assert_eq!(status, "ok", "partition {p}");
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, 12, "{}", ran.stdout);
+    assert!(
+        ran.stderr
+            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+        "{}",
+        ran.stderr
+    );
 }

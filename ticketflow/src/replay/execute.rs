@@ -76,6 +76,10 @@ pub enum PartitionError {
     /// Its worker could not be set up; nothing of it was read.
     #[error("{cause} (committed {committed})")]
     Setup { cause: SetupError, committed: i64 },
+    /// Not at its stop when its worker stopped on partition `after`'s failure (with
+    /// `--worker`): the plan's other workers, or a rerun, take it up.
+    #[error("left at {committed} when this worker stopped on partition {after}'s failure; the plan's other workers or --resume take it up")]
+    Left { after: i32, committed: i64 },
 }
 
 /// What kept a worker from starting on a partition.
@@ -94,7 +98,9 @@ impl PartitionError {
     pub fn committed(&self) -> Option<i64> {
         match self {
             PartitionError::Replay(e) => e.committed,
-            PartitionError::Setup { committed, .. } => Some(*committed),
+            PartitionError::Setup { committed, .. } | PartitionError::Left { committed, .. } => {
+                Some(*committed)
+            }
         }
     }
 }

@@ -271,28 +271,37 @@ pub(crate) fn work(
                 .collect();
         }
     }
-    if !complete && run.failed.is_empty() {
-        // The deadline, on every partition not at its stop, begun or not.
+    if !complete {
+        // Every partition not at its stop, begun or not, is reported unfinished: past the
+        // deadline, as the deadline; otherwise this worker stopped on another partition's
+        // failure and left it.
+        let failed_first = run.failed.first().map(|(p, _)| *p);
+        let deadline_passed = left().is_zero();
         for p in &plan.partitions {
             let at = run
                 .checkpoints
                 .get(&p.partition)
                 .copied()
                 .unwrap_or(p.resume_from);
-            if at < p.stop {
-                run.failed.push((
-                    p.partition,
-                    PartitionError::Replay(ReplayError {
-                        topic: plan.request.topic.clone(),
-                        partition: p.partition,
-                        committed: Some(at),
-                        kind: ReplayErrorKind::Deadline {
-                            deadline: options.deadline,
-                            stop: p.stop,
-                        },
-                    }),
-                ));
+            if at >= p.stop || run.failed.iter().any(|(n, _)| *n == p.partition) {
+                continue;
             }
+            let error = match failed_first {
+                Some(after) if !deadline_passed => PartitionError::Left {
+                    after,
+                    committed: at,
+                },
+                _ => PartitionError::Replay(ReplayError {
+                    topic: plan.request.topic.clone(),
+                    partition: p.partition,
+                    committed: Some(at),
+                    kind: ReplayErrorKind::Deadline {
+                        deadline: options.deadline,
+                        stop: p.stop,
+                    },
+                }),
+            };
+            run.failed.push((p.partition, error));
         }
     }
     Ok(run)
