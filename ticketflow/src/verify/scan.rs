@@ -294,6 +294,18 @@ mod tests {
     }
 
     #[test]
+    fn a_table_entry_survives_the_disk_round_trip() {
+        let entry = TableEntry {
+            event_id: "é-2".into(),
+            fields: [u64::MAX, 0, 1 << 63, 4, 5],
+        };
+        let mut bytes = Vec::new();
+        entry.encode(&mut bytes).unwrap();
+        assert_eq!(bytes.len(), 4 + "é-2".len() + 5 * 8);
+        assert_eq!(TableEntry::decode(&mut bytes.as_slice()).unwrap(), entry);
+    }
+
+    #[test]
     fn a_row_differs_in_the_fields_whose_text_differs_and_in_a_payload_only_by_value() {
         let record = entry(&event("a", r#"{"x":1,"y":[1,2]}"#));
         assert_eq!(
