@@ -10,7 +10,7 @@ use super::execute::{
     timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget,
 };
 use super::read::Reader;
-use super::window::DayPlan;
+use super::window::{DayPlan, PartitionPlan};
 use super::{
     ConsumerError, GapReading, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayGroup,
     ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
@@ -272,39 +272,59 @@ pub(crate) fn work(
         }
     }
     if !complete {
-        // Every partition not at its stop, begun or not, is reported unfinished: past the
-        // deadline, as the deadline; otherwise this worker stopped on another partition's
-        // failure and left it.
-        let failed_first = run.failed.first().map(|(p, _)| *p);
-        let deadline_passed = left().is_zero();
-        for p in &plan.partitions {
-            let at = run
-                .checkpoints
+        let left = unfinished(
+            &plan.request.topic,
+            &plan.partitions,
+            &run.checkpoints,
+            &run.failed,
+            options.deadline,
+            left().is_zero(),
+        );
+        run.failed.extend(left);
+    }
+    Ok(run)
+}
+
+/// The partitions an incomplete run leaves short of their stop (at their SQL `checkpoints`,
+/// else where the run began them) that have not `failed` already, each with why: past the
+/// deadline, the deadline; otherwise this worker stopped on the first failed partition and
+/// left them to the plan's other workers.
+fn unfinished(
+    topic: &str,
+    partitions: &[PartitionPlan],
+    checkpoints: &BTreeMap<i32, i64>,
+    failed: &[(i32, PartitionError)],
+    deadline: Duration,
+    deadline_passed: bool,
+) -> Vec<(i32, PartitionError)> {
+    let stopped_on = failed.first().map(|(p, _)| *p);
+    partitions
+        .iter()
+        .filter(|p| !failed.iter().any(|(n, _)| *n == p.partition))
+        .filter_map(|p| {
+            let at = checkpoints
                 .get(&p.partition)
                 .copied()
                 .unwrap_or(p.resume_from);
-            if at >= p.stop || run.failed.iter().any(|(n, _)| *n == p.partition) {
-                continue;
-            }
-            let error = match failed_first {
+            let error = match stopped_on {
+                _ if at >= p.stop => return None,
                 Some(after) if !deadline_passed => PartitionError::Left {
                     after,
                     committed: at,
                 },
                 _ => PartitionError::Replay(ReplayError {
-                    topic: plan.request.topic.clone(),
+                    topic: topic.to_owned(),
                     partition: p.partition,
                     committed: Some(at),
                     kind: ReplayErrorKind::Deadline {
-                        deadline: options.deadline,
+                        deadline,
                         stop: p.stop,
                     },
                 }),
             };
-            run.failed.push((p.partition, error));
-        }
-    }
-    Ok(run)
+            Some((p.partition, error))
+        })
+        .collect()
 }
 
 /// Whether every partition of the plan is at its stop in SQL and the group's committed offsets
@@ -460,6 +480,95 @@ fn replay_turn(
 
 #[cfg(test)]
 mod tests {
+    mod unfinished {
+        use super::super::*;
+
+        fn partition(partition: i32, stop: i64) -> PartitionPlan {
+            PartitionPlan {
+                partition,
+                since_offset: Some(0),
+                until_offset: None,
+                log_start: 0,
+                end: stop,
+                start: 0,
+                stop,
+                live_committed: None,
+                replay_committed: None,
+                resume_from: 2,
+            }
+        }
+
+        /// Partitions 0 to 3: 0 at its stop, 1 and 3 begun, 2 not begun; 3 failed when `failed`.
+        fn ends(deadline_passed: bool, failed: bool) -> Vec<(i32, String)> {
+            let partitions: Vec<PartitionPlan> = (0..4).map(|p| partition(p, 10)).collect();
+            let checkpoints = BTreeMap::from([(0, 10), (1, 5), (3, 7)]);
+            let failed: Vec<(i32, PartitionError)> = match failed {
+                true => vec![(
+                    3,
+                    PartitionError::Setup {
+                        cause: SetupError::InvalidRange { start: 9, stop: 1 },
+                        committed: 7,
+                    },
+                )],
+                false => Vec::new(),
+            };
+            unfinished(
+                "t",
+                &partitions,
+                &checkpoints,
+                &failed,
+                Duration::from_secs(6),
+                deadline_passed,
+            )
+            .into_iter()
+            .map(|(p, e)| (p, e.to_string()))
+            .collect()
+        }
+
+        #[test]
+        fn after_another_partition_failed_the_rest_are_left_at_their_checkpoints() {
+            assert_eq!(
+                ends(false, true),
+                [
+                    (1, "left at 5 when this worker stopped on partition 3's failure; the plan's other workers or --resume take it up".to_owned()),
+                    (2, "left at 2 when this worker stopped on partition 3's failure; the plan's other workers or --resume take it up".to_owned()),
+                ]
+            );
+        }
+
+        #[test]
+        fn past_the_deadline_every_partition_short_of_its_stop_is_the_deadline() {
+            // Partition 3 failed on its own: it keeps its error and is not reported twice.
+            let ends_after_failure = ends(true, true);
+            assert_eq!(
+                ends_after_failure,
+                [
+                    (
+                        1,
+                        "t[1] (committed 5): deadline of 6s reached before stop 10".to_owned()
+                    ),
+                    (
+                        2,
+                        "t[2] (committed 2): deadline of 6s reached before stop 10".to_owned()
+                    ),
+                ]
+            );
+            // Incomplete with nothing failed: the run ended on its deadline, wherever the clock
+            // was read.
+            for passed in [true, false] {
+                let ends = ends(passed, false);
+                assert_eq!(ends.len(), 3, "{ends:?}");
+                assert_eq!(
+                    ends[2],
+                    (
+                        3,
+                        "t[3] (committed 7): deadline of 6s reached before stop 10".to_owned()
+                    )
+                );
+            }
+        }
+    }
+
     use crate::event::{AuditEvent, EventRecord};
     use crate::store::{
         AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
