@@ -13,6 +13,40 @@ pub enum PlanWindow {
     Offsets { start: i64, stop: i64 },
 }
 
+impl PlanWindow {
+    /// The plan table's columns for the window: its kind, then `since_ms`, `until_ms`,
+    /// `start_offset` and `stop_offset`, each set only for its kind.
+    pub(crate) fn columns(&self) -> (&'static str, [Option<i64>; 4]) {
+        match *self {
+            PlanWindow::Time { since_ms, until_ms } => {
+                ("time", [Some(since_ms), Some(until_ms), None, None])
+            }
+            PlanWindow::Offsets { start, stop } => {
+                ("offsets", [None, None, Some(start), Some(stop)])
+            }
+        }
+    }
+
+    /// The window read back from [its columns](Self::columns).
+    pub(crate) fn from_columns(kind: &str, v: [Option<i64>; 4]) -> PlanWindow {
+        match kind {
+            "time" => PlanWindow::Time {
+                since_ms: v[0].unwrap_or_default(),
+                until_ms: v[1].unwrap_or_default(),
+            },
+            _ => PlanWindow::Offsets {
+                start: v[2].unwrap_or_default(),
+                stop: v[3].unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// Now, as the bookkeeping writes it.
+pub(crate) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// Where a recorded plan stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -15,11 +15,10 @@ use super::batch::{
 };
 use super::inspect::{Adoption, AuditTable, Column, Inspection};
 use super::ledger::{
-    Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
+    now, Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-use super::schema::{self, BOOKKEEPING, LEGACY, RECORD_COLUMNS, REQUIRED_COLUMNS};
-use super::sqlite::{now, payload_column, window_from};
+use super::schema::{self, payload_column, BOOKKEEPING, LEGACY, RECORD_COLUMNS, REQUIRED_COLUMNS};
 use super::target::{ReplayTarget, Timeouts};
 use super::tls::ConnectSpec;
 use super::{AuditStore, Backend, StoreError};
@@ -315,12 +314,7 @@ fn insert_plan(
     place: &str,
 ) -> Result<(), StoreError> {
     let wrap = |e| StoreError::postgres(place, e);
-    let (kind, w) = match plan.window {
-        PlanWindow::Time { since_ms, until_ms } => {
-            ("time", [Some(since_ms), Some(until_ms), None, None])
-        }
-        PlanWindow::Offsets { start, stop } => ("offsets", [None, None, Some(start), Some(stop)]),
-    };
+    let (kind, w) = plan.window.columns();
     tx.execute(
         "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
             window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
@@ -544,7 +538,10 @@ impl ReplayTarget for PostgresTarget {
                 topic: r.get(1),
                 replay_group: r.get(2),
                 live_group: r.get(3),
-                window: window_from(r.get(4), [r.get(5), r.get(6), r.get(7), r.get(8)]),
+                window: PlanWindow::from_columns(
+                    r.get(4),
+                    [r.get(5), r.get(6), r.get(7), r.get(8)],
+                ),
                 created_at: r.get(9),
                 created_by: r.get(10),
                 status: PlanStatus::parse(r.get(11)),

@@ -2,6 +2,7 @@
 //! absent) and the replay's own bookkeeping, every one of them named `lessonprobe_replay_*`.
 
 use super::Backend;
+use crate::event::AuditEvent;
 
 /// The audit table's name, fixed by the lesson.
 pub const AUDIT_TABLE: &str = "audit_events";
@@ -165,4 +166,10 @@ pub fn add_record_columns(backend: Backend, missing: &[&str]) -> Vec<String> {
             format!("ALTER TABLE audit_events ADD COLUMN {column} {ty};")
         })
         .collect()
+}
+
+/// The `payload` column's value for `event`: a JSON `null` payload is stored as SQL NULL, which
+/// the schema refuses.
+pub(crate) fn payload_column(event: &AuditEvent) -> Option<String> {
+    (!event.payload.is_null()).then(|| event.payload.to_string())
 }

@@ -12,10 +12,10 @@ use super::batch::{
 };
 use super::inspect::{Adoption, AuditTable, Column, Inspection};
 use super::ledger::{
-    Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
+    now, Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-use super::schema::{self, AUDIT_TABLE, BOOKKEEPING, LEGACY};
+use super::schema::{self, payload_column, AUDIT_TABLE, BOOKKEEPING, LEGACY};
 use super::target::{ReplayTarget, Timeouts};
 use super::{AuditStore, Backend, StoreError};
 use crate::event::{AuditEvent, EventRecord};
@@ -108,16 +108,6 @@ pub fn insert_audit(conn: &Connection, event: &AuditEvent) -> Result<bool, Store
         payload_column(event),
     ])?;
     Ok(n == 1)
-}
-
-/// A JSON `null` payload is stored as SQL NULL, which the schema refuses.
-pub(crate) fn payload_column(event: &AuditEvent) -> Option<String> {
-    (!event.payload.is_null()).then(|| event.payload.to_string())
-}
-
-/// Now, as the bookkeeping writes it.
-pub(crate) fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// A SQLite file as a replay's target.
@@ -240,31 +230,9 @@ impl SqliteTarget {
     }
 }
 
-fn window_columns(window: &PlanWindow) -> (&'static str, [Option<i64>; 4]) {
-    match *window {
-        PlanWindow::Time { since_ms, until_ms } => {
-            ("time", [Some(since_ms), Some(until_ms), None, None])
-        }
-        PlanWindow::Offsets { start, stop } => ("offsets", [None, None, Some(start), Some(stop)]),
-    }
-}
-
-pub(crate) fn window_from(kind: &str, v: [Option<i64>; 4]) -> PlanWindow {
-    match kind {
-        "time" => PlanWindow::Time {
-            since_ms: v[0].unwrap_or_default(),
-            until_ms: v[1].unwrap_or_default(),
-        },
-        _ => PlanWindow::Offsets {
-            start: v[2].unwrap_or_default(),
-            stop: v[3].unwrap_or_default(),
-        },
-    }
-}
-
 /// Inserts `plan` and its partitions inside the caller's transaction.
 fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
-    let (kind, w) = window_columns(&plan.window);
+    let (kind, w) = plan.window.columns();
     tx.execute(
         "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
                 window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
@@ -390,7 +358,10 @@ impl ReplayTarget for SqliteTarget {
                     topic: r.get(1)?,
                     replay_group: r.get(2)?,
                     live_group: r.get(3)?,
-                    window: window_from(&kind, [r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?]),
+                    window: PlanWindow::from_columns(
+                        &kind,
+                        [r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?],
+                    ),
                     created_at: r.get(9)?,
                     created_by: r.get(10)?,
                     status: PlanStatus::parse(&r.get::<_, String>(11)?),
