@@ -14,7 +14,7 @@ pub mod verify;
 use lessonprobe_probes::registry;
 use ticketflow::kafka::{KafkaTarget, KafkaTargetError};
 
-use crate::cli::{Cli, Command, HostArgs, KafkaArgs};
+use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction};
 use crate::exit::{Code, Error};
 use crate::remote::{AuthorizedHost, HostsError, HostsFile};
 use crate::run::{RemoteFlag, RemoteHost};
@@ -28,7 +28,11 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Broker(args)) => broker::broker(args),
         Some(Command::Clean(args)) => clean::clean(args),
         Some(Command::Bless(args)) => bless::bless(args),
-        Some(Command::Replay(args)) => replay::replay(args),
+        Some(Command::Replay(mut args)) => match args.action.take() {
+            Some(ReplayAction::Status(status)) => replay::status(status),
+            Some(ReplayAction::Verify(window)) => verify::verify(*window),
+            None => replay::replay(args),
+        },
         Some(Command::Remote(args)) => remote::remote(args),
         Some(Command::Hosts(args)) => hosts::hosts(args),
     }

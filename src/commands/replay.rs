@@ -16,7 +16,7 @@ use ticketflow::replay::{
 use ticketflow::store::{AuditDb, Timeouts};
 use ticketflow::KafkaTarget;
 
-use crate::cli::{OnBadRecord, OnConflict, ReplayAction, ReplayArgs, ReplayStatusArgs, WindowArgs};
+use crate::cli::{OnBadRecord, OnConflict, ReplayArgs, ReplayStatusArgs, WindowArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
@@ -26,12 +26,8 @@ use crate::render::{self, TableFormat};
 /// answering in a way no timeout saw) is given before the process ends itself.
 const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 
+/// `lessonprobe replay` itself: plans a window and, with `--execute`, replays it.
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
-    match args.action {
-        Some(ReplayAction::Status(status_args)) => return status(status_args),
-        Some(ReplayAction::Verify(verify_args)) => return super::verify::verify(*verify_args),
-        None => {}
-    }
     let started = Instant::now();
     arm_deadline(args.deadline);
     let kafka = super::kafka_target(&args.kafka)?;
@@ -325,7 +321,7 @@ fn print_plan(
 }
 
 /// `lessonprobe replay status`: every plan recorded in the target and its partitions.
-fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
+pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
     let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
         .map_err(|e| Error::Usage(e.to_string()))?;
     let timeouts = Timeouts {
