@@ -328,3 +328,74 @@ fn a_worker_past_its_deadline_reports_every_unfinished_partition() {
         ran.stderr
     );
 }
+
+/// A lone worker whose partition stops at an undecodable record (`--on-bad-record fail`): that
+/// partition fails with its own error, and every other one short of its stop is reported left
+/// at its SQL checkpoint for the plan's other workers, naming the partition that failed.
+#[test]
+fn a_worker_stopped_by_a_failure_reports_the_partitions_it_left() {
+    let broker = BrokerProcess::sample_day(TOPIC, 24_000, 8);
+    let dir = Dir::new();
+    let file = dir.join("left.db");
+    let db = format!("sqlite:{}", file.display());
+    let ran = worker_with(&broker.servers, &db, "100", "150s")
+        .args(["--on-bad-record", "fail"])
+        .within(Duration::from_secs(120))
+        .status(4);
+    let checkpoints: BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
+        &file,
+        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
+    )
+    .iter()
+    .map(|row| {
+        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
+        (v[0] as i32, (v[1], v[2]))
+    })
+    .collect();
+    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows: Vec<(i32, String)> = reader
+        .records()
+        .map(|row| {
+            let row = row.unwrap();
+            (
+                row[col("partition")].parse().unwrap(),
+                row[col("status")].to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 8, "{}", ran.text());
+    let failed: Vec<i32> = rows
+        .iter()
+        .filter(|(_, s)| s.starts_with("error: ") && !s.contains("left at"))
+        .map(|(p, _)| *p)
+        .collect();
+    assert_eq!(failed.len(), 1, "one partition failed on its own: {rows:?}");
+    let failed = failed[0];
+    for (p, status) in &rows {
+        let (at, stop) = checkpoints[p];
+        if *p == failed {
+            assert!(
+                at < stop,
+                "partition {p} stopped at its bad record: {checkpoints:?}"
+            );
+        } else if at < stop {
+            assert_eq!(
+                status,
+                &format!("error: left at {at} when this worker stopped on partition {failed}'s failure; the plan's other workers or --resume take it up"),
+                "partition {p}"
+            );
+        } else {
+            assert_eq!(status, "ok", "partition {p}");
+        }
+    }
+    let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
+    assert!(unfinished > 1, "{checkpoints:?}");
+    assert!(
+        ran.stderr
+            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+        "{}",
+        ran.stderr
+    );
+}
