@@ -183,7 +183,13 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
 /// The window of `--since`/`--until` or `--start`/`--stop`.
 pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
     match (w.since, w.until, w.start, w.stop) {
+        (Some(since_ms), Some(until_ms), None, None) if until_ms <= since_ms => Err(Error::Usage(
+            "empty window: --until must be later than --since".into(),
+        )),
         (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
+        (None, None, Some(start), Some(stop)) if stop <= start => Err(Error::Usage(format!(
+            "empty window: --stop {stop} must be greater than --start {start}"
+        ))),
         (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
         _ => Err(Error::Usage(
             "give --since and --until, or --start and --stop".into(),

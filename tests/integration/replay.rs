@@ -281,8 +281,8 @@ fn refusals_name_the_reason_and_touch_nothing() {
     refused(
         plain(),
         vec!["--since", UNTIL, "--until", SINCE],
-        4,
-        "empty window",
+        2,
+        "empty window: --until must be later than --since",
     );
     refused(
         plain(),
@@ -512,4 +512,53 @@ fn postgres_stopped_and_restarted_mid_replay_loses_nothing() {
     let ids = distinct(postgres::strings(&url, "SELECT event_id FROM audit_events"));
     let q = postgres::count(&url, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine");
     assert_complete(s, events, ids, q as usize, &[None, None, None]);
+}
+
+/// A window that ends where it starts, or before, is a usage error named by its flags, for a
+/// replay and for a verification alike, before any broker or database is contacted (nothing
+/// listens at the broker's address and no database file appears).
+#[test]
+fn a_backwards_window_is_a_usage_error_before_anything_connects() {
+    let dir = Dir::new();
+    let nowhere = "127.0.0.1:9";
+    let db = "sqlite:never.db";
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--since", UNTIL, "--until", SINCE],
+            "lessonprobe: empty window: --until must be later than --since",
+        ),
+        (
+            &["--since", SINCE, "--until", SINCE],
+            "lessonprobe: empty window: --until must be later than --since",
+        ),
+        (
+            &["--partitions", "0", "--start", "7", "--stop", "7"],
+            "lessonprobe: empty window: --stop 7 must be greater than --start 7",
+        ),
+    ];
+    for (window, says) in cases {
+        replay(&dir, nowhere, db, &["--execute"])
+            .args(window)
+            .stderr(format!("{says}\n"))
+            .status(2);
+        dir.lessonprobe()
+            .args(["replay", "verify", "--kafka", nowhere, "--topic", TOPIC])
+            .args(["--db", db])
+            .args(window)
+            .stderr(format!("{says}\n"))
+            .status(2);
+    }
+    assert!(!dir.join("never.db").exists());
+}
+
+/// `replay status` of an SQLite file that does not exist says so (a mistyped path is not an
+/// empty record) and creates nothing.
+#[test]
+fn replay_status_of_a_missing_sqlite_file_says_there_is_none() {
+    let dir = Dir::new();
+    dir.lessonprobe()
+        .args(["replay", "status", "--db", "sqlite:typo.db"])
+        .stderr("lessonprobe: sqlite typo.db: no such database file\n")
+        .status(4);
+    assert!(!dir.join("typo.db").exists());
 }

@@ -336,7 +336,8 @@ impl ReplayJob {
         })
     }
 
-    /// The plans recorded in `db`, whatever its `audit_events` is like (for `replay status`).
+    /// The plans recorded in `db`, whatever its `audit_events` is like (for `replay status`); a
+    /// SQLite file that does not exist is an error, not an empty record (a mistyped path).
     pub fn recorded(
         db: &AuditDb,
         timeouts: Timeouts,
@@ -347,7 +348,9 @@ impl ReplayJob {
         };
         match db.open_to_look(timeouts).map_err(store)? {
             Some(mut target) => target.plans().map_err(store),
-            None => Ok(Vec::new()),
+            None => Err(store(StoreError::Unavailable(
+                "no such database file".into(),
+            ))),
         }
     }
 
