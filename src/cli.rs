@@ -312,7 +312,7 @@ pub struct ReplayVerifyArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// The topic to verify.
-    #[arg(long)]
+    #[arg(long, value_parser = named)]
     pub topic: String,
     #[command(flatten)]
     pub window: WindowArgs,
@@ -323,7 +323,7 @@ pub struct ReplayVerifyArgs {
     #[arg(long, env = "LESSONPROBE_REPLAY_DB", value_name = "DB", value_parser = AuditDb::from_str)]
     pub db: Option<AuditDb>,
     /// The live consumer group: its committed offsets and lag are reported (only read).
-    #[arg(long, value_name = "GROUP")]
+    #[arg(long, value_name = "GROUP", value_parser = named)]
     pub live_group: Option<String>,
     /// Output: a table with examples, or the full list of discrepancies as JSON (with the
     /// counts) or CSV (one row each; the counts go to stderr).
@@ -374,13 +374,13 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// The topic to replay.
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_parser = named)]
     pub topic: Option<String>,
     /// The running service's consumer group; only read, never moved.
-    #[arg(long, value_name = "GROUP", required = true)]
+    #[arg(long, value_name = "GROUP", required = true, value_parser = named)]
     pub live_group: Option<String>,
     /// The replay's own consumer group (must differ from the live group).
-    #[arg(long, value_name = "GROUP", required = true)]
+    #[arg(long, value_name = "GROUP", required = true, value_parser = named)]
     pub replay_group: Option<String>,
     #[command(flatten)]
     pub window: WindowArgs,
@@ -484,6 +484,14 @@ fn parse_run_id(s: &str) -> Result<String, String> {
         Ok(s.to_owned())
     } else {
         Err("use 1 to 40 lower-case letters, digits and '-'".into())
+    }
+}
+
+/// A topic or group name: Kafka has none that is empty or blank.
+fn named(s: &str) -> Result<String, String> {
+    match s.trim().is_empty() {
+        true => Err("a topic or group name must not be empty".into()),
+        false => Ok(s.to_owned()),
     }
 }
 

@@ -562,3 +562,53 @@ fn replay_status_of_a_missing_sqlite_file_says_there_is_none() {
         .status(4);
     assert!(!dir.join("typo.db").exists());
 }
+
+/// An empty or blank topic or group name is a usage error naming its flag (Kafka has no such
+/// names: the topic was "not found" and an empty group failed inside librdkafka).
+#[test]
+fn an_empty_topic_or_group_name_is_a_usage_error_naming_its_flag() {
+    let dir = Dir::new();
+    let nowhere = "127.0.0.1:9";
+    let names = |blank: (&'static str, &'static str), flags: &[(&'static str, &'static str)]| {
+        flags
+            .iter()
+            .flat_map(|&(flag, value)| [flag, if flag == blank.0 { blank.1 } else { value }])
+            .collect::<Vec<&str>>()
+    };
+    let replay_names = [
+        ("--topic", TOPIC),
+        ("--live-group", LIVE),
+        ("--replay-group", REPLAY),
+    ];
+    for blank in [
+        ("--topic", ""),
+        ("--live-group", ""),
+        ("--replay-group", " "),
+    ] {
+        dir.lessonprobe()
+            .args(["replay", "--kafka", nowhere, "--db", "sqlite:never.db"])
+            .args(names(blank, &replay_names))
+            .args(window(&[]))
+            .stderr_has(format!("invalid value '{}' for '{} ", blank.1, blank.0))
+            .stderr_has("a topic or group name must not be empty")
+            .status(2);
+    }
+    let verify_names = [("--topic", TOPIC), ("--live-group", LIVE)];
+    for blank in [("--topic", ""), ("--live-group", "\t")] {
+        dir.lessonprobe()
+            .args([
+                "replay",
+                "verify",
+                "--kafka",
+                nowhere,
+                "--db",
+                "sqlite:never.db",
+            ])
+            .args(names(blank, &verify_names))
+            .args(window(&[]))
+            .stderr_has(format!("for '{} ", blank.0))
+            .stderr_has("a topic or group name must not be empty")
+            .status(2);
+    }
+    assert!(!dir.join("never.db").exists());
+}
