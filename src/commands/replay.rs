@@ -5,6 +5,7 @@
 //! the plan; `replay status` lists the recorded plans. The job
 //! itself lives in `ticketflow::replay`.
 
+use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::time::{Duration, Instant};
 
@@ -174,10 +175,13 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     for failure in &failures {
         eprintln!("lessonprobe replay: {failure}");
     }
-    Err(Error::Operation(format!(
-        "replay incomplete on {} partition(s); fix the cause and rerun with --resume to continue from the last durable offsets",
-        failures.len()
-    )))
+    let partitions: BTreeSet<i32> = failures.iter().filter_map(|f| f.partition()).collect();
+    Err(Error::Operation(match partitions.len() {
+        0 => "the replay reached every stop, but the live group's offsets after it are unknown: look at the live group before trusting the run".to_owned(),
+        n => format!(
+            "replay incomplete on {n} partition(s); fix the cause and rerun with --resume to continue from the last durable offsets"
+        ),
+    }))
 }
 
 /// The window of `--since`/`--until` or `--start`/`--stop`.

@@ -166,6 +166,9 @@ pub struct ReplayReport {
     pub partitions: Vec<PartitionReport>,
     /// Wall time of the execution.
     pub elapsed: Duration,
+    /// Why the live group's committed offsets could not be read after the run (a broker gone
+    /// meanwhile): then no partition's `live_after` is known, and nothing is compared.
+    pub live_unread: Option<String>,
 }
 
 /// A reason the run did not succeed, for one partition.
@@ -181,6 +184,20 @@ pub enum Failure<'a> {
         group: &'a str,
         movement: LiveMovement,
     },
+    /// The live group's offsets after the run could not be read: whether it moved is unknown.
+    LiveGroupUnread { group: &'a str, reason: &'a str },
+}
+
+impl Failure<'_> {
+    /// The partition it is about, when it is about one.
+    pub fn partition(&self) -> Option<i32> {
+        match self {
+            Failure::Partition { partition, .. } | Failure::LiveGroupMoved { partition, .. } => {
+                Some(*partition)
+            }
+            Failure::LiveGroupUnread { .. } => None,
+        }
+    }
 }
 
 impl ReplayReport {
@@ -199,7 +216,8 @@ impl ReplayReport {
         self.partitions.iter().map(|p| p.summary.quarantined).sum()
     }
 
-    /// Every reason the run did not succeed: failed partitions and a live group that moved.
+    /// Every reason the run did not succeed: failed partitions, a live group that moved, and
+    /// a live group whose offsets could not be read after the run.
     pub fn failures(&self) -> Vec<Failure<'_>> {
         let mut failures = Vec::new();
         for p in &self.partitions {
@@ -210,6 +228,9 @@ impl ReplayReport {
                     durable: p.summary.final_offset,
                 });
             }
+            if self.live_unread.is_some() {
+                continue;
+            }
             let movement = p.live_movement();
             if movement.is_failure() {
                 failures.push(Failure::LiveGroupMoved {
@@ -219,6 +240,12 @@ impl ReplayReport {
                 });
             }
         }
+        if let Some(reason) = &self.live_unread {
+            failures.push(Failure::LiveGroupUnread {
+                group: &self.live_group,
+                reason,
+            });
+        }
         failures
     }
 
@@ -227,6 +254,7 @@ impl ReplayReport {
         let group = &self.live_group;
         self.partitions
             .iter()
+            .filter(|_| self.live_unread.is_none())
             .filter_map(|p| {
                 let partition = p.partition;
                 match p.live_movement() {
@@ -273,6 +301,10 @@ impl fmt::Display for Failure<'_> {
                 ),
                 other => write!(f, "partition {partition}: live group {group}: {other:?}"),
             },
+            Failure::LiveGroupUnread { group, reason } => write!(
+                f,
+                "the live group {group}'s committed offsets could not be read after the run, so whether it moved is unknown: {reason}"
+            ),
         }
     }
 }
@@ -417,12 +449,12 @@ impl ReplayJob {
         let mut results = execute_day(&self.kafka, plan, options, &to, progress);
         let elapsed = started.elapsed();
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
-        let live_after = committed_offsets(
+        let (live_after, live_unread) = live_offsets_after(
             &self.broker,
             &plan.request.live_group,
             &plan.request.topic,
             &numbers,
-        )?;
+        );
         let partitions: Vec<PartitionReport> = plan
             .partitions
             .iter()
@@ -465,6 +497,7 @@ impl ReplayJob {
             live_group: plan.request.live_group.clone(),
             partitions,
             elapsed,
+            live_unread,
         };
         // The findings and the plan's status are read and written over a fresh connection: the
         // first may have outlived the server (a restart during the run).
@@ -554,7 +587,8 @@ impl ReplayJob {
         )?;
         let elapsed = started.elapsed();
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
-        let live_after = committed_offsets(&self.broker, &r.live_group, &r.topic, &numbers)?;
+        let (live_after, live_unread) =
+            live_offsets_after(&self.broker, &r.live_group, &r.topic, &numbers);
         let partitions: Vec<PartitionReport> = plan
             .partitions
             .iter()
@@ -591,6 +625,7 @@ impl ReplayJob {
             live_group: r.live_group.clone(),
             partitions,
             elapsed,
+            live_unread,
         };
         // Any worker that sees the plan done marks it so; a failing one leaves it running for
         // the others.
@@ -606,6 +641,21 @@ impl ReplayJob {
 /// Records the plan's `status` (when given) and reads the conflicts per partition into the
 /// report, over a fresh connection: the run's own may have outlived the server (a restart
 /// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
+/// The live group's committed offsets on `partitions` after the run, or, when they cannot be
+/// read (the broker went away during the run), none and why: the run's report stands without
+/// them rather than giving way to that one error.
+fn live_offsets_after(
+    broker: &Broker,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> (Vec<Option<i64>>, Option<String>) {
+    match committed_offsets(broker, group, topic, partitions) {
+        Ok(offsets) => (offsets, None),
+        Err(e) => (vec![None; partitions.len()], Some(e.to_string())),
+    }
+}
+
 fn close(
     db: &AuditDb,
     report: &mut ReplayReport,
