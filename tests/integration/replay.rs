@@ -612,3 +612,92 @@ fn an_empty_topic_or_group_name_is_a_usage_error_naming_its_flag() {
     }
     assert!(!dir.join("never.db").exists());
 }
+
+/// A broker that goes away mid-replay (SIGTERM to `lessonprobe broker` after durable batches):
+/// the run ends by itself well before its deadline — a commit the coordinator never answers
+/// fails after the operation timeout instead of waiting for one — with exit 4 and the report
+/// of every partition: each one's `replay_offset` is its SQL checkpoint, the unfinished ones
+/// say why, and the live group's offsets after the run are reported unknown, not compared.
+#[test]
+fn a_broker_gone_mid_replay_ends_the_run_with_every_partition_reported() {
+    let mut broker = BrokerProcess::sample_day(TOPIC, 20_000, 2);
+    let dir = Dir::new();
+    let file = dir.join("gone.db");
+    let db = sqlite_target(&file);
+    let mut running = replay(&dir, &broker.servers, &db, &["--execute", "--batch", "1"])
+        .args(window(&["--allow-quarantine", "--idle-timeout", "3s"]))
+        .args(["--deadline", "100s", "--format", "csv"])
+        .spawn();
+    let batches = || -> i64 {
+        rusqlite::Connection::open(&file)
+            .and_then(|c| {
+                c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
+                    r.get(0)
+                })
+            })
+            .unwrap_or(0)
+    };
+    let waiting = Instant::now();
+    while batches() < 3 {
+        assert!(
+            running.is_running(),
+            "the replay ended before the broker went away"
+        );
+        assert!(
+            waiting.elapsed() < Duration::from_secs(60),
+            "no durable batch"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(broker.terminate().is_some(), "the broker did not stop");
+    // The deadline's own watchdog would end it at 105 s: it must end before, on its own.
+    let ran = running.within(Duration::from_secs(90)).status(4);
+    assert!(!ran.stderr.contains("the deadline of"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "lessonprobe replay: the live group ticketflow-audit-v1's committed offsets could not be read after the run, so whether it moved is unknown"
+        ),
+        "{}",
+        ran.stderr
+    );
+    let checkpoints: std::collections::BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
+        &file,
+        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
+    )
+    .iter()
+    .map(|row| {
+        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
+        (v[0] as i32, (v[1], v[2]))
+    })
+    .collect();
+    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let mut unfinished = 0;
+    for row in reader.records() {
+        let row = row.unwrap();
+        let p: i32 = row[col("partition")].parse().unwrap();
+        let (at, stop) = checkpoints[&p];
+        assert_eq!(
+            row[col("replay_offset")].parse::<i64>().unwrap(),
+            at,
+            "{row:?}"
+        );
+        assert_eq!(
+            &row[col("live_after")],
+            "",
+            "not read, so not shown: {row:?}"
+        );
+        if at < stop {
+            unfinished += 1;
+            assert!(row[col("status")].starts_with("error: "), "{row:?}");
+        }
+    }
+    assert!(unfinished > 0, "{checkpoints:?}");
+    assert!(
+        ran.stderr
+            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+        "{}",
+        ran.stderr
+    );
+}

@@ -1,8 +1,9 @@
 //! Kafka through `rdkafka`: the embedded mock cluster or a broker given by address, topics
-//! named per run, producing keyed records, the replay consumer, members of the replay group
-//! and offset lookups.
+//! named per run, producing keyed records, the replay consumer and its bounded commits, members
+//! of the replay group and offset lookups.
 
 mod broker;
+mod commit;
 mod group_member;
 mod offsets;
 mod replay_consumer;

@@ -1,14 +1,16 @@
-//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, read_committed, synchronous
-//! commits of explicit offsets for its own group, end offsets from the high watermark (the last
-//! stable offset for a read_committed client), and re-reads of offsets it jumped over.
+//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, read_committed, commits of
+//! explicit offsets for its own group (each answered within the operation timeout, through a
+//! `Committer`), end offsets from the high watermark (the last stable offset for a
+//! read_committed client), and re-reads of offsets it jumped over.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::broker::{close_consumer, partition_count, Isolation};
+use super::commit::Committer;
 use super::{Broker, KafkaError};
 use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 
@@ -24,6 +26,8 @@ pub struct KafkaReplayConsumer {
     /// Re-readers of jumped-over offsets, made on the first jump.
     uncommitted: Option<BaseConsumer>,
     committed: Option<BaseConsumer>,
+    /// Commits the group's offsets, made on the first commit.
+    committer: Option<Committer>,
     broker_config: Broker,
     timeout: Duration,
     /// Partitions of each topic as last read from the metadata: asked again only for a
@@ -47,6 +51,7 @@ impl KafkaReplayConsumer {
             meta: broker.consumer("lessonprobe-utility", "error")?,
             uncommitted: None,
             committed: None,
+            committer: None,
             broker_config: broker.same_address(),
             timeout: broker.op_timeout,
             partitions: HashMap::new(),
@@ -268,8 +273,15 @@ impl ReplayConsumer for KafkaReplayConsumer {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
             .map_err(|e| self.error(what(), e))?;
-        self.consumer
-            .commit(&tpl, CommitMode::Sync)
-            .map_err(|e| self.error(what(), e))
+        if self.committer.is_none() {
+            let committer =
+                Committer::new(&self.broker_config, &self.group).map_err(ConsumerError::Kafka)?;
+            self.committer = Some(committer);
+        }
+        let committed = match self.committer.as_mut() {
+            Some(committer) => committer.commit(&tpl),
+            None => Ok(()),
+        };
+        committed.map_err(|e| self.error(what(), e))
     }
 }
