@@ -34,6 +34,7 @@ pub mod ssh;
 
 mod files;
 mod junit;
+mod table;
 mod test;
 
 pub use files::{copy_dir, copy_manifests, repo, snapshot, wait_for, Dir};
@@ -43,4 +44,5 @@ pub use junit::{
 pub use kafka::BrokerProcess;
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
+pub use table::csv_rows;
 pub use test::{bin, lessonprobe, on_a_terminal, Ran, Running, Test};

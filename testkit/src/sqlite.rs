@@ -1,5 +1,6 @@
 //! SQLite files read back through a connection of the test's own.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use rusqlite::types::FromSql;
@@ -30,6 +31,22 @@ pub fn rows<T: FromSql>(db: &Path, sql: &str) -> Vec<T> {
 #[track_caller]
 pub fn strings(db: &Path, sql: &str) -> Vec<String> {
     rows(db, sql)
+}
+
+/// A replay's SQL checkpoint of each partition, with its stop: partition → (next offset, stop).
+#[track_caller]
+pub fn checkpoints(db: &Path) -> BTreeMap<i32, (i64, i64)> {
+    strings(
+        db,
+        "SELECT partition || ' ' || next_offset || ' ' || stop_offset
+         FROM lessonprobe_replay_partitions",
+    )
+    .iter()
+    .map(|row| {
+        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
+        (v[0] as i32, (v[1], v[2]))
+    })
+    .collect()
 }
 
 /// Every table of the database, by name.

@@ -660,37 +660,16 @@ fn a_broker_gone_mid_replay_ends_the_run_with_every_partition_reported() {
         "{}",
         ran.stderr
     );
-    let checkpoints: std::collections::BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
-        &file,
-        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
-    )
-    .iter()
-    .map(|row| {
-        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
-        (v[0] as i32, (v[1], v[2]))
-    })
-    .collect();
-    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let checkpoints = sqlite::checkpoints(&file);
     let mut unfinished = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        let p: i32 = row[col("partition")].parse().unwrap();
+    for row in csv_rows(&ran.stdout) {
+        let p: i32 = row["partition"].parse().unwrap();
         let (at, stop) = checkpoints[&p];
-        assert_eq!(
-            row[col("replay_offset")].parse::<i64>().unwrap(),
-            at,
-            "{row:?}"
-        );
-        assert_eq!(
-            &row[col("live_after")],
-            "",
-            "not read, so not shown: {row:?}"
-        );
+        assert_eq!(row["replay_offset"].parse::<i64>().unwrap(), at, "{row:?}");
+        assert_eq!(row["live_after"], "", "not read, so not shown: {row:?}");
         if at < stop {
             unfinished += 1;
-            assert!(row[col("status")].starts_with("error: "), "{row:?}");
+            assert!(row["status"].starts_with("error: "), "{row:?}");
         }
     }
     assert!(unfinished > 0, "{checkpoints:?}");

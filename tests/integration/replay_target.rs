@@ -641,18 +641,13 @@ fn a_plan_has_an_identity_complete_plans_do_nothing_and_other_windows_are_refuse
         .args(["replay", "status", "--db", &db, "--format", "csv"])
         .success()
         .stdout;
-    let mut reader = csv::Reader::from_reader(csv.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
-    let mut partitions = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        assert_eq!(&row[col("status")], "complete");
-        assert_eq!(&row[col("checkpoint")], &row[col("stop")]);
-        assert_eq!(&row[col("remaining")], "0");
-        partitions += 1;
+    let rows = csv_rows(&csv);
+    for row in &rows {
+        assert_eq!(row["status"], "complete");
+        assert_eq!(row["checkpoint"], row["stop"]);
+        assert_eq!(row["remaining"], "0");
     }
-    assert_eq!(partitions, 3, "{csv}");
+    assert_eq!(rows.len(), 3, "{csv}");
 }
 
 /// Per partition, the SQL checkpoint of the only recorded plan.

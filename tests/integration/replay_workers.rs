@@ -211,18 +211,13 @@ fn three_workers_one_killed(target: Target) {
     let status = lessonprobe()
         .args(["replay", "status", "--db", &db, "--format", "csv"])
         .success();
-    let mut reader = csv::Reader::from_reader(status.stdout.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
-    let mut rows = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        assert_eq!(&row[col("remaining")], "0", "{row:?}");
-        assert!(row[col("owner")].contains(':'), "{row:?}");
-        assert_eq!(&row[col("status")], "complete", "{row:?}");
-        rows += 1;
+    let rows = csv_rows(&status.stdout);
+    for row in &rows {
+        assert_eq!(row["remaining"], "0", "{row:?}");
+        assert!(row["owner"].contains(':'), "{row:?}");
+        assert_eq!(row["status"], "complete", "{row:?}");
     }
-    assert_eq!(rows, PARTITIONS, "{}", status.stdout);
+    assert_eq!(rows.len(), PARTITIONS as usize, "{}", status.stdout);
 }
 
 #[test]
@@ -280,36 +275,19 @@ fn a_worker_past_its_deadline_reports_every_unfinished_partition() {
     let ran = worker_with(&broker.servers, &db, "1", "6s")
         .within(Duration::from_secs(60))
         .status(4);
-    let checkpoints: BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
-        &file,
-        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
-    )
-    .iter()
-    .map(|row| {
-        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
-        (v[0] as i32, (v[1], v[2]))
-    })
-    .collect();
+    let checkpoints = sqlite::checkpoints(&file);
     assert_eq!(checkpoints.len(), 12, "{}", ran.text());
     let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
     assert!(
         unfinished > 1,
         "the deadline left several partitions: {checkpoints:?}"
     );
-    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
-    let mut rows = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        let p: i32 = row[col("partition")].parse().unwrap();
+    let rows = csv_rows(&ran.stdout);
+    for row in &rows {
+        let p: i32 = row["partition"].parse().unwrap();
         let (at, stop) = checkpoints[&p];
-        assert_eq!(
-            row[col("replay_offset")].parse::<i64>().unwrap(),
-            at,
-            "{row:?}"
-        );
-        let status = &row[col("status")];
+        assert_eq!(row["replay_offset"].parse::<i64>().unwrap(), at, "{row:?}");
+        let status = &row["status"];
         if at < stop {
             assert!(
                 status.starts_with("error: ") && status.contains("deadline of 6s"),
@@ -318,9 +296,8 @@ fn a_worker_past_its_deadline_reports_every_unfinished_partition() {
         } else {
             assert_eq!(status, "ok", "partition {p}");
         }
-        rows += 1;
     }
-    assert_eq!(rows, 12, "{}", ran.stdout);
+    assert_eq!(rows.len(), 12, "{}", ran.stdout);
     assert!(
         ran.stderr
             .contains(&format!("replay incomplete on {unfinished} partition(s)")),
@@ -342,28 +319,10 @@ fn a_worker_stopped_by_a_failure_reports_the_partitions_it_left() {
         .args(["--on-bad-record", "fail"])
         .within(Duration::from_secs(120))
         .status(4);
-    let checkpoints: BTreeMap<i32, (i64, i64)> = sqlite::rows::<String>(
-        &file,
-        "SELECT partition || ' ' || next_offset || ' ' || stop_offset FROM lessonprobe_replay_partitions",
-    )
-    .iter()
-    .map(|row| {
-        let v: Vec<i64> = row.split(' ').map(|x| x.parse().unwrap()).collect();
-        (v[0] as i32, (v[1], v[2]))
-    })
-    .collect();
-    let mut reader = csv::Reader::from_reader(ran.stdout.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
-    let rows: Vec<(i32, String)> = reader
-        .records()
-        .map(|row| {
-            let row = row.unwrap();
-            (
-                row[col("partition")].parse().unwrap(),
-                row[col("status")].to_owned(),
-            )
-        })
+    let checkpoints = sqlite::checkpoints(&file);
+    let rows: Vec<(i32, String)> = csv_rows(&ran.stdout)
+        .into_iter()
+        .map(|row| (row["partition"].parse().unwrap(), row["status"].clone()))
         .collect();
     assert_eq!(rows.len(), 8, "{}", ran.text());
     let failed: Vec<i32> = rows
