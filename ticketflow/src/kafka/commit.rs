@@ -69,10 +69,9 @@ impl Committer {
         if self.stuck {
             return Err(format!("an earlier commit got {}", unanswered()));
         }
-        let Some(asks) = &self.asks else {
-            return Err("the committer is closed".into());
-        };
-        if asks.send(offsets.clone()).is_err() {
+        // `asks` is `None` only once dropping has begun.
+        let sent = self.asks.as_ref().map(|asks| asks.send(offsets.clone()));
+        if !matches!(sent, Some(Ok(()))) {
             return Err("the committer's thread is gone".into());
         }
         match self.answers.recv_timeout(self.timeout) {

@@ -273,15 +273,14 @@ impl ReplayConsumer for KafkaReplayConsumer {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
             .map_err(|e| self.error(what(), e))?;
-        if self.committer.is_none() {
-            let committer =
-                Committer::new(&self.broker_config, &self.group).map_err(ConsumerError::Kafka)?;
-            self.committer = Some(committer);
-        }
-        let committed = match self.committer.as_mut() {
-            Some(committer) => committer.commit(&tpl),
-            None => Ok(()),
+        let mut committer = match self.committer.take() {
+            Some(committer) => committer,
+            None => {
+                Committer::new(&self.broker_config, &self.group).map_err(ConsumerError::Kafka)?
+            }
         };
+        let committed = committer.commit(&tpl);
+        self.committer = Some(committer);
         committed.map_err(|e| self.error(what(), e))
     }
 }

@@ -638,9 +638,6 @@ impl ReplayJob {
     }
 }
 
-/// Records the plan's `status` (when given) and reads the conflicts per partition into the
-/// report, over a fresh connection: the run's own may have outlived the server (a restart
-/// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
 /// The live group's committed offsets on `partitions` after the run, or, when they cannot be
 /// read (the broker went away during the run), none and why: the run's report stands without
 /// them rather than giving way to that one error.
@@ -656,6 +653,9 @@ fn live_offsets_after(
     }
 }
 
+/// Records the plan's `status` (when given) and reads the conflicts per partition into the
+/// report, over a fresh connection: the run's own may have outlived the server (a restart
+/// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
 fn close(
     db: &AuditDb,
     report: &mut ReplayReport,

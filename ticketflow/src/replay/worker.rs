@@ -272,15 +272,16 @@ pub(crate) fn work(
         }
     }
     if !complete {
-        let left = unfinished(
+        let deadline_passed = left().is_zero();
+        let unfinished = unfinished(
             &plan.request.topic,
             &plan.partitions,
             &run.checkpoints,
             &run.failed,
             options.deadline,
-            left().is_zero(),
+            deadline_passed,
         );
-        run.failed.extend(left);
+        run.failed.extend(unfinished);
     }
     Ok(run)
 }
@@ -306,8 +307,10 @@ fn unfinished(
                 .get(&p.partition)
                 .copied()
                 .unwrap_or(p.resume_from);
+            if at >= p.stop {
+                return None;
+            }
             let error = match stopped_on {
-                _ if at >= p.stop => return None,
                 Some(after) if !deadline_passed => PartitionError::Left {
                     after,
                     committed: at,

@@ -263,7 +263,6 @@ pub fn verify(
         }
         session => {
             let mut snapshot = session.into_snapshot();
-            let started = Instant::now();
             lookups(
                 &mut snapshot,
                 &adoption,
