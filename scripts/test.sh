@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
-# PostgreSQL cluster and sshd on loopback, makes a Python virtual environment with SQLAlchemy for
-# the sample course, runs every test in release mode, stops both.
+# PostgreSQL cluster and sshd on loopback, fetches the pinned Apache Kafka (tests start their own
+# brokers from it through scripts/kafka.sh, and one is started here for the lesson runs), makes a
+# Python virtual environment for the sample course, runs every test in release mode, stops
+# everything and fails if a broker JVM outlived the tests.
 # Arguments, if any, replace the default `--workspace -- --test-threads 2` of `cargo test`
 # (e.g. `bash scripts/test.sh --test integration -- replay::sigkill`), for running part of the suite.
 set -euo pipefail
@@ -24,6 +26,9 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
 command -v openssl >/dev/null || need+=(openssl)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
+command -v pgrep >/dev/null || need+=(procps)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq
@@ -49,6 +54,7 @@ chmod 755 "$work"
 pids=()
 cleanup() {
   set +e
+  for dir in "$work"/kafka/*/; do [ -d "$dir" ] && bash scripts/kafka.sh stop "$dir"; done
   [ -n "${PGBIN:-}" ] && [ -d "$work/pg" ] && as_pg "$PGBIN/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   rm -rf "$work"
@@ -128,6 +134,15 @@ export LESSONPROBE_TEST_SSH_OTHER_KEY="$ssh_dir/other_key"
 export LESSONPROBE_TEST_SSH_KNOWN_HOSTS="$ssh_dir/known_hosts"
 export LESSONPROBE_TEST_SSH_LOG="$ssh_dir/sshd.log"
 
+# --- Apache Kafka: the pinned jars, and one broker for the lesson runs ----------------------------
+log "fetching Apache Kafka ($(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)) through Maven"
+bash scripts/kafka.sh fetch >/dev/null
+mkdir -p "$work/kafka"
+export LESSONPROBE_TEST_KAFKA_ROOT="$work/kafka"
+LESSONPROBE_TEST_KAFKA="$(bash scripts/kafka.sh start "$work/kafka/shared")"
+export LESSONPROBE_TEST_KAFKA
+log "Apache Kafka for the lesson runs at $LESSONPROBE_TEST_KAFKA"
+
 # --- Python for the sample course: a virtual environment with SQLAlchemy -------------------------
 log "creating a Python virtual environment with SQLAlchemy"
 python3 -m venv "$work/venv"
@@ -136,8 +151,17 @@ export LESSONPROBE_TEST_PYTHON="$work/venv/bin/python"
 
 # --- the tests --------------------------------------------------------------------------------
 log "running the test suite"
+status=0
 if [ $# -gt 0 ]; then
-  cargo test --release --locked "$@"
+  cargo test --release --locked "$@" || status=$?
 else
-  cargo test --release --workspace --locked -- --test-threads 2
+  cargo test --release --workspace --locked -- --test-threads 2 || status=$?
 fi
+
+# Every broker a test started must be gone with its test; the shared one is stopped here.
+bash scripts/kafka.sh stop "$work/kafka/shared"
+if ! left=$(bash scripts/kafka.sh running "$work/kafka"); then
+  printf 'FAILED: Apache Kafka JVMs outlived the tests that started them:\n%s\n' "$left" >&2
+  status=1
+fi
+exit "$status"

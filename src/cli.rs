@@ -473,6 +473,13 @@ pub struct BrokerArgs {
     /// Distinct events in the sample day.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub events: u32,
+    /// Instead of hosting a broker, load --sample-day into this running one (Apache Kafka, say)
+    /// and exit; the topic must not exist yet and is kept.
+    #[arg(long, value_name = "HOST:PORT[,...]", value_parser = KafkaTarget::from_str, conflicts_with = "brokers")]
+    pub kafka: Option<KafkaTarget>,
+    /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property, requires = "kafka")]
+    pub property: Vec<(String, String)>,
 }
 
 fn parse_run_id(s: &str) -> Result<String, String> {

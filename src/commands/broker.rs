@@ -1,5 +1,6 @@
 //! `lessonprobe broker`: the embedded mock cluster as a standalone broker process, optionally
-//! preloaded with a generated day, until SIGINT or SIGTERM.
+//! preloaded with a generated day, until SIGINT or SIGTERM; or, with `--kafka`, a generated day
+//! loaded into a broker that runs elsewhere.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use ticketflow::day;
 use ticketflow::kafka::{check_topic_name, Broker, KafkaError};
+use ticketflow::KafkaTarget;
 
 use crate::cli::BrokerArgs;
 use crate::exit::{Code, Error};
@@ -15,6 +17,9 @@ use crate::exit::{Code, Error};
 pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
     if let Some(topic) = &args.sample_day {
         check_topic_name(topic).map_err(|e| Error::Usage(format!("--sample-day: {e}")))?;
+    }
+    if let Some(target) = &args.kafka {
+        return load_into(target, &args);
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -39,6 +44,33 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(broker);
+    Ok(Code::Ok)
+}
+
+/// `--kafka`: loads the sample day into a broker that runs elsewhere and leaves it there.
+fn load_into(target: &KafkaTarget, args: &BrokerArgs) -> Result<Code, Error> {
+    let Some(topic) = &args.sample_day else {
+        return Err(Error::Usage(
+            "--kafka loads a sample day into a running broker: name its topic with --sample-day"
+                .into(),
+        ));
+    };
+    if matches!(target, KafkaTarget::Embedded) {
+        return Err(Error::Usage(
+            "--kafka embedded: without --kafka this command hosts the embedded broker itself"
+                .into(),
+        ));
+    }
+    let target = target
+        .clone()
+        .with_properties(args.property.clone())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let mut broker = Broker::for_target(&target, Duration::from_secs(10))
+        .map_err(|e| Error::Operation(e.to_string()))?;
+    let loaded = load_sample_day(&mut broker, topic, args.partitions, args.events);
+    // The topic is the user's from now on, also when loading it failed half way.
+    broker.keep_created_topics();
+    loaded?;
     Ok(Code::Ok)
 }
 

@@ -1,8 +1,11 @@
-//! `lessonprobe broker` as a separate process, records a test produces to it, and what a broker
-//! holds read back through a client of the test's own: committed offsets, watermarks, the offset
-//! of a time.
+//! The brokers a broker-facing test runs on: `lessonprobe broker` (librdkafka's mock cluster) in
+//! a process of its own, or a throwaway Apache Kafka started through `scripts/kafka.sh`, chosen by
+//! one switch ([`BrokerKind`], and [`on_each_broker!`](crate::on_each_broker) to run a test on
+//! both). Also records a test produces, and what a broker holds read back through a client of the
+//! test's own: committed offsets, watermarks, the offset of a time.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,16 +15,244 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 const T: Duration = Duration::from_secs(10);
 
-/// `lessonprobe broker ARGS` in a process of its own, killed when dropped.
+/// Which broker a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// librdkafka's mock cluster, hosted by `lessonprobe broker`.
+    MockCluster,
+    /// Apache Kafka at the version `scripts/kafka/pom.xml` pins, one KRaft node of its own.
+    ApacheKafka,
+}
+
+impl BrokerKind {
+    /// A broker with no topics of the test's yet.
+    #[track_caller]
+    pub fn start(self) -> BrokerProcess {
+        match self {
+            BrokerKind::MockCluster => BrokerProcess::start(&[]),
+            BrokerKind::ApacheKafka => BrokerProcess::apache(ApacheKafka::start(1)),
+        }
+    }
+
+    /// A broker whose `topic` holds a sample day of `events` events over `partitions`.
+    #[track_caller]
+    pub fn sample_day(self, topic: &str, events: usize, partitions: i32) -> BrokerProcess {
+        match self {
+            BrokerKind::MockCluster => BrokerProcess::sample_day(topic, events, partitions),
+            BrokerKind::ApacheKafka => {
+                let mut broker = BrokerProcess::apache(ApacheKafka::start(1));
+                broker.report = load_sample_day(&broker.servers, topic, events, partitions);
+                broker
+            }
+        }
+    }
+
+    /// A broker for topics a test fills itself with [`produce`].
+    #[track_caller]
+    pub fn for_own_records(self) -> BrokerProcess {
+        match self {
+            BrokerKind::MockCluster => BrokerProcess::for_own_records(),
+            BrokerKind::ApacheKafka => self.start(),
+        }
+    }
+
+    /// Whether this broker can run here: the mock always; Apache Kafka when the test command
+    /// fetched it (in CI its absence fails the test, elsewhere it is skipped, saying why).
+    #[track_caller]
+    pub fn available(self) -> bool {
+        match self {
+            BrokerKind::MockCluster => true,
+            BrokerKind::ApacheKafka => apache_kafka_root().is_some(),
+        }
+    }
+}
+
+/// Runs each broker-facing test on both brokers, as `NAME::mock_cluster` and
+/// `NAME::apache_kafka`; the body receives the [`BrokerKind`]:
+///
+/// ```ignore
+/// on_each_broker! {
+///     /// What it pins.
+///     fn a_replay_reaches_every_stop(kind) {
+///         let broker = kind.sample_day("t", 300, 3);
+///         // …
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! on_each_broker {
+    ($( $(#[$attr:meta])* fn $name:ident($kind:ident) $body:block )*) => {$(
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn on_broker($kind: $crate::kafka::BrokerKind) $body
+
+            #[test]
+            fn mock_cluster() {
+                on_broker($crate::kafka::BrokerKind::MockCluster)
+            }
+
+            #[test]
+            fn apache_kafka() {
+                if $crate::kafka::BrokerKind::ApacheKafka.available() {
+                    on_broker($crate::kafka::BrokerKind::ApacheKafka)
+                }
+            }
+        }
+    )*};
+}
+
+/// A test that only Apache Kafka can answer: runs `body` on it, or skips outside CI.
+#[track_caller]
+pub fn on_apache_kafka(body: impl FnOnce(BrokerKind)) {
+    if BrokerKind::ApacheKafka.available() {
+        body(BrokerKind::ApacheKafka)
+    }
+}
+
+/// Where the test command keeps the test brokers' folders (`LESSONPROBE_TEST_KAFKA_ROOT`, set
+/// once the pinned jars are fetched).
+#[track_caller]
+fn apache_kafka_root() -> Option<PathBuf> {
+    crate::services::service(
+        "LESSONPROBE_TEST_KAFKA_ROOT",
+        "Apache Kafka (scripts/test.sh fetches it through Maven)",
+    )
+    .map(PathBuf::from)
+}
+
+/// A throwaway Apache Kafka of one test: `scripts/kafka.sh start` in a folder of its own under
+/// the suite's Kafka root; every JVM of it killed (SIGKILL) and reaped when dropped.
+pub struct ApacheKafka {
+    dir: tempfile::TempDir,
+    pub servers: String,
+}
+
+impl ApacheKafka {
+    /// `brokers` nodes (node 1 also the controller), listening when this returns.
+    #[track_caller]
+    pub fn start(brokers: u32) -> ApacheKafka {
+        let root = apache_kafka_root().expect("Apache Kafka is not available here");
+        let dir = tempfile::Builder::new()
+            .prefix("broker-")
+            .tempdir_in(&root)
+            .expect("a folder for the broker");
+        let servers = script(&["start", &dir.path().display().to_string(), "--brokers", &brokers.to_string()]);
+        ApacheKafka { dir, servers }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The pids of the nodes that run, node 1 first.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut files: Vec<_> = std::fs::read_dir(self.dir())
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|p| p.extension().is_some_and(|e| e == "pid"));
+        files.sort();
+        files
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+            .collect()
+    }
+
+    /// `kill -9` of every node, as a crash would: the log stays on disk for [`restart`](Self::restart).
+    pub fn kill(&self) {
+        for pid in self.pids() {
+            // SAFETY: kill only sends a signal to a process this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            wait_gone(pid);
+        }
+    }
+
+    /// Starts the nodes again on the same ports with the same log.
+    #[track_caller]
+    pub fn restart(&self) {
+        let servers = script(&["start", &self.dir().display().to_string()]);
+        assert_eq!(servers, self.servers, "a restart keeps the ports");
+    }
+
+    /// Stops every node in order (SIGTERM, SIGKILL after 15 s).
+    #[track_caller]
+    pub fn stop(&self) {
+        script(&["stop", &self.dir().display().to_string()]);
+    }
+}
+
+impl Drop for ApacheKafka {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `scripts/kafka.sh ARGS`: its stdout's last line, or a panic with what it said.
+#[track_caller]
+fn script(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(crate::repo().join("scripts/kafka.sh"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/kafka.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scripts/kafka.sh {args:?} failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().trim().to_owned()
+}
+
+/// Waits (up to 10 s) until process `pid` is gone or a zombie.
+fn wait_gone(pid: i32) {
+    let started = Instant::now();
+    while started.elapsed() < T {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if !status.lines().any(|l| l.starts_with("State:") && !l.contains('Z')) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `lessonprobe broker --kafka SERVERS --sample-day TOPIC …`: what it said on stderr.
+#[track_caller]
+fn load_sample_day(servers: &str, topic: &str, events: usize, partitions: i32) -> Vec<String> {
+    let out = Command::new(crate::bin())
+        .args(["broker", "--kafka", servers, "--sample-day", topic])
+        .args(["--events", &events.to_string(), "--partitions", &partitions.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run lessonprobe broker --kafka");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "loading the sample day into {servers} failed: {stderr}"
+    );
+    stderr.lines().map(str::to_owned).collect()
+}
+
+/// A broker a test runs against, stopped when dropped.
 pub struct BrokerProcess {
-    pub child: Child,
-    /// The bootstrap address, from the first line the broker prints.
+    /// The bootstrap address.
     pub servers: String,
     /// What it said on stderr up to its ready line (the sample day's load report among it).
     pub report: Vec<String>,
+    running: Running,
+}
+
+enum Running {
+    Mock(Child),
+    Apache(ApacheKafka),
 }
 
 impl BrokerProcess {
+    /// `lessonprobe broker ARGS` (the mock cluster) in a process of its own.
     #[track_caller]
     pub fn start(args: &[&str]) -> BrokerProcess {
         let mut child = Command::new(crate::bin())
@@ -50,13 +281,21 @@ impl BrokerProcess {
         // The rest is drained, so the broker never blocks on a full pipe.
         std::thread::spawn(move || stderr.for_each(drop));
         BrokerProcess {
-            child,
             servers,
             report,
+            running: Running::Mock(child),
         }
     }
 
-    /// A broker whose `topic` holds a sample day of `events` events over `partitions`.
+    fn apache(kafka: ApacheKafka) -> BrokerProcess {
+        BrokerProcess {
+            servers: kafka.servers.clone(),
+            report: Vec::new(),
+            running: Running::Apache(kafka),
+        }
+    }
+
+    /// A mock broker whose `topic` holds a sample day of `events` events over `partitions`.
     #[track_caller]
     pub fn sample_day(topic: &str, events: usize, partitions: i32) -> BrokerProcess {
         BrokerProcess::start(&[
@@ -69,20 +308,37 @@ impl BrokerProcess {
         ])
     }
 
-    /// A broker for topics a test fills itself with [`produce`]; its sample day is one record
-    /// in a topic of its own.
+    /// A mock broker for topics a test fills itself with [`produce`]; its sample day is one
+    /// record in a topic of its own.
     #[track_caller]
     pub fn for_own_records() -> BrokerProcess {
         BrokerProcess::sample_day("unused", 1, 1)
     }
 
-    /// Sends SIGTERM and waits up to 10 s: the exit code, or `None` if it did not end.
+    /// The Apache Kafka behind this broker, for a test that kills or restarts it.
+    #[track_caller]
+    pub fn apache_kafka(&self) -> &ApacheKafka {
+        match &self.running {
+            Running::Apache(kafka) => kafka,
+            Running::Mock(_) => panic!("this test runs on the mock cluster, not Apache Kafka"),
+        }
+    }
+
+    /// Stops the broker and waits up to 10 s (15 s for Apache Kafka): the mock's exit code, 0
+    /// once Apache Kafka stopped, or `None` if it did not end.
     pub fn terminate(&mut self) -> Option<i32> {
+        let child = match &mut self.running {
+            Running::Mock(child) => child,
+            Running::Apache(kafka) => {
+                kafka.stop();
+                return kafka.pids().is_empty().then_some(0);
+            }
+        };
         // SAFETY: kill only sends a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let started = Instant::now();
         while started.elapsed() < T {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = child.try_wait().unwrap() {
                 return status.code();
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -93,8 +349,10 @@ impl BrokerProcess {
 
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Running::Mock(child) = &mut self.running {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

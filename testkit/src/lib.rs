@@ -41,7 +41,7 @@ pub use files::{copy_dir, copy_manifests, repo, snapshot, wait_for, Dir};
 pub use junit::{
     case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
 };
-pub use kafka::BrokerProcess;
+pub use kafka::{on_apache_kafka, ApacheKafka, BrokerKind, BrokerProcess};
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use table::csv_rows;

@@ -370,6 +370,12 @@ impl Broker {
         Ok(have)
     }
 
+    /// Hands the topics this handle created over to the caller: they are no longer deleted
+    /// when it is dropped.
+    pub fn keep_created_topics(&mut self) {
+        self.created.clear();
+    }
+
     /// The topics this handle created on a broker it does not host and has not deleted yet.
     pub fn created_topics(&self) -> &[String] {
         &self.created
