@@ -134,12 +134,24 @@ impl ApacheKafka {
     /// `brokers` nodes (node 1 also the controller), listening when this returns.
     #[track_caller]
     pub fn start(brokers: u32) -> ApacheKafka {
+        ApacheKafka::start_with(brokers, &[])
+    }
+
+    /// [`start`](Self::start) with broker properties of the test's own (`key=value`), which
+    /// override the script's (its `log.retention.ms=-1`, say).
+    #[track_caller]
+    pub fn start_with(brokers: u32, properties: &[&str]) -> ApacheKafka {
         let root = apache_kafka_root().expect("Apache Kafka is not available here");
         let dir = tempfile::Builder::new()
             .prefix("broker-")
             .tempdir_in(&root)
             .expect("a folder for the broker");
-        let servers = script(&["start", &dir.path().display().to_string(), "--brokers", &brokers.to_string()]);
+        let dir_arg = dir.path().display().to_string();
+        let brokers = brokers.to_string();
+        let servers = script_with(
+            &["start", &dir_arg, "--brokers", &brokers],
+            &properties.join(" "),
+        );
         ApacheKafka { dir, servers }
     }
 
@@ -192,9 +204,16 @@ impl Drop for ApacheKafka {
 /// `scripts/kafka.sh ARGS`: its stdout's last line, or a panic with what it said.
 #[track_caller]
 fn script(args: &[&str]) -> String {
+    script_with(args, "")
+}
+
+/// [`script`] with `LESSONPROBE_KAFKA_PROPERTIES` (for a folder's first start).
+#[track_caller]
+fn script_with(args: &[&str], properties: &str) -> String {
     let out = Command::new("bash")
         .arg(crate::repo().join("scripts/kafka.sh"))
         .args(args)
+        .env("LESSONPROBE_KAFKA_PROPERTIES", properties)
         .stdin(Stdio::null())
         .output()
         .expect("run scripts/kafka.sh");

@@ -327,7 +327,7 @@ impl Broker {
 
     /// Creates `topic` with at least `partitions` partitions and returns how many it has. On a
     /// broker this handle does not host, the topic must not exist yet: it is this handle's to
-    /// delete when dropped.
+    /// delete when dropped, and it keeps its records whatever their age (`retention.ms=-1`).
     pub fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i32, KafkaError> {
         check_topic_name(topic).map_err(|e| self.error("creating a topic", e))?;
         if let Some(mock) = &self.mock {
@@ -432,8 +432,13 @@ impl Broker {
             .create()
             .map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
         let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(ADMIN_TIMEOUT)));
-        // -1: the broker's default replication factor (Kafka 2.4 and later).
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
+        // -1: the broker's default replication factor (Kafka 2.4 and later). The records these
+        // topics are loaded with carry dated timestamps (the sample days of 2026-09-21 to 23):
+        // under a broker's time retention (7 days by default, judged by record timestamp) they
+        // would be deleted while a probe reads them, so the topic keeps its records until it is
+        // deleted.
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1))
+            .set("retention.ms", "-1");
         let result = futures_executor::block_on(admin.create_topics([&new], &options));
         match result {
             Ok(results) => match results.into_iter().next() {
