@@ -7,7 +7,7 @@ mod cli;
 mod inputs;
 mod interrupt;
 mod kafka;
-mod kafka_retention;
+mod apache_kafka;
 mod lesson_docs;
 mod postgres;
 mod remote;
