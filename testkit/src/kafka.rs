@@ -181,6 +181,27 @@ impl ApacheKafka {
         }
     }
 
+    /// `kill -9` of node `node` (1 is also the controller) alone.
+    #[track_caller]
+    pub fn kill_node(&self, node: u32) {
+        let file = self.dir().join(format!("node-{node}.pid"));
+        let pid: i32 = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()))
+            .trim()
+            .parse()
+            .expect("a pid");
+        // SAFETY: kill only sends a signal to a process this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        wait_gone(pid);
+    }
+
+    /// Loads a sample day of `events` over `partitions` into `topic` (`lessonprobe broker
+    /// --kafka`): what it said on stderr.
+    #[track_caller]
+    pub fn load_sample_day(&self, topic: &str, events: usize, partitions: i32) -> Vec<String> {
+        load_sample_day(&self.servers, topic, events, partitions)
+    }
+
     /// Starts the nodes again on the same ports with the same log.
     #[track_caller]
     pub fn restart(&self) {

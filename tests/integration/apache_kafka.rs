@@ -102,3 +102,100 @@ fn broker_kafka_at_an_address_where_none_listens_fails_naming_it() {
         .within(std::time::Duration::from_secs(60))
         .status(4);
 }
+
+/// Which node leads each partition of `topic`, from the cluster's metadata.
+fn leaders(servers: &str, topic: &str) -> Vec<i32> {
+    let consumer = reader(servers, "leaders");
+    let md = consumer
+        .fetch_metadata(Some(topic), std::time::Duration::from_secs(10))
+        .unwrap();
+    let mut parts: Vec<(i32, i32)> = md.topics()[0]
+        .partitions()
+        .iter()
+        .map(|p| (p.id(), p.leader()))
+        .collect();
+    parts.sort();
+    parts.into_iter().map(|(_, leader)| leader).collect()
+}
+
+/// A three-broker cluster, every partition on all three: the broker leading some of the
+/// window's partitions is killed (`kill -9`) while `replay --execute` runs, leadership moves to
+/// the others, and the replay — resumed once if the broker's loss ended it — leaves exactly the
+/// window's distinct event ids in SQL, every partition's checkpoint at its stop, and the replay
+/// group committed at the stops in Kafka.
+#[test]
+fn a_replay_outlives_a_partition_leader_killed_mid_run() {
+    use std::time::{Duration, Instant};
+    on_apache_kafka(|_| {
+        let kafka = ApacheKafka::start(3);
+        let topic = "moved";
+        let events = 20_000;
+        kafka.load_sample_day(topic, events, 6);
+        let before = leaders(&kafka.servers, topic);
+        // Node 1 is also the controller: the victim is another node that leads a partition.
+        let victim = *before
+            .iter()
+            .find(|&&n| n != 1)
+            .expect("node 2 or 3 leads a partition");
+        let dir = Dir::new();
+        let file = dir.join("moved.db");
+        let db = format!("sqlite:{}", file.display());
+        let replay = |extra: &[&str]| {
+            dir.lessonprobe()
+                .args(["replay", "--kafka", &kafka.servers, "--topic", topic])
+                .args(["--live-group", "live", "--replay-group", "replay", "--db", &db])
+                .args(["--since", "2026-09-22T00:00:00Z", "--until", "2026-09-23T00:00:00Z"])
+                .args(["--execute", "--allow-quarantine", "--deadline", "120s"])
+                .args(extra)
+        };
+        let mut running = replay(&["--batch", "20"]).spawn();
+        let batches = || -> i64 {
+            rusqlite::Connection::open(&file)
+                .and_then(|c| {
+                    c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
+                        r.get(0)
+                    })
+                })
+                .unwrap_or(0)
+        };
+        let waiting = Instant::now();
+        while batches() < 5 {
+            assert!(running.is_running(), "the replay ended before the kill");
+            assert!(waiting.elapsed() < Duration::from_secs(60), "no durable batch");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kafka.kill_node(victim as u32);
+        let first = running.within(Duration::from_secs(150)).status_among(&[0, 4]);
+        let after = leaders(&kafka.servers, topic);
+        assert!(
+            after.iter().all(|&n| n != victim),
+            "leadership moved off node {victim}: {before:?} -> {after:?}"
+        );
+        if first.code != Some(0) {
+            // Ended by the loss, with its report: a resume finishes what it left.
+            replay(&["--resume"])
+                .within(Duration::from_secs(150))
+                .success();
+        }
+        let want: HashSet<String> = day::generate(&day::sample_day(events))
+            .iter()
+            .filter(|r| r.timestamp_ms >= day::YESTERDAY.0 && r.timestamp_ms < day::YESTERDAY.1)
+            .filter(|r| r.garbage.is_none())
+            .map(|r| r.event.event_id.clone())
+            .collect();
+        let ids = sqlite::strings(&file, "SELECT event_id FROM audit_events");
+        let got: HashSet<String> = ids.iter().cloned().collect();
+        assert_eq!(got.len(), ids.len(), "duplicate event ids");
+        assert!(got == want, "rows differ from the window's distinct event ids");
+        let checkpoints = sqlite::checkpoints(&file);
+        let stops: Vec<i64> = (0..6).map(|p| checkpoints[&p].1).collect();
+        for (p, (at, stop)) in &checkpoints {
+            assert_eq!(at, stop, "partition {p} checkpoint at its stop");
+        }
+        assert_eq!(
+            lessonprobe_testkit::kafka::committed(&kafka.servers, "replay", topic, 6),
+            stops.into_iter().map(Some).collect::<Vec<_>>(),
+            "replay group at the stops"
+        );
+    });
+}

@@ -118,6 +118,7 @@ impl KafkaReplayConsumer {
                     }
                 }
                 Some(Ok(_)) => {}
+                Some(Err(e)) if one_connection_lost(&e) => {}
                 Some(Err(e)) => return Err(fail(&e)),
                 None => {}
             }
@@ -135,6 +136,15 @@ impl KafkaReplayConsumer {
         }
         Ok(found)
     }
+}
+
+/// Whether a consumer error only says that one broker connection failed. librdkafka delivers
+/// it to the poll as information and recovers by itself: it reconnects, and the partitions that
+/// broker led follow their new leaders (a cluster that lost one broker). Waiting on is bounded
+/// by the replay's idle timeout and deadline; with no broker left librdkafka says "all brokers
+/// down", which stays an error.
+fn one_connection_lost(e: &rdkafka::error::KafkaError) -> bool {
+    e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::BrokerTransportFailure)
 }
 
 impl Drop for KafkaReplayConsumer {
@@ -202,6 +212,10 @@ impl ReplayConsumer for KafkaReplayConsumer {
     fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
         match self.consumer.poll(timeout) {
             None => Ok(None),
+            Some(Err(e)) if one_connection_lost(&e) => {
+                tracing::debug!("{}: {e}; the client reconnects or follows the leader", self.servers);
+                Ok(None)
+            }
             Some(Err(e)) => Err(self.error("polling".into(), e)),
             Some(Ok(m)) => Ok(Some(ReplayRecord {
                 topic: m.topic().to_owned(),
