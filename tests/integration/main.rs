@@ -8,6 +8,7 @@ mod inputs;
 mod interrupt;
 mod kafka;
 mod lesson_docs;
+mod lesson_kafka;
 mod postgres;
 mod remote;
 mod replay;
