@@ -6,7 +6,8 @@ yesterday is replayed partition by partition with a group of its own over [start
 the course's replay code, audit rows only. Every claim is checked against the broker's answers
 (committed offsets, watermarks, timestamp lookups) and the rows read back.
 
-Without a Kafka profile the test is skipped, never passed: it says where a profile comes from."""
+Without a Kafka profile the test is skipped, never passed: it says where a profile comes from.
+A host without confluent-kafka cannot even collect it: an error, not a skip."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from sqlalchemy import (
     Column,
     Integer,
@@ -35,10 +38,6 @@ from ticketflow.messaging.kafka_audit import AuditConsumer, AuditEvent, Record, 
 from ticketflow.messaging.kafka_replay import decode_event, encode_event, replay_partition
 from ticketflow.messaging.replay import ReplayPlan
 from ticketflow.storage.models import AuditEventRow, make_engine
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 # Where the prepare step writes the profile; TICKETFLOW_KAFKA_BOOTSTRAP, when set, wins.
 PROFILE = Path(__file__).resolve().parents[2] / ".kafka-profile"
