@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
@@ -443,7 +444,27 @@ pub fn committed(servers: &str, group: &str, topic: &str, partitions: i32) -> Ve
     for p in 0..partitions {
         tpl.add_partition(topic, p);
     }
-    let answer = consumer.committed_offsets(tpl, T).unwrap();
+    // A fresh Apache Kafka makes its offsets topic at the first group request and meanwhile
+    // answers that it is no coordinator: asked again until it is one (the mock is one at once).
+    let started = Instant::now();
+    let answer = loop {
+        match consumer.committed_offsets(tpl.clone(), T) {
+            Err(e)
+                if started.elapsed() < T
+                    && matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::NotCoordinator
+                                | RDKafkaErrorCode::CoordinatorNotAvailable
+                                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                        )
+                    ) =>
+            {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            answer => break answer.unwrap(),
+        }
+    };
     let out = (0..partitions)
         .map(
             |p| match answer.find_partition(topic, p).unwrap().offset() {

@@ -9,6 +9,7 @@ mod interrupt;
 mod kafka;
 mod apache_kafka;
 mod lesson_docs;
+mod lesson_kafka;
 mod postgres;
 mod remote;
 mod replay;

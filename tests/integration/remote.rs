@@ -5,9 +5,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use lessonprobe_testkit::kafka;
 use lessonprobe_testkit::process::{cmdline, gone_within, parent_of, processes_with};
 use lessonprobe_testkit::ssh::{os_id, Ssh};
 use lessonprobe_testkit::*;
+use rdkafka::consumer::Consumer;
 
 /// The freshly built binary, as the remote host's `run` command, reading `checkpoints`.
 fn remote_run(checkpoints: &Path) -> String {
@@ -368,6 +370,8 @@ fn without_the_flag_nothing_connects_and_remote_probes_are_pending() {
     let mut held = std::net::TcpStream::connect(("127.0.0.1", watch.port)).unwrap();
     let _ = held.set_read_timeout(Some(Duration::from_millis(10)));
     let _ = held.read(&mut [0u8; 1]);
+    // Its thread accepts when it is scheduled: on a loaded machine, later than the read.
+    watch.wait_for_connection(Duration::from_secs(5));
     assert_eq!(watch.connections(), 1, "the listener records connections");
 }
 
@@ -806,4 +810,220 @@ fn a_pending_remote_case_names_its_selector_its_host_and_the_flag_as_set() {
         .success();
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(watch.connections(), 0, "something connected");
+}
+
+/// 2026-09-23T00:00:00Z: where the course's acceptance test ends its replay of yesterday.
+const TODAY_MS: i64 = 1_790_121_600_000;
+
+/// The sample course as the remote host's checkout of it: a copy, so the profile its prepare
+/// step writes and pytest's caches stay out of the repository.
+fn course_checkout(dir: &Path) -> PathBuf {
+    let checkout = dir.join("ticketflow-course");
+    copy_dir(&repo().join("examples/ticketflow-course"), &checkout);
+    checkout
+}
+
+/// A host that runs the course's own pytest (the default `run`) in the course project with the
+/// test interpreter first on PATH, its prepare step `prepare` and `env` more variables.
+fn course_host(
+    dir: &Path,
+    s: &Ssh,
+    python: &str,
+    prepare: Option<String>,
+    env: &[(&str, &str)],
+) -> PathBuf {
+    let project = course_checkout(dir).join("project");
+    let bin = Path::new(python)
+        .parent()
+        .expect("the interpreter's folder");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut vars = vec![format!("PATH = {path:?}")];
+    vars.extend(env.iter().map(|(k, v)| format!("{k} = {v:?}")));
+    hosts_file(dir, s, |f| {
+        f.retain(|(k, _)| k != "run");
+        set(f, "workdir", format!("{:?}", project.display().to_string()));
+        set(
+            f,
+            "teardown",
+            format!(
+                "\"sh scripts/stop_kafka_profile.sh && touch {}\"",
+                dir.join("teardown-ran").display()
+            ),
+        );
+        if let Some(prepare) = prepare {
+            f.push(("prepare".into(), format!("{prepare:?}")));
+        }
+        f.push(("env".into(), format!("{{ {} }}", vars.join(", "))));
+    })
+}
+
+/// The course's prepare step pointing it at the broker `servers`.
+fn prepare_for(servers: &str) -> Option<String> {
+    Some(format!("sh scripts/prepare_kafka_profile.sh {servers}"))
+}
+
+/// `lessonprobe --lesson 30 --course examples/ticketflow-course` with the remote flag, on the
+/// hosts of `hosts`, `select`ing probes if any; its report is `dir/NAME.xml`.
+fn course_lesson_30(dir: &Path, hosts: &Path, python: &str, name: &str, select: &[&str]) -> Test {
+    let mut run = lessonprobe()
+        .in_repo()
+        .env("TICKETFLOW_REMOTE_TESTS", "1")
+        .args([
+            "--lesson",
+            "30",
+            "--course",
+            "examples/ticketflow-course",
+            "--python",
+            python,
+        ])
+        .args(["--timeout", "120s", "--hosts"])
+        .arg(hosts)
+        .arg("--junit")
+        .arg(dir.join(format!("{name}.xml")));
+    for pattern in select {
+        run = run.args(["--select", pattern]);
+    }
+    run
+}
+
+/// The one L30-10 case of `dir/NAME.xml`: its verdict, message and output.
+#[track_caller]
+fn l30_10(dir: &Path, name: &str) -> (String, String, String) {
+    let xml = dir.join(format!("{name}.xml"));
+    validate_junit(&xml);
+    let report = parse_junit(&xml);
+    let cases: Vec<_> = report
+        .test_suites
+        .iter()
+        .flat_map(|s| &s.test_cases)
+        .filter(|c| c.name.starts_with("L30-10 "))
+        .collect();
+    assert_eq!(cases.len(), 1, "{:?}", verdicts(&report));
+    let c = cases[0];
+    assert_eq!(
+        c.classname.as_deref(),
+        Some("lessonprobe.lesson30.remote.loopback")
+    );
+    let output = c.system_out.as_deref().unwrap_or("").to_owned();
+    (verdict(c), message(c), output)
+}
+
+#[test]
+fn the_course_acceptance_test_passes_on_apache_kafka_and_is_error_once_the_broker_is_gone() {
+    let Some(s) = Ssh::from_env() else { return };
+    let Some(python) = services::python() else {
+        return;
+    };
+    on_apache_kafka(|_| {
+        let broker = ApacheKafka::start(1);
+        let dir = Dir::new();
+        let hosts = course_host(&dir, &s, &python, prepare_for(&broker.servers), &[]);
+        // The whole lesson, as a course's CI runs it: every local probe and the remote one.
+        course_lesson_30(&dir, &hosts, &python, "up", &[]).success();
+        let (verdict, message, output) = l30_10(&dir, "up");
+        assert_eq!(verdict, "PASS", "{message}\n{output}");
+        let cases = verdicts(&parse_junit(&dir.join("up.xml")));
+        assert!(
+            !cases
+                .iter()
+                .any(|(_, v)| v == "FAIL" || v == "ERROR" || v == "PENDING"),
+            "{cases:?}"
+        );
+        assert!(dir.join("teardown-ran").exists(), "teardown did not run");
+        assert!(
+            !dir.join("ticketflow-course/project/.kafka-profile")
+                .exists(),
+            "teardown left the Kafka profile behind"
+        );
+
+        // The broker's own answers: the acceptance test's topic, its live group at the end
+        // of every partition, its replay group at yesterday's stop, inside the partition.
+        let consumer = kafka::reader(&broker.servers, "test-metadata");
+        let metadata = consumer
+            .fetch_metadata(None, Duration::from_secs(10))
+            .unwrap();
+        let topics: Vec<String> = metadata
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|t| t.starts_with("ticketflow.audit.v1.acceptance-"))
+            .collect();
+        assert_eq!(topics.len(), 1, "{topics:?}");
+        let topic = &topics[0];
+        let run = &topic["ticketflow.audit.v1.acceptance-".len()..];
+        let ends: Vec<i64> = kafka::watermarks(&broker.servers, topic)
+            .iter()
+            .map(|w| w.1)
+            .collect();
+        assert_eq!(ends.len(), 3, "partitions of {topic}");
+        let live = kafka::committed(
+            &broker.servers,
+            &format!("ticketflow-audit-v1.acceptance-{run}"),
+            topic,
+            3,
+        );
+        assert_eq!(live, ends.iter().map(|&e| Some(e)).collect::<Vec<_>>());
+        let replay = kafka::committed(
+            &broker.servers,
+            &format!("ticketflow-replay-20260922.acceptance-{run}"),
+            topic,
+            3,
+        );
+        for (p, (stop, end)) in replay.iter().zip(&ends).enumerate() {
+            let day_after = kafka::first_offset_at(&broker.servers, topic, p as i32, TODAY_MS);
+            assert_eq!(*stop, day_after, "replay group on partition {p}");
+            assert!(
+                stop.is_some_and(|s| s < *end),
+                "partition {p}: {stop:?} < {end}"
+            );
+        }
+        drop(metadata);
+        drop(consumer);
+
+        // The broker stopped: the prepare step finds nothing to point the course at.
+        broker.stop();
+        std::fs::remove_file(dir.join("teardown-ran")).unwrap();
+        course_lesson_30(&dir, &hosts, &python, "down", &["L30-10"]).failure();
+        let (verdict, message, output) = l30_10(&dir, "down");
+        assert_eq!(verdict, "ERROR", "{message}\n{output}");
+        assert!(
+            message.contains("prepare exited with status 1"),
+            "{message}"
+        );
+        assert!(
+            output.contains(&format!("the broker at {} does not answer", broker.servers)),
+            "{output}"
+        );
+        assert!(dir.join("teardown-ran").exists(), "teardown did not run");
+
+        // Without a prepare step, the profile named in the environment: the test's own
+        // fixture finds no broker, an error of the test, not a failure or a skip.
+        let dir = Dir::new();
+        let hosts = course_host(
+            &dir,
+            &s,
+            &python,
+            None,
+            &[("TICKETFLOW_KAFKA_BOOTSTRAP", &broker.servers)],
+        );
+        course_lesson_30(&dir, &hosts, &python, "unprepared", &["L30-10"]).failure();
+        let (verdict, message, output) = l30_10(&dir, "unprepared");
+        assert_eq!(verdict, "ERROR", "{message}\n{output}");
+        assert!(message.contains("does not answer"), "{message}");
+
+        // No profile at all: the test is skipped, saying where a profile comes from; never PASS.
+        let dir = Dir::new();
+        let hosts = course_host(&dir, &s, &python, None, &[]);
+        course_lesson_30(&dir, &hosts, &python, "none", &["L30-10"]).success();
+        let (verdict, message, _) = l30_10(&dir, "none");
+        assert_eq!(verdict, "SKIP", "{message}");
+        assert!(
+            message.contains("no Kafka profile on this host"),
+            "{message}"
+        );
+    });
 }

@@ -1,5 +1,6 @@
-//! `lessonprobe replay verify` against `lessonprobe broker` and a replayed audit table on SQLite
-//! and PostgreSQL (a foreign, typed table there): a clean window, rows deleted and altered,
+//! `lessonprobe replay verify` against each broker (the mock cluster and Apache Kafka) and a
+//! replayed audit table on SQLite and PostgreSQL (a foreign, typed table there): a clean window,
+//! rows deleted and altered,
 //! an action wrapped again under a new event_id, undecodable records in and out of the
 //! quarantine — and, read back, not one consumer-group commit and not one row changed.
 
@@ -233,8 +234,8 @@ fn verify_read_only(servers: &str, topic: &str, db: &dyn Db, code: i32, compare:
 /// The whole story on one database, every verification with `--compare compare`, which must
 /// end up comparing as `compared` says: replayed and clean; then 3 rows deleted, 1 payload
 /// altered and 1 quarantine row removed behind its back.
-fn scenario(db: &dyn Db, altered_payload: &str, compare: &str, compared: &str) {
-    let broker = BrokerProcess::for_own_records();
+fn scenario(kind: BrokerKind, db: &dyn Db, altered_payload: &str, compare: &str, compared: &str) {
+    let broker = kind.for_own_records();
     let s = &broker.servers;
     let topic = "verify";
     produce(s, topic, IN_WINDOW_MS, &sample());
@@ -357,86 +358,87 @@ fn scenario(db: &dyn Db, altered_payload: &str, compare: &str, compared: &str) {
     );
 }
 
-#[test]
-fn sqlite_a_replayed_window_verifies_clean_and_every_change_behind_its_back_is_found() {
-    let dir = Dir::new();
-    scenario(
-        &Sqlite(dir.join("audit.db")),
-        r#"'{"version":4242}'"#,
-        "auto",
-        "scan",
-    );
-}
-
-#[test]
-fn sqlite_looking_each_event_id_up_finds_what_the_scan_finds() {
-    let dir = Dir::new();
-    scenario(
-        &Sqlite(dir.join("audit.db")),
-        r#"'{"version":4242}'"#,
-        "lookup",
-        "lookup",
-    );
-}
-
-#[test]
-fn postgres_a_foreign_typed_table_verifies_clean_and_every_change_behind_its_back_is_found() {
-    let Some(admin) = services::postgres() else {
-        return;
-    };
-    // Typed columns render the event PostgreSQL's way: a scan cannot compare them, so asking
-    // for one looks each event_id up instead.
-    scenario(
-        &Postgres::create(&admin),
-        r#"'{"version": 4242}'::jsonb"#,
-        "scan",
-        "lookup",
-    );
-}
-
-#[test]
-fn postgres_a_table_the_replay_created_is_scanned_and_every_change_is_found() {
-    let Some(admin) = services::postgres() else {
-        return;
-    };
-    scenario(
-        &Postgres(OwnDatabase::create(&admin, "verify_scan")),
-        r#"'{"version":4242}'"#,
-        "auto",
-        "scan",
-    );
-}
-
-#[test]
-fn a_table_much_larger_than_the_window_is_looked_up_unless_a_scan_is_asked_for() {
-    let broker = BrokerProcess::for_own_records();
-    let s = &broker.servers;
-    let topic = "small-window";
-    produce(s, topic, IN_WINDOW_MS, &sample()[..20]);
-    let dir = Dir::new();
-    let db = Sqlite(dir.join("audit.db"));
-    replay(s, topic, &db.arg()).success();
-    // 150,000 rows of other days beside the window's 20, and one of the 20 gone.
-    db.exec(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150000)
-         INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
-         SELECT 'old-' || i, 'tenant-a', 't-' || i, 'ticket.updated', '2026-09-01T00:00:00+00:00', '{}'
-         FROM n;
-         DELETE FROM audit_events WHERE event_id = 'e-3';",
-    );
-    for (compare, compared) in [("auto", "lookup"), ("scan", "scan"), ("lookup", "lookup")] {
-        let doc = verify_read_only(s, topic, &db, 6, compare);
-        assert_eq!(doc["compared"], compared, "--compare {compare}");
-        assert_eq!(
-            ids(&doc, "missing"),
-            ["e-3"],
-            "--compare {compare}: {doc:#}"
+on_each_broker! {
+    fn sqlite_a_replayed_window_verifies_clean_and_every_change_behind_its_back_is_found(kind) {
+        let dir = Dir::new();
+        scenario(
+            kind,
+            &Sqlite(dir.join("audit.db")),
+            r#"'{"version":4242}'"#,
+            "auto",
+            "scan",
         );
-        assert_eq!(
-            (total(&doc, "records"), total(&doc, "mismatched")),
-            (20, 0),
-            "--compare {compare}"
+    }
+
+    fn sqlite_looking_each_event_id_up_finds_what_the_scan_finds(kind) {
+        let dir = Dir::new();
+        scenario(
+            kind,
+            &Sqlite(dir.join("audit.db")),
+            r#"'{"version":4242}'"#,
+            "lookup",
+            "lookup",
         );
+    }
+
+    fn postgres_a_foreign_typed_table_verifies_clean_and_every_change_behind_its_back_is_found(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        // Typed columns render the event PostgreSQL's way: a scan cannot compare them, so asking
+        // for one looks each event_id up instead.
+        scenario(
+            kind,
+            &Postgres::create(&admin),
+            r#"'{"version": 4242}'::jsonb"#,
+            "scan",
+            "lookup",
+        );
+    }
+
+    fn postgres_a_table_the_replay_created_is_scanned_and_every_change_is_found(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        scenario(
+            kind,
+            &Postgres(OwnDatabase::create(&admin, "verify_scan")),
+            r#"'{"version":4242}'"#,
+            "auto",
+            "scan",
+        );
+    }
+
+    fn a_table_much_larger_than_the_window_is_looked_up_unless_a_scan_is_asked_for(kind) {
+        let broker = kind.for_own_records();
+        let s = &broker.servers;
+        let topic = "small-window";
+        produce(s, topic, IN_WINDOW_MS, &sample()[..20]);
+        let dir = Dir::new();
+        let db = Sqlite(dir.join("audit.db"));
+        replay(s, topic, &db.arg()).success();
+        // 150,000 rows of other days beside the window's 20, and one of the 20 gone.
+        db.exec(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150000)
+             INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload)
+             SELECT 'old-' || i, 'tenant-a', 't-' || i, 'ticket.updated', '2026-09-01T00:00:00+00:00', '{}'
+             FROM n;
+             DELETE FROM audit_events WHERE event_id = 'e-3';",
+        );
+        for (compare, compared) in [("auto", "lookup"), ("scan", "scan"), ("lookup", "lookup")] {
+            let doc = verify_read_only(s, topic, &db, 6, compare);
+            assert_eq!(doc["compared"], compared, "--compare {compare}");
+            assert_eq!(
+                ids(&doc, "missing"),
+                ["e-3"],
+                "--compare {compare}: {doc:#}"
+            );
+            assert_eq!(
+                (total(&doc, "records"), total(&doc, "mismatched")),
+                (20, 0),
+                "--compare {compare}"
+            );
+        }
     }
 }
 
@@ -482,22 +484,23 @@ fn an_unknown_way_to_compare_is_a_usage_error_naming_the_flag_and_its_values() {
     assert!(!file.exists(), "verify created the database file");
 }
 
-#[test]
-fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so() {
-    let broker = BrokerProcess::for_own_records();
-    let s = &broker.servers;
-    produce(s, "unreplayed", IN_WINDOW_MS, &sample()[..20]);
-    let dir = Dir::new();
-    let db = Sqlite(dir.join("audit.db"));
-    db.exec(
-        "CREATE TABLE audit_events (event_id TEXT PRIMARY KEY, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
-    );
-    let doc = verify_read_only(s, "unreplayed", &db, 6, "auto");
-    assert_eq!((total(&doc, "missing"), total(&doc, "records")), (20, 20));
-    assert_eq!(doc["plans"], Value::Array(Vec::new()));
-    assert_eq!(
-        sqlite::tables(&db.0),
-        ["audit_events"],
-        "verify created no table"
-    );
+on_each_broker! {
+    fn an_unreplayed_window_is_all_missing_and_the_exit_code_says_so(kind) {
+        let broker = kind.for_own_records();
+        let s = &broker.servers;
+        produce(s, "unreplayed", IN_WINDOW_MS, &sample()[..20]);
+        let dir = Dir::new();
+        let db = Sqlite(dir.join("audit.db"));
+        db.exec(
+            "CREATE TABLE audit_events (event_id TEXT PRIMARY KEY, tenant_id TEXT, ticket_id TEXT, action TEXT, occurred_at TEXT, payload TEXT)",
+        );
+        let doc = verify_read_only(s, "unreplayed", &db, 6, "auto");
+        assert_eq!((total(&doc, "missing"), total(&doc, "records")), (20, 20));
+        assert_eq!(doc["plans"], Value::Array(Vec::new()));
+        assert_eq!(
+            sqlite::tables(&db.0),
+            ["audit_events"],
+            "verify created no table"
+        );
+    }
 }
