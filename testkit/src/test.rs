@@ -245,6 +245,18 @@ impl Test {
             }
         };
         let shown = self.describe();
+        // SIGINT at its default, as an interactive shell starts a program: a suite started in
+        // the background of a script (a shell without job control) runs with SIGINT ignored,
+        // which exec passes on, and lessonprobe rightly keeps an inherited ignored SIGINT — the
+        // tests that send one would then see it ignored.
+        // SAFETY: between fork and exec the closure only calls signal(2), which is
+        // async-signal-safe.
+        unsafe {
+            self.command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         // A group of its own, so a run past its limit goes with everything it started.
         let mut child = self
             .command
@@ -580,6 +592,21 @@ impl Ran {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run starts with SIGINT at its default even when the suite itself ignores it.
+    #[test]
+    fn a_run_starts_with_sigint_at_its_default_even_under_an_ignoring_suite() {
+        // SAFETY: sets this test process's disposition; no test here relies on SIGINT.
+        unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+        let ran = Test::new("cat").arg("/proc/self/status").success();
+        let ignored = ran
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+            .expect("a SigIgn line");
+        assert_eq!(ignored & (1 << (libc::SIGINT - 1)), 0, "SIGINT ignored: {ignored:x}");
+    }
 
     fn sh(script: &str) -> Test {
         Test::new("sh").args(["-c", script])
