@@ -49,6 +49,22 @@ if [ -n "$forbidden" ]; then
   exit 1
 fi
 
+# Every crate names only dependencies its own code uses: a [dependencies] entry whose crate
+# name appears nowhere in the crate's sources is a leftover (tests and benchmarks take theirs
+# from [dev-dependencies]).
+log "checking that every crate uses the dependencies it lists"
+unused=()
+for manifest in Cargo.toml probes/Cargo.toml ticketflow/Cargo.toml testkit/Cargo.toml; do
+  crate_dir=$(dirname "$manifest")
+  for dep in $(awk '/^\[dependencies\]/{f=1;next} /^\[/{f=0} f && /^[A-Za-z0-9_-]+ *=/{print $1}' "$manifest"); do
+    grep -rqw --include='*.rs' "${dep//-/_}" "$crate_dir/src" || unused+=("$manifest: $dep")
+  done
+done
+if [ ${#unused[@]} -gt 0 ]; then
+  printf 'FAILED: dependencies listed but not used: %s\n' "${unused[*]}" >&2
+  exit 1
+fi
+
 work=$(mktemp -d /tmp/lessonprobe-test.XXXXXX)
 chmod 755 "$work"
 pids=()

@@ -141,10 +141,7 @@ pub fn drop_all(place: &Place, leftovers: &[Leftover], timeout: Duration) -> Vec
 /// A service as messages name it before it answered, without passwords.
 fn describe(place: &Place) -> String {
     match place {
-        Place::Postgres(url) => url.parse::<::postgres::Config>().map_or_else(
-            |_| "postgres".to_owned(),
-            |c| ticketflow::store::postgres::describe(&c),
-        ),
+        Place::Postgres(url) => ticketflow::store::schemas::describe_url(url),
         Place::SqliteDir(dir) => dir.display().to_string(),
         Place::Kafka(KafkaTarget::Embedded) => "kafka embedded".to_owned(),
         Place::Kafka(KafkaTarget::Bootstrap { servers, .. }) => format!("kafka {servers}"),

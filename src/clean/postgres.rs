@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use postgres::Client;
-use ticketflow::store::postgres::{connect, quote_ident};
+use ticketflow::store::schemas::Schemas;
 use ticketflow::store::StoreError;
 
 use super::{CleanError, Dropped, Kind, Leftover, Runs};
@@ -13,34 +12,28 @@ use super::{CleanError, Dropped, Kind, Leftover, Runs};
 const ANY_RUN: &str = "^lp_[0-9a-f]{16}_[a-z0-9_]+$";
 
 pub fn find(url: &str, runs: &Runs, timeout: Duration) -> Result<Vec<Leftover>, CleanError> {
-    let (mut client, place) = open(url, timeout)?;
-    let rows = match runs {
-        Runs::All => client.query(
-            "SELECT nspname FROM pg_namespace WHERE nspname ~ $1 ORDER BY nspname",
-            &[&ANY_RUN],
-        ),
-        Runs::One { schemas, .. } => client.query(
-            "SELECT nspname FROM pg_namespace WHERE nspname = ANY($1) ORDER BY nspname",
-            &[schemas],
-        ),
+    let mut schemas = open(url, timeout)?;
+    let names = match runs {
+        Runs::All => schemas.matching(ANY_RUN),
+        Runs::One { schemas: named, .. } => schemas.existing(named),
     }
     .map_err(|e| CleanError::Unlisted {
-        place: place.clone(),
-        reason: format!("listing schemas: {e}"),
+        place: schemas.place.clone(),
+        reason: format!("listing schemas: {}", reason(&e)),
     })?;
-    Ok(rows
-        .iter()
-        .map(|row| Leftover {
+    Ok(names
+        .into_iter()
+        .map(|name| Leftover {
             kind: Kind::Schema,
-            name: row.get(0),
-            place: place.clone(),
+            name,
+            place: schemas.place.clone(),
         })
         .collect())
 }
 
 pub fn drop_all(url: &str, leftovers: &[Leftover], timeout: Duration) -> Vec<Dropped> {
-    let mut client = match open(url, timeout) {
-        Ok((client, _)) => client,
+    let mut schemas = match open(url, timeout) {
+        Ok(schemas) => schemas,
         Err(e) => {
             return leftovers
                 .iter()
@@ -50,41 +43,31 @@ pub fn drop_all(url: &str, leftovers: &[Leftover], timeout: Duration) -> Vec<Dro
     };
     leftovers
         .iter()
-        .map(|leftover| {
-            let sql = format!(
-                "DROP SCHEMA IF EXISTS {} CASCADE",
-                quote_ident(&leftover.name)
-            );
-            match client.batch_execute(&sql) {
-                Ok(()) => Ok(leftover.clone()),
-                Err(e) => Err(CleanError::not_dropped(leftover, e)),
-            }
+        .map(|leftover| match schemas.drop_schema(&leftover.name) {
+            Ok(()) => Ok(leftover.clone()),
+            Err(e) => Err(CleanError::not_dropped(leftover, reason(&e))),
         })
         .collect()
 }
 
-/// A connection whose statements give up rather than wait behind a probe that still holds a
-/// schema's locks.
-fn open(url: &str, timeout: Duration) -> Result<(Client, String), CleanError> {
-    let (mut client, place) = connect(url, timeout).map_err(|e| match e {
+fn open(url: &str, timeout: Duration) -> Result<Schemas, CleanError> {
+    Schemas::connect(url, timeout).map_err(|e| match e {
         StoreError::Connect { place, reason } => CleanError::Unlisted {
             place,
             reason: format!("cannot connect: {reason}"),
         },
+        StoreError::Lost { place, reason } => CleanError::Unlisted { place, reason },
         other => CleanError::Unlisted {
             place: "postgres".into(),
             reason: other.to_string(),
         },
-    })?;
-    let millis = timeout.as_millis().max(1);
-    client
-        .batch_execute(&format!(
-            "SET lock_timeout = {millis}; SET statement_timeout = {}",
-            millis * 3
-        ))
-        .map_err(|e| CleanError::Unlisted {
-            place: place.clone(),
-            reason: e.to_string(),
-        })?;
-    Ok((client, place))
+    })
+}
+
+/// The server's words for a failed statement (without the place, which the leftover names).
+fn reason(e: &StoreError) -> String {
+    match e {
+        StoreError::Lost { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    }
 }

@@ -4,8 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
@@ -401,21 +400,15 @@ impl Broker {
                 "the broker does not answer admin requests (CreateTopics went unanswered); delete it with the broker's own tools",
             ));
         }
-        let admin: AdminClient<DefaultClientContext> = match self.config().create() {
-            Ok(admin) => admin,
-            Err(e) => return Err(left(&format!("no admin client: {e}"))),
-        };
         let names: Vec<&str> = created.iter().map(String::as_str).collect();
-        let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(ADMIN_TIMEOUT)));
-        let results = futures_executor::block_on(admin.delete_topics(&names, &options));
-        let failed: Vec<(String, String)> = match results {
-            Ok(results) => results
-                .into_iter()
-                .filter_map(|r| r.err())
-                .map(|(topic, code)| (topic, format!("DeleteTopics refused: {code}")))
-                .collect(),
-            Err(e) => return Err(left(&format!("DeleteTopics failed: {e}"))),
-        };
+        let failed: Vec<(String, String)> =
+            match self.delete_topics(&names, self.op_timeout.min(ADMIN_TIMEOUT)) {
+                Ok(answers) => answers
+                    .into_iter()
+                    .filter_map(|(topic, refused)| Some((topic, refused?)))
+                    .collect(),
+                Err(e) => return Err(left(&format!("{}: {}", e.what, e.reason))),
+            };
         if failed.is_empty() {
             Ok(())
         } else {
@@ -427,10 +420,7 @@ impl Broker {
     }
 
     fn create_with_admin(&self, topic: &str, partitions: i32) -> Result<(), AdminFailure> {
-        let admin: AdminClient<DefaultClientContext> = self
-            .config()
-            .create()
-            .map_err(|e| AdminFailure::Other(self.error("creating an admin client", e)))?;
+        let admin = self.admin().map_err(AdminFailure::Other)?;
         let options = AdminOptions::new().request_timeout(Some(self.op_timeout.min(ADMIN_TIMEOUT)));
         // -1: the broker's default replication factor (Kafka 2.4 and later). The records these
         // topics are loaded with carry dated timestamps (the sample days of 2026-09-21 to 23):

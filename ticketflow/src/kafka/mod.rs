@@ -1,7 +1,8 @@
 //! Kafka through `rdkafka`: the embedded mock cluster or a broker given by address, topics
-//! named per run, producing keyed records, the replay consumer and its bounded commits, members
+//! named per run, listing and deleting topics and groups, producing keyed records, the replay consumer and its bounded commits, members
 //! of the replay group and offset lookups.
 
+mod admin;
 mod broker;
 mod commit;
 mod group_member;
@@ -10,6 +11,7 @@ mod replay_consumer;
 mod scan;
 mod target;
 
+pub use admin::Deletion;
 pub use broker::{
     check_topic_name, close_consumer, Broker, KafkaError, TopicNameError, TopicsLeft,
     CLOSED_ON_DROP,

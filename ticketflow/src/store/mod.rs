@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod ledger;
 pub mod postgres;
 pub mod schema;
+pub mod schemas;
 pub mod snapshot;
 pub mod sqlite;
 mod target;
