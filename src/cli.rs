@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use ticketflow::{AuditDb, KafkaTarget};
 
 use crate::config::db::DbChoice;
+use crate::config::values;
 use crate::render::TableFormat;
 use crate::report::Format;
 
@@ -129,7 +130,7 @@ pub struct KafkaArgs {
     #[arg(long, env = "LESSONPROBE_KAFKA", value_name = "HOST:PORT[,...]", value_parser = KafkaTarget::from_str)]
     pub kafka: Option<KafkaTarget>,
     /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
-    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property)]
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = values::parse_property)]
     pub property: Vec<(String, String)>,
 }
 
@@ -190,7 +191,7 @@ pub struct RunArgs {
     pub junit_family: crate::report::junit::Family,
     /// Names this run on shared services (topics, groups, schemas, database files)
     /// [default: time and process id]. Lower-case letters, digits and '-'.
-    #[arg(long, env = "LESSONPROBE_RUN_ID", value_name = "ID", value_parser = parse_run_id)]
+    #[arg(long, env = "LESSONPROBE_RUN_ID", value_name = "ID", value_parser = values::parse_run_id)]
     pub run_id: Option<String>,
     /// SQL backend of the SQL probes: sqlite (in memory), sqlite:DIR (a database file per probe
     /// case in DIR, kept), postgres://URL (a schema per probe case, dropped after), postgres
@@ -294,10 +295,10 @@ pub enum ReplayAction {
 #[derive(Debug, Args)]
 pub struct WindowArgs {
     /// Start of the window (RFC 3339, e.g. 2026-09-22T00:00:00Z).
-    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", requires = "until", conflicts_with_all = ["start", "stop"], value_parser = values::parse_time)]
     pub since: Option<i64>,
     /// End of the window, exclusive (RFC 3339).
-    #[arg(long, value_name = "TIME", requires = "since", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", requires = "since", value_parser = values::parse_time)]
     pub until: Option<i64>,
     /// First offset of one partition's explicit range (with --stop and one --partitions).
     #[arg(long, requires = "stop")]
@@ -312,7 +313,7 @@ pub struct ReplayVerifyArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// The topic to verify.
-    #[arg(long, value_parser = named)]
+    #[arg(long, value_parser = values::named)]
     pub topic: String,
     #[command(flatten)]
     pub window: WindowArgs,
@@ -323,7 +324,7 @@ pub struct ReplayVerifyArgs {
     #[arg(long, env = "LESSONPROBE_REPLAY_DB", value_name = "DB", value_parser = AuditDb::from_str)]
     pub db: Option<AuditDb>,
     /// The live consumer group: its committed offsets and lag are reported (only read).
-    #[arg(long, value_name = "GROUP", value_parser = named)]
+    #[arg(long, value_name = "GROUP", value_parser = values::named)]
     pub live_group: Option<String>,
     /// Output: a table with examples, or the full list of discrepancies as JSON (with the
     /// counts) or CSV (one row each; the counts go to stderr).
@@ -374,13 +375,13 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// The topic to replay.
-    #[arg(long, required = true, value_parser = named)]
+    #[arg(long, required = true, value_parser = values::named)]
     pub topic: Option<String>,
     /// The running service's consumer group; only read, never moved.
-    #[arg(long, value_name = "GROUP", required = true, value_parser = named)]
+    #[arg(long, value_name = "GROUP", required = true, value_parser = values::named)]
     pub live_group: Option<String>,
     /// The replay's own consumer group (must differ from the live group).
-    #[arg(long, value_name = "GROUP", required = true, value_parser = named)]
+    #[arg(long, value_name = "GROUP", required = true, value_parser = values::named)]
     pub replay_group: Option<String>,
     #[command(flatten)]
     pub window: WindowArgs,
@@ -412,7 +413,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub batch: u32,
     /// Payload bytes per SQL transaction, at least one record (bytes, or with KiB, MiB, GiB).
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = values::parse_bytes)]
     pub batch_bytes: usize,
     /// What to do with a record that is not an audit event.
     #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]
@@ -446,7 +447,7 @@ pub struct CleanArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// Only what the run with this id left [default: what every run left].
-    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    #[arg(long, value_name = "ID", value_parser = values::parse_run_id)]
     pub run_id: Option<String>,
     /// Drop what is found (without it, only list it).
     #[arg(long)]
@@ -478,87 +479,6 @@ pub struct BrokerArgs {
     #[arg(long, value_name = "HOST:PORT[,...]", value_parser = KafkaTarget::from_str, conflicts_with = "brokers")]
     pub kafka: Option<KafkaTarget>,
     /// A client property for the broker given by --kafka (SASL, SSL, ...); repeatable.
-    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = parse_property, requires = "kafka")]
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = values::parse_property, requires = "kafka")]
     pub property: Vec<(String, String)>,
-}
-
-fn parse_run_id(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 40
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err("use 1 to 40 lower-case letters, digits and '-'".into())
-    }
-}
-
-/// A topic or group name: Kafka has none that is empty or blank.
-fn named(s: &str) -> Result<String, String> {
-    match s.trim().is_empty() {
-        true => Err("a topic or group name must not be empty".into()),
-        false => Ok(s.to_owned()),
-    }
-}
-
-fn parse_time(s: &str) -> Result<i64, String> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| t.timestamp_millis())
-        .map_err(|e| format!("{e} (write RFC 3339, e.g. 2026-09-22T00:00:00Z)"))
-}
-
-fn parse_property(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        // The text may be a value on its own: never echo it.
-        _ => Err("expected KEY=VALUE (the text given is not shown: it may hold a secret)".into()),
-    }
-}
-
-/// A size in bytes: `1048576`, `512KiB`, `16MiB`, `1GiB` (also `K`, `M`, `G`).
-fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (write e.g. 16MiB or 1048576)"))?;
-    let scale: usize = match unit.trim() {
-        "" | "B" => 1,
-        "K" | "KiB" | "k" => 1 << 10,
-        "M" | "MiB" => 1 << 20,
-        "G" | "GiB" => 1 << 30,
-        other => return Err(format!("{other:?} is not a unit: use KiB, MiB or GiB")),
-    };
-    match n.checked_mul(scale) {
-        Some(0) | None => Err(format!(
-            "{s:?}: the size must be positive and fit in memory"
-        )),
-        Some(bytes) => Ok(bytes),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_properties_and_run_ids_parse() {
-        assert_eq!(
-            parse_time("2026-09-22T00:00:00Z"),
-            Ok(1_789_948_800_000 + 86_400_000)
-        );
-        assert!(parse_time("yesterday").is_err());
-        assert_eq!(
-            parse_property("sasl.username=a=b"),
-            Ok(("sasl.username".into(), "a=b".into()))
-        );
-        assert!(parse_property("=x").is_err());
-        assert!(!parse_property("hunter2").unwrap_err().contains("hunter2"));
-        assert_eq!(parse_bytes("16MiB"), Ok(16 << 20));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert!(parse_bytes("0").is_err() && parse_bytes("3 parsecs").is_err());
-        assert!(parse_run_id("Upper").is_err() && parse_run_id("run-1").is_ok());
-    }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::checkpoint::CatalogError;
+use crate::lesson::CourseError;
 use crate::remote::HostsError;
 use crate::report::ReportError;
 use crate::run::{Interruption, RunSummary};
@@ -63,6 +64,9 @@ pub enum Error {
     Hosts(#[from] HostsError),
     #[error(transparent)]
     Report(#[from] ReportError),
+    /// A course or one of its lessons that cannot be used.
+    #[error(transparent)]
+    Course(#[from] CourseError),
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
     #[error("{0}")]
@@ -79,6 +83,8 @@ impl Error {
             Error::Catalog(_) => Code::Usage,
             Error::Hosts(HostsError::Unreadable { .. }) => Code::Io,
             Error::Hosts(_) => Code::Usage,
+            Error::Course(CourseError::Io { .. }) => Code::Io,
+            Error::Course(_) => Code::Usage,
             Error::Report(_) | Error::Io { .. } => Code::Io,
             Error::Operation(_) => Code::Operation,
         }

@@ -38,7 +38,7 @@ impl OpenCourse {
             None => None,
         };
         if let Some(python) = &args.python {
-            course.python = python.clone();
+            course.settings.python = python.clone();
         }
         Ok(Some(OpenCourse {
             course,
@@ -48,7 +48,7 @@ impl OpenCourse {
 
     /// Where `command` probes run.
     pub fn root(&self) -> &Path {
-        &self.course.root
+        self.course.root()
     }
 
     /// Joins every lesson document to `catalog`, printing the warnings of the lint (under
@@ -64,9 +64,9 @@ impl OpenCourse {
     /// Keeps the checkpoints whose lesson file, or whose run-from folder, differs from `rev`;
     /// a change to the course's lessonprobe.toml keeps every checkpoint with a document.
     pub fn keep_changed(&self, catalog: &mut Catalog, rev: &str) -> Result<BTreeSet<u32>, Error> {
-        let changed = lesson::changed_files(&self.course.root, rev)?;
+        let changed = lesson::changed_files(self.course.root(), rev)?;
         let config_changed = changed.contains(Path::new(lesson::CONFIG_FILE));
-        let root = &self.course.root;
+        let root = self.course.root();
         catalog.checkpoints.retain(|c| {
             let Some(document) = &c.document else {
                 return false;

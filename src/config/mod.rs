@@ -3,3 +3,4 @@
 
 pub mod db;
 pub mod duration;
+pub mod values;

@@ -1,15 +1,16 @@
 //! A course checkout: its optional `lessonprobe.toml` (where lessons live, the default run-from
 //! folder, the Python interpreter, a deadline, extra label words) and its lesson files.
 
-use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::document::{self, LessonDoc};
 use super::labels::Labels;
+use super::settings::{is_inside, show, Settings};
 use super::CourseError;
+use crate::diagnostics::Source;
 
 /// The course configuration file at the root of a course checkout.
 pub const CONFIG_FILE: &str = "lessonprobe.toml";
@@ -38,25 +39,13 @@ struct RawLabels {
     no_run: Vec<String>,
 }
 
-/// A course checkout and how its lessons are written.
+/// A course checkout: where its lessons are, and how they are written and run.
 #[derive(Debug, Clone)]
 pub struct Course {
-    /// Where its files are read (a temporary tree when verifying a git revision).
-    pub root: PathBuf,
-    /// How the root is shown in messages and reports.
-    pub shown: PathBuf,
+    pub settings: Settings,
     /// The lessons folder, relative to the root.
     pub lessons: PathBuf,
     lessons_configured: bool,
-    /// The default run-from folder, relative to the root.
-    pub run_from: PathBuf,
-    /// The interpreter put in place of a leading `python`/`python3` of a run command.
-    pub python: String,
-    /// The deadline of each document probe, when the course sets one.
-    pub timeout: Option<Duration>,
-    pub labels: Labels,
-    /// Info-string words that mark a fenced block as not meant to run.
-    pub no_run: Vec<String>,
 }
 
 impl Course {
@@ -80,25 +69,15 @@ impl Course {
     pub fn open(root: &Path, shown: &Path) -> Result<Course, CourseError> {
         let config_path = root.join(CONFIG_FILE);
         let shown_config = show(shown, Path::new(CONFIG_FILE));
-        let (raw, text) = match std::fs::read(&config_path) {
-            Ok(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|e| CourseError::Lesson {
-                    path: shown_config.clone(),
-                    line: line_of(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
-                    message: "not valid UTF-8".into(),
-                })?;
-                let raw: RawConfig = toml::from_str(&text).map_err(|e| {
-                    config_error(&shown_config, &text, e.span().unwrap_or(0..0), e.message())
-                })?;
-                (raw, text)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                (RawConfig::default(), String::new())
-            }
+        let text = match std::fs::read(&config_path) {
+            Ok(bytes) => Source::decode(&shown_config, bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(CourseError::io(&config_path, e)),
         };
-        let at = |span: std::ops::Range<usize>, message: String| {
-            config_error(&shown_config, &text, span, &message)
+        let source = Source::new(&shown_config, &text);
+        let raw: RawConfig = source.toml()?;
+        let at = |span: std::ops::Range<usize>, message: String| -> CourseError {
+            source.error(span, message).into()
         };
         let folder = |value: Option<Spanned<String>>, default: &str, what: &str| {
             let Some(value) = value else {
@@ -144,24 +123,31 @@ impl Course {
         let labels = Labels::new(&raw.labels.save, &raw.labels.run, &raw.labels.expected)
             .map_err(|e| at(0..0, format!("[labels] {e}")))?;
         Ok(Course {
-            root: root.to_owned(),
-            shown: shown.to_owned(),
+            settings: Settings {
+                root: root.to_owned(),
+                shown: shown.to_owned(),
+                run_from,
+                python,
+                timeout,
+                labels,
+                no_run: ["no-run".to_owned()]
+                    .into_iter()
+                    .chain(raw.labels.no_run)
+                    .collect(),
+            },
             lessons,
             lessons_configured,
-            run_from,
-            python,
-            timeout,
-            labels,
-            no_run: ["no-run".to_owned()]
-                .into_iter()
-                .chain(raw.labels.no_run)
-                .collect(),
         })
+    }
+
+    /// Where the course's files are read.
+    pub fn root(&self) -> &Path {
+        &self.settings.root
     }
 
     /// How `relative` (a path inside the course) is shown.
     pub fn show(&self, relative: &Path) -> PathBuf {
-        show(&self.shown, relative)
+        self.settings.show(relative)
     }
 
     /// Every lesson document: the files manifests name for their lesson (`named`, relative to
@@ -169,7 +155,7 @@ impl Course {
     pub fn documents(&self, named: &[(u32, PathBuf)]) -> Result<Vec<LessonDoc>, CourseError> {
         let mut files: Vec<(u32, PathBuf)> = Vec::new();
         for (lesson, path) in named {
-            if !self.root.join(path).is_file() {
+            if !self.root().join(path).is_file() {
                 return Err(CourseError::Document {
                     path: self.show(path),
                     message: format!(
@@ -179,7 +165,7 @@ impl Course {
             }
             files.push((*lesson, path.clone()));
         }
-        let dir = self.root.join(&self.lessons);
+        let dir = self.root().join(&self.lessons);
         match std::fs::read_dir(&dir) {
             Ok(entries) => {
                 let mut found = Vec::new();
@@ -218,49 +204,11 @@ impl Course {
         files
             .iter()
             .map(|(lesson, path)| {
-                let source = self.root.join(path);
+                let source = self.root().join(path);
                 let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
-                document::parse(self, *lesson, path, &bytes)
+                document::parse(&self.settings, *lesson, path, &bytes)
             })
             .collect()
-    }
-}
-
-/// `shown/relative` without a leading `./`.
-fn show(shown: &Path, relative: &Path) -> PathBuf {
-    let joined = shown.join(relative);
-    match joined.strip_prefix(".") {
-        Ok(rest) if !rest.as_os_str().is_empty() => rest.to_owned(),
-        _ => joined,
-    }
-}
-
-/// A relative path that stays inside its folder: no root, no `..`.
-pub fn is_inside(path: &Path) -> bool {
-    !path.as_os_str().is_empty()
-        && path
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-}
-
-/// 1-based line of the end of `before`.
-pub(super) fn line_of(before: &[u8]) -> usize {
-    before.iter().filter(|&&b| b == b'\n').count() + 1
-}
-
-fn config_error(
-    path: &Path,
-    text: &str,
-    span: std::ops::Range<usize>,
-    message: &str,
-) -> CourseError {
-    let before = &text[..span.start.min(text.len())];
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    CourseError::Config {
-        path: path.to_owned(),
-        line: line_of(before.as_bytes()),
-        column,
-        message: message.to_owned(),
     }
 }
 
@@ -279,8 +227,8 @@ mod tests {
         assert!(Course::find(&missing, false).unwrap().is_none());
         assert!(Course::find(dir.path(), false).unwrap().is_none());
         let course = Course::find(dir.path(), true).unwrap().unwrap();
-        assert_eq!(course.run_from, PathBuf::from("project"));
-        assert_eq!(course.python, "python3");
+        assert_eq!(course.settings.run_from, PathBuf::from("project"));
+        assert_eq!(course.settings.python, "python3");
         assert!(course.documents(&[]).unwrap().is_empty());
     }
 
@@ -306,22 +254,12 @@ mod tests {
         std::fs::create_dir(dir.path().join("app")).unwrap();
         write("run_from = \"app\"\npython = \"python3.12\"\ntimeout = \"5s\"\n[labels]\nrun = [\"Command\"]\n");
         let c = Course::open(dir.path(), Path::new(".")).unwrap();
-        assert_eq!(c.run_from, PathBuf::from("app"));
-        assert_eq!(c.python, "python3.12");
-        assert_eq!(c.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(c.settings.run_from, PathBuf::from("app"));
+        assert_eq!(c.settings.python, "python3.12");
+        assert_eq!(c.settings.timeout, Some(std::time::Duration::from_secs(5)));
         assert_eq!(
             c.show(Path::new("lessons/30.md")),
             PathBuf::from("lessons/30.md")
         );
-    }
-
-    #[test]
-    fn paths_must_stay_inside() {
-        assert!(is_inside(Path::new("a/b.py")));
-        assert!(is_inside(Path::new("./a.py")));
-        assert!(!is_inside(Path::new("../x")));
-        assert!(!is_inside(Path::new("a/../../x")));
-        assert!(!is_inside(Path::new("/etc/passwd")));
-        assert!(!is_inside(Path::new("")));
     }
 }

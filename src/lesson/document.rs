@@ -10,9 +10,10 @@ use std::time::Duration;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
-use super::course::{is_inside, line_of, Course};
 use super::labels::Label;
+use super::settings::{is_inside, Settings};
 use super::CourseError;
+use crate::diagnostics::Source;
 
 /// Fence languages that look runnable: such a block must be bound, in a prose exercise, or
 /// marked not-to-run.
@@ -134,25 +135,24 @@ struct Snippet {
 
 /// Parses the lesson file at `relative` (inside the course) whose bytes are `bytes`.
 pub fn parse(
-    course: &Course,
+    course: &Settings,
     lesson: u32,
     relative: &Path,
     bytes: &[u8],
 ) -> Result<LessonDoc, CourseError> {
     let file = course.show(relative);
-    let text = std::str::from_utf8(bytes).map_err(|e| CourseError::Lesson {
-        path: file.clone(),
-        line: line_of(&bytes[..e.valid_up_to()]),
-        message: format!(
-            "not valid UTF-8 (byte offset {}); save the lesson as UTF-8",
-            e.valid_up_to()
-        ),
+    // Lessons are placed by line alone, as every other lesson error is.
+    let text = Source::decode(&file, bytes.to_vec()).map_err(|d| CourseError::Lesson {
+        path: d.path,
+        line: d.line,
+        message: d.message,
     })?;
+    let text = text.as_str();
     Parse::new(course, lesson, relative, file, text).run()
 }
 
 struct Parse<'a> {
-    course: &'a Course,
+    course: &'a Settings,
     lesson: u32,
     relative: &'a Path,
     file: PathBuf,
@@ -170,7 +170,7 @@ struct Parse<'a> {
 
 impl<'a> Parse<'a> {
     fn new(
-        course: &'a Course,
+        course: &'a Settings,
         lesson: u32,
         relative: &'a Path,
         file: PathBuf,
@@ -661,15 +661,15 @@ fn file_name(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    pub(crate) fn course(dir: &Path) -> Course {
+    pub(crate) fn course(dir: &Path) -> super::super::Course {
         std::fs::create_dir_all(dir.join("project")).unwrap();
-        Course::open(dir, Path::new(".")).unwrap()
+        super::super::Course::open(dir, Path::new(".")).unwrap()
     }
 
     fn doc(text: &str) -> Result<LessonDoc, String> {
         let dir = tempfile::tempdir().unwrap();
         parse(
-            &course(dir.path()),
+            &course(dir.path()).settings,
             30,
             Path::new("lessons/30-replay.md"),
             text.as_bytes(),
@@ -837,7 +837,7 @@ a = 1
     fn invalid_utf8_names_the_line() {
         let dir = tempfile::tempdir().unwrap();
         let e = parse(
-            &course(dir.path()),
+            &course(dir.path()).settings,
             30,
             Path::new("lessons/30.md"),
             b"# ok\n\nline two \xff\n",

@@ -9,16 +9,20 @@ mod labels;
 mod matcher;
 mod revision;
 mod scratch;
+mod settings;
 
 use std::path::PathBuf;
 
+use crate::diagnostics::Diagnostic;
+
 pub use bless::{bless, write_atomically, Blessed};
-pub use course::{is_inside, Course, CONFIG_FILE};
+pub use course::{Course, CONFIG_FILE};
 pub use document::{Block, CodeProbe, DocBody, DocProbe, LessonDoc, SavedFile};
 pub use labels::Label;
 pub use matcher::{check as match_output, Mismatch};
 pub use revision::{changed_files, Snapshot};
 pub use scratch::{run, DocRun, DocVerdict};
+pub use settings::{is_inside, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to
 /// fix and stops the run before anything runs.
@@ -26,13 +30,9 @@ pub use scratch::{run, DocRun, DocVerdict};
 pub enum CourseError {
     #[error("course folder {} does not exist", .0.display())]
     Missing(PathBuf),
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Config {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    /// The course's `lessonprobe.toml` at a place.
+    #[error(transparent)]
+    Config(#[from] Diagnostic),
     #[error("{}:{line}: {message}", path.display())]
     Lesson {
         path: PathBuf,
@@ -52,15 +52,6 @@ impl CourseError {
         CourseError::Io {
             path: path.to_owned(),
             message: err.to_string(),
-        }
-    }
-}
-
-impl From<CourseError> for crate::exit::Error {
-    fn from(e: CourseError) -> Self {
-        match e {
-            CourseError::Io { path, message } => crate::exit::Error::Io { path, message },
-            other => crate::exit::Error::Usage(other.to_string()),
         }
     }
 }

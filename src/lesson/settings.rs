@@ -1,0 +1,65 @@
+//! How a course's lessons are written and run: what parsing a lesson document needs of its
+//! course (where the course is and how it is shown, the run-from folder, the interpreter, the
+//! deadline, the label words), and the rule that keeps a path inside it.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use super::labels::Labels;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the course's files are read (a temporary tree when verifying a git revision).
+    pub root: PathBuf,
+    /// How the root is shown in messages and reports.
+    pub shown: PathBuf,
+    /// The default run-from folder, relative to the root.
+    pub run_from: PathBuf,
+    /// The interpreter put in place of a leading `python`/`python3` of a run command.
+    pub python: String,
+    /// The deadline of each document probe, when the course sets one.
+    pub timeout: Option<Duration>,
+    pub labels: Labels,
+    /// Info-string words that mark a fenced block as not meant to run.
+    pub no_run: Vec<String>,
+}
+
+impl Settings {
+    /// How `relative` (a path inside the course) is shown: `shown/relative` without a
+    /// leading `./`.
+    pub fn show(&self, relative: &Path) -> PathBuf {
+        show(&self.shown, relative)
+    }
+}
+
+/// `shown/relative` without a leading `./`.
+pub fn show(shown: &Path, relative: &Path) -> PathBuf {
+    let joined = shown.join(relative);
+    match joined.strip_prefix(".") {
+        Ok(rest) if !rest.as_os_str().is_empty() => rest.to_owned(),
+        _ => joined,
+    }
+}
+
+/// A relative path that stays inside its folder: no root, no `..`.
+pub fn is_inside(path: &Path) -> bool {
+    !path.as_os_str().is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_must_stay_inside() {
+        assert!(is_inside(Path::new("a/b.py")));
+        assert!(is_inside(Path::new("./a.py")));
+        assert!(!is_inside(Path::new("../x")));
+        assert!(!is_inside(Path::new("a/../../x")));
+        assert!(!is_inside(Path::new("/etc/passwd")));
+        assert!(!is_inside(Path::new("")));
+    }
+}
