@@ -416,7 +416,14 @@ impl Running {
     /// Waits for the end (within the limit, if one was set) and checks that it exited `code`
     /// and printed what was stated; every mismatch is reported at once, with both streams.
     #[track_caller]
-    pub fn status(mut self, code: i32) -> Ran {
+    pub fn status(self, code: i32) -> Ran {
+        self.status_of(&[code])
+    }
+
+    /// As [`status`](Self::status), for a run that may rightly end in one of several ways
+    /// (`ran.code` says which).
+    #[track_caller]
+    pub fn status_of(mut self, codes: &[i32]) -> Ran {
         let (exited, killed) = self.wait();
         let ran = Ran {
             code: exited.status.code(),
@@ -437,9 +444,11 @@ impl Running {
             )),
             _ => {}
         }
-        if !killed && ran.code != Some(code) {
+        if !killed && !ran.code.is_some_and(|code| codes.contains(&code)) {
+            let codes: Vec<String> = codes.iter().map(i32::to_string).collect();
             wrong.push(format!(
-                "exit status {code} expected, got {}",
+                "exit status {} expected, got {}",
+                codes.join(" or "),
                 exited.status
             ));
         }
