@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, reader};
+use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, produce, reader};
 use lessonprobe_testkit::sqlite::count;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::Consumer;
@@ -274,4 +274,112 @@ fn bad_kafka_arguments_are_usage_errors() {
             .args(args)
             .status(2);
     }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("State:") && !l.contains('Z'))
+    })
+}
+
+/// The pids of the processes whose command line names `-Dlessonprobe.kafka.dir=DIR`.
+fn jvms_of(dir: &std::path::Path) -> Vec<i32> {
+    let mark = format!("-Dlessonprobe.kafka.dir={}", dir.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == mark.as_bytes()))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// The payloads of `topic`'s partition 0 from its start, read until `want` arrived (or 60 s).
+fn read_back(servers: &str, topic: &str, want: usize) -> Vec<Vec<u8>> {
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let consumer = reader(servers, "test-read-back");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut got = Vec::new();
+    let started = std::time::Instant::now();
+    while got.len() < want && started.elapsed() < Duration::from_secs(60) {
+        match consumer.poll(Duration::from_millis(500)) {
+            Some(Ok(m)) => got.push(m.payload().unwrap_or_default().to_vec()),
+            Some(Err(e)) => eprintln!("reading {topic} back: {e}"),
+            None => {}
+        }
+    }
+    got
+}
+
+/// The test kit's Apache Kafka itself: it starts and serves a produced record; `kill()` leaves
+/// no process of it; `restart()` serves the same record from the log on disk; and once dropped
+/// no JVM of its folder runs (`scripts/kafka.sh running DIR` agrees).
+#[test]
+fn apache_kafka_of_the_test_kit_starts_survives_kill_9_with_its_log_and_leaves_nothing_running() {
+    on_apache_kafka(|_| {
+        let kafka = ApacheKafka::start(1);
+        let dir = kafka.dir().to_path_buf();
+        let pids = kafka.pids();
+        assert_eq!(pids.len(), 1, "one node");
+        assert_eq!(jvms_of(&dir), pids, "the node is the JVM of its folder");
+        let payload = b"kept on disk".to_vec();
+        produce(
+            &kafka.servers,
+            "kit",
+            1_790_000_000_000,
+            &[(0, payload.clone())],
+        );
+        assert_eq!(read_back(&kafka.servers, "kit", 1), vec![payload.clone()]);
+
+        kafka.kill();
+        for pid in &pids {
+            assert!(!alive(*pid), "node {pid} outlived kill -9");
+        }
+        assert_eq!(
+            jvms_of(&dir),
+            Vec::<i32>::new(),
+            "no JVM of {}",
+            dir.display()
+        );
+
+        kafka.restart();
+        let restarted = kafka.pids();
+        assert_eq!(restarted.len(), 1);
+        assert_ne!(restarted, pids, "a new process");
+        assert!(alive(restarted[0]));
+        assert_eq!(
+            read_back(&kafka.servers, "kit", 1),
+            vec![payload],
+            "the record, from the log on disk"
+        );
+
+        drop(kafka);
+        assert_eq!(
+            jvms_of(&dir),
+            Vec::<i32>::new(),
+            "no JVM of {} after drop",
+            dir.display()
+        );
+        let running = std::process::Command::new("bash")
+            .arg(repo().join("scripts/kafka.sh"))
+            .arg("running")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            running.status.success(),
+            "scripts/kafka.sh running {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&running.stdout)
+        );
+        assert!(!dir.exists(), "the folder goes with it");
+    });
 }
