@@ -135,8 +135,15 @@ start() {
     printf '%s\n' "$brokers" >"$dir/brokers"
   fi
   local cluster node
-  # A cluster id as Kafka's own random-uuid makes it (16 random bytes, URL-safe base64).
-  [ -f "$dir/cluster.id" ] || python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))' >"$dir/cluster.id"
+  # A cluster id as Kafka's own random-uuid makes it (16 random bytes, URL-safe base64), and as
+  # it, never one that starts with '-': StorageTool would read `-t -xyz…` as an option and fail
+  # (one start in 64).
+  [ -f "$dir/cluster.id" ] || python3 -c 'import base64, os
+while True:
+    id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not id.startswith("-"):
+        break
+print(id)' >"$dir/cluster.id"
   cluster="$(cat "$dir/cluster.id")"
   for node in $(seq 1 "$brokers"); do
     write_properties "$dir" "$node" "$brokers" "$cport"
