@@ -170,7 +170,16 @@ print(id)' >"$dir/cluster.id"
 
 node_alive() {
   local pidfile="$1/node-$2.pid"
-  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+  [ -f "$pidfile" ] && pid_alive "$(cat "$pidfile")"
+}
+
+# Whether process $1 runs. A node killed with SIGKILL stays a zombie until its reaper (often
+# PID 1, which may reap only now and then) collects it, and `kill -0` succeeds on a zombie: a
+# restart would take the dead node for a live one and not start it.
+pid_alive() {
+  local state
+  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null || true)"
+  [ -n "$state" ] && [ "$state" != Z ]
 }
 
 wait_for_port() {
@@ -197,7 +206,7 @@ stop() {
   done
   local deadline=$((SECONDS + 15))
   for pid in "${pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do
+    while pid_alive "$pid"; do
       if [ "$SECONDS" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
       sleep 0.1
     done

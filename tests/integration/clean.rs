@@ -127,8 +127,10 @@ fn database_files_of_a_sqlite_folder_are_found_by_their_run() {
     assert_eq!(left, ["audit.db", "lp-cl-f2.30.ex-30-01-sqlite.db"]);
 }
 
+/// On the mock cluster only: a broker that cannot delete topics is what is tested (Apache Kafka
+/// answers DeleteTopics).
 #[test]
-fn topics_of_a_run_are_listed_and_a_broker_that_cannot_delete_is_named_in_time() {
+fn topics_of_a_run_are_listed_and_the_mock_cluster_that_cannot_delete_is_named_in_time() {
     let mut broker = BrokerProcess::start(&[]);
     let s = broker.servers.clone();
     lessonprobe()

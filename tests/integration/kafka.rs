@@ -1,18 +1,21 @@
-//! Kafka probes against `lessonprobe broker` running as a separate process, with results read
-//! back from the broker (committed offsets, watermarks) and from the SQLite files.
+//! Kafka probes against `lessonprobe broker` running as a separate process, sample days on the
+//! mock cluster and on Apache Kafka, and the test kit's Apache Kafka itself, with results read
+//! back from the broker (committed offsets, watermarks, records) and from the SQLite files.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, reader};
+use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, produce, reader};
 use lessonprobe_testkit::sqlite::count;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::Consumer;
 
 use ticketflow::day::{self, DaySpec, YESTERDAY};
 
+/// On the mock cluster only: it has no DeleteTopics, so the run leaves its topics behind and
+/// says so (Apache Kafka deletes them).
 #[test]
-fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
+fn kafka_probes_pass_against_the_mock_cluster_in_a_process_and_the_broker_agrees() {
     let mut broker = BrokerProcess::start(&[]);
     let dir = Dir::new();
     let ran = lessonprobe()
@@ -148,44 +151,46 @@ fn kafka_probes_pass_against_a_broker_process_and_the_broker_agrees() {
     );
 }
 
-#[test]
-fn the_sample_day_is_loaded_and_readable_by_another_client() {
-    let broker = BrokerProcess::sample_day("ticketflow.audit.v1", 400, 4);
-    let consumer = reader(&broker.servers, "test-sample");
-    let mut total = 0;
-    for p in 0..4 {
-        let (low, high) = consumer
-            .fetch_watermarks("ticketflow.audit.v1", p, Duration::from_secs(10))
-            .unwrap();
-        total += high - low;
+on_each_broker! {
+    fn the_sample_day_is_loaded_and_readable_by_another_client(kind) {
+        let broker = kind.sample_day("ticketflow.audit.v1", 400, 4);
+        let consumer = reader(&broker.servers, "test-sample");
+        let mut total = 0;
+        for p in 0..4 {
+            let (low, high) = consumer
+                .fetch_watermarks("ticketflow.audit.v1", p, Duration::from_secs(10))
+                .unwrap();
+            total += high - low;
+        }
+        let expected = day::generate(&day::sample_day(400)).len() as i64;
+        assert_eq!(total, expected);
+        // It says what the broker holds, partition by partition, and that nothing was dropped.
+        assert!(
+            broker.report[0].ends_with(&format!("the broker holds {expected}:")),
+            "{:?}",
+            broker.report
+        );
+        assert_eq!(
+            broker
+                .report
+                .iter()
+                .filter(|l| l.starts_with("  partition "))
+                .count(),
+            4,
+            "{:?}",
+            broker.report
+        );
+        assert!(
+            !broker.report.iter().any(|l| l.contains("warning")),
+            "{:?}",
+            broker.report
+        );
     }
-    let expected = day::generate(&day::sample_day(400)).len() as i64;
-    assert_eq!(total, expected);
-    // It says what the broker holds, partition by partition, and that nothing was dropped.
-    assert!(
-        broker.report[0].ends_with(&format!("the broker holds {expected}:")),
-        "{:?}",
-        broker.report
-    );
-    assert_eq!(
-        broker
-            .report
-            .iter()
-            .filter(|l| l.starts_with("  partition "))
-            .count(),
-        4,
-        "{:?}",
-        broker.report
-    );
-    assert!(
-        !broker.report.iter().any(|l| l.contains("warning")),
-        "{:?}",
-        broker.report
-    );
 }
 
+/// On the mock cluster only: its retention is what is tested (Apache Kafka here keeps records).
 #[test]
-fn a_sample_day_beyond_the_mock_retention_reports_what_is_held_and_warns_with_the_numbers() {
+fn a_sample_day_past_the_mock_clusters_retention_reports_what_is_held_and_warns() {
     let broker = BrokerProcess::sample_day("big", 100_000, 1);
     let sent = day::generate(&day::sample_day(100_000)).len() as i64;
     let (low, high) = reader(&broker.servers, "test-retention")
@@ -274,4 +279,112 @@ fn bad_kafka_arguments_are_usage_errors() {
             .args(args)
             .status(2);
     }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("State:") && !l.contains('Z'))
+    })
+}
+
+/// The pids of the processes whose command line names `-Dlessonprobe.kafka.dir=DIR`.
+fn jvms_of(dir: &std::path::Path) -> Vec<i32> {
+    let mark = format!("-Dlessonprobe.kafka.dir={}", dir.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == mark.as_bytes()))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// The payloads of `topic`'s partition 0 from its start, read until `want` arrived (or 60 s).
+fn read_back(servers: &str, topic: &str, want: usize) -> Vec<Vec<u8>> {
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let consumer = reader(servers, "test-read-back");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut got = Vec::new();
+    let started = std::time::Instant::now();
+    while got.len() < want && started.elapsed() < Duration::from_secs(60) {
+        match consumer.poll(Duration::from_millis(500)) {
+            Some(Ok(m)) => got.push(m.payload().unwrap_or_default().to_vec()),
+            Some(Err(e)) => eprintln!("reading {topic} back: {e}"),
+            None => {}
+        }
+    }
+    got
+}
+
+/// The test kit's Apache Kafka itself: it starts and serves a produced record; `kill()` leaves
+/// no process of it; `restart()` serves the same record from the log on disk; and once dropped
+/// no JVM of its folder runs (`scripts/kafka.sh running DIR` agrees).
+#[test]
+fn apache_kafka_of_the_test_kit_starts_survives_kill_9_with_its_log_and_leaves_nothing_running() {
+    on_apache_kafka(|_| {
+        let kafka = ApacheKafka::start(1);
+        let dir = kafka.dir().to_path_buf();
+        let pids = kafka.pids();
+        assert_eq!(pids.len(), 1, "one node");
+        assert_eq!(jvms_of(&dir), pids, "the node is the JVM of its folder");
+        let payload = b"kept on disk".to_vec();
+        produce(
+            &kafka.servers,
+            "kit",
+            1_790_000_000_000,
+            &[(0, payload.clone())],
+        );
+        assert_eq!(read_back(&kafka.servers, "kit", 1), vec![payload.clone()]);
+
+        kafka.kill();
+        for pid in &pids {
+            assert!(!alive(*pid), "node {pid} outlived kill -9");
+        }
+        assert_eq!(
+            jvms_of(&dir),
+            Vec::<i32>::new(),
+            "no JVM of {}",
+            dir.display()
+        );
+
+        kafka.restart();
+        let restarted = kafka.pids();
+        assert_eq!(restarted.len(), 1);
+        assert_ne!(restarted, pids, "a new process");
+        assert!(alive(restarted[0]));
+        assert_eq!(
+            read_back(&kafka.servers, "kit", 1),
+            vec![payload],
+            "the record, from the log on disk"
+        );
+
+        drop(kafka);
+        assert_eq!(
+            jvms_of(&dir),
+            Vec::<i32>::new(),
+            "no JVM of {} after drop",
+            dir.display()
+        );
+        let running = std::process::Command::new("bash")
+            .arg(repo().join("scripts/kafka.sh"))
+            .arg("running")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            running.status.success(),
+            "scripts/kafka.sh running {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&running.stdout)
+        );
+        assert!(!dir.exists(), "the folder goes with it");
+    });
 }

@@ -1,7 +1,7 @@
 //! `lessonprobe replay --execute --worker`: three processes share one plan through the replay
 //! group, one of them is SIGKILLed mid-run, and the others finish it — read back from the
 //! target (rows, batches, checkpoints, owners) and from `lessonprobe broker` (the group's
-//! committed offsets), on PostgreSQL and on SQLite.
+//! committed offsets), on PostgreSQL and on SQLite, on the mock cluster and on Apache Kafka.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,11 +56,22 @@ impl Target {
     }
 }
 
-fn worker(servers: &str, db: &str) -> Test {
-    worker_with(servers, db, "100", "150s")
+fn worker(servers: &str, db: &str, session_timeout: Duration) -> Test {
+    worker_in_session(servers, db, "100", "150s", session_timeout)
 }
 
 fn worker_with(servers: &str, db: &str, batch: &str, deadline: &str) -> Test {
+    // The default already; stated so the test does not depend on it.
+    worker_in_session(servers, db, batch, deadline, Duration::from_secs(6))
+}
+
+fn worker_in_session(
+    servers: &str,
+    db: &str,
+    batch: &str,
+    deadline: &str,
+    session_timeout: Duration,
+) -> Test {
     lessonprobe()
         .arg("replay")
         .args([
@@ -88,21 +99,36 @@ fn worker_with(servers: &str, db: &str, batch: &str, deadline: &str) -> Test {
             "--format",
             "csv",
         ])
-        // The default already; stated so the test does not depend on it.
-        .args(["-X", "session.timeout.ms=6000"])
+        .args(["-X"])
+        .arg(format!(
+            "session.timeout.ms={}",
+            session_timeout.as_millis()
+        ))
 }
 
 /// Three workers on one plan, one SIGKILLed after it made batches durable: the other two finish
-/// the plan, each event once, each offset applied once, and the group's offsets at stop.
-fn three_workers_one_killed(target: Target) {
-    let broker = BrokerProcess::sample_day(TOPIC, EVENTS, PARTITIONS);
+/// the plan, each event once, each offset applied once, and the group's offsets at stop. The
+/// partitions the killed worker held (unfinished in SQL) are claimed by another worker once the
+/// group's coordinator counts it dead, one `session_timeout` after its last heartbeat: the time
+/// from the kill until then is returned.
+fn three_workers_one_killed(
+    kind: BrokerKind,
+    target: Target,
+    session_timeout: Duration,
+) -> Duration {
+    let broker = kind.sample_day(TOPIC, EVENTS, PARTITIONS);
     let s = &broker.servers;
     let db = target.url();
-    let mut victim = worker(s, &db).spawn();
-    let others = [worker(s, &db).spawn(), worker(s, &db).spawn()];
+    let mut victim = worker(s, &db, session_timeout).spawn();
+    let others = [
+        worker(s, &db, session_timeout).spawn(),
+        worker(s, &db, session_timeout).spawn(),
+    ];
     let pid = victim.id();
-    let mine =
-        format!("SELECT COUNT(*) FROM lessonprobe_replay_batches WHERE owner LIKE '%:{pid}:%'");
+    let victim_tag = format!(":{pid}:");
+    let mine = format!(
+        "SELECT COUNT(*) FROM lessonprobe_replay_batches WHERE owner LIKE '%{victim_tag}%'"
+    );
     let waiting = Instant::now();
     while target.count(&mine) < 3 {
         if !victim.is_running() {
@@ -119,6 +145,26 @@ fn three_workers_one_killed(target: Target) {
         std::thread::sleep(Duration::from_millis(20));
     }
     victim.kill();
+    let killed = Instant::now();
+    // What the killed worker held, unfinished: these must move to the others.
+    let held = format!(
+        "SELECT COUNT(*) FROM lessonprobe_replay_partitions
+         WHERE owner LIKE '%{victim_tag}%' AND next_offset < stop_offset"
+    );
+    let held_at_kill = target.count(&held);
+    assert!(
+        held_at_kill > 0,
+        "the killed worker held an unfinished partition"
+    );
+    while target.count(&held) > 0 {
+        assert!(
+            killed.elapsed() < session_timeout + Duration::from_secs(60),
+            "the killed worker's partitions were not taken over"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let takeover = killed.elapsed();
+    eprintln!("{held_at_kill} partition(s) of the killed worker taken over after {takeover:?}");
     let killed_at = target.count("SELECT COUNT(*) FROM lessonprobe_replay_batches");
     for other in others {
         let ran = other.within(Duration::from_secs(160)).success();
@@ -189,7 +235,6 @@ fn three_workers_one_killed(target: Target) {
     }
     let distinct: std::collections::BTreeSet<&String> = owners.values().flatten().collect();
     assert!(distinct.len() > 1, "more than one owner: {owners:?}");
-    let victim_tag = format!(":{pid}:");
     assert!(
         owners
             .values()
@@ -218,21 +263,46 @@ fn three_workers_one_killed(target: Target) {
         assert_eq!(row["status"], "complete", "{row:?}");
     }
     assert_eq!(rows.len(), PARTITIONS as usize, "{}", status.stdout);
+    takeover
 }
 
-#[test]
-fn replay_workers_share_a_plan_on_postgres_and_survive_a_sigkill() {
-    let Some(admin) = services::postgres() else {
-        return;
-    };
-    three_workers_one_killed(Target::Postgres(OwnDatabase::create(&admin, "workers")));
+on_each_broker! {
+    fn replay_workers_share_a_plan_on_postgres_and_survive_a_sigkill(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let target = Target::Postgres(OwnDatabase::create(&admin, "workers"));
+        three_workers_one_killed(kind, target, Duration::from_secs(6));
+    }
+
+    fn replay_workers_share_a_plan_on_sqlite_and_survive_a_sigkill(kind) {
+        let dir = Dir::new();
+        let file = dir.join("workers.db");
+        three_workers_one_killed(kind, Target::Sqlite { _dir: dir, file }, Duration::from_secs(6));
+    }
 }
 
+/// On Apache Kafka's own group coordinator, with a session timeout of 1.5 s (its minimum here is
+/// 1 s): a SIGKILLed worker's partitions move to the others about one session timeout after the
+/// kill (not at once: nobody may claim them while the group still counts it alive; not after
+/// librdkafka's 45 s default), and the plan still ends with each event once, every SQL
+/// checkpoint and the group's committed offsets at their stops.
 #[test]
-fn replay_workers_share_a_plan_on_sqlite_and_survive_a_sigkill() {
-    let dir = Dir::new();
-    let file = dir.join("workers.db");
-    three_workers_one_killed(Target::Sqlite { _dir: dir, file });
+fn on_apache_kafka_a_killed_workers_partitions_move_after_a_short_session_timeout() {
+    on_apache_kafka(|kind| {
+        let session = Duration::from_millis(1500);
+        let dir = Dir::new();
+        let file = dir.join("workers.db");
+        let takeover = three_workers_one_killed(kind, Target::Sqlite { _dir: dir, file }, session);
+        assert!(
+            takeover >= session / 2,
+            "taken over {takeover:?} after the kill: before the session timeout"
+        );
+        assert!(
+            takeover < session + Duration::from_secs(15),
+            "taken over {takeover:?} after the kill, long after the session timeout of {session:?}"
+        );
+    });
 }
 
 #[test]
@@ -263,98 +333,100 @@ fn replay_worker_needs_execute_and_takes_no_jobs() {
         .status(2);
 }
 
-/// A lone worker whose deadline passes mid-plan: every partition not at its stop is reported
-/// unfinished, as the deadline, and counted so — none as "replayed by other workers", since
-/// there are none — each with the checkpoint SQL holds for it.
-#[test]
-fn a_worker_past_its_deadline_reports_every_unfinished_partition() {
-    let broker = BrokerProcess::sample_day(TOPIC, 60_000, 12);
-    let dir = Dir::new();
-    let file = dir.join("deadline.db");
-    let db = format!("sqlite:{}", file.display());
-    let ran = worker_with(&broker.servers, &db, "1", "6s")
-        .within(Duration::from_secs(60))
-        .status(4);
-    let checkpoints = sqlite::checkpoints(&file);
-    assert_eq!(checkpoints.len(), 12, "{}", ran.text());
-    let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
-    assert!(
-        unfinished > 1,
-        "the deadline left several partitions: {checkpoints:?}"
-    );
-    let rows = csv_rows(&ran.stdout);
-    for row in &rows {
-        let p: i32 = row["partition"].parse().unwrap();
-        let (at, stop) = checkpoints[&p];
-        assert_eq!(row["replay_offset"].parse::<i64>().unwrap(), at, "{row:?}");
-        let status = &row["status"];
-        if at < stop {
-            assert!(
-                status.starts_with("error: ") && status.contains("deadline of 6s"),
-                "partition {p} at {at} of {stop}: {status}"
-            );
-        } else {
-            assert_eq!(status, "ok", "partition {p}");
+on_each_broker! {
+    /// A lone worker whose deadline passes mid-plan: every partition not at its stop is reported
+    /// unfinished, as the deadline, and counted so — none as "replayed by other workers", since
+    /// there are none — each with the checkpoint SQL holds for it.
+    fn a_worker_past_its_deadline_reports_every_unfinished_partition(kind) {
+        let broker = kind.sample_day(TOPIC, 60_000, 12);
+        let dir = Dir::new();
+        let file = dir.join("deadline.db");
+        let db = format!("sqlite:{}", file.display());
+        let ran = worker_with(&broker.servers, &db, "1", "6s")
+            .within(Duration::from_secs(60))
+            .status(4);
+        let checkpoints = sqlite::checkpoints(&file);
+        assert_eq!(checkpoints.len(), 12, "{}", ran.text());
+        let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
+        assert!(
+            unfinished > 1,
+            "the deadline left several partitions: {checkpoints:?}"
+        );
+        let rows = csv_rows(&ran.stdout);
+        for row in &rows {
+            let p: i32 = row["partition"].parse().unwrap();
+            let (at, stop) = checkpoints[&p];
+            assert_eq!(row["replay_offset"].parse::<i64>().unwrap(), at, "{row:?}");
+            let status = &row["status"];
+            if at < stop {
+                assert!(
+                    status.starts_with("error: ") && status.contains("deadline of 6s"),
+                    "partition {p} at {at} of {stop}: {status}"
+                );
+            } else {
+                assert_eq!(status, "ok", "partition {p}");
+            }
         }
+        assert_eq!(rows.len(), 12, "{}", ran.stdout);
+        assert!(
+            ran.stderr
+                .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+            "{}",
+            ran.stderr
+        );
     }
-    assert_eq!(rows.len(), 12, "{}", ran.stdout);
-    assert!(
-        ran.stderr
-            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-        "{}",
-        ran.stderr
-    );
 }
 
-/// A lone worker whose partition stops at an undecodable record (`--on-bad-record fail`): that
-/// partition fails with its own error, and every other one short of its stop is reported left
-/// at its SQL checkpoint for the plan's other workers, naming the partition that failed.
-#[test]
-fn a_worker_stopped_by_a_failure_reports_the_partitions_it_left() {
-    let broker = BrokerProcess::sample_day(TOPIC, 24_000, 8);
-    let dir = Dir::new();
-    let file = dir.join("left.db");
-    let db = format!("sqlite:{}", file.display());
-    let ran = worker_with(&broker.servers, &db, "100", "150s")
-        .args(["--on-bad-record", "fail"])
-        .within(Duration::from_secs(120))
-        .status(4);
-    let checkpoints = sqlite::checkpoints(&file);
-    let rows: Vec<(i32, String)> = csv_rows(&ran.stdout)
-        .into_iter()
-        .map(|row| (row["partition"].parse().unwrap(), row["status"].clone()))
-        .collect();
-    assert_eq!(rows.len(), 8, "{}", ran.text());
-    let failed: Vec<i32> = rows
-        .iter()
-        .filter(|(_, s)| s.starts_with("error: ") && !s.contains("left at"))
-        .map(|(p, _)| *p)
-        .collect();
-    assert_eq!(failed.len(), 1, "one partition failed on its own: {rows:?}");
-    let failed = failed[0];
-    for (p, status) in &rows {
-        let (at, stop) = checkpoints[p];
-        if *p == failed {
-            assert!(
-                at < stop,
-                "partition {p} stopped at its bad record: {checkpoints:?}"
-            );
-        } else if at < stop {
-            assert_eq!(
-                status,
-                &format!("error: left at {at} when this worker stopped on partition {failed}'s failure; the plan's other workers or --resume take it up"),
-                "partition {p}"
-            );
-        } else {
-            assert_eq!(status, "ok", "partition {p}");
+on_each_broker! {
+    /// A lone worker whose partition stops at an undecodable record (`--on-bad-record fail`): that
+    /// partition fails with its own error, and every other one short of its stop is reported left
+    /// at its SQL checkpoint for the plan's other workers, naming the partition that failed.
+    fn a_worker_stopped_by_a_failure_reports_the_partitions_it_left(kind) {
+        let broker = kind.sample_day(TOPIC, 24_000, 8);
+        let dir = Dir::new();
+        let file = dir.join("left.db");
+        let db = format!("sqlite:{}", file.display());
+        let ran = worker_with(&broker.servers, &db, "100", "150s")
+            .args(["--on-bad-record", "fail"])
+            .within(Duration::from_secs(120))
+            .status(4);
+        let checkpoints = sqlite::checkpoints(&file);
+        let rows: Vec<(i32, String)> = csv_rows(&ran.stdout)
+            .into_iter()
+            .map(|row| (row["partition"].parse().unwrap(), row["status"].clone()))
+            .collect();
+        assert_eq!(rows.len(), 8, "{}", ran.text());
+        let failed: Vec<i32> = rows
+            .iter()
+            .filter(|(_, s)| s.starts_with("error: ") && !s.contains("left at"))
+            .map(|(p, _)| *p)
+            .collect();
+        assert_eq!(failed.len(), 1, "one partition failed on its own: {rows:?}");
+        let failed = failed[0];
+        for (p, status) in &rows {
+            let (at, stop) = checkpoints[p];
+            if *p == failed {
+                assert!(
+                    at < stop,
+                    "partition {p} stopped at its bad record: {checkpoints:?}"
+                );
+            } else if at < stop {
+                assert_eq!(
+                    status,
+                    &format!("error: left at {at} when this worker stopped on partition {failed}'s failure; the plan's other workers or --resume take it up"),
+                    "partition {p}"
+                );
+            } else {
+                assert_eq!(status, "ok", "partition {p}");
+            }
         }
+        let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
+        assert!(unfinished > 1, "{checkpoints:?}");
+        assert!(
+            ran.stderr
+                .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+            "{}",
+            ran.stderr
+        );
     }
-    let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
-    assert!(unfinished > 1, "{checkpoints:?}");
-    assert!(
-        ran.stderr
-            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-        "{}",
-        ran.stderr
-    );
 }
