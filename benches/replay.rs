@@ -1,32 +1,45 @@
-//! Replay throughput, every figure measured in the same run against `lessonprobe broker` in
-//! another process, on SQLite (a file in WAL mode, synchronous=FULL) and PostgreSQL:
+//! Replay throughput, every figure measured in the same run against one broker in another
+//! process (`lessonprobe broker`, librdkafka's mock cluster, or a throwaway Apache Kafka), on
+//! SQLite (a file in WAL mode, synchronous=FULL) and PostgreSQL:
+//! (p) planning a one-day window (2026-09-22, a third of the day) as a whole `replay` process
+//!     without --execute, wall time, three times: on Apache Kafka the planner asks the broker's
+//!     ListOffsets by timestamp, on the mock it reads the partitions once;
 //! (a) consume-only (every partition read and decoded, no SQL), partition after partition
 //!     through the replay's own consumer, as a replay reads; (a*) the same records read by a
 //!     plain consumer assigned every partition at once, as an independent client reads;
 //! (i) the independent insert-only limit: every event bulk-inserted in one transaction into a
-//!     fresh `audit_events` of the store's own schema, with no replay code (SQLite: one prepared
-//!     INSERT; PostgreSQL: binary COPY), in the order a replay delivers them and in key order;
+//!     fresh `audit_events` of the same definition as the replay's target, with no replay code
+//!     (SQLite: one prepared INSERT; PostgreSQL: binary COPY), in the order a replay delivers
+//!     them and in key order;
 //! (b) the replay's own write path alone (batches with their checkpoints, no Kafka);
 //! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
 //!     processes, with the planning time the command reports shown separately;
 //! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process: once as
-//!     `--compare auto` chooses, once `--compare lookup`.
+//!     `--compare auto` chooses, once `--compare lookup`; the command prints no planning time,
+//!     so the seconds outside its reading and comparing (start-up, planning, closing) are shown.
 //! Prints events/s, the ratios of (d) to (i) and of (e) to (a) and (a*), and each process's
 //! peak RSS.
 //! `cargo bench --bench replay`.
 //!
-//! LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS (100: the mock
-//! keeps only ~5 MiB per partition), LESSONPROBE_BENCH_BATCH1_EVENTS (20,000: the part (c)
-//! replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL; without
-//! one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list such as
-//! 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of parts
-//! among a,i,b,c,e to leave out of a long run: without i and b the events are not kept in
-//! this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE (another lessonprobe
-//! binary whose (d) runs beside this one's, in the same run), LESSONPROBE_BENCH_JOBS (--jobs of
-//! (d), default 1). Each figure is also printed to
-//! standard error as soon as it is measured.
+//! LESSONPROBE_BENCH_BROKER (`mock`, the default: `lessonprobe broker`; `apache-kafka`: a
+//! throwaway Apache Kafka that `scripts/kafka.sh start` starts in a temporary directory and
+//! `scripts/kafka.sh stop` stops when the benchmark ends, also on a panic),
+//! LESSONPROBE_BENCH_TABLE (`store`, the default: every target gets the store's own
+//! `audit_events` of 11 columns, made by the replay; `lesson`: the lesson's six-column
+//! `audit_events` is created first and adopted as it is, so (b), (c), (d) and (i) all write the
+//! same six columns), LESSONPROBE_BENCH_EVENTS (default 1,000,000), LESSONPROBE_BENCH_PARTITIONS
+//! (100: the mock keeps only ~5 MiB per partition), LESSONPROBE_BENCH_BATCH1_EVENTS (20,000: the
+//! part (c) replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL;
+//! without one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list
+//! such as 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of
+//! parts among p,a,i,b,c,e to leave out of a long run: without i and b the events are not kept
+//! in this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE
+//! (another lessonprobe binary whose (d) runs beside this one's, in the same run),
+//! LESSONPROBE_BENCH_JOBS (--jobs of (d), default 1). Each figure is also printed to standard
+//! error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,6 +77,9 @@ struct Finished {
     execute_rate: f64,
     /// Seconds the command reported for planning.
     planning: f64,
+    /// Seconds the command reported for its execution phase (replay) or its reading and
+    /// comparing (verify).
+    reported: f64,
 }
 
 /// Runs `lessonprobe ARGS`, sampling its peak RSS (VmHWM of /proc/PID/status) until it exits.
@@ -122,6 +138,7 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
     };
     let execute_rate = after(" s (");
     let planning = after("after planning in ");
+    let reported = after(" records in ");
     Finished {
         wall: started.elapsed(),
         peak_rss_mib: peak_kib as f64 / 1024.0,
@@ -129,29 +146,134 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
         stderr: err,
         execute_rate,
         planning,
+        reported,
     }
 }
 
-fn start_broker(partitions: usize) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
-        .args([
-            "broker",
-            "--sample-day",
-            TOPIC,
-            "--events",
-            "1",
-            "--partitions",
-            &partitions.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lessonprobe broker");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("bootstrap line");
-    (child, line.trim().to_owned())
+/// Which broker the day is loaded into.
+#[derive(Clone, Copy, PartialEq)]
+enum BrokerKind {
+    /// `lessonprobe broker`: librdkafka's mock cluster in a process of its own.
+    Mock,
+    /// A throwaway Apache Kafka started by `scripts/kafka.sh`.
+    ApacheKafka,
+}
+
+impl BrokerKind {
+    fn from_env() -> BrokerKind {
+        match std::env::var("LESSONPROBE_BENCH_BROKER").as_deref() {
+            Err(_) | Ok("") | Ok("mock") => BrokerKind::Mock,
+            Ok("apache-kafka") => BrokerKind::ApacheKafka,
+            Ok(other) => panic!("LESSONPROBE_BENCH_BROKER={other}: mock or apache-kafka"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BrokerKind::Mock => "mock",
+            BrokerKind::ApacheKafka => "apache-kafka",
+        }
+    }
+}
+
+/// The running broker, stopped when dropped (a panic included).
+enum BrokerGuard {
+    Mock(Child),
+    /// The directory `scripts/kafka.sh start` was given; removed after the stop.
+    ApacheKafka(tempfile::TempDir),
+}
+
+impl Drop for BrokerGuard {
+    fn drop(&mut self) {
+        match self {
+            BrokerGuard::Mock(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            BrokerGuard::ApacheKafka(dir) => {
+                let stopped = Command::new("bash")
+                    .arg(kafka_script())
+                    .arg("stop")
+                    .arg(dir.path())
+                    .status();
+                if !stopped.as_ref().is_ok_and(|s| s.success()) {
+                    eprintln!(
+                        "scripts/kafka.sh stop {} failed: {stopped:?}",
+                        dir.path().display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn kafka_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh")
+}
+
+/// Starts the broker and makes the topic: `lessonprobe broker` hosts it with a sample day of one
+/// event; on Apache Kafka it is created through the admin API, empty.
+fn start_broker(kind: BrokerKind, partitions: usize) -> (BrokerGuard, String) {
+    match kind {
+        BrokerKind::Mock => {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
+                .args([
+                    "broker",
+                    "--sample-day",
+                    TOPIC,
+                    "--events",
+                    "1",
+                    "--partitions",
+                    &partitions.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start lessonprobe broker");
+            let stdout = child.stdout.take().expect("stdout");
+            let guard = BrokerGuard::Mock(child);
+            let mut line = String::new();
+            BufReader::new(stdout)
+                .read_line(&mut line)
+                .expect("bootstrap line");
+            (guard, line.trim().to_owned())
+        }
+        BrokerKind::ApacheKafka => {
+            let dir = tempfile::Builder::new()
+                .prefix("lessonprobe-bench-kafka.")
+                .tempdir()
+                .expect("tempdir");
+            let path = dir.path().to_owned();
+            // The guard first: a start that fails half way still gets its stop.
+            let guard = BrokerGuard::ApacheKafka(dir);
+            let out = Command::new("bash")
+                .arg(kafka_script())
+                .arg("start")
+                .arg(&path)
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("run scripts/kafka.sh start");
+            assert!(
+                out.status.success(),
+                "scripts/kafka.sh start {} failed",
+                path.display()
+            );
+            let servers = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            assert!(!servers.is_empty(), "scripts/kafka.sh printed no servers");
+            let target = KafkaTarget::Bootstrap {
+                servers: servers.clone(),
+                properties: Vec::new(),
+            };
+            let mut broker = Broker::for_target(&target, Duration::from_secs(10)).expect("broker");
+            let have = broker
+                .create_topic(TOPIC, partitions as i32)
+                .expect("create the topic");
+            assert_eq!(have, partitions as i32, "partitions of {TOPIC}");
+            // The broker goes with its directory: nothing to delete.
+            broker.keep_created_topics();
+            (guard, servers)
+        }
+    }
 }
 
 fn rate(events: u64, wall: Duration) -> f64 {
@@ -311,6 +433,98 @@ fn insert_only(db: &AuditDb, records: &[Vec<u8>]) -> Duration {
     started.elapsed()
 }
 
+/// The `audit_events` every target of a run has.
+#[derive(Clone, Copy, PartialEq)]
+enum Table {
+    /// The store's own, of 11 columns, created by the replay in a fresh target.
+    Store,
+    /// The lesson's six columns, created before the replay, which adopts it as it is.
+    Lesson,
+}
+
+/// Every column the independent insert can write, in the order of the store's own table; the
+/// lesson's table has the first six.
+const COLUMNS: [&str; 11] = [
+    "event_id",
+    "tenant_id",
+    "ticket_id",
+    "action",
+    "occurred_at",
+    "payload",
+    "record",
+    "topic",
+    "partition",
+    "record_offset",
+    "record_timestamp",
+];
+
+impl Table {
+    fn from_env() -> Table {
+        match std::env::var("LESSONPROBE_BENCH_TABLE").as_deref() {
+            Err(_) | Ok("") | Ok("store") => Table::Store,
+            Ok("lesson") => Table::Lesson,
+            Ok(other) => panic!("LESSONPROBE_BENCH_TABLE={other}: store or lesson"),
+        }
+    }
+
+    fn columns(self) -> usize {
+        match self {
+            Table::Store => COLUMNS.len(),
+            Table::Lesson => 6,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Table::Store => "store",
+            Table::Lesson => "lesson",
+        }
+    }
+
+    /// `CREATE TABLE` of `audit_events` as `qualified` (a table name, with its schema or not).
+    fn create(self, backend: Backend, qualified: &str) -> String {
+        match self {
+            Table::Store => schema::audit_events(backend).replacen(
+                "CREATE TABLE audit_events",
+                &format!("CREATE TABLE {qualified}"),
+                1,
+            ),
+            // The lesson's table: the event's six fields as text, a unique key on event_id.
+            Table::Lesson => format!(
+                "CREATE TABLE {qualified} (
+                    event_id    TEXT NOT NULL CONSTRAINT audit_events_event_id_key UNIQUE,
+                    tenant_id   TEXT NOT NULL,
+                    ticket_id   TEXT NOT NULL,
+                    action      TEXT NOT NULL,
+                    occurred_at TEXT NOT NULL,
+                    payload     TEXT NOT NULL
+                )"
+            ),
+        }
+    }
+
+    /// Before a replay into the SQLite file `path`: the lesson's table there, or nothing (the
+    /// replay makes its own).
+    fn before_replay_sqlite(self, path: &Path) {
+        if self == Table::Lesson {
+            rusqlite::Connection::open(path)
+                .and_then(|c| c.execute_batch(&self.create(Backend::Sqlite, "audit_events")))
+                .expect("the lesson's audit_events in SQLite");
+        }
+    }
+
+    /// Before a replay into the PostgreSQL schema `schema_name` (made fresh by the caller).
+    fn before_replay_postgres(self, client: &mut postgres::Client, schema_name: &str) {
+        if self == Table::Lesson {
+            client
+                .batch_execute(
+                    &self.create(Backend::Postgres, &format!("{schema_name}.audit_events")),
+                )
+                .expect("the lesson's audit_events in PostgreSQL");
+        }
+    }
+}
+
 /// One event as the independent bulk insert writes it: every column of `audit_events`.
 struct Row {
     event: EventRecord,
@@ -322,41 +536,42 @@ struct Row {
 
 /// (i) on SQLite: a fresh file with the store's own `audit_events`, WAL and synchronous=FULL
 /// as the store opens it, every row through one prepared INSERT in one transaction.
-fn independent_sqlite(path: &std::path::Path, rows: &[&Row]) -> Duration {
+fn independent_sqlite(path: &std::path::Path, table: Table, rows: &[&Row]) -> Duration {
     let conn = rusqlite::Connection::open(path).expect("sqlite file");
     conn.pragma_update(None, "journal_mode", "WAL")
         .expect("wal");
     conn.pragma_update(None, "synchronous", "FULL")
         .expect("full");
-    conn.execute_batch(&schema::audit_events(Backend::Sqlite))
+    conn.execute_batch(&table.create(Backend::Sqlite, "audit_events"))
         .expect("audit_events");
+    let k = table.columns();
+    let placeholders: Vec<String> = (1..=k).map(|i| format!("?{i}")).collect();
     let started = Instant::now();
     conn.execute_batch("BEGIN").expect("begin");
     {
         let mut insert = conn
-            .prepare(
-                "INSERT INTO audit_events (event_id, tenant_id, ticket_id, action, occurred_at,
-                    payload, record, topic, partition, record_offset, record_timestamp)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
+            .prepare(&format!(
+                "INSERT INTO audit_events ({}) VALUES ({})",
+                COLUMNS[..k].join(", "),
+                placeholders.join(", ")
+            ))
             .expect("prepare");
         for r in rows {
             let e = &r.event;
-            insert
-                .execute(rusqlite::params![
-                    e.event_id,
-                    e.tenant_id,
-                    e.ticket_id,
-                    e.action,
-                    e.occurred_at,
-                    e.payload,
-                    r.raw,
-                    TOPIC,
-                    r.partition,
-                    r.offset,
-                    r.timestamp
-                ])
-                .expect("insert");
+            let values: [&dyn rusqlite::ToSql; 11] = [
+                &e.event_id,
+                &e.tenant_id,
+                &e.ticket_id,
+                &e.action,
+                &e.occurred_at,
+                &e.payload,
+                &r.raw,
+                &TOPIC,
+                &r.partition,
+                &r.offset,
+                &r.timestamp,
+            ];
+            insert.execute(&values[..k]).expect("insert");
         }
     }
     conn.execute_batch("COMMIT").expect("commit");
@@ -365,7 +580,7 @@ fn independent_sqlite(path: &std::path::Path, rows: &[&Row]) -> Duration {
 
 /// (i) on PostgreSQL: a fresh schema with the store's own `audit_events`, every row through one
 /// binary COPY in one transaction.
-fn independent_postgres(url: &str, schema_name: &str, rows: &[&Row]) -> Duration {
+fn independent_postgres(url: &str, schema_name: &str, table: Table, rows: &[&Row]) -> Duration {
     use postgres::binary_copy::BinaryCopyInWriter;
     use postgres::types::Type;
     let mut client = postgres::Client::connect(url, postgres::NoTls).expect("postgres");
@@ -373,17 +588,18 @@ fn independent_postgres(url: &str, schema_name: &str, rows: &[&Row]) -> Duration
         .batch_execute(&format!(
             "DROP SCHEMA IF EXISTS {schema_name} CASCADE; CREATE SCHEMA {schema_name};
              SET search_path TO {schema_name}; {}",
-            schema::audit_events(Backend::Postgres)
+            table.create(Backend::Postgres, "audit_events")
         ))
         .expect("audit_events");
+    let k = table.columns();
     let started = Instant::now();
     let mut tx = client.transaction().expect("begin");
     {
         let sink = tx
-            .copy_in(
-                "COPY audit_events (event_id, tenant_id, ticket_id, action, occurred_at, payload,
-                    record, topic, partition, record_offset, record_timestamp) FROM STDIN BINARY",
-            )
+            .copy_in(&format!(
+                "COPY audit_events ({}) FROM STDIN BINARY",
+                COLUMNS[..k].join(", ")
+            ))
             .expect("copy");
         let types = [
             Type::TEXT,
@@ -398,24 +614,23 @@ fn independent_postgres(url: &str, schema_name: &str, rows: &[&Row]) -> Duration
             Type::INT8,
             Type::INT8,
         ];
-        let mut writer = BinaryCopyInWriter::new(sink, &types);
+        let mut writer = BinaryCopyInWriter::new(sink, &types[..k]);
         for r in rows {
             let e = &r.event;
-            writer
-                .write(&[
-                    &e.event_id,
-                    &e.tenant_id,
-                    &e.ticket_id,
-                    &e.action,
-                    &e.occurred_at,
-                    &e.payload,
-                    &r.raw,
-                    &TOPIC,
-                    &r.partition,
-                    &r.offset,
-                    &r.timestamp,
-                ])
-                .expect("copy row");
+            let values: [&(dyn postgres::types::ToSql + Sync); 11] = [
+                &e.event_id,
+                &e.tenant_id,
+                &e.ticket_id,
+                &e.action,
+                &e.occurred_at,
+                &e.payload,
+                &r.raw,
+                &TOPIC,
+                &r.partition,
+                &r.offset,
+                &r.timestamp,
+            ];
+            writer.write(&values[..k]).expect("copy row");
         }
         writer.finish().expect("copy end");
     }
@@ -500,6 +715,22 @@ fn replayed(stdout: &str) -> u64 {
         .sum()
 }
 
+/// Records a dry run's plan covers (the csv's `records` column summed).
+fn planned_records(stdout: &str) -> u64 {
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("partition,since,"));
+    let Some(column) = lines
+        .next()
+        .and_then(|header| header.split(',').position(|c| c == "records"))
+    else {
+        panic!("no plan in the dry run's output:\n{stdout}");
+    };
+    lines
+        .filter_map(|l| l.split(',').nth(column)?.parse::<u64>().ok())
+        .sum()
+}
+
 /// One `replay verify` run of (e).
 struct Verified {
     /// Records/s of the whole process and of its reading and comparing.
@@ -507,6 +738,9 @@ struct Verified {
     exec: f64,
     /// Peak RSS, MiB.
     rss: f64,
+    /// Seconds of the whole process outside its reading and comparing: start-up, planning
+    /// (which the command does not print) and closing.
+    outside: f64,
     /// How it compared the table: "scan" or "lookup".
     compared: &'static str,
 }
@@ -541,7 +775,10 @@ fn main() {
         .or_else(|_| std::env::var("LESSONPROBE_TEST_POSTGRES"))
         .ok();
 
-    let (mut broker_process, servers) = start_broker(partitions);
+    let kind = BrokerKind::from_env();
+    let table = Table::from_env();
+    // Dropped last (after the Broker handle below): stops the broker, a panic included.
+    let (_broker_guard, servers) = start_broker(kind, partitions);
     let target = KafkaTarget::Bootstrap {
         servers: servers.clone(),
         properties: Vec::new(),
@@ -619,9 +856,18 @@ fn main() {
         "the broker kept {total} of {n} records: spread them over more partitions"
     );
     println!(
-        "{n} events of ~{avg} bytes in {partitions} partitions; produced at {:.0} events/s; window 2026-09-21 to 2026-09-24 (all)",
-        rate(n as u64, produced)
+        "{n} events of ~{avg} bytes in {partitions} partitions of {} ({total} records); produced at {:.0} events/s; window 2026-09-21 to 2026-09-24 (all); target table: {} ({} columns)",
+        kind.name(),
+        rate(n as u64, produced),
+        table.name(),
+        table.columns()
     );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one_day = (!skip("p")).then(|| plan_one_day(&servers, dir.path()));
+    if let Some(p) = &one_day {
+        eprintln!("(p) {}", p.line(kind));
+    }
 
     // Enough whole partitions for (c) to replay about `batch1` events.
     let per_partition = (total as usize / partitions).max(1);
@@ -641,7 +887,6 @@ fn main() {
         (Some(a), Some(a_all))
     };
 
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut figures = Vec::new();
     let mut backends: Vec<(&'static str, String)> = vec![("sqlite", String::new())];
     match &postgres {
@@ -654,24 +899,28 @@ fn main() {
                 let i_delivery = (!skip("i")).then(|| {
                     rate(
                         n as u64,
-                        independent_sqlite(&dir.path().join("i-delivery.db"), &delivery),
+                        independent_sqlite(&dir.path().join("i-delivery.db"), table, &delivery),
                     )
                 });
                 let i_key = (!skip("i")).then(|| {
                     rate(
                         n as u64,
-                        independent_sqlite(&dir.path().join("i-key.db"), &by_key),
+                        independent_sqlite(&dir.path().join("i-key.db"), table, &by_key),
                     )
                 });
                 for f in ["i-delivery.db", "i-key.db"] {
                     let _ = std::fs::remove_file(dir.path().join(f));
                 }
                 let b = (!skip("b")).then(|| {
+                    table.before_replay_sqlite(&dir.path().join("insert.db"));
                     let insert = AuditDb::Sqlite(dir.path().join("insert.db"));
                     let b = rate(n as u64, insert_only(&insert, &events));
                     let _ = std::fs::remove_file(dir.path().join("insert.db"));
                     b
                 });
+                for f in ["c.db", "d.db"] {
+                    table.before_replay_sqlite(&dir.path().join(f));
+                }
                 let c = format!("sqlite:{}", dir.path().join("c.db").display());
                 let d = format!("sqlite:{}", dir.path().join("d.db").display());
                 (i_delivery, i_key, b, c, d)
@@ -680,13 +929,13 @@ fn main() {
                 let i_delivery = (!skip("i")).then(|| {
                     rate(
                         n as u64,
-                        independent_postgres(&url, "lessonprobe_bench_copy", &delivery),
+                        independent_postgres(&url, "lessonprobe_bench_copy", table, &delivery),
                     )
                 });
                 let i_key = (!skip("i")).then(|| {
                     rate(
                         n as u64,
-                        independent_postgres(&url, "lessonprobe_bench_copy", &by_key),
+                        independent_postgres(&url, "lessonprobe_bench_copy", table, &by_key),
                     )
                 });
                 let mut client =
@@ -698,6 +947,7 @@ fn main() {
                             "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
                         ))
                         .expect("create the bench schema");
+                    table.before_replay_postgres(&mut client, schema);
                     let insert = AuditDb::Postgres(in_schema(&url, schema));
                     let b = rate(n as u64, insert_only(&insert, &events));
                     let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
@@ -705,9 +955,12 @@ fn main() {
                 });
                 // (c) and (d) replay into schemas of their own, made fresh.
                 for run in ["c", "d"] {
-                    let _ = client.batch_execute(&format!(
-                        "DROP SCHEMA IF EXISTS lessonprobe_bench_{run} CASCADE; CREATE SCHEMA lessonprobe_bench_{run}"
-                    ));
+                    client
+                        .batch_execute(&format!(
+                            "DROP SCHEMA IF EXISTS lessonprobe_bench_{run} CASCADE; CREATE SCHEMA lessonprobe_bench_{run}"
+                        ))
+                        .expect("a fresh schema");
+                    table.before_replay_postgres(&mut client, &format!("lessonprobe_bench_{run}"));
                 }
                 (
                     i_delivery,
@@ -751,11 +1004,16 @@ fn main() {
         );
         if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
             if backend == "postgres" {
-                let _ = postgres::Client::connect(&url, postgres::NoTls).and_then(|mut c| {
-                    c.batch_execute(
+                let mut client =
+                    postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
+                client
+                    .batch_execute(
                         "DROP SCHEMA IF EXISTS lessonprobe_bench_base CASCADE; CREATE SCHEMA lessonprobe_bench_base",
                     )
-                });
+                    .expect("a fresh schema");
+                table.before_replay_postgres(&mut client, "lessonprobe_bench_base");
+            } else {
+                table.before_replay_sqlite(&dir.path().join("base.db"));
             }
             let db = match backend {
                 "sqlite" => format!("sqlite:{}", dir.path().join("base.db").display()),
@@ -781,6 +1039,33 @@ fn main() {
             );
             let _ = std::fs::remove_file(dir.path().join("base.db"));
         }
+        // (d) wrote the columns the table has, no more: on the lesson's table, six.
+        let columns: i64 = match backend {
+            "sqlite" => rusqlite::Connection::open(dir.path().join("d.db"))
+                .and_then(|c| {
+                    c.query_row(
+                        "SELECT COUNT(*) FROM pragma_table_info('audit_events')",
+                        [],
+                        |r| r.get(0),
+                    )
+                })
+                .expect("columns of (d)'s audit_events"),
+            _ => postgres::Client::connect(&url, postgres::NoTls)
+                .and_then(|mut c| {
+                    c.query_one(
+                        "SELECT COUNT(*) FROM information_schema.columns
+                         WHERE table_schema = 'lessonprobe_bench_d' AND table_name = 'audit_events'",
+                        &[],
+                    )
+                })
+                .expect("columns of (d)'s audit_events")
+                .get(0),
+        };
+        assert_eq!(
+            columns,
+            table.columns() as i64,
+            "(d)'s audit_events has {columns} columns"
+        );
         let d_records = replayed(&d_run.stdout);
         assert_eq!(
             d_records as i64, total,
@@ -799,6 +1084,7 @@ fn main() {
             args.extend(["--compare".to_owned(), compare.to_string()]);
             let e_run = run_measured(&args);
             Verified {
+                outside: e_run.wall.as_secs_f64() - e_run.reported,
                 whole: rate(total as u64, e_run.wall),
                 exec: e_run.execute_rate,
                 rss: e_run.peak_rss_mib,
@@ -860,8 +1146,19 @@ fn main() {
             f.rss_d
         );
     }
-    println!("(i) one transaction, store's schema, no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
+    println!("(i) one transaction into the same table definition as (d), no replay code: SQLite one prepared INSERT (WAL, synchronous=FULL), PostgreSQL binary COPY; deliv = replay order, key = event_id order");
     println!("(d) all/s is the whole process (start-up, planning, execution, read-back); exec/s its execution phase; plan s its planning; RSS in MiB");
+    for f in &figures {
+        println!(
+            "{}: (d)/(i) = {} (execution phase), {} (whole process), both writing the {} table ({} columns); (d) planned in {:.2} s",
+            f.backend,
+            ratio(Some(f.d_exec), f.i_delivery),
+            ratio(Some(f.d), f.i_delivery),
+            table.name(),
+            table.columns(),
+            f.planning
+        );
+    }
     println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
     if a.is_none() && figures.iter().all(|f| f.e.is_empty()) {
         println!("(a) and (e) left out");
@@ -876,10 +1173,9 @@ fn main() {
             .split(',')
             .filter_map(|b| b.trim().parse::<usize>().ok())
         {
-            let db = format!(
-                "sqlite:{}",
-                dir.path().join(format!("sweep-{batch}.db")).display()
-            );
+            let file = dir.path().join(format!("sweep-{batch}.db"));
+            table.before_replay_sqlite(&file);
+            let db = format!("sqlite:{}", file.display());
             let run = run_measured(&replay_args(
                 &servers,
                 &db,
@@ -895,15 +1191,82 @@ fn main() {
             );
         }
     }
-    let _ = broker_process.kill();
-    let _ = broker_process.wait();
+    if let Some(p) = &one_day {
+        println!();
+        println!("(p) {}", p.line(kind));
+    }
+}
+
+/// (p): wall times of whole dry-run processes planning one day of the window.
+struct OneDay {
+    runs: Vec<f64>,
+    /// What the plan covers, as its CSV said (records in the window).
+    records: u64,
+}
+
+impl OneDay {
+    fn line(&self, kind: BrokerKind) -> String {
+        let mut sorted = self.runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        let runs: Vec<String> = self.runs.iter().map(|s| format!("{s:.3}")).collect();
+        format!(
+            "planning a one-day window (--since 2026-09-22T00:00:00Z --until 2026-09-23T00:00:00Z, dry run, {} records) as a whole process on {}: {} s (median {:.3} s, best {:.3} s)",
+            self.records,
+            kind.name(),
+            runs.join(", "),
+            sorted[sorted.len() / 2],
+            sorted[0]
+        )
+    }
+}
+
+/// Runs `replay` without --execute on the day 2026-09-22 three times, into a SQLite file that
+/// does not exist (a dry run does not create it), and times each whole process.
+fn plan_one_day(servers: &str, dir: &Path) -> OneDay {
+    let db = format!("sqlite:{}", dir.join("plan-only.db").display());
+    let args: Vec<String> = [
+        "replay",
+        "--kafka",
+        servers,
+        "--topic",
+        TOPIC,
+        "--since",
+        "2026-09-22T00:00:00Z",
+        "--until",
+        "2026-09-23T00:00:00Z",
+        "--db",
+        &db,
+        "--deadline",
+        "1h",
+        "--live-group",
+        "bench-live",
+        "--replay-group",
+        "bench-plan",
+        "--format",
+        "csv",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut runs = Vec::new();
+    let mut records = 0;
+    for _ in 0..3 {
+        let run = run_measured(&args);
+        records = planned_records(&run.stdout);
+        runs.push(run.wall.as_secs_f64());
+    }
+    assert!(
+        !dir.join("plan-only.db").exists(),
+        "a dry run created its target"
+    );
+    OneDay { runs, records }
 }
 
 /// The table of (e) against (a) and (a*).
 fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
     println!();
     println!(
-        "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10}",
+        "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10} {:>9}",
         "backend",
         "(e) by",
         "(a) consume/s",
@@ -912,12 +1275,13 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
         "(e) exec/s",
         "e/a",
         "e/a*",
-        "RSS e MiB"
+        "RSS e MiB",
+        "outside s"
     );
     for f in figures {
         for e in &f.e {
             println!(
-                "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10.1}",
+                "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10.1} {:>9.2}",
                 f.backend,
                 e.compared,
                 opt(a),
@@ -926,11 +1290,12 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
                 opt(Some(e.exec)),
                 ratio(Some(e.whole), a),
                 ratio(Some(e.whole), a_all),
-                e.rss
+                e.rss,
+                e.outside
             );
         }
     }
-    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process; by: as --compare auto chose (scan: the table read whole and merged), then --compare lookup");
+    println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process; by: as --compare auto chose (scan: the table read whole and merged), then --compare lookup; outside s: seconds of the whole process outside its reading and comparing (start-up, planning, closing; the command prints no planning time of its own)");
 }
 
 /// A rate, or "-" for a part left out.

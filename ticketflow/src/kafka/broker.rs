@@ -1,15 +1,18 @@
 //! A Kafka-protocol broker for the system, its tools and tests: started in process (librdkafka's
 //! mock cluster) or reached by bootstrap address, with topic creation and clean-up.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DefaultProducerContext, DeliveryResult, Producer, ProducerContext,
+};
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientContext;
 
 use super::KafkaTarget;
 use crate::day::{partition_for, DayRecord};
@@ -309,18 +312,24 @@ impl Broker {
     }
 
     pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
-        self.producer_lingering(5)
+        self.producer_lingering(5, self.op_timeout, DefaultProducerContext)
     }
 
-    /// A producer that waits up to `linger_ms` to fill a batch.
-    fn producer_lingering(&self, linger_ms: u32) -> Result<BaseProducer, KafkaError> {
+    /// A producer that waits up to `linger_ms` to fill a batch and gives a record up after
+    /// `patience` without an acknowledgement, telling `context` of each delivery.
+    fn producer_lingering<C: ProducerContext>(
+        &self,
+        linger_ms: u32,
+        patience: Duration,
+        context: C,
+    ) -> Result<BaseProducer<C>, KafkaError> {
         let mut config = self.config();
         config.set("linger.ms", linger_ms.to_string()).set(
             "message.timeout.ms",
-            self.op_timeout.as_millis().max(1000).to_string(),
+            patience.as_millis().max(1000).to_string(),
         );
         config
-            .create()
+            .create_with_context(context)
             .map_err(|e| self.error("creating a producer", e))
     }
 
@@ -489,7 +498,10 @@ impl Broker {
         // a thousand partitions made a message set of each record, and the mock cluster, which
         // walks a partition's message sets from the first on every fetch, then read a 10M-event
         // day in quadratic time.
-        let producer = self.producer_lingering(200)?;
+        // A bulk load waits for a busy broker as long as its flush does; a record given up is
+        // reported, not counted as sent.
+        let patience = self.op_timeout.max(Duration::from_secs(60));
+        let producer = self.producer_lingering(200, patience, Deliveries::default())?;
         // The leaders known before the first send, as for consumers: otherwise a fresh client
         // may hold its records until librdkafka's one-second topic scan.
         producer
@@ -521,8 +533,22 @@ impl Broker {
             sent += 1;
         }
         producer
-            .flush(self.op_timeout.max(Duration::from_secs(30)))
+            .flush(patience + Duration::from_secs(5))
             .map_err(|e| self.error(format!("flushing records to {topic}"), e))?;
+        let context = producer.context();
+        let failed = context.failed.load(Ordering::Relaxed);
+        if failed > 0 {
+            let first = context
+                .first
+                .lock()
+                .ok()
+                .and_then(|f| f.clone())
+                .unwrap_or_default();
+            return Err(self.error(
+                format!("producing to {topic}"),
+                format!("{failed} of {sent} records were not acknowledged (first: {first})"),
+            ));
+        }
         Ok(sent)
     }
 
@@ -554,6 +580,30 @@ impl Broker {
             c.fetch_watermarks(topic, partition, self.op_timeout)
                 .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
         })
+    }
+}
+
+/// Counts the records a producer could not deliver and keeps the first reason: librdkafka
+/// reports a record given up (its message timeout passed, or the broker refused it) only to
+/// the producer's delivery callback.
+#[derive(Default)]
+struct Deliveries {
+    failed: AtomicU64,
+    first: std::sync::Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut first) = self.first.lock() {
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }
     }
 }
 
@@ -681,6 +731,30 @@ mod tests {
         // Closing twice is harmless: there is nothing left to close.
         close_consumer(&consumer, broker.op_timeout);
         assert!(consumer.closed());
+    }
+
+    #[test]
+    fn records_the_broker_refuses_are_an_error_not_a_count() {
+        let mut broker = Broker::embedded(1).unwrap();
+        broker.create_topic("refused", 1).unwrap();
+        let records: Vec<(i32, &str, &[u8], i64)> =
+            (0..10).map(|i| (0, "k", b"{}".as_slice(), i)).collect();
+        assert_eq!(broker.produce("refused", records.clone()).unwrap(), 10);
+        // The broker answers every Produce request with an error librdkafka does not retry.
+        let mock = broker.mock.as_ref().unwrap();
+        mock.request_errors(
+            rdkafka::types::RDKafkaApiKey::Produce,
+            &[rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 50],
+        );
+        let err = broker.produce("refused", records).unwrap_err().to_string();
+        assert!(err.contains("were not acknowledged"), "{err}");
+        assert!(err.contains("of 10 records"), "{err}");
+        mock.clear_request_errors(rdkafka::types::RDKafkaApiKey::Produce);
+        assert_eq!(
+            broker.watermarks("refused", 0).unwrap(),
+            (0, 10),
+            "only the first ten were written"
+        );
     }
 
     #[test]
