@@ -83,7 +83,12 @@ fn commit_abort_commit(kind: BrokerKind, servers: &str, topic: &str, partition: 
     let (_, _, recent) = around_now();
     let txn = |first: i64, n: i64, commit: bool| Txn {
         records: (first..first + n)
-            .map(|i| (recent + i * 1000, event(&format!("{topic}-{partition}-{i}"))))
+            .map(|i| {
+                (
+                    recent + i * 1000,
+                    event(&format!("{topic}-{partition}-{i}")),
+                )
+            })
             .collect(),
         commit,
     };
@@ -765,8 +770,16 @@ fn delete_records(servers: &str, topic: &str, partition: i32, before: i64) {
     let answer = futures_executor::block_on(admin.delete_records(&tpl, &options))
         .unwrap_or_else(|e| panic!("DeleteRecords {topic}[{partition}] below {before}: {e}"));
     let element = answer.find_partition(topic, partition).unwrap();
-    assert!(element.error().is_ok(), "DeleteRecords: {:?}", element.error());
-    assert_eq!(element.offset(), Offset::Offset(before), "the new log start");
+    assert!(
+        element.error().is_ok(),
+        "DeleteRecords: {:?}",
+        element.error()
+    );
+    assert_eq!(
+        element.offset(),
+        Offset::Offset(before),
+        "the new log start"
+    );
 }
 
 /// Rows so far, read while a replay may be writing (0 before the table exists).

@@ -23,7 +23,13 @@ pub struct Txn {
 /// Writes `txns` to `topic[partition]` in order, each followed by its marker (the coordinator's
 /// on Apache Kafka, the test's own on the mock). Returns the offsets of the markers. Nothing
 /// else may write to the partition meanwhile.
-pub fn write(kind: BrokerKind, servers: &str, topic: &str, partition: i32, txns: &[Txn]) -> Vec<i64> {
+pub fn write(
+    kind: BrokerKind,
+    servers: &str,
+    topic: &str,
+    partition: i32,
+    txns: &[Txn],
+) -> Vec<i64> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .set("transactional.id", format!("test-{topic}-{partition}"))
