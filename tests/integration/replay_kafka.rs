@@ -1,8 +1,10 @@
-//! `lessonprobe replay` on topics as real producers write them, against `lessonprobe broker`:
-//! transactions (control markers, aborted records), out-of-order timestamps, retention that
-//! removed a window, a live group that keeps consuming, deadlines, and SIGKILLs on a
-//! transactional topic. Outcomes are read back from SQL and from the broker.
+//! `lessonprobe replay` on topics as real producers write them, on both brokers (librdkafka's
+//! mock cluster in `lessonprobe broker`, and Apache Kafka): transactions (control markers,
+//! aborted records), out-of-order timestamps, retention that removed a window, a live group
+//! that keeps consuming, deadlines, and SIGKILLs on a transactional topic. Outcomes are read
+//! back from SQL and from the broker. What only Apache Kafka can answer is in [`apache`].
 
+mod apache;
 mod txn;
 
 use std::collections::HashSet;
@@ -21,7 +23,7 @@ use txn::Txn;
 
 const LIVE: &str = "audit-live";
 const REPLAY: &str = "audit-replay";
-/// 2026-09-22T10:00:00Z: the records of the transactional tests lie after it.
+/// 2026-09-22T10:00:00Z: records a test stamps inside the window `[SINCE, UNTIL)`.
 const T0: i64 = 1_790_071_200_000;
 const SINCE: &str = "2026-09-22T00:00:00Z";
 const UNTIL: &str = "2026-09-23T00:00:00Z";
@@ -54,21 +56,44 @@ fn run(test: Test, code: i32) -> (String, serde_json::Value) {
     (ran.text(), doc)
 }
 
+/// Now, in milliseconds since the epoch.
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A window by time around the present, `[now - 1 day, now + 1 day)`, and a time an hour ago
+/// to stamp records with. Transactional records are stamped with the present, as a producer
+/// stamps them: Apache Kafka stamps each control marker with the time of its commit, and
+/// answers a window's end with the first offset stamped at or after it, marker or record — a
+/// marker of today would end a window of September at the first commit.
+fn around_now() -> (String, String, i64) {
+    let now = now_ms();
+    let day = 86_400_000;
+    (rfc3339(now - day), rfc3339(now + day), now - 3_600_000)
+}
+
 /// An audit event whose id names where it was written.
 fn event(tag: &str) -> Vec<u8> {
     AuditEvent::sample_with_id(tag).to_json()
 }
 
 /// The layout on `topic[partition]`: commit 3, abort 2, commit 3 — markers at 3, 6
-/// and 10, end 11.
-fn commit_abort_commit(servers: &str, topic: &str, partition: i32) -> Vec<i64> {
+/// and 10, end 11. The records are stamped an hour ago, a second apart.
+fn commit_abort_commit(kind: BrokerKind, servers: &str, topic: &str, partition: i32) -> Vec<i64> {
+    let (_, _, recent) = around_now();
     let txn = |first: i64, n: i64, commit: bool| Txn {
         records: (first..first + n)
-            .map(|i| (T0 + i * 1000, event(&format!("{topic}-{partition}-{i}"))))
+            .map(|i| {
+                (
+                    recent + i * 1000,
+                    event(&format!("{topic}-{partition}-{i}")),
+                )
+            })
             .collect(),
         commit,
     };
     txn::write(
+        kind,
         servers,
         topic,
         partition,
@@ -189,203 +214,217 @@ fn assert_transactional_replay(
     assert_eq!(committed(s, REPLAY, topic, 1), vec![Some(11)]);
 }
 
-#[test]
-fn the_test_broker_lays_out_transactions_as_kafka_does() {
-    let broker = BrokerProcess::start(&[]);
-    let markers = commit_abort_commit(&broker.servers, "txn-layout", 0);
-    assert_eq!(markers, vec![3, 6, 10]);
-    assert_eq!(watermarks(&broker.servers, "txn-layout")[0], (0, 11));
-    let offsets = |iso| -> Vec<i64> {
-        delivered(&broker.servers, "txn-layout", 0, iso, 0, 11)
-            .into_iter()
-            .map(|r| r.0)
-            .collect()
-    };
-    // The mock never lists aborted transactions in a Fetch answer, so read_committed delivers
-    // the aborted records 4 and 5 too: only a real broker filters them.
-    assert_eq!(offsets("read_uncommitted"), vec![0, 1, 2, 4, 5, 7, 8, 9]);
-    assert_eq!(offsets("read_committed"), vec![0, 1, 2, 4, 5, 7, 8, 9]);
+on_each_broker! {
+    fn the_test_broker_lays_out_transactions_as_kafka_does(kind) {
+        let broker = kind.start();
+        let markers = commit_abort_commit(kind, &broker.servers, "txn-layout", 0);
+        assert_eq!(markers, vec![3, 6, 10]);
+        assert_eq!(watermarks(&broker.servers, "txn-layout")[0], (0, 11));
+        let offsets = |iso| -> Vec<i64> {
+            delivered(&broker.servers, "txn-layout", 0, iso, 0, 11)
+                .into_iter()
+                .map(|r| r.0)
+                .collect()
+        };
+        assert_eq!(offsets("read_uncommitted"), vec![0, 1, 2, 4, 5, 7, 8, 9]);
+        match kind {
+            // Apache Kafka filters the aborted records 4 and 5 for a read_committed reader.
+            BrokerKind::ApacheKafka => assert_eq!(offsets("read_committed"), vec![0, 1, 2, 7, 8, 9]),
+            // The mock never lists aborted transactions in a Fetch answer, so read_committed
+            // delivers the aborted records too.
+            BrokerKind::MockCluster => {
+                assert_eq!(offsets("read_committed"), vec![0, 1, 2, 4, 5, 7, 8, 9])
+            }
+        }
+    }
 }
 
-#[test]
-fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    commit_abort_commit(s, "txn1", 0);
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let target = format!("sqlite:{}", db.display());
+on_each_broker! {
+    fn a_transactional_topic_is_planned_and_replayed_completely_with_markers_counted(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        commit_abort_commit(kind, s, "txn1", 0);
+        let (since, until, _) = around_now();
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let target = format!("sqlite:{}", db.display());
 
-    // Planning by time scans to the position: the last offset is a marker, not a record.
-    let started = Instant::now();
-    let (_, doc) = run(
-        replay(
-            &dir,
-            s,
-            "txn1",
-            &target,
-            &[
-                "--since",
-                SINCE,
-                "--until",
-                UNTIL,
-                "--partitions",
-                "0",
-                "--format",
-                "json",
-            ],
-        ),
-        0,
-    );
-    let p = &doc["plan"]["partitions"][0];
-    assert_eq!(
-        (p["start"].as_i64(), p["stop"].as_i64()),
-        (Some(0), Some(11)),
-        "{doc}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "planning took {:?}",
-        started.elapsed()
-    );
+        // Planning by time scans to the position: the last offset is a marker, not a record.
+        let started = Instant::now();
+        let (_, doc) = run(
+            replay(
+                &dir,
+                s,
+                "txn1",
+                &target,
+                &[
+                    "--since",
+                    &since,
+                    "--until",
+                    &until,
+                    "--partitions",
+                    "0",
+                    "--format",
+                    "json",
+                ],
+            ),
+            0,
+        );
+        let p = &doc["plan"]["partitions"][0];
+        assert_eq!(
+            (p["start"].as_i64(), p["stop"].as_i64()),
+            (Some(0), Some(11)),
+            "{doc}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "planning took {:?}",
+            started.elapsed()
+        );
 
-    let (_, doc) = run(
-        replay(
-            &dir,
-            s,
-            "txn1",
-            &target,
-            &[
-                "--partitions",
-                "0",
-                "--start",
-                "0",
-                "--stop",
-                "11",
-                "--execute",
-                "--format",
-                "json",
-            ],
-        ),
-        0,
-    );
-    assert_transactional_replay(s, "txn1", unique(sqlite_ids(db)), &doc);
-    // The target's checkpoint is the position past the last marker, with the counts beside it.
-    let row = result_row(&doc, 0);
-    assert_eq!(
-        sqlite_count(
-            db,
-            "SELECT next_offset * 10000 + markers * 100 + aborted FROM lessonprobe_replay_partitions"
-        ),
-        11 * 10000 + row["markers"].as_i64().unwrap() * 100 + row["aborted"].as_i64().unwrap()
-    );
+        let (_, doc) = run(
+            replay(
+                &dir,
+                s,
+                "txn1",
+                &target,
+                &[
+                    "--partitions",
+                    "0",
+                    "--start",
+                    "0",
+                    "--stop",
+                    "11",
+                    "--execute",
+                    "--format",
+                    "json",
+                ],
+            ),
+            0,
+        );
+        assert_transactional_replay(s, "txn1", unique(sqlite_ids(db)), &doc);
+        // The target's checkpoint is the position past the last marker, with the counts beside it.
+        let row = result_row(&doc, 0);
+        assert_eq!(
+            sqlite_count(
+                db,
+                "SELECT next_offset * 10000 + markers * 100 + aborted FROM lessonprobe_replay_partitions"
+            ),
+            11 * 10000 + row["markers"].as_i64().unwrap() * 100 + row["aborted"].as_i64().unwrap()
+        );
+    }
 }
 
-#[test]
-fn a_transactional_topic_replays_completely_into_postgres() {
-    let Some(admin) = services::postgres() else {
-        return;
-    };
-    let db = OwnDatabase::create(&admin, "txn");
-    let url = db.url();
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    commit_abort_commit(s, "txn-pg", 0);
-    let dir = Dir::new();
-    let (_, doc) = run(
-        replay(
-            &dir,
-            s,
-            "txn-pg",
-            &url,
-            &[
-                "--partitions",
-                "0",
-                "--since",
-                SINCE,
-                "--until",
-                UNTIL,
-                "--execute",
-                "--format",
-                "json",
-            ],
-        ),
-        0,
-    );
-    let ids = postgres::strings(&url, "SELECT event_id FROM audit_events");
-    assert_transactional_replay(s, "txn-pg", unique(ids), &doc);
-    drop(broker);
+on_each_broker! {
+    fn a_transactional_topic_replays_completely_into_postgres(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let db = OwnDatabase::create(&admin, "txn");
+        let url = db.url();
+        let broker = kind.start();
+        let s = &broker.servers;
+        commit_abort_commit(kind, s, "txn-pg", 0);
+        let (since, until, _) = around_now();
+        let dir = Dir::new();
+        let (_, doc) = run(
+            replay(
+                &dir,
+                s,
+                "txn-pg",
+                &url,
+                &[
+                    "--partitions",
+                    "0",
+                    "--since",
+                    &since,
+                    "--until",
+                    &until,
+                    "--execute",
+                    "--format",
+                    "json",
+                ],
+            ),
+            0,
+        );
+        let ids = postgres::strings(&url, "SELECT event_id FROM audit_events");
+        assert_transactional_replay(s, "txn-pg", unique(ids), &doc);
+        drop(broker);
+    }
 }
 
-#[test]
-fn resume_after_a_partial_run_continues_past_the_markers() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    // commit 3, abort 2, then a transaction whose second record is not an audit event.
-    let records = |tags: &[&str]| -> Vec<(i64, Vec<u8>)> {
-        tags.iter()
-            .enumerate()
-            .map(|(i, t)| {
-                (
-                    T0 + i as i64,
-                    if *t == "junk" {
-                        b"junk".to_vec()
-                    } else {
-                        event(t)
-                    },
-                )
-            })
-            .collect()
-    };
-    let markers = txn::write(
-        s,
-        "txn-resume",
-        0,
-        &[
-            Txn {
-                records: records(&["r0", "r1", "r2"]),
-                commit: true,
-            },
-            Txn {
-                records: records(&["a4", "a5"]),
-                commit: false,
-            },
-            Txn {
-                records: records(&["r7", "junk", "r9"]),
-                commit: true,
-            },
-        ],
-    );
-    assert_eq!(markers, vec![3, 6, 10]);
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let target = format!("sqlite:{}", db.display());
-    let range = [
-        "--partitions",
-        "0",
-        "--start",
-        "0",
-        "--stop",
-        "11",
-        "--execute",
-    ];
-    let mut args = range.to_vec();
-    args.extend(["--on-bad-record", "fail", "--batch", "2"]);
-    let (said, _) = run(replay(&dir, s, "txn-resume", &target, &args), 4);
-    assert!(said.contains("last durable offset 8"), "{said}");
-    assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(8)]);
+on_each_broker! {
+    fn resume_after_a_partial_run_continues_past_the_markers(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        let (_, _, recent) = around_now();
+        // commit 3, abort 2, then a transaction whose second record is not an audit event.
+        let records = |tags: &[&str]| -> Vec<(i64, Vec<u8>)> {
+            tags.iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    (
+                        recent + i as i64,
+                        if *t == "junk" {
+                            b"junk".to_vec()
+                        } else {
+                            event(t)
+                        },
+                    )
+                })
+                .collect()
+        };
+        let markers = txn::write(
+            kind,
+            s,
+            "txn-resume",
+            0,
+            &[
+                Txn {
+                    records: records(&["r0", "r1", "r2"]),
+                    commit: true,
+                },
+                Txn {
+                    records: records(&["a4", "a5"]),
+                    commit: false,
+                },
+                Txn {
+                    records: records(&["r7", "junk", "r9"]),
+                    commit: true,
+                },
+            ],
+        );
+        assert_eq!(markers, vec![3, 6, 10]);
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let target = format!("sqlite:{}", db.display());
+        let range = [
+            "--partitions",
+            "0",
+            "--start",
+            "0",
+            "--stop",
+            "11",
+            "--execute",
+        ];
+        let mut args = range.to_vec();
+        args.extend(["--on-bad-record", "fail", "--batch", "2"]);
+        let (said, _) = run(replay(&dir, s, "txn-resume", &target, &args), 4);
+        assert!(said.contains("last durable offset 8"), "{said}");
+        assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(8)]);
 
-    let mut args = range.to_vec();
-    args.extend(["--resume", "--allow-quarantine", "--format", "json"]);
-    let (_, doc) = run(replay(&dir, s, "txn-resume", &target, &args), 0);
-    assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
-    assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
-    let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
-    assert_eq!(unique(sqlite_ids(db)), want);
-    assert_eq!(
-        sqlite_count(db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
-        1
-    );
+        let mut args = range.to_vec();
+        args.extend(["--resume", "--allow-quarantine", "--format", "json"]);
+        let (_, doc) = run(replay(&dir, s, "txn-resume", &target, &args), 0);
+        assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
+        assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
+        let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
+        assert_eq!(unique(sqlite_ids(db)), want);
+        assert_eq!(
+            sqlite_count(db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
+            1
+        );
+    }
 }
 
 #[test]
@@ -486,211 +525,261 @@ fn rfc3339(ms: i64) -> String {
         .to_rfc3339()
 }
 
-#[test]
-fn out_of_order_timestamps_plan_exactly_kafkas_answer() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    produce_out_of_order(s, "ooo");
-    let dir = Dir::new();
-    // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
-    for (partition, since, until, want) in [("0", 4000, 10_000, (1, 4)), ("1", 500, 5000, (0, 1))] {
-        let (_, doc) = run(
-            replay(
-                &dir,
-                s,
-                "ooo",
-                "sqlite:x.db",
-                &[
-                    "--partitions",
-                    partition,
-                    "--since",
-                    &rfc3339(since),
-                    "--until",
-                    &rfc3339(until),
-                    "--format",
-                    "json",
-                ],
-            ),
+on_each_broker! {
+    fn out_of_order_timestamps_plan_exactly_kafkas_answer(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        produce_out_of_order(s, "ooo");
+        let dir = Dir::new();
+        // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
+        for (partition, since, until, want) in [("0", 4000, 10_000, (1, 4)), ("1", 500, 5000, (0, 1))] {
+            let (_, doc) = run(
+                replay(
+                    &dir,
+                    s,
+                    "ooo",
+                    "sqlite:x.db",
+                    &[
+                        "--partitions",
+                        partition,
+                        "--since",
+                        &rfc3339(since),
+                        "--until",
+                        &rfc3339(until),
+                        "--format",
+                        "json",
+                    ],
+                ),
+                0,
+            );
+            let p = &doc["plan"]["partitions"][0];
+            assert_eq!(
+                (p["start"].as_i64().unwrap(), p["stop"].as_i64().unwrap()),
+                want,
+                "partition {partition}: {doc}"
+            );
+        }
+    }
+}
+
+on_each_broker! {
+    fn records_outside_the_window_and_late_arrivals_are_counted_per_partition(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        produce_out_of_order(s, "late");
+        let dir = Dir::new();
+        // Partition 0, window [4 s, 10 s): Kafka's range [1, 4) holds 2 s and 3 s, outside it.
+        // Partition 1, window [0.5 s, 5 s): range [0, 1); past stop, 2 s and 3 s belong to the
+        // window (9 s does not), and a skew of 10 s reads on to the end to count them.
+        for (partition, since, until, skew, want) in [
+            ("0", 4000, 10_000, None, (3, 2, 0)),
+            ("1", 500, 5000, Some("10s"), (1, 0, 2)),
+        ] {
+            let db = format!("sqlite:{}", &dir.join(format!("p{partition}.db")).display());
+            let mut args = vec![
+                "--partitions",
+                partition,
+                "--since",
+                &rfc3339(since),
+                "--until",
+                &rfc3339(until),
+                "--execute",
+                "--format",
+                "json",
+            ]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+            if let Some(skew) = skew {
+                args.extend(["--skew".to_owned(), skew.to_owned()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (_, doc) = run(replay(&dir, s, "late", &db, &args), 0);
+            let row = result_row(&doc, partition.parse().unwrap());
+            assert_eq!(
+                (
+                    row["records"].as_i64().unwrap(),
+                    row["out_of_window"].as_i64().unwrap(),
+                    row["late"].as_i64().unwrap()
+                ),
+                want,
+                "partition {partition}: {row}"
+            );
+        }
+    }
+}
+
+on_each_broker! {
+    fn a_partition_whose_records_retention_removed_entirely_is_refused(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        produce_at(s, "gone", &[(0, T0), (0, T0 + 1), (0, T0 + 2)]);
+        match kind {
+            // One record larger than what the mock keeps per partition pushes every older one
+            // out, and the log start becomes the end.
+            BrokerKind::MockCluster => {
+                let producer: BaseProducer = ClientConfig::new()
+                    .set("bootstrap.servers", s)
+                    .set("message.max.bytes", "8000000")
+                    .create()
+                    .unwrap();
+                let big = vec![b'x'; 6 * 1024 * 1024];
+                producer
+                    .send(
+                        BaseRecord::to("gone")
+                            .partition(0)
+                            .key("k")
+                            .payload(&big)
+                            .timestamp(T0 + 3),
+                    )
+                    .unwrap();
+                producer.flush(Duration::from_secs(20)).unwrap();
+            }
+            // Apache Kafka keeps these records forever (and refuses a 6 MiB one): DeleteRecords
+            // moves its log start instead.
+            BrokerKind::ApacheKafka => {
+                produce_at(s, "gone", &[(0, T0 + 3)]);
+                delete_records(s, "gone", 0, 4);
+            }
+        }
+        let (low, high) = watermarks(s, "gone")[0];
+        assert_eq!(
+            (low, high),
+            (4, 4),
+            "retention left the log start at the end"
+        );
+        let dir = Dir::new();
+        for args in [
+            vec!["--partitions", "0", "--since", SINCE, "--until", UNTIL],
+            vec!["--partitions", "0", "--start", "1", "--stop", "4"],
+        ] {
+            let (said, _) = run(replay(&dir, s, "gone", "sqlite:x.db", &args), 4);
+            assert!(said.contains("retention removed"), "{args:?}: {said}");
+            assert!(
+                said.contains("partition 0") && said.contains(", 4)"),
+                "{args:?}: {said}"
+            );
+        }
+    }
+}
+
+on_each_broker! {
+    /// A plan stopped at an undecodable record, then resumed after retention removed offsets it
+    /// had already replayed: the resume needs only what follows its checkpoint, which is still
+    /// there. Planned as new, the window's start is gone; the recorded plan decides.
+    fn a_resume_after_retention_removed_replayed_offsets_continues_from_its_checkpoint(kind) {
+        let broker = kind.start();
+        let s = &broker.servers;
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", s)
+            .set("message.max.bytes", "8000000")
+            .create()
+            .unwrap();
+        let send = |payload: &[u8], ts: i64| {
+            producer
+                .send(
+                    BaseRecord::to("trimmed")
+                        .partition(0)
+                        .key("k")
+                        .payload(payload)
+                        .timestamp(ts),
+                )
+                .unwrap();
+            // One message set per record: retention removes whole sets.
+            producer.flush(Duration::from_secs(20)).unwrap();
+        };
+        let big = |i: i64| {
+            let mut e = AuditEvent::sample_with_id(&format!("big-{i}"));
+            // The mock removes old records by size alone; Apache Kafka refuses records over 1 MiB.
+            let pad = match kind {
+                BrokerKind::MockCluster => 1_500_000,
+                BrokerKind::ApacheKafka => 1000,
+            };
+            e.payload = serde_json::json!({ "version": i, "pad": "x".repeat(pad) });
+            e.to_json()
+        };
+        // In the window: three records of 1.5 MB (offsets 0-2), an undecodable one (3), two small
+        // events (4, 5); then a record past the window's end (6).
+        for i in 0..3 {
+            send(&big(i), T0 + i);
+        }
+        send(b"not an event", T0 + 3);
+        send(&event("small-4"), T0 + 4);
+        send(&event("small-5"), T0 + 5);
+        send(&event("after"), T0 + 86_400_000);
+        let dir = Dir::new();
+        let window = [
+            "--partitions",
+            "0",
+            "--since",
+            SINCE,
+            "--until",
+            UNTIL,
+            "--execute",
+        ];
+        let (said, _) = run(
+            replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--on-bad-record", "fail"]),
+            4,
+        );
+        assert!(said.contains("last durable offset 3"), "{said}");
+        // Two more large records past the window: the mock keeps about 5 MiB of a partition, so
+        // the oldest sets go. Apache Kafka keeps them all: DeleteRecords removes the first two.
+        for i in 0..2 {
+            send(&big(100 + i), T0 + 86_400_000 + 1 + i);
+        }
+        if kind == BrokerKind::ApacheKafka {
+            delete_records(s, "trimmed", 0, 2);
+        }
+        let (low, _) = watermarks(s, "trimmed")[0];
+        assert!(
+            (1..=3).contains(&low),
+            "retention should have removed offsets before the checkpoint 3 only, log start {low}"
+        );
+        let (said, _) = run(
+            replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--resume", "--allow-quarantine"]),
             0,
         );
-        let p = &doc["plan"]["partitions"][0];
+        assert!(!said.contains("retention removed"), "{said}");
+        let db = dir.join("t.db");
+        assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM audit_events"), 5);
         assert_eq!(
-            (p["start"].as_i64().unwrap(), p["stop"].as_i64().unwrap()),
-            want,
-            "partition {partition}: {doc}"
+            sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
+            1
         );
+        assert_eq!(
+            sqlite_count(&db, "SELECT next_offset FROM lessonprobe_replay_partitions"),
+            6
+        );
+        assert_eq!(committed(s, REPLAY, "trimmed", 1), [Some(6)]);
     }
 }
 
-#[test]
-fn records_outside_the_window_and_late_arrivals_are_counted_per_partition() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    produce_out_of_order(s, "late");
-    let dir = Dir::new();
-    // Partition 0, window [4 s, 10 s): Kafka's range [1, 4) holds 2 s and 3 s, outside it.
-    // Partition 1, window [0.5 s, 5 s): range [0, 1); past stop, 2 s and 3 s belong to the
-    // window (9 s does not), and a skew of 10 s reads on to the end to count them.
-    for (partition, since, until, skew, want) in [
-        ("0", 4000, 10_000, None, (3, 2, 0)),
-        ("1", 500, 5000, Some("10s"), (1, 0, 2)),
-    ] {
-        let db = format!("sqlite:{}", &dir.join(format!("p{partition}.db")).display());
-        let mut args = vec![
-            "--partitions",
-            partition,
-            "--since",
-            &rfc3339(since),
-            "--until",
-            &rfc3339(until),
-            "--execute",
-            "--format",
-            "json",
-        ]
-        .into_iter()
-        .map(str::to_owned)
-        .collect::<Vec<_>>();
-        if let Some(skew) = skew {
-            args.extend(["--skew".to_owned(), skew.to_owned()]);
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (_, doc) = run(replay(&dir, s, "late", &db, &args), 0);
-        let row = result_row(&doc, partition.parse().unwrap());
-        assert_eq!(
-            (
-                row["records"].as_i64().unwrap(),
-                row["out_of_window"].as_i64().unwrap(),
-                row["late"].as_i64().unwrap()
-            ),
-            want,
-            "partition {partition}: {row}"
-        );
-    }
-}
-
-#[test]
-fn a_partition_whose_records_retention_removed_entirely_is_refused() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    produce_at(s, "gone", &[(0, T0), (0, T0 + 1), (0, T0 + 2)]);
-    // One record larger than what the mock keeps per partition pushes every older one out,
-    // and the log start becomes the end.
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", s)
-        .set("message.max.bytes", "8000000")
+/// Deletes the records of `topic[partition]` below `before` (Kafka's DeleteRecords, which
+/// moves the log start as retention does), and checks the broker's answer.
+fn delete_records(servers: &str, topic: &str, partition: i32, before: i64) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", servers)
         .create()
         .unwrap();
-    let big = vec![b'x'; 6 * 1024 * 1024];
-    producer
-        .send(
-            BaseRecord::to("gone")
-                .partition(0)
-                .key("k")
-                .payload(&big)
-                .timestamp(T0 + 3),
-        )
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(before))
         .unwrap();
-    producer.flush(Duration::from_secs(20)).unwrap();
-    let (low, high) = watermarks(s, "gone")[0];
-    assert_eq!(
-        (low, high),
-        (4, 4),
-        "the mock's retention left the log start at the end"
-    );
-    let dir = Dir::new();
-    for args in [
-        vec!["--partitions", "0", "--since", SINCE, "--until", UNTIL],
-        vec!["--partitions", "0", "--start", "1", "--stop", "4"],
-    ] {
-        let (said, _) = run(replay(&dir, s, "gone", "sqlite:x.db", &args), 4);
-        assert!(said.contains("retention removed"), "{args:?}: {said}");
-        assert!(
-            said.contains("partition 0") && said.contains(", 4)"),
-            "{args:?}: {said}"
-        );
-    }
-}
-
-/// A plan stopped at an undecodable record, then resumed after retention removed offsets it
-/// had already replayed: the resume needs only what follows its checkpoint, which is still
-/// there. Planned as new, the window's start is gone; the recorded plan decides.
-#[test]
-fn a_resume_after_retention_removed_replayed_offsets_continues_from_its_checkpoint() {
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", s)
-        .set("message.max.bytes", "8000000")
-        .create()
-        .unwrap();
-    let send = |payload: &[u8], ts: i64| {
-        producer
-            .send(
-                BaseRecord::to("trimmed")
-                    .partition(0)
-                    .key("k")
-                    .payload(payload)
-                    .timestamp(ts),
-            )
-            .unwrap();
-        // One message set per record: retention removes whole sets.
-        producer.flush(Duration::from_secs(20)).unwrap();
-    };
-    let big = |i: i64| {
-        let mut e = AuditEvent::sample_with_id(&format!("big-{i}"));
-        e.payload = serde_json::json!({ "version": i, "pad": "x".repeat(1_500_000) });
-        e.to_json()
-    };
-    // In the window: three records of 1.5 MB (offsets 0-2), an undecodable one (3), two small
-    // events (4, 5); then a record past the window's end (6).
-    for i in 0..3 {
-        send(&big(i), T0 + i);
-    }
-    send(b"not an event", T0 + 3);
-    send(&event("small-4"), T0 + 4);
-    send(&event("small-5"), T0 + 5);
-    send(&event("after"), T0 + 86_400_000);
-    let dir = Dir::new();
-    let window = [
-        "--partitions",
-        "0",
-        "--since",
-        SINCE,
-        "--until",
-        UNTIL,
-        "--execute",
-    ];
-    let (said, _) = run(
-        replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--on-bad-record", "fail"]),
-        4,
-    );
-    assert!(said.contains("last durable offset 3"), "{said}");
-    // Two more large records past the window: the mock keeps about 5 MiB of a partition, so
-    // the oldest sets go.
-    for i in 0..2 {
-        send(&big(100 + i), T0 + 86_400_000 + 1 + i);
-    }
-    let (low, _) = watermarks(s, "trimmed")[0];
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let answer = futures_executor::block_on(admin.delete_records(&tpl, &options))
+        .unwrap_or_else(|e| panic!("DeleteRecords {topic}[{partition}] below {before}: {e}"));
+    let element = answer.find_partition(topic, partition).unwrap();
     assert!(
-        (1..=3).contains(&low),
-        "retention should have removed offsets before the checkpoint 3 only, log start {low}"
-    );
-    let (said, _) = run(
-        replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--resume", "--allow-quarantine"]),
-        0,
-    );
-    assert!(!said.contains("retention removed"), "{said}");
-    let db = dir.join("t.db");
-    assert_eq!(sqlite_count(&db, "SELECT COUNT(*) FROM audit_events"), 5);
-    assert_eq!(
-        sqlite_count(&db, "SELECT COUNT(*) FROM lessonprobe_replay_quarantine"),
-        1
+        element.error().is_ok(),
+        "DeleteRecords: {:?}",
+        element.error()
     );
     assert_eq!(
-        sqlite_count(&db, "SELECT next_offset FROM lessonprobe_replay_partitions"),
-        6
+        element.offset(),
+        Offset::Offset(before),
+        "the new log start"
     );
-    assert_eq!(committed(s, REPLAY, "trimmed", 1), [Some(6)]);
 }
 
 /// Rows so far, read while a replay may be writing (0 before the table exists).
@@ -729,143 +818,146 @@ fn replay_under_way(dir: &Dir, servers: &str, db: &Path) -> Running {
     run
 }
 
-#[test]
-fn a_live_consumer_committing_during_a_replay_is_reported_not_failed() {
-    let broker = BrokerProcess::sample_day("day", 30_000, 3);
-    let s = &broker.servers;
-    commit(s, LIVE, "day", &[10, 10, 10]);
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let run = replay_under_way(&dir, s, db);
-    // The live service keeps consuming and committing its progress meanwhile.
-    for step in 1..=5 {
-        commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let ran = run.success();
-    let said = ran.text();
-    for line in [
-        "live group audit-live advanced by 50 on partition 0 while the replay ran",
-        "live group audit-live advanced by 5 on partition 2 while the replay ran",
-    ] {
-        assert!(said.contains(line), "{line:?} missing: {said}");
-    }
-    assert!(!said.contains("partition 1 while"), "{said}");
-    assert_eq!(
-        committed(s, LIVE, "day", 3),
-        vec![Some(60), Some(10), Some(15)]
-    );
-}
-
-#[test]
-fn a_live_group_reset_backwards_during_a_replay_fails_it() {
-    let broker = BrokerProcess::sample_day("day", 30_000, 3);
-    let s = &broker.servers;
-    commit(s, LIVE, "day", &[10, 10, 10]);
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let run = replay_under_way(&dir, s, db);
-    commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
-    run.status(4);
-}
-
-#[test]
-fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_time() {
-    let broker = BrokerProcess::sample_day("day", 60_000, 30);
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let ran = replay(
-        &dir,
-        &broker.servers,
-        "day",
-        &format!("sqlite:{}", db.display()),
-        &[
-            "--since",
-            SINCE,
-            "--until",
-            UNTIL,
-            "--execute",
-            "--batch",
-            "1",
-            "--deadline",
-            "2s",
-        ],
-    )
-    // 2 s, plus start-up and the final read of the live group's offsets.
-    .within(Duration::from_millis(3500))
-    .status(4);
-    let said = ran.text();
-    let stderr = &ran.stderr;
-    let failures: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("lessonprobe replay: partition "))
-        .collect();
-    // Every partition that did not reach its stop (begun or not) names the run's deadline.
-    let finished = committed(&broker.servers, REPLAY, "day", 30)
-        .iter()
-        .zip(0..)
-        .filter(|(c, p)| {
-            **c == Some(
-                first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap(),
-            )
-        })
-        .count();
-    assert!(failures.len() >= 20, "{stderr}");
-    assert_eq!(failures.len() + finished, 30, "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "replay incomplete on {} partition(s)",
-            failures.len()
-        )),
-        "{stderr}"
-    );
-    for line in &failures {
-        assert!(
-            line.contains("deadline of 2s reached") && line.contains("last durable offset"),
-            "{line}"
-        );
-    }
-    assert!(!said.contains("BrokerTransportFailure"), "{said}");
-    assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr}");
-    let mut kinds = HashSet::new();
-    for line in stderr.lines().filter(|l| l.contains("librdkafka: ")) {
-        let kind = line
-            .split("librdkafka: ")
-            .last()
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap();
-        assert!(kinds.insert(kind.to_owned()), "{kind} twice: {stderr}");
-    }
-    // What was durable when the deadline came is in SQL with its checkpoint, and Kafka's
-    // committed offset is that checkpoint, never ahead of it.
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT partition, start_offset, next_offset, records FROM lessonprobe_replay_partitions")
-        .unwrap();
-    let checkpoints: Vec<(i32, i64, i64, i64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(checkpoints.len(), 30);
-    let on_broker = committed(&broker.servers, REPLAY, "day", 30);
-    for &(p, start, next, records) in &checkpoints {
-        let kafka = on_broker[p as usize].unwrap_or(start);
-        assert!(
-            kafka <= next,
-            "partition {p}: Kafka {kafka} ahead of SQL {next}"
-        );
+on_each_broker! {
+    fn a_live_consumer_committing_during_a_replay_is_reported_not_failed(kind) {
+        let broker = kind.sample_day("day", 30_000, 3);
+        let s = &broker.servers;
+        commit(s, LIVE, "day", &[10, 10, 10]);
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let run = replay_under_way(&dir, s, db);
+        // The live service keeps consuming and committing its progress meanwhile.
+        for step in 1..=5 {
+            commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ran = run.success();
+        let said = ran.text();
+        for line in [
+            "live group audit-live advanced by 50 on partition 0 while the replay ran",
+            "live group audit-live advanced by 5 on partition 2 while the replay ran",
+        ] {
+            assert!(said.contains(line), "{line:?} missing: {said}");
+        }
+        assert!(!said.contains("partition 1 while"), "{said}");
         assert_eq!(
-            records,
-            next - start,
-            "partition {p}: the checkpoint covers its records"
+            committed(s, LIVE, "day", 3),
+            vec![Some(60), Some(10), Some(15)]
         );
     }
-    let applied: i64 = checkpoints.iter().map(|c| c.2 - c.1).sum();
-    let sum_records = sqlite_count(db, "SELECT SUM(records) FROM lessonprobe_replay_partitions");
-    assert!(applied > 0 && applied == sum_records, "{checkpoints:?}");
+}
+
+on_each_broker! {
+    fn a_live_group_reset_backwards_during_a_replay_fails_it(kind) {
+        let broker = kind.sample_day("day", 30_000, 3);
+        let s = &broker.servers;
+        commit(s, LIVE, "day", &[10, 10, 10]);
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let run = replay_under_way(&dir, s, db);
+        commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
+        run.status(4);
+    }
+}
+
+on_each_broker! {
+    fn a_deadline_is_reported_as_a_deadline_on_every_partition_and_ends_the_run_in_time(kind) {
+        let broker = kind.sample_day("day", 60_000, 30);
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let ran = replay(
+            &dir,
+            &broker.servers,
+            "day",
+            &format!("sqlite:{}", db.display()),
+            &[
+                "--since",
+                SINCE,
+                "--until",
+                UNTIL,
+                "--execute",
+                "--batch",
+                "1",
+                "--deadline",
+                "2s",
+            ],
+        )
+        // 2 s, plus start-up and the final read of the live group's offsets.
+        .within(Duration::from_millis(3500))
+        .status(4);
+        let said = ran.text();
+        let stderr = &ran.stderr;
+        let failures: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("lessonprobe replay: partition "))
+            .collect();
+        // Every partition that did not reach its stop (begun or not) names the run's deadline.
+        let finished = committed(&broker.servers, REPLAY, "day", 30)
+            .iter()
+            .zip(0..)
+            .filter(|(c, p)| {
+                **c == Some(
+                    first_offset_at(&broker.servers, "day", *p, ticketflow::day::YESTERDAY.1).unwrap(),
+                )
+            })
+            .count();
+        assert!(failures.len() >= 20, "{stderr}");
+        assert_eq!(failures.len() + finished, 30, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "replay incomplete on {} partition(s)",
+                failures.len()
+            )),
+            "{stderr}"
+        );
+        for line in &failures {
+            assert!(
+                line.contains("deadline of 2s reached") && line.contains("last durable offset"),
+                "{line}"
+            );
+        }
+        assert!(!said.contains("BrokerTransportFailure"), "{said}");
+        assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr}");
+        let mut kinds = HashSet::new();
+        for line in stderr.lines().filter(|l| l.contains("librdkafka: ")) {
+            let kind = line
+                .split("librdkafka: ")
+                .last()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            assert!(kinds.insert(kind.to_owned()), "{kind} twice: {stderr}");
+        }
+        // What was durable when the deadline came is in SQL with its checkpoint, and Kafka's
+        // committed offset is that checkpoint, never ahead of it.
+        let conn = rusqlite::Connection::open(db).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT partition, start_offset, next_offset, records FROM lessonprobe_replay_partitions")
+            .unwrap();
+        let checkpoints: Vec<(i32, i64, i64, i64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(checkpoints.len(), 30);
+        let on_broker = committed(&broker.servers, REPLAY, "day", 30);
+        for &(p, start, next, records) in &checkpoints {
+            let kafka = on_broker[p as usize].unwrap_or(start);
+            assert!(
+                kafka <= next,
+                "partition {p}: Kafka {kafka} ahead of SQL {next}"
+            );
+            assert_eq!(
+                records,
+                next - start,
+                "partition {p}: the checkpoint covers its records"
+            );
+        }
+        let applied: i64 = checkpoints.iter().map(|c| c.2 - c.1).sum();
+        let sum_records = sqlite_count(db, "SELECT SUM(records) FROM lessonprobe_replay_partitions");
+        assert!(applied > 0 && applied == sum_records, "{checkpoints:?}");
+    }
 }
 
 /// Delivers what the real replay consumer delivers, except the record at `skip`: a consumer that
@@ -915,121 +1007,124 @@ impl ticketflow::replay::ReplayConsumer for Skipping {
     }
 }
 
-#[test]
-fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it() {
-    use ticketflow::replay::{
-        run_bounded_replay, GapFinding, ReplayErrorKind, ReplayLimits, ReplayPlan,
-    };
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    commit_abort_commit(s, "gap", 0);
-    let target: ticketflow::KafkaTarget = s.parse().unwrap();
-    let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
-    let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
-    let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, &plan.group()).unwrap();
-    let mut consumer = Skipping { inner, skip: 8 };
-    let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();
-    let limits = ReplayLimits {
-        deadline: Duration::from_secs(20),
-        idle_timeout: Duration::from_secs(3),
-    };
-    let err = run_bounded_replay(&plan, limits, &mut consumer, &mut store).unwrap_err();
-    assert!(
-        matches!(
-            err.kind,
-            ReplayErrorKind::UnexplainedGap {
-                expected: 8,
-                got: 9,
-                finding: GapFinding::Undelivered { offset: 8 }
-            }
-        ),
-        "{err}"
-    );
-    assert_eq!(err.committed, Some(8), "{err}");
-    assert_eq!(committed(s, REPLAY, "gap", 1), vec![Some(8)]);
-    // Offsets 0-7 made durable: the records the broker delivers there (the mock hands over
-    // the aborted 4 and 5 too), no more.
-    assert_eq!(
-        ticketflow::store::AuditStore::audit_rows(&mut store).unwrap(),
-        delivered(s, "gap", 0, "read_committed", 0, 8).len() as u64
-    );
+on_each_broker! {
+    fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it(kind) {
+        use ticketflow::replay::{
+            run_bounded_replay, GapFinding, ReplayErrorKind, ReplayLimits, ReplayPlan,
+        };
+        let broker = kind.start();
+        let s = &broker.servers;
+        commit_abort_commit(kind, s, "gap", 0);
+        let target: ticketflow::KafkaTarget = s.parse().unwrap();
+        let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
+        let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
+        let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, &plan.group()).unwrap();
+        let mut consumer = Skipping { inner, skip: 8 };
+        let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();
+        let limits = ReplayLimits {
+            deadline: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(3),
+        };
+        let err = run_bounded_replay(&plan, limits, &mut consumer, &mut store).unwrap_err();
+        assert!(
+            matches!(
+                err.kind,
+                ReplayErrorKind::UnexplainedGap {
+                    expected: 8,
+                    got: 9,
+                    finding: GapFinding::Undelivered { offset: 8 }
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.committed, Some(8), "{err}");
+        assert_eq!(committed(s, REPLAY, "gap", 1), vec![Some(8)]);
+        // Offsets 0-7 made durable: the records the broker delivers there (Apache Kafka 0-2 and
+        // 7; the mock hands over the aborted 4 and 5 too), no more.
+        assert_eq!(
+            ticketflow::store::AuditStore::audit_rows(&mut store).unwrap(),
+            delivered(s, "gap", 0, "read_committed", 0, 8).len() as u64
+        );
+    }
 }
 
-#[test]
-fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing() {
-    use rand::{Rng, SeedableRng};
-    let broker = BrokerProcess::start(&[]);
-    let s = &broker.servers;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
-    let partitions = 4;
-    let mut n = 0i64;
-    for p in 0..partitions {
-        let txns: Vec<Txn> = (0..120)
-            .map(|_| {
-                let size = rng.random_range(1..40);
-                let records = (0..size)
-                    .map(|_| {
-                        n += 1;
-                        (T0 + n, event(&format!("k-{p}-{n}")))
-                    })
-                    .collect();
-                Txn {
-                    records,
-                    commit: rng.random_range(0..10) > 0,
-                }
-            })
-            .collect();
-        txn::write(s, "txn-kill", p, &txns);
-    }
-    let ends: Vec<i64> = watermarks(s, "txn-kill").iter().map(|w| w.1).collect();
-    let dir = Dir::new();
-    let db = &dir.join("audit.db");
-    let target = format!("sqlite:{}", db.display());
-    kill_campaign(
-        rng.random(),
-        30,
-        Duration::from_millis(100),
-        || {
-            replay(
-                &dir,
+on_each_broker! {
+    fn sigkill_at_random_moments_on_a_transactional_topic_loses_and_doubles_nothing(kind) {
+        use rand::{Rng, SeedableRng};
+        let broker = kind.start();
+        let s = &broker.servers;
+        let (since, until, recent) = around_now();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+        let partitions = 4;
+        let mut n = 0i64;
+        for p in 0..partitions {
+            let txns: Vec<Txn> = (0..120)
+                .map(|_| {
+                    let size = rng.random_range(1..40);
+                    let records = (0..size)
+                        .map(|_| {
+                            n += 1;
+                            (recent + n, event(&format!("k-{p}-{n}")))
+                        })
+                        .collect();
+                    Txn {
+                        records,
+                        commit: rng.random_range(0..10) > 0,
+                    }
+                })
+                .collect();
+            txn::write(kind, s, "txn-kill", p, &txns);
+        }
+        let ends: Vec<i64> = watermarks(s, "txn-kill").iter().map(|w| w.1).collect();
+        let dir = Dir::new();
+        let db = &dir.join("audit.db");
+        let target = format!("sqlite:{}", db.display());
+        kill_campaign(
+            rng.random(),
+            30,
+            Duration::from_millis(100),
+            || {
+                replay(
+                    &dir,
+                    s,
+                    "txn-kill",
+                    &target,
+                    &[
+                        "--since",
+                        &since,
+                        "--until",
+                        &until,
+                        "--execute",
+                        "--resume",
+                        "--batch",
+                        "1",
+                    ],
+                )
+                .spawn()
+            },
+            || rows_now(db),
+            |_| {},
+        );
+        let mut want = HashSet::new();
+        for p in 0..partitions {
+            want.extend(event_ids(&delivered(
                 s,
                 "txn-kill",
-                &target,
-                &[
-                    "--since",
-                    SINCE,
-                    "--until",
-                    UNTIL,
-                    "--execute",
-                    "--resume",
-                    "--batch",
-                    "1",
-                ],
-            )
-            .spawn()
-        },
-        || rows_now(db),
-        |_| {},
-    );
-    let mut want = HashSet::new();
-    for p in 0..partitions {
-        want.extend(event_ids(&delivered(
-            s,
-            "txn-kill",
-            p,
-            "read_committed",
-            0,
-            ends[p as usize],
-        )));
+                p,
+                "read_committed",
+                0,
+                ends[p as usize],
+            )));
+        }
+        assert_eq!(
+            unique(sqlite_ids(db)),
+            want,
+            "rows = what read_committed delivers"
+        );
+        assert_eq!(
+            committed(s, REPLAY, "txn-kill", partitions),
+            ends.iter().copied().map(Some).collect::<Vec<_>>(),
+            "every partition committed to its end, past its last marker"
+        );
     }
-    assert_eq!(
-        unique(sqlite_ids(db)),
-        want,
-        "rows = what read_committed delivers"
-    );
-    assert_eq!(
-        committed(s, REPLAY, "txn-kill", partitions),
-        ends.iter().copied().map(Some).collect::<Vec<_>>(),
-        "every partition committed to its end, past its last marker"
-    );
 }

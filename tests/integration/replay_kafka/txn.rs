@@ -1,13 +1,15 @@
-//! Transactional topics on `lessonprobe broker` as a Kafka broker lays them out: the records come
-//! from a transactional rdkafka producer, and after each commit or abort one control marker is
-//! appended to the partition, occupying one offset. librdkafka's mock cluster implements the
-//! transaction protocol but writes no markers itself (its EndTxn handler appends nothing), so
-//! the test plays the coordinator's part and writes them with a raw Produce request.
+//! Transactional topics as a Kafka broker lays them out: the records come from a transactional
+//! rdkafka producer, and after each commit or abort one control marker is appended to the
+//! partition, occupying one offset. On Apache Kafka the transaction coordinator writes the
+//! markers itself. librdkafka's mock cluster implements the transaction protocol but writes no
+//! markers (its EndTxn handler appends nothing), so there the test plays the coordinator's part
+//! and writes them with a raw Produce request.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use lessonprobe_testkit::kafka::BrokerKind;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
@@ -18,9 +20,16 @@ pub struct Txn {
     pub commit: bool,
 }
 
-/// Writes `txns` to `topic[partition]` in order, each followed by its marker. Returns the
-/// offsets of the markers.
-pub fn write(servers: &str, topic: &str, partition: i32, txns: &[Txn]) -> Vec<i64> {
+/// Writes `txns` to `topic[partition]` in order, each followed by its marker (the coordinator's
+/// on Apache Kafka, the test's own on the mock). Returns the offsets of the markers. Nothing
+/// else may write to the partition meanwhile.
+pub fn write(
+    kind: BrokerKind,
+    servers: &str,
+    topic: &str,
+    partition: i32,
+    txns: &[Txn],
+) -> Vec<i64> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .set("transactional.id", format!("test-{topic}-{partition}"))
@@ -57,10 +66,45 @@ pub fn write(servers: &str, topic: &str, partition: i32, txns: &[Txn]) -> Vec<i6
         } else {
             producer.abort_transaction(t).unwrap();
         }
-        let leader = leader.get_or_insert_with(|| leader_of(servers, topic, partition));
-        markers.push(append_marker(leader, topic, partition, txn.commit));
+        markers.push(match kind {
+            BrokerKind::ApacheKafka => coordinators_marker(servers, topic, partition),
+            BrokerKind::MockCluster => {
+                let leader = leader.get_or_insert_with(|| leader_of(servers, topic, partition));
+                append_marker(leader, topic, partition, txn.commit)
+            }
+        });
     }
     markers
+}
+
+/// Waits until Apache Kafka's coordinator has written the marker of the transaction just ended
+/// on `topic[partition]` (the commit's answer may come before it), and returns its offset: the
+/// last offset once the last stable offset, which stays at the transaction's first record
+/// while it is open, has caught up with the high watermark.
+pub fn coordinators_marker(servers: &str, topic: &str, partition: i32) -> i64 {
+    let client = |isolation: &str| -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", servers)
+            .set("group.id", "test-markers")
+            .set("isolation.level", isolation)
+            .create()
+            .unwrap()
+    };
+    let (stable, all) = (client("read_committed"), client("read_uncommitted"));
+    let t = Duration::from_secs(10);
+    let started = Instant::now();
+    loop {
+        let (_, lso) = stable.fetch_watermarks(topic, partition, t).unwrap();
+        let (_, high) = all.fetch_watermarks(topic, partition, t).unwrap();
+        if lso == high {
+            return high - 1;
+        }
+        assert!(
+            started.elapsed() < t,
+            "no marker on {topic}[{partition}]: last stable offset {lso}, high watermark {high}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Appends one control batch (a COMMIT or ABORT marker) to `topic[partition]` on its leader

@@ -175,10 +175,18 @@ pub fn time_windows(
             .iter()
             .all(Option::is_some);
     let found = if answers {
+        tracing::debug!(
+            "{topic}: offsets by time from the broker's index (ListOffsets) on {} partition(s)",
+            holding.len()
+        );
         let since = lookup.offsets_for_time(topic, &holding, since_ms)?;
         let until = lookup.offsets_for_time(topic, &holding, until_ms)?;
         since.into_iter().zip(until).collect()
     } else {
+        tracing::debug!(
+            "{topic}: the broker answers no timestamp lookup; reading {} partition(s) for offsets by time",
+            holding.len()
+        );
         let ranges: Vec<(i32, i64, i64)> = windows
             .iter()
             .filter(|w| w.log_start < w.end)
