@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -520,4 +522,45 @@ pub fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> O
         next = m.offset() + 1;
     }
     None
+}
+
+/// Creates `topic` with `partitions` partitions.
+pub fn create_topic(servers: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .create()
+        .unwrap();
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let answer = futures_executor::block_on(admin.create_topics([&new], &options)).unwrap();
+    assert!(
+        answer.iter().all(Result::is_ok),
+        "creating {topic}: {answer:?}"
+    );
+}
+
+/// Deletes the records of `topic[partition]` below `before` (Kafka's DeleteRecords, which
+/// moves the log start as retention does), and checks the broker's answer.
+pub fn delete_records(servers: &str, topic: &str, partition: i32, before: i64) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(before))
+        .unwrap();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let answer = futures_executor::block_on(admin.delete_records(&tpl, &options))
+        .unwrap_or_else(|e| panic!("DeleteRecords {topic}[{partition}] below {before}: {e}"));
+    let element = answer.find_partition(topic, partition).unwrap();
+    assert!(
+        element.error().is_ok(),
+        "DeleteRecords: {:?}",
+        element.error()
+    );
+    assert_eq!(
+        element.offset(),
+        Offset::Offset(before),
+        "the new log start"
+    );
 }

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lessonprobe_testkit::kafka::{commit, committed, first_offset_at, watermarks};
+use lessonprobe_testkit::kafka::{commit, committed, delete_records, first_offset_at, watermarks};
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::*;
@@ -752,34 +752,6 @@ on_each_broker! {
         );
         assert_eq!(committed(s, REPLAY, "trimmed", 1), [Some(6)]);
     }
-}
-
-/// Deletes the records of `topic[partition]` below `before` (Kafka's DeleteRecords, which
-/// moves the log start as retention does), and checks the broker's answer.
-fn delete_records(servers: &str, topic: &str, partition: i32, before: i64) {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(before))
-        .unwrap();
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let answer = futures_executor::block_on(admin.delete_records(&tpl, &options))
-        .unwrap_or_else(|e| panic!("DeleteRecords {topic}[{partition}] below {before}: {e}"));
-    let element = answer.find_partition(topic, partition).unwrap();
-    assert!(
-        element.error().is_ok(),
-        "DeleteRecords: {:?}",
-        element.error()
-    );
-    assert_eq!(
-        element.offset(),
-        Offset::Offset(before),
-        "the new log start"
-    );
 }
 
 /// Rows so far, read while a replay may be writing (0 before the table exists).

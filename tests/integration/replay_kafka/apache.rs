@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use lessonprobe_testkit::kafka::create_topic;
 
 /// Sends one record to `topic[0]` and waits until the broker has it, so the offsets follow the
 /// order of the calls.
@@ -190,23 +191,6 @@ fn committed_and_plain_records_are_replayed_and_aborted_ones_never() {
             ["18 3 2"]
         );
     });
-}
-
-/// Creates `topic` with `partitions` partitions.
-fn create_topic(servers: &str, topic: &str, partitions: i32) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .create()
-        .unwrap();
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let answer = futures_executor::block_on(admin.create_topics([&new], &options)).unwrap();
-    assert!(
-        answer.iter().all(Result::is_ok),
-        "creating {topic}: {answer:?}"
-    );
 }
 
 /// `(offset, timestamp)` of every record of `topic[partition]` up to its end.
