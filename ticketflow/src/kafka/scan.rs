@@ -36,9 +36,13 @@ struct Scan {
 /// For each `(partition, log_start, end)`, the first offset whose timestamp is at or after
 /// `since_ms` and the first at or after `until_ms` (Kafka's rule: the first in offset order;
 /// timestamps need not grow with offsets). Records of aborted transactions count, as in the
-/// broker's own index (the read is read_uncommitted); control markers hold no timestamp a
-/// client can see, so an answer that a broker would give as a marker's offset comes out as
-/// the next record's — the same records either way.
+/// broker's own index (the read is read_uncommitted). Control markers hold no timestamp a
+/// client can see, so this differs from a broker's answer in one case: a marker stamped at or
+/// after the time (Apache Kafka stamps it when the transaction ends) that follows records
+/// stamped before it — a producer that sets timestamps, a mirror that keeps them. The broker
+/// then answers the marker's offset, so a window ends at it; the scan reads on to the next
+/// record at or after the time. Where the marker is the only difference, both give the same
+/// records.
 pub(crate) fn scan_windows(
     broker: &Broker,
     topic: &str,
