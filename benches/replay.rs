@@ -14,6 +14,8 @@
 //! (b) the replay's own write path alone (batches with their checkpoints, no Kafka);
 //! (c) `replay --execute --batch 1`; (d) `replay --execute` with the default batch, as whole
 //!     processes, with the planning time the command reports shown separately;
+//! (h) on SQLite, what an operator would do instead of (e): the window dumped with kcat, the
+//!     event ids taken with jq and anti-joined against `audit_events` in the sqlite3 shell;
 //! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process: once as
 //!     `--compare auto` chooses, once `--compare lookup`; the command prints no planning time,
 //!     so the seconds outside its reading and comparing (start-up, planning, closing) are shown.
@@ -743,6 +745,8 @@ struct Verified {
     outside: f64,
     /// How it compared the table: "scan" or "lookup".
     compared: &'static str,
+    /// Seconds of the whole process.
+    seconds: f64,
 }
 
 /// One backend's figures, events/s unless said otherwise.
@@ -762,6 +766,8 @@ struct Figures {
     rss_d: f64,
     /// (e) `replay verify`, as auto chose and looking up.
     e: Vec<Verified>,
+    /// (h) the operator's check by hand (SQLite only): seconds, and the ids it found missing.
+    by_hand: Option<(f64, u64)>,
 }
 
 fn main() {
@@ -1073,7 +1079,7 @@ fn main() {
         );
         // A clean window exits 0, which run_measured asserts.
         // As it chooses, then looking each event_id up.
-        let e = if skip("e") {
+        let e: Vec<Verified> = if skip("e") {
             &[][..]
         } else {
             &["auto", "lookup"][..]
@@ -1085,6 +1091,7 @@ fn main() {
             let e_run = run_measured(&args);
             Verified {
                 outside: e_run.wall.as_secs_f64() - e_run.reported,
+                seconds: e_run.wall.as_secs_f64(),
                 whole: rate(total as u64, e_run.wall),
                 exec: e_run.execute_rate,
                 rss: e_run.peak_rss_mib,
@@ -1107,6 +1114,9 @@ fn main() {
             planning: d_run.planning,
             rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
+            by_hand: (backend == "sqlite" && !skip("h") && !e.is_empty())
+                .then(|| by_hand(&servers, &dir.path().join("d.db"), dir.path()))
+                .flatten(),
             e,
         });
     }
@@ -1262,6 +1272,51 @@ fn plan_one_day(servers: &str, dir: &Path) -> OneDay {
     OneDay { runs, records }
 }
 
+/// (h) what an operator would do by hand instead of `replay verify`: the window dumped with
+/// kcat (its offsets by time from the broker), each record's event_id taken with jq (records
+/// that are not JSON skipped), and an anti-join against `audit_events` in the sqlite3 shell.
+/// Seconds as a whole pipeline, and the count of missing ids (0 on (d)'s complete table).
+/// `None`, saying why, when kcat, jq or sqlite3 is not installed.
+fn by_hand(servers: &str, db: &std::path::Path, dir: &std::path::Path) -> Option<(f64, u64)> {
+    for tool in ["kcat", "jq", "sqlite3"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            println!("(h) by hand skipped: {tool} is not installed");
+            return None;
+        }
+    }
+    let ids = dir.join("by-hand-ids.csv");
+    let script = format!(
+        "kcat -b {servers} -C -q -e -t {TOPIC} -o s@{since} -o e@{until} -f '%s\n' \
+           | jq -R -r 'fromjson? | .event_id // empty' > {ids} \
+         && sqlite3 {db} '.mode csv' 'CREATE TEMP TABLE w(event_id TEXT)' '.import {ids} w' \
+              'SELECT COUNT(*) FROM w WHERE NOT EXISTS (SELECT 1 FROM audit_events a WHERE a.event_id = w.event_id)'",
+        // window_args's: 2026-09-21T00:00:00Z to 2026-09-25T00:00:00Z.
+        since = 1_789_948_800_000i64,
+        until = 1_789_948_800_000i64 + 4 * 86_400_000,
+        ids = ids.display(),
+        db = db.display(),
+    );
+    let started = Instant::now();
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("run the by-hand check");
+    let wall = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the by-hand check failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let missing = stdout.trim().parse().expect("a count");
+    eprintln!("(h) by hand: {wall:.2} s, {missing} missing");
+    Some((wall, missing))
+}
+
 /// The table of (e) against (a) and (a*).
 fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
     println!();
@@ -1292,6 +1347,16 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
                 ratio(Some(e.whole), a_all),
                 e.rss,
                 e.outside
+            );
+        }
+    }
+    for f in figures {
+        if let Some((wall, missing)) = f.by_hand {
+            let verify = f.e.iter().map(|e| e.seconds).fold(f64::INFINITY, f64::min);
+            println!(
+                "{} (h) by hand (kcat | jq, sqlite3 anti-join): {wall:.2} s, {missing} missing; the fastest (e) took {verify:.2} s: by hand / verify = {:.2}",
+                f.backend,
+                wall / verify
             );
         }
     }

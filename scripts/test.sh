@@ -29,6 +29,10 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v pgrep >/dev/null || need+=(procps)
+# For the replay benchmark's by-hand check (kcat | jq, then the sqlite3 shell).
+command -v kcat >/dev/null || need+=(kcat)
+command -v jq >/dev/null || need+=(jq)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq

@@ -62,3 +62,30 @@ pub fn tables(db: &Path) -> Vec<String> {
 fn open(db: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(db).unwrap_or_else(|e| panic!("open {}: {e}", db.display()))
 }
+
+/// Waits until the replay `running` into `db` has made at least `batches` batches durable
+/// (rows of `lessonprobe_replay_batches`), within 60 s; fails if it ends before.
+#[track_caller]
+pub fn wait_for_durable_batches(db: &Path, batches: i64, running: &mut crate::Running) {
+    let durable = || -> i64 {
+        rusqlite::Connection::open(db)
+            .and_then(|c| {
+                c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
+                    r.get(0)
+                })
+            })
+            .unwrap_or(0) // no table yet
+    };
+    let waiting = std::time::Instant::now();
+    while durable() < batches {
+        assert!(
+            running.is_running(),
+            "the replay ended before {batches} durable batches"
+        );
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(60),
+            "fewer than {batches} durable batches after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -125,7 +125,7 @@ fn leaders(servers: &str, topic: &str) -> Vec<i32> {
 /// group committed at the stops in Kafka.
 #[test]
 fn a_replay_outlives_a_partition_leader_killed_mid_run() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     on_apache_kafka(|_| {
         let kafka = ApacheKafka::start(3);
         let topic = "moved";
@@ -149,21 +149,7 @@ fn a_replay_outlives_a_partition_leader_killed_mid_run() {
                 .args(extra)
         };
         let mut running = replay(&["--batch", "20"]).spawn();
-        let batches = || -> i64 {
-            rusqlite::Connection::open(&file)
-                .and_then(|c| {
-                    c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
-                        r.get(0)
-                    })
-                })
-                .unwrap_or(0)
-        };
-        let waiting = Instant::now();
-        while batches() < 5 {
-            assert!(running.is_running(), "the replay ended before the kill");
-            assert!(waiting.elapsed() < Duration::from_secs(60), "no durable batch");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        sqlite::wait_for_durable_batches(&file, 5, &mut running);
         kafka.kill_node(victim as u32);
         let first = running.within(Duration::from_secs(150)).status_among(&[0, 4]);
         let after = leaders(&kafka.servers, topic);

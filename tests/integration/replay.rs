@@ -640,27 +640,7 @@ on_each_broker! {
             .args(window(&["--allow-quarantine", "--idle-timeout", "3s"]))
             .args(["--deadline", "100s", "--format", "csv"])
             .spawn();
-        let batches = || -> i64 {
-            rusqlite::Connection::open(&file)
-                .and_then(|c| {
-                    c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
-                        r.get(0)
-                    })
-                })
-                .unwrap_or(0)
-        };
-        let waiting = Instant::now();
-        while batches() < 3 {
-            assert!(
-                running.is_running(),
-                "the replay ended before the broker went away"
-            );
-            assert!(
-                waiting.elapsed() < Duration::from_secs(60),
-                "no durable batch"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        sqlite::wait_for_durable_batches(&file, 3, &mut running);
         assert!(broker.terminate().is_some(), "the broker did not stop");
         // The deadline's own watchdog would end it at 105 s: it must end before, on its own.
         let ran = running.within(Duration::from_secs(90)).status(4);
@@ -713,24 +693,7 @@ fn apache_kafka_killed_and_restarted_mid_replay_then_a_resume_completes_the_wind
             .args(window(&["--allow-quarantine", "--idle-timeout", "30s"]))
             .args(["--deadline", "150s", "--format", "csv"])
             .spawn();
-        let batches = || -> i64 {
-            rusqlite::Connection::open(&file)
-                .and_then(|c| {
-                    c.query_row("SELECT COUNT(*) FROM lessonprobe_replay_batches", [], |r| {
-                        r.get(0)
-                    })
-                })
-                .unwrap_or(0)
-        };
-        let waiting = Instant::now();
-        while batches() < 3 {
-            assert!(running.is_running(), "the replay ended before the kill");
-            assert!(
-                waiting.elapsed() < Duration::from_secs(60),
-                "no durable batch"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        sqlite::wait_for_durable_batches(&file, 3, &mut running);
         let kafka = broker.apache_kafka();
         let pids = kafka.pids();
         kafka.kill();
