@@ -179,10 +179,10 @@ pub struct OwnDatabase {
 }
 
 impl OwnDatabase {
-    /// `lp_WHAT_PID` on the server of `admin` (a URL whose role may create databases).
+    /// `lp_WHAT_PID_N` on the server of `admin` (a URL whose role may create databases).
     #[track_caller]
     pub fn create(admin: &str, what: &str) -> OwnDatabase {
-        let name = format!("lp_{what}_{}", std::process::id());
+        let name = format!("lp_{what}_{}", unique());
         let mut client = connect(admin);
         // Two statements: a database cannot be created inside the implicit transaction of one.
         client
@@ -258,7 +258,7 @@ impl Drop for OwnDatabase {
     }
 }
 
-/// A schema of this test's own on the test server (`t_WHAT_PID`), dropped when the value is,
+/// A schema of this test's own on the test server (`t_WHAT_PID_N`), dropped when the value is,
 /// with a connection of its own for reading back.
 pub struct Schema {
     pub client: Client,
@@ -268,7 +268,7 @@ pub struct Schema {
 impl Schema {
     #[track_caller]
     pub fn new(url: &str, what: &str) -> Schema {
-        let name = format!("t_{what}_{}", std::process::id());
+        let name = format!("t_{what}_{}", unique());
         let mut client = connect(url);
         client
             .batch_execute(&format!(
@@ -290,4 +290,12 @@ impl Drop for Schema {
             .client
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
     }
+}
+
+/// `PID_N`: this process's id and a count of the names made in it, so that two tests of one
+/// run (a test on each broker, say) never share a database or schema.
+fn unique() -> String {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}_{n}", std::process::id())
 }

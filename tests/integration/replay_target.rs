@@ -850,8 +850,8 @@ on_each_broker! {
             return;
         };
         let db = OwnDatabase::create(&admin, "notemp");
-        let role = format!("lp_notemp_{}", std::process::id());
         let name = &db.name;
+        let role = format!("{name}_role");
         let mut client = db.client();
         client
             .batch_execute(&format!(
