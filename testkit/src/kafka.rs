@@ -256,7 +256,10 @@ fn wait_gone(pid: i32) {
     let started = Instant::now();
     while started.elapsed() < T {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        if !status.lines().any(|l| l.starts_with("State:") && !l.contains('Z')) {
+        if !status
+            .lines()
+            .any(|l| l.starts_with("State:") && !l.contains('Z'))
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -268,7 +271,12 @@ fn wait_gone(pid: i32) {
 fn load_sample_day(servers: &str, topic: &str, events: usize, partitions: i32) -> Vec<String> {
     let out = Command::new(crate::bin())
         .args(["broker", "--kafka", servers, "--sample-day", topic])
-        .args(["--events", &events.to_string(), "--partitions", &partitions.to_string()])
+        .args([
+            "--events",
+            &events.to_string(),
+            "--partitions",
+            &partitions.to_string(),
+        ])
         .stdin(Stdio::null())
         .output()
         .expect("run lessonprobe broker --kafka");

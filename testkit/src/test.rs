@@ -605,7 +605,11 @@ mod tests {
             .find_map(|l| l.strip_prefix("SigIgn:"))
             .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
             .expect("a SigIgn line");
-        assert_eq!(ignored & (1 << (libc::SIGINT - 1)), 0, "SIGINT ignored: {ignored:x}");
+        assert_eq!(
+            ignored & (1 << (libc::SIGINT - 1)),
+            0,
+            "SIGINT ignored: {ignored:x}"
+        );
     }
 
     fn sh(script: &str) -> Test {

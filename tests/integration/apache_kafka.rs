@@ -27,7 +27,9 @@ fn lesson_30_passes_on_a_broker_with_seven_day_retention() {
         let dir = Dir::new();
         dir.lessonprobe()
             .args(["--lesson", "30", "--kafka", &kafka.servers, "--no-junit"])
-            .args(["--select", "EX-30-02", "--select", "L30-12", "--select", "L30-13"])
+            .args([
+                "--select", "EX-30-02", "--select", "L30-12", "--select", "L30-13",
+            ])
             .args(["--select", "L30-14"])
             .stdout_has("4 passed, 0 failed, 0 errors")
             .within(std::time::Duration::from_secs(120))
@@ -55,7 +57,8 @@ fn a_sample_day_loaded_into_apache_kafka_is_there_whole_and_stays() {
         let consumer = reader(&broker.servers, "check");
         let mut tpl = TopicPartitionList::new();
         for p in 0..4 {
-            tpl.add_partition_offset("day", p, Offset::Beginning).unwrap();
+            tpl.add_partition_offset("day", p, Offset::Beginning)
+                .unwrap();
         }
         consumer.assign(&tpl).unwrap();
         let mut keys = HashSet::new();
@@ -79,7 +82,9 @@ fn a_sample_day_loaded_into_apache_kafka_is_there_whole_and_stays() {
 fn broker_kafka_needs_a_sample_day_and_properties_need_kafka() {
     lessonprobe()
         .args(["broker", "--kafka", "127.0.0.1:9"])
-        .stderr_has("--kafka loads a sample day into a running broker: name its topic with --sample-day")
+        .stderr_has(
+            "--kafka loads a sample day into a running broker: name its topic with --sample-day",
+        )
         .status(2);
     lessonprobe()
         .args(["broker", "-X", "security.protocol=SSL", "--sample-day", "t"])
@@ -143,15 +148,29 @@ fn a_replay_outlives_a_partition_leader_killed_mid_run() {
         let replay = |extra: &[&str]| {
             dir.lessonprobe()
                 .args(["replay", "--kafka", &kafka.servers, "--topic", topic])
-                .args(["--live-group", "live", "--replay-group", "replay", "--db", &db])
-                .args(["--since", "2026-09-22T00:00:00Z", "--until", "2026-09-23T00:00:00Z"])
+                .args([
+                    "--live-group",
+                    "live",
+                    "--replay-group",
+                    "replay",
+                    "--db",
+                    &db,
+                ])
+                .args([
+                    "--since",
+                    "2026-09-22T00:00:00Z",
+                    "--until",
+                    "2026-09-23T00:00:00Z",
+                ])
                 .args(["--execute", "--allow-quarantine", "--deadline", "120s"])
                 .args(extra)
         };
         let mut running = replay(&["--batch", "20"]).spawn();
         sqlite::wait_for_durable_batches(&file, 5, &mut running);
         kafka.kill_node(victim as u32);
-        let first = running.within(Duration::from_secs(150)).status_among(&[0, 4]);
+        let first = running
+            .within(Duration::from_secs(150))
+            .status_among(&[0, 4]);
         let after = leaders(&kafka.servers, topic);
         assert!(
             after.iter().all(|&n| n != victim),
@@ -172,7 +191,10 @@ fn a_replay_outlives_a_partition_leader_killed_mid_run() {
         let ids = sqlite::strings(&file, "SELECT event_id FROM audit_events");
         let got: HashSet<String> = ids.iter().cloned().collect();
         assert_eq!(got.len(), ids.len(), "duplicate event ids");
-        assert!(got == want, "rows differ from the window's distinct event ids");
+        assert!(
+            got == want,
+            "rows differ from the window's distinct event ids"
+        );
         let checkpoints = sqlite::checkpoints(&file);
         let stops: Vec<i64> = (0..6).map(|p| checkpoints[&p].1).collect();
         for (p, (at, stop)) in &checkpoints {

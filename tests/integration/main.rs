@@ -2,12 +2,12 @@
 //! (one link for all of them). Each run is stated with `lessonprobe_testkit::Test`; services come
 //! from `scripts/test.sh`.
 
+mod apache_kafka;
 mod clean;
 mod cli;
 mod inputs;
 mod interrupt;
 mod kafka;
-mod apache_kafka;
 mod lesson_docs;
 mod lesson_kafka;
 mod postgres;

@@ -716,7 +716,9 @@ fn apache_kafka_killed_and_restarted_mid_replay_then_a_resume_completes_the_wind
         );
         kafka.restart();
 
-        let ran = running.within(Duration::from_secs(160)).status_among(&[0, 4]);
+        let ran = running
+            .within(Duration::from_secs(160))
+            .status_among(&[0, 4]);
         let rows = csv_rows(&ran.stdout);
         let checkpoints = sqlite::checkpoints(&file);
         eprintln!(

@@ -22,7 +22,11 @@ impl Broker {
             .inner()
             .fetch_metadata(None, timeout)
             .map_err(|e| self.error("listing topics", e))?;
-        Ok(metadata.topics().iter().map(|t| t.name().to_owned()).collect())
+        Ok(metadata
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect())
     }
 
     /// The name of every consumer group the broker lists.
@@ -32,7 +36,11 @@ impl Broker {
             .inner()
             .fetch_group_list(None, timeout)
             .map_err(|e| self.error("listing consumer groups", e))?;
-        Ok(groups.groups().iter().map(|g| g.name().to_owned()).collect())
+        Ok(groups
+            .groups()
+            .iter()
+            .map(|g| g.name().to_owned())
+            .collect())
     }
 
     /// Deletes `topics`: each with the broker's refusal, if any. `Err` when the broker did not

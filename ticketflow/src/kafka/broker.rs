@@ -436,8 +436,8 @@ impl Broker {
         // under a broker's time retention (7 days by default, judged by record timestamp) they
         // would be deleted while a probe reads them, so the topic keeps its records until it is
         // deleted.
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1))
-            .set("retention.ms", "-1");
+        let new =
+            NewTopic::new(topic, partitions, TopicReplication::Fixed(-1)).set("retention.ms", "-1");
         let result = futures_executor::block_on(admin.create_topics([&new], &options));
         match result {
             Ok(results) => match results.into_iter().next() {

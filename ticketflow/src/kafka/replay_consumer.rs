@@ -213,7 +213,10 @@ impl ReplayConsumer for KafkaReplayConsumer {
         match self.consumer.poll(timeout) {
             None => Ok(None),
             Some(Err(e)) if one_connection_lost(&e) => {
-                tracing::debug!("{}: {e}; the client reconnects or follows the leader", self.servers);
+                tracing::debug!(
+                    "{}: {e}; the client reconnects or follows the leader",
+                    self.servers
+                );
                 Ok(None)
             }
             Some(Err(e)) => Err(self.error("polling".into(), e)),
