@@ -23,9 +23,18 @@ pub fn committed_offsets(
         tpl.add_partition(topic, p);
     }
     let what = || format!("reading committed offsets of group {group} on {topic}");
-    let answer = consumer
-        .committed_offsets(tpl, broker.op_timeout)
-        .map_err(|e| broker.error(what(), e))?;
+    // A group's coordinator that is not ready yet (a fresh Apache Kafka creating its offsets
+    // topic, a coordinator moving to another broker) answers for a moment that it is none: asked
+    // again until the operation timeout.
+    let started = std::time::Instant::now();
+    let answer = loop {
+        match consumer.committed_offsets(tpl.clone(), broker.op_timeout) {
+            Err(e) if coordinator_not_ready(&e) && started.elapsed() < broker.op_timeout => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            other => break other.map_err(|e| broker.error(what(), e))?,
+        }
+    };
     let offsets = partitions
         .iter()
         .map(
@@ -40,6 +49,17 @@ pub fn committed_offsets(
     drop(answer);
     close_consumer(&consumer, broker.op_timeout);
     Ok(offsets)
+}
+
+/// Whether `e` says the group's coordinator is not (yet) there: answered again shortly.
+fn coordinator_not_ready(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode::{
+        CoordinatorLoadInProgress, CoordinatorNotAvailable, NotCoordinator,
+    };
+    matches!(
+        e.rdkafka_error_code(),
+        Some(NotCoordinator | CoordinatorNotAvailable | CoordinatorLoadInProgress)
+    )
 }
 
 /// Timestamp → offset, many partitions at once, by Kafka's rule (ListOffsets): for each
