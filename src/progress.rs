@@ -39,7 +39,7 @@ impl PartitionBars {
 impl Progress for PartitionBars {
     fn batch_done(&self, partition: i32, so_far: &ReplaySummary) {
         if let Some(bar) = self.bars.get(&partition) {
-            bar.set_position(so_far.records);
+            bar.set_position(so_far.counters.records);
         }
     }
 }

@@ -42,8 +42,12 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, RenderError> {
 /// other formats, the text does not end in a line break.
 pub fn csv<T: Serialize>(rows: &[T]) -> Result<String, RenderError> {
     let mut writer = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        writer.serialize(row)?;
+    for (i, row) in rows.iter().enumerate() {
+        let Fields(fields) = Fields::of(row)?;
+        if i == 0 {
+            writer.write_record(fields.iter().map(|(name, _)| name))?;
+        }
+        writer.write_record(fields.iter().map(|(_, value)| cell(value)))?;
     }
     let bytes = writer
         .into_inner()
@@ -51,6 +55,48 @@ pub fn csv<T: Serialize>(rows: &[T]) -> Result<String, RenderError> {
     let mut text = String::from_utf8(bytes)?;
     text.truncate(text.trim_end_matches('\n').len());
     Ok(text)
+}
+
+/// A row's fields in the order serde writes them, flattened parts included (serde writes a
+/// struct with a flattened part as a map, which the csv crate does not take).
+struct Fields(Vec<(String, serde_json::Value)>);
+
+impl Fields {
+    fn of<T: Serialize>(row: &T) -> Result<Fields, RenderError> {
+        Ok(serde_json::from_str(&serde_json::to_string(row)?)?)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InOrder;
+        impl<'de> serde::de::Visitor<'de> for InOrder {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a row with named fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(field) = map.next_entry()? {
+                    fields.push(field);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(InOrder)
+    }
+}
+
+/// A field as CSV text: `null` empty, a string as it is, anything else as JSON writes it.
+fn cell(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The CSV of `rows` laid out as right-aligned columns without borders, `-` in empty cells.
@@ -122,6 +168,39 @@ mod tests {
         let mut reader = ::csv::Reader::from_reader(text.as_bytes());
         let second = reader.records().nth(1).unwrap().unwrap();
         assert_eq!(&second[2], "error: a, \"quoted\" reason");
+    }
+
+    #[derive(Serialize)]
+    struct Inner {
+        records: u64,
+        note: Option<String>,
+    }
+
+    #[derive(Serialize)]
+    struct Flattened {
+        partition: i32,
+        #[serde(flatten)]
+        inner: Inner,
+        rate: f64,
+    }
+
+    #[test]
+    fn a_flattened_part_keeps_its_place_among_the_columns() {
+        let rows = [Flattened {
+            partition: 3,
+            inner: Inner {
+                records: 7,
+                note: None,
+            },
+            rate: 1.5,
+        }];
+        assert_eq!(csv(&rows).unwrap(), "partition,records,note,rate\n3,7,,1.5");
+        assert!(table(&rows)
+            .unwrap()
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains(" - "));
     }
 
     #[test]

@@ -7,25 +7,19 @@ use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
-use ticketflow::replay::DayPlanError;
+use ticketflow::replay::{timeouts_for, DayPlanError};
 use ticketflow::verify::{
     self, Compare, Compared, Counts, Discrepancy, Findings, VerifyError, VerifyOptions,
     VerifyReport, VerifyRequest,
 };
-use ticketflow::KafkaTarget;
 
 use crate::cli::{CompareArg, ReplayVerifyArgs};
-use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::render::{self, TableFormat};
 
 pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
-    let kafka = super::kafka_target(&args.kafka)?;
-    if kafka == KafkaTarget::Embedded {
-        return Err(Error::Usage("lessonprobe replay verify works on real data: give --kafka HOST:PORT (the embedded broker is refused here)".into()));
-    }
-    let db = replay_target(args.db, std::env::var_os("LESSONPROBE_DB").is_some())
-        .map_err(|e| Error::Usage(e.to_string()))?;
+    let kafka = super::replay::real_kafka(&args.kafka, "lessonprobe replay verify")?;
+    let db = super::replay::target_db(args.db)?;
     let window = super::replay::window(&args.window)?;
     let request = VerifyRequest {
         topic: args.topic,
@@ -33,7 +27,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         partitions: args.partitions,
         live_group: args.live_group,
     };
-    let timeouts = super::replay::timeouts(&db, args.deadline);
+    let timeouts = timeouts_for(&db, args.deadline);
     let options = VerifyOptions {
         batch: args.batch as usize,
         limit: args.limit,
@@ -79,34 +73,21 @@ fn op(e: impl std::fmt::Display) -> Error {
 
 /// A partition (or the total) as one flat row.
 #[derive(Serialize)]
-struct CountsRow {
+struct CountsRow<'a> {
     partition: String,
     start: Option<i64>,
     stop: Option<i64>,
-    records: u64,
-    decodable: u64,
-    distinct_event_ids: u64,
-    undecodable: u64,
-    quarantined: u64,
-    missing: u64,
-    mismatched: u64,
-    duplicated_facts: u64,
+    #[serde(flatten)]
+    counts: &'a Counts,
 }
 
-impl CountsRow {
-    fn new(partition: String, range: Option<(i64, i64)>, c: &Counts) -> CountsRow {
+impl<'a> CountsRow<'a> {
+    fn new(partition: String, range: Option<(i64, i64)>, counts: &'a Counts) -> Self {
         CountsRow {
             partition,
             start: range.map(|r| r.0),
             stop: range.map(|r| r.1),
-            records: c.records,
-            decodable: c.decodable,
-            distinct_event_ids: c.distinct_event_ids,
-            undecodable: c.undecodable,
-            quarantined: c.quarantined,
-            missing: c.missing,
-            mismatched: c.mismatched,
-            duplicated_facts: c.duplicated_facts,
+            counts,
         }
     }
 }
@@ -224,7 +205,7 @@ fn print_json(report: VerifyReport) -> Result<(), Error> {
         compared,
         elapsed: _,
     } = report;
-    let clean = total.missing == 0 && total.mismatched == 0;
+    let clean = total.clean();
     let doc = JsonReport {
         topic: &topic,
         servers: &servers,

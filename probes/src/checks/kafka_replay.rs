@@ -151,8 +151,8 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
                 store.as_mut(),
             )
             .map_err(|e| ProbeError::failed(format!("replay of partition {p}: {e}")))?;
-        replayed += summary.records;
-        inserted += summary.inserted;
+        replayed += summary.counters.records;
+        inserted += summary.counters.inserted;
         stops.push((p, stop));
     }
     ensure(stops.len() == parts.len(), || {
@@ -256,10 +256,10 @@ pub(crate) fn earliest_does_not_rewind(
         .map_err(|e| ProbeError::failed(format!("replay [100, 200): {e}")))?;
     drop(consumer);
     let rows = store.audit_rows().map_err(broken)?;
-    ensure(summary.records == 100 && rows == 100, || {
+    ensure(summary.counters.records == 100 && rows == 100, || {
         format!(
             "the replay of [100, 200) read {} records and left {rows} audit rows",
-            summary.records
+            summary.counters.records
         )
     })?;
     let original = committed(&broker, &n.live, &n.topic, &[0])?;
@@ -272,7 +272,7 @@ pub(crate) fn earliest_does_not_rewind(
     })?;
     Ok(format!(
         "restart with auto.offset.reset=earliest resumed at {first}; replay group read [100, 200): {} records, committed 200; original group still at 500",
-        summary.records
+        summary.counters.records
     ))
 }
 
@@ -503,17 +503,17 @@ pub(crate) fn failure_mid_range(
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;
     ensure(
-        rows == 50 && summary.duplicates == 0 && on_broker == [Some(50)],
+        rows == 50 && summary.counters.duplicates == 0 && on_broker == [Some(50)],
         || {
             format!(
                 "after the rerun: rows {rows}, duplicates {}, committed {on_broker:?}",
-                summary.duplicates
+                summary.counters.duplicates
             )
         },
     )?;
     Ok(format!(
         "effect failed at offset 25: broker committed=25, rows={rows_after_failure}; rerun from 25 completed: rows={rows}, duplicates={}, committed=50",
-        summary.duplicates
+        summary.counters.duplicates
     ))
 }
 

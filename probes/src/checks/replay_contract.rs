@@ -354,9 +354,9 @@ pub(crate) fn commit_after_apply(sys: &dyn System, _: &ProbeContext) -> Result<S
         .audit_rows()
         .map_err(|e| ProbeError::broken(e.to_string()))?;
     let counts = (
-        summary.records,
-        summary.inserted,
-        summary.duplicates,
+        summary.counters.records,
+        summary.counters.inserted,
+        summary.counters.duplicates,
         rows,
         summary.final_offset,
     );
@@ -365,7 +365,10 @@ pub(crate) fn commit_after_apply(sys: &dyn System, _: &ProbeContext) -> Result<S
     })?;
     Ok(format!(
         "records={} inserted={} duplicates={} rows={rows}; every commit after its effect; final={}",
-        summary.records, summary.inserted, summary.duplicates, summary.final_offset
+        summary.counters.records,
+        summary.counters.inserted,
+        summary.counters.duplicates,
+        summary.final_offset
     ))
 }
 

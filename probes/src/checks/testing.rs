@@ -285,11 +285,11 @@ impl System for Naive {
             if rules.commit_after_effect {
                 commit(consumer)?;
             }
-            summary.records += 1;
+            summary.counters.records += 1;
             if applied {
-                summary.inserted += 1;
+                summary.counters.inserted += 1;
             } else {
-                summary.duplicates += 1;
+                summary.counters.duplicates += 1;
             }
             summary.final_offset = next;
         }

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::apply::{SharedTransaction, TargetWriter};
 use super::pipeline::{self, ReadAhead, Start};
-use super::window::DayPlan;
+use super::window::{DayPlan, PartitionPlan};
 use super::ReplayConsumer as _;
-use super::{ReplayError, ReplayErrorKind, ReplayLimits, ReplayOptions, ReplaySummary};
+use super::{
+    ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayOptions, ReplaySummary,
+};
 use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
@@ -170,189 +172,246 @@ fn settle(
     }
 }
 
-/// A worker's connections, made for its first partition and reused for the next ones.
+/// A lane's connections, made for its first partition and reused for the next ones.
 struct Worker {
     _broker: Broker,
     consumer: KafkaReplayConsumer,
     target: Box<dyn ReplayTarget>,
 }
 
-/// Runs every partition of `plan` with work left into the target; `progress` follows each batch.
-pub(crate) fn execute_day(
-    kafka: &KafkaTarget,
-    plan: &DayPlan,
+/// The partition a lane takes next, with its reading begun when the one before ended.
+type Upcoming = Option<(usize, Option<ReadAhead>)>;
+
+/// Every partition of a plan with work left, replayed into the target by at most `jobs`
+/// lanes (threads), each taking the next partition not yet taken; `progress` follows each
+/// batch.
+pub(crate) struct DayRun<'a> {
+    kafka: &'a KafkaTarget,
+    plan: &'a DayPlan,
     options: ExecuteOptions,
-    to: &WriteTarget<'_>,
-    progress: &dyn Progress,
-) -> Vec<PartitionResult> {
-    let left = || options.deadline.saturating_sub(options.since.elapsed());
-    let remaining = || left().max(Duration::from_millis(1));
-    let work: Vec<_> = plan
-        .partitions
-        .iter()
-        .filter(|p| p.remaining() > 0)
-        .collect();
-    let ranges: Vec<(i32, i64, i64)> = plan
-        .partitions
-        .iter()
-        .map(|p| (p.partition, p.start, p.stop))
-        .collect();
-    // Writers keep what was prepared; they create nothing.
-    let adoption = Adoption {
-        create_audit_events: false,
-        create_bookkeeping: Vec::new(),
-        ..to.adoption.clone()
-    };
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Vec::with_capacity(work.len()));
-    let workers = options.jobs.clamp(1, work.len().max(1));
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                let mut worker: Option<Worker> = None;
-                // Batches of this worker's partitions share transactions of `--batch` records;
-                // a partition's result waits here until its last batch is committed.
-                let mut shared =
-                    SharedTransaction::new(options.replay.batch, options.replay.batch_bytes);
-                let mut held: Vec<PartitionResult> = Vec::new();
-                // The partition claimed next, with its reading begun when the one before ended.
-                let mut upcoming: Option<(usize, Option<ReadAhead>)> = None;
-                loop {
-                    let (i, ahead) = upcoming
-                        .take()
-                        .unwrap_or_else(|| (next.fetch_add(1, Ordering::SeqCst), None));
-                    let Some(p) = work.get(i) else { break };
-                    // Past the deadline a partition is not started, and a failure to start it
-                    // is the deadline's doing: either way it is reported as the deadline.
-                    let deadline = || {
-                        PartitionError::Replay(ReplayError {
-                            topic: plan.request.topic.clone(),
-                            partition: p.partition,
-                            committed: Some(p.resume_from),
-                            kind: ReplayErrorKind::Deadline {
-                                deadline: options.deadline,
-                                stop: p.stop,
-                            },
-                        })
-                    };
-                    let setup = |cause: SetupError| {
-                        if left().is_zero() {
-                            deadline()
-                        } else {
-                            PartitionError::Setup {
-                                cause,
-                                committed: p.resume_from,
-                            }
-                        }
-                    };
-                    let result = (|| {
-                        if left().is_zero() {
-                            return Err(deadline());
-                        }
-                        let bounded = plan.bounded(p).ok_or_else(|| {
-                            setup(SetupError::InvalidRange {
-                                start: p.resume_from,
-                                stop: p.stop,
-                            })
-                        })?;
-                        let w = match worker.take() {
-                            Some(w) => worker.insert(w),
-                            None => {
-                                let made = (|| -> Result<Worker, SetupError> {
-                                    let broker = Broker::for_target(
-                                        kafka,
-                                        remaining().max(Duration::from_secs(1)),
-                                    )?;
-                                    let consumer =
-                                        KafkaReplayConsumer::new(&broker, &bounded.group())?;
-                                    let mut target =
-                                        to.db.open_target(timeouts_within(remaining()))?;
-                                    target.prepare(&adoption)?;
-                                    target.share_with(workers)?;
-                                    Ok(Worker {
-                                        _broker: broker,
-                                        consumer,
-                                        target,
-                                    })
-                                })()
-                                .map_err(setup)?;
-                                worker.insert(made)
-                            }
-                        };
-                        // A partition's limits, taken when its reading begins.
-                        let limits = || ReplayLimits {
-                            deadline: remaining(),
-                            idle_timeout: options.idle_timeout,
-                        };
-                        // The partition's own limit is what was left of the run's deadline:
-                        // running out of it is the run's deadline, and is named as such.
-                        let as_run_deadline = |mut e: ReplayError| {
-                            if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
-                                *deadline = options.deadline;
-                            }
-                            e
-                        };
-                        shared.starts(p.partition, p.resume_from);
-                        let mut writer = TargetWriter {
-                            shared: Some(&mut shared),
-                            target: w.target.as_mut(),
-                            scope: PlanScope {
-                                plan_id: to.plan_id,
-                                topic: &plan.request.topic,
-                                ranges: &ranges,
-                                owner: Some(to.owner),
-                                fail_on_refused: options.replay.bad_records
-                                    == super::BadRecords::Fail,
-                            },
-                        };
-                        // The partition after this one is claimed now: its reading begins while
-                        // this one's last batch is written.
-                        let j = next.fetch_add(1, Ordering::SeqCst);
-                        upcoming = Some((j, None));
-                        let then = work.get(j).and_then(|q| plan.bounded(q));
-                        let start = match ahead {
-                            Some(ahead) => Start::Ahead(Box::new(ahead)),
-                            None => Start::Open(limits()),
-                        };
-                        let (result, carried) = pipeline::run(
-                            &bounded,
-                            start,
-                            then.as_ref()
-                                .map(|b| (b, &limits as &dyn Fn() -> ReplayLimits)),
-                            options.replay,
-                            &mut w.consumer,
-                            &mut writer,
-                            &mut |s| progress.batch_done(p.partition, s),
-                        );
-                        if carried.is_some() {
-                            upcoming = Some((j, carried));
-                        }
-                        Ok(result.map_err(as_run_deadline)?)
-                    })();
-                    held.push(PartitionResult {
-                        partition: p.partition,
-                        result,
-                    });
-                    // After an error the connections may be broken: what the transaction holds
-                    // is committed (the batches before the failure stand), and the next
-                    // partition makes new connections.
-                    if held.last().is_some_and(|r| r.result.is_err()) {
-                        settle(&mut shared, worker.take(), &plan.request.topic, &mut held);
-                    }
-                    let (done, waiting) = held.drain(..).partition(|r| !shared.holds(r.partition));
-                    held = waiting;
-                    if let Ok(mut results) = results.lock() {
-                        results.extend(done);
-                    }
-                }
-                settle(&mut shared, worker.take(), &plan.request.topic, &mut held);
-                if let Ok(mut results) = results.lock() {
-                    results.extend(held);
-                }
-            });
+    to: &'a WriteTarget<'a>,
+    progress: &'a dyn Progress,
+    /// The partitions with work left, taken in this order.
+    work: Vec<&'a PartitionPlan>,
+    /// Every partition's range, for the bookkeeping's checks.
+    ranges: Vec<(i32, i64, i64)>,
+    /// How writers write: what was prepared; they create nothing.
+    adoption: Adoption,
+    /// The index in `work` taken next.
+    next: AtomicUsize,
+    lanes: usize,
+}
+
+impl<'a> DayRun<'a> {
+    pub(crate) fn new(
+        kafka: &'a KafkaTarget,
+        plan: &'a DayPlan,
+        options: ExecuteOptions,
+        to: &'a WriteTarget<'a>,
+        progress: &'a dyn Progress,
+    ) -> Self {
+        let work: Vec<_> = plan
+            .partitions
+            .iter()
+            .filter(|p| p.remaining() > 0)
+            .collect();
+        DayRun {
+            kafka,
+            plan,
+            options,
+            to,
+            progress,
+            ranges: plan
+                .partitions
+                .iter()
+                .map(|p| (p.partition, p.start, p.stop))
+                .collect(),
+            adoption: Adoption {
+                create_audit_events: false,
+                create_bookkeeping: Vec::new(),
+                ..to.adoption.clone()
+            },
+            next: AtomicUsize::new(0),
+            lanes: options.jobs.clamp(1, work.len().max(1)),
+            work,
         }
-    });
-    let mut results = results.into_inner().unwrap_or_default();
-    results.sort_by_key(|r| r.partition);
-    results
+    }
+
+    /// Runs every lane to the end; each partition's result, by partition.
+    pub(crate) fn run(self) -> Vec<PartitionResult> {
+        let results = Mutex::new(Vec::with_capacity(self.work.len()));
+        std::thread::scope(|scope| {
+            for _ in 0..self.lanes {
+                scope.spawn(|| self.lane(&results));
+            }
+        });
+        let mut results = results.into_inner().unwrap_or_default();
+        results.sort_by_key(|r| r.partition);
+        results
+    }
+
+    /// What is left of the run's deadline.
+    fn left(&self) -> Duration {
+        self.options
+            .deadline
+            .saturating_sub(self.options.since.elapsed())
+    }
+
+    /// What is left of the run's deadline, as a limit (never zero).
+    fn remaining(&self) -> Duration {
+        self.left().max(Duration::from_millis(1))
+    }
+
+    /// One lane: partitions taken one after the other over the same connections, their
+    /// batches sharing transactions of `--batch` records; a partition's result waits until its
+    /// last batch is committed.
+    fn lane(&self, results: &Mutex<Vec<PartitionResult>>) {
+        let mut worker: Option<Worker> = None;
+        let replay = self.options.replay;
+        let mut shared = SharedTransaction::new(replay.batch, replay.batch_bytes);
+        let mut held: Vec<PartitionResult> = Vec::new();
+        let mut upcoming: Upcoming = None;
+        let topic = &self.plan.request.topic;
+        loop {
+            let (i, ahead) = upcoming
+                .take()
+                .unwrap_or_else(|| (self.next.fetch_add(1, Ordering::SeqCst), None));
+            let Some(p) = self.work.get(i) else { break };
+            let result = self.partition(p, ahead, &mut worker, &mut shared, &mut upcoming);
+            held.push(PartitionResult {
+                partition: p.partition,
+                result,
+            });
+            // After an error the connections may be broken: what the transaction holds is
+            // committed (the batches before the failure stand), and the next partition makes
+            // new connections.
+            if held.last().is_some_and(|r| r.result.is_err()) {
+                settle(&mut shared, worker.take(), topic, &mut held);
+            }
+            let (done, waiting) = held.drain(..).partition(|r| !shared.holds(r.partition));
+            held = waiting;
+            if let Ok(mut results) = results.lock() {
+                results.extend(done);
+            }
+        }
+        settle(&mut shared, worker.take(), topic, &mut held);
+        if let Ok(mut results) = results.lock() {
+            results.extend(held);
+        }
+    }
+
+    /// Past the deadline a partition is not started, and a failure to start it is the
+    /// deadline's doing: either way it is reported as the deadline.
+    fn deadline(&self, p: &PartitionPlan) -> PartitionError {
+        PartitionError::Replay(ReplayError {
+            topic: self.plan.request.topic.clone(),
+            partition: p.partition,
+            committed: Some(p.resume_from),
+            kind: ReplayErrorKind::Deadline {
+                deadline: self.options.deadline,
+                stop: p.stop,
+            },
+        })
+    }
+
+    fn setup_failed(&self, p: &PartitionPlan, cause: SetupError) -> PartitionError {
+        if self.left().is_zero() {
+            self.deadline(p)
+        } else {
+            PartitionError::Setup {
+                cause,
+                committed: p.resume_from,
+            }
+        }
+    }
+
+    /// A lane's connections, made for its first partition and reused for the next ones.
+    fn connect(&self, group: &ReplayGroup) -> Result<Worker, SetupError> {
+        let broker = Broker::for_target(self.kafka, self.remaining().max(Duration::from_secs(1)))?;
+        let consumer = KafkaReplayConsumer::new(&broker, group)?;
+        let mut target = self.to.db.open_target(timeouts_within(self.remaining()))?;
+        target.prepare(&self.adoption)?;
+        target.share_with(self.lanes)?;
+        Ok(Worker {
+            _broker: broker,
+            consumer,
+            target,
+        })
+    }
+
+    /// Replays partition `p` (its reading begun already when `ahead`), and claims the one after
+    /// it into `upcoming`, whose reading begins while this one's last batch is written.
+    fn partition(
+        &self,
+        p: &PartitionPlan,
+        ahead: Option<ReadAhead>,
+        worker: &mut Option<Worker>,
+        shared: &mut SharedTransaction,
+        upcoming: &mut Upcoming,
+    ) -> Result<ReplaySummary, PartitionError> {
+        if self.left().is_zero() {
+            return Err(self.deadline(p));
+        }
+        let bounded = self.plan.bounded(p).ok_or_else(|| {
+            self.setup_failed(
+                p,
+                SetupError::InvalidRange {
+                    start: p.resume_from,
+                    stop: p.stop,
+                },
+            )
+        })?;
+        let w = match worker.take() {
+            Some(w) => worker.insert(w),
+            None => worker.insert(
+                self.connect(&bounded.group())
+                    .map_err(|e| self.setup_failed(p, e))?,
+            ),
+        };
+        // A partition's limits, taken when its reading begins.
+        let limits = || ReplayLimits {
+            deadline: self.remaining(),
+            idle_timeout: self.options.idle_timeout,
+        };
+        shared.starts(p.partition, p.resume_from);
+        let mut writer = TargetWriter {
+            shared: Some(shared),
+            target: w.target.as_mut(),
+            scope: PlanScope {
+                plan_id: self.to.plan_id,
+                topic: &self.plan.request.topic,
+                ranges: &self.ranges,
+                owner: Some(self.to.owner),
+                fail_on_refused: self.options.replay.bad_records == super::BadRecords::Fail,
+            },
+        };
+        let j = self.next.fetch_add(1, Ordering::SeqCst);
+        *upcoming = Some((j, None));
+        let then = self.work.get(j).and_then(|q| self.plan.bounded(q));
+        let start = match ahead {
+            Some(ahead) => Start::Ahead(Box::new(ahead)),
+            None => Start::Open(limits()),
+        };
+        let (result, carried) = pipeline::run(
+            &bounded,
+            start,
+            then.as_ref()
+                .map(|b| (b, &limits as &dyn Fn() -> ReplayLimits)),
+            self.options.replay,
+            &mut w.consumer,
+            &mut writer,
+            &mut |s| self.progress.batch_done(p.partition, s),
+        );
+        if carried.is_some() {
+            *upcoming = Some((j, carried));
+        }
+        // The partition's own limit is what was left of the run's deadline: running out of it
+        // is the run's deadline, and is named as such.
+        result.map_err(|mut e| {
+            if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
+                *deadline = self.options.deadline;
+            }
+            PartitionError::Replay(e)
+        })
+    }
 }

@@ -2,14 +2,12 @@
 //! report per partition what happened — including how the live group moved meanwhile: it may
 //! keep consuming (forward is information), but must not move back or lose its offsets.
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::execute::{
-    execute_day, timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget,
-};
-use super::identity::{self, Decision, IdentityRefusal, TargetView};
-use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest};
+use super::execute::{timeouts_within, DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
+use super::identity::{self, Behind, Decision, IdentityRefusal, TargetView};
+use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
+use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan};
 use super::worker;
 use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
@@ -79,233 +77,6 @@ fn name_of(db: &AuditDb) -> String {
     match db {
         AuditDb::Sqlite(_) => db.to_string(),
         AuditDb::Postgres(_) => "PostgreSQL".to_owned(),
-    }
-}
-
-/// What one partition did in this run.
-#[derive(Debug)]
-pub enum PartitionOutcome {
-    /// Its remaining range was replayed to `stop`.
-    Replayed,
-    /// Nothing was left to do: the SQL checkpoint was already at `stop`.
-    CompleteBefore,
-    /// Replayed by the other workers of the plan (with `--worker`), none of it by this one.
-    ByOtherWorkers,
-    Failed(PartitionError),
-}
-
-#[derive(Debug)]
-pub struct PartitionReport {
-    pub partition: i32,
-    /// What this run did; `final_offset` is the replay group's last durable offset.
-    pub summary: ReplaySummary,
-    pub stop: i64,
-    /// Conflicts recorded for the plan whose version not kept is in this partition.
-    pub conflicts: u64,
-    pub outcome: PartitionOutcome,
-    /// The live group's committed offset when planning, and after the run.
-    pub live_before: Option<i64>,
-    pub live_after: Option<i64>,
-}
-
-/// How the live group's committed offset on one partition changed while the replay ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LiveMovement {
-    Unchanged,
-    /// It kept consuming: information, not a failure.
-    Advanced {
-        by: i64,
-    },
-    /// It committed for the first time.
-    Started {
-        at: i64,
-    },
-    /// Someone moved it back (a reset to an earlier offset).
-    MovedBack {
-        from: i64,
-        to: i64,
-    },
-    /// Its committed offset is gone (deleted or reset to nothing).
-    Reset {
-        from: i64,
-    },
-}
-
-impl LiveMovement {
-    pub fn between(before: Option<i64>, after: Option<i64>) -> LiveMovement {
-        match (before, after) {
-            (None, None) => LiveMovement::Unchanged,
-            (None, Some(at)) => LiveMovement::Started { at },
-            (Some(from), None) => LiveMovement::Reset { from },
-            (Some(from), Some(to)) if to < from => LiveMovement::MovedBack { from, to },
-            (Some(from), Some(to)) if to > from => LiveMovement::Advanced { by: to - from },
-            _ => LiveMovement::Unchanged,
-        }
-    }
-
-    /// Whether the run must fail for it.
-    pub fn is_failure(self) -> bool {
-        matches!(
-            self,
-            LiveMovement::MovedBack { .. } | LiveMovement::Reset { .. }
-        )
-    }
-}
-
-impl PartitionReport {
-    pub fn live_movement(&self) -> LiveMovement {
-        LiveMovement::between(self.live_before, self.live_after)
-    }
-}
-
-/// The per-partition result of an executed plan.
-#[derive(Debug)]
-pub struct ReplayReport {
-    pub plan_id: String,
-    pub live_group: String,
-    pub partitions: Vec<PartitionReport>,
-    /// Wall time of the execution.
-    pub elapsed: Duration,
-    /// Why the live group's committed offsets could not be read after the run (a broker gone
-    /// meanwhile): then no partition's `live_after` is known, and nothing is compared.
-    pub live_unread: Option<String>,
-}
-
-/// A reason the run did not succeed, for one partition.
-#[derive(Debug)]
-pub enum Failure<'a> {
-    Partition {
-        partition: i32,
-        error: &'a PartitionError,
-        durable: i64,
-    },
-    LiveGroupMoved {
-        partition: i32,
-        group: &'a str,
-        movement: LiveMovement,
-    },
-    /// The live group's offsets after the run could not be read: whether it moved is unknown.
-    LiveGroupUnread { group: &'a str, reason: &'a str },
-}
-
-impl Failure<'_> {
-    /// The partition it is about, when it is about one.
-    pub fn partition(&self) -> Option<i32> {
-        match self {
-            Failure::Partition { partition, .. } | Failure::LiveGroupMoved { partition, .. } => {
-                Some(*partition)
-            }
-            Failure::LiveGroupUnread { .. } => None,
-        }
-    }
-}
-
-impl ReplayReport {
-    /// Records replayed in this run, over every partition.
-    pub fn records(&self) -> u64 {
-        self.partitions.iter().map(|p| p.summary.records).sum()
-    }
-
-    /// Conflicts recorded for the plan (this run and earlier runs of it).
-    pub fn conflicts(&self) -> u64 {
-        self.partitions.iter().map(|p| p.conflicts).sum()
-    }
-
-    /// Records quarantined in this run.
-    pub fn quarantined(&self) -> u64 {
-        self.partitions.iter().map(|p| p.summary.quarantined).sum()
-    }
-
-    /// Every reason the run did not succeed: failed partitions, a live group that moved, and
-    /// a live group whose offsets could not be read after the run.
-    pub fn failures(&self) -> Vec<Failure<'_>> {
-        let mut failures = Vec::new();
-        for p in &self.partitions {
-            if let PartitionOutcome::Failed(error) = &p.outcome {
-                failures.push(Failure::Partition {
-                    partition: p.partition,
-                    error,
-                    durable: p.summary.final_offset,
-                });
-            }
-            if self.live_unread.is_some() {
-                continue;
-            }
-            let movement = p.live_movement();
-            if movement.is_failure() {
-                failures.push(Failure::LiveGroupMoved {
-                    partition: p.partition,
-                    group: &self.live_group,
-                    movement,
-                });
-            }
-        }
-        if let Some(reason) = &self.live_unread {
-            failures.push(Failure::LiveGroupUnread {
-                group: &self.live_group,
-                reason,
-            });
-        }
-        failures
-    }
-
-    /// What the run noticed that is no failure: the live group consuming on meanwhile.
-    pub fn notices(&self) -> Vec<String> {
-        let group = &self.live_group;
-        self.partitions
-            .iter()
-            .filter(|_| self.live_unread.is_none())
-            .filter_map(|p| {
-                let partition = p.partition;
-                match p.live_movement() {
-                    LiveMovement::Advanced { by } => Some(format!(
-                        "live group {group} advanced by {by} on partition {partition} while the replay ran"
-                    )),
-                    LiveMovement::Started { at } => Some(format!(
-                        "live group {group} committed offset {at} on partition {partition} for the first time while the replay ran"
-                    )),
-                    _ => None,
-                }
-            })
-            .collect()
-    }
-
-    pub fn succeeded(&self) -> bool {
-        self.failures().is_empty()
-    }
-}
-
-impl fmt::Display for Failure<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Partition {
-                partition,
-                error,
-                durable,
-            } => write!(
-                f,
-                "partition {partition}: {error}; last durable offset {durable}"
-            ),
-            Failure::LiveGroupMoved {
-                partition,
-                group,
-                movement,
-            } => match movement {
-                LiveMovement::Reset { from } => write!(
-                    f,
-                    "partition {partition}: THE LIVE GROUP {group} WAS RESET during the replay: its committed offset {from} is gone"
-                ),
-                LiveMovement::MovedBack { from, to } => write!(
-                    f,
-                    "partition {partition}: THE LIVE GROUP {group} MOVED BACKWARD from {from} to {to} during the replay"
-                ),
-                other => write!(f, "partition {partition}: live group {group}: {other:?}"),
-            },
-            Failure::LiveGroupUnread { group, reason } => write!(
-                f,
-                "the live group {group}'s committed offsets could not be read after the run, so whether it moved is unknown: {reason}"
-            ),
-        }
     }
 }
 
@@ -425,20 +196,7 @@ impl ReplayJob {
         }
         target.claim(&recorded.plan_id, &owner).map_err(store)?;
         if let Decision::Resume { behind, .. } = decision {
-            if !behind.is_empty() {
-                let r = &plan.request;
-                let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
-                let mut consumer = KafkaReplayConsumer::new(&self.broker, &group)?;
-                for b in behind {
-                    consumer
-                        .commit(&plan.request.topic, b.partition, b.sql)
-                        .map_err(|e| KafkaError {
-                            servers: self.broker.servers().to_owned(),
-                            what: format!("bringing the replay group up to the SQL checkpoint {} on partition {}", b.sql, b.partition),
-                            reason: e.to_string(),
-                        })?;
-                }
-            }
+            self.bring_up(plan, behind)?;
         }
         let to = WriteTarget {
             db,
@@ -446,41 +204,77 @@ impl ReplayJob {
             plan_id: &recorded.plan_id,
             owner: &owner,
         };
-        let mut results = execute_day(&self.kafka, plan, options, &to, progress);
+        let mut results = DayRun::new(&self.kafka, plan, options, &to, progress).run();
+        let mut report = self.report(plan, &recorded.plan_id, started, |p| {
+            let result = results
+                .iter()
+                .position(|r| r.partition == p.partition)
+                .map(|i| results.swap_remove(i).result);
+            match result {
+                None => (
+                    ReplaySummary::at(p.resume_from),
+                    PartitionOutcome::CompleteBefore,
+                ),
+                Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
+                Some(Err(e)) => (
+                    ReplaySummary::at(e.committed().unwrap_or(p.resume_from)),
+                    PartitionOutcome::Failed(e),
+                ),
+            }
+        });
+        let done = report.every_partition_done();
+        let status = if done {
+            PlanStatus::Complete
+        } else {
+            PlanStatus::Failed
+        };
+        close(db, &mut report, Some(status), done)?;
+        Ok(report)
+    }
+
+    /// Commits the replay group's offsets up to the SQL checkpoints where Kafka is behind them.
+    fn bring_up(&self, plan: &DayPlan, behind: &[Behind]) -> Result<(), ExecuteError> {
+        if behind.is_empty() {
+            return Ok(());
+        }
+        let r = &plan.request;
+        let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+        let mut consumer = KafkaReplayConsumer::new(&self.broker, &group)?;
+        for b in behind {
+            consumer
+                .commit(&r.topic, b.partition, b.sql)
+                .map_err(|e| KafkaError {
+                    servers: self.broker.servers().to_owned(),
+                    what: format!(
+                        "bringing the replay group up to the SQL checkpoint {} on partition {}",
+                        b.sql, b.partition
+                    ),
+                    reason: e.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The run's report: each partition of the plan as `outcome` says, with the live group's
+    /// offsets read after the run (when the broker still answers).
+    fn report(
+        &self,
+        plan: &DayPlan,
+        plan_id: &str,
+        started: Instant,
+        mut outcome: impl FnMut(&PartitionPlan) -> (ReplaySummary, PartitionOutcome),
+    ) -> ReplayReport {
         let elapsed = started.elapsed();
+        let r = &plan.request;
         let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
-        let (live_after, live_unread) = live_offsets_after(
-            &self.broker,
-            &plan.request.live_group,
-            &plan.request.topic,
-            &numbers,
-        );
-        let partitions: Vec<PartitionReport> = plan
+        let (live_after, live_unread) =
+            live_offsets_after(&self.broker, &r.live_group, &r.topic, &numbers);
+        let partitions = plan
             .partitions
             .iter()
             .zip(live_after)
             .map(|(p, live_after)| {
-                let result = results
-                    .iter()
-                    .position(|r| r.partition == p.partition)
-                    .map(|i| results.swap_remove(i).result);
-                let (summary, outcome) = match result {
-                    None => (
-                        ReplaySummary {
-                            final_offset: p.resume_from,
-                            ..ReplaySummary::default()
-                        },
-                        PartitionOutcome::CompleteBefore,
-                    ),
-                    Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
-                    Some(Err(e)) => (
-                        ReplaySummary {
-                            final_offset: e.committed().unwrap_or(p.resume_from),
-                            ..ReplaySummary::default()
-                        },
-                        PartitionOutcome::Failed(e),
-                    ),
-                };
+                let (summary, outcome) = outcome(p);
                 PartitionReport {
                     partition: p.partition,
                     summary,
@@ -492,26 +286,13 @@ impl ReplayJob {
                 }
             })
             .collect();
-        let mut report = ReplayReport {
-            plan_id: recorded.plan_id.clone(),
-            live_group: plan.request.live_group.clone(),
+        ReplayReport {
+            plan_id: plan_id.to_owned(),
+            live_group: r.live_group.clone(),
             partitions,
             elapsed,
             live_unread,
-        };
-        // The findings and the plan's status are read and written over a fresh connection: the
-        // first may have outlived the server (a restart during the run).
-        let done = report
-            .partitions
-            .iter()
-            .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
-        let status = if done {
-            PlanStatus::Complete
-        } else {
-            PlanStatus::Failed
-        };
-        close(db, &mut report, Some(status), done)?;
-        Ok(report)
+        }
     }
 
     /// For one of several workers of a plan: prepares the target and records the plan unless
@@ -559,10 +340,6 @@ impl ReplayJob {
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
         let started = Instant::now();
-        let store = |source| ExecuteError::Store {
-            db: name_of(db),
-            source,
-        };
         let recorded = decision.plan();
         let owner = format!(
             "{}:{}:{:08x}",
@@ -581,58 +358,37 @@ impl ReplayJob {
         let mut run = worker::work(&self.kafka, &group, plan, options, &to, progress).map_err(
             |e| match e {
                 SetupError::Kafka(e) => ExecuteError::Kafka(e),
-                SetupError::Store(e) => store(e),
-                other => store(StoreError::Unavailable(other.to_string())),
+                SetupError::Store(source) => ExecuteError::Store {
+                    db: name_of(db),
+                    source,
+                },
+                other => ExecuteError::Store {
+                    db: name_of(db),
+                    source: StoreError::Unavailable(other.to_string()),
+                },
             },
         )?;
-        let elapsed = started.elapsed();
-        let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
-        let (live_after, live_unread) =
-            live_offsets_after(&self.broker, &r.live_group, &r.topic, &numbers);
-        let partitions: Vec<PartitionReport> = plan
-            .partitions
-            .iter()
-            .zip(live_after)
-            .map(|(p, live_after)| {
-                let at = run.checkpoints.get(&p.partition).copied();
-                let failed = run
-                    .failed
-                    .iter()
-                    .position(|(n, _)| *n == p.partition)
-                    .map(|i| run.failed.swap_remove(i).1);
-                let mine = run.replayed.remove(&p.partition);
-                let outcome = match (failed, &mine) {
-                    (Some(e), _) => PartitionOutcome::Failed(e),
-                    (None, Some(_)) => PartitionOutcome::Replayed,
-                    (None, None) if p.resume_from >= p.stop => PartitionOutcome::CompleteBefore,
-                    (None, None) => PartitionOutcome::ByOtherWorkers,
-                };
-                let mut summary = mine.unwrap_or_default();
-                summary.final_offset = at.unwrap_or(summary.final_offset.max(p.resume_from));
-                PartitionReport {
-                    partition: p.partition,
-                    summary,
-                    stop: p.stop,
-                    conflicts: 0,
-                    outcome,
-                    live_before: p.live_committed,
-                    live_after,
-                }
-            })
-            .collect();
-        let mut report = ReplayReport {
-            plan_id: recorded.plan_id.clone(),
-            live_group: r.live_group.clone(),
-            partitions,
-            elapsed,
-            live_unread,
-        };
+        let mut report = self.report(plan, &recorded.plan_id, started, |p| {
+            let at = run.checkpoints.get(&p.partition).copied();
+            let failed = run
+                .failed
+                .iter()
+                .position(|(n, _)| *n == p.partition)
+                .map(|i| run.failed.swap_remove(i).1);
+            let mine = run.replayed.remove(&p.partition);
+            let outcome = match (failed, &mine) {
+                (Some(e), _) => PartitionOutcome::Failed(e),
+                (None, Some(_)) => PartitionOutcome::Replayed,
+                (None, None) if p.resume_from >= p.stop => PartitionOutcome::CompleteBefore,
+                (None, None) => PartitionOutcome::ByOtherWorkers,
+            };
+            let mut summary = mine.unwrap_or_default();
+            summary.final_offset = at.unwrap_or(summary.final_offset.max(p.resume_from));
+            (summary, outcome)
+        });
         // Any worker that sees the plan done marks it so; a failing one leaves it running for
         // the others.
-        let done = report
-            .partitions
-            .iter()
-            .all(|p| !matches!(p.outcome, PartitionOutcome::Failed(_)));
+        let done = report.every_partition_done();
         close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
         Ok(report)
     }

@@ -8,7 +8,9 @@ mod execute;
 mod identity;
 mod job;
 mod pipeline;
+mod prepare;
 pub(crate) mod read;
+mod report;
 mod rows;
 mod window;
 mod worker;
@@ -19,11 +21,13 @@ pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView
 pub use execute::{
     timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
 };
-pub use job::{
-    ConnectError, ExecuteError, Failure, JoinError, LiveMovement, PartitionOutcome,
-    PartitionReport, ReplayJob, ReplayReport, TargetError,
+pub use job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
+pub use prepare::{timeouts_for, PrepareError, Prepared, ReplayRequest};
+pub use report::{
+    Failure, FindingsPolicy, Judgement, LiveMovement, PartitionOutcome, PartitionReport,
+    ReplayReport, Verdict,
 };
-pub use rows::{PlanDocument, PlanRow, ReportRow, StatusRow};
+pub use rows::{PartitionStatus, PlanDocument, PlanRow, ReportRow, StatusRow};
 pub use window::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, Lost, LostWhy, PartitionPlan, Refusal,
     Window,
@@ -33,7 +37,7 @@ use std::time::Duration;
 
 use crate::event::DecodeError;
 use crate::kafka::KafkaError;
-use crate::store::{AuditStore, StoreError, WriteError};
+use crate::store::{AuditStore, Counters, StoreError, WriteError};
 
 /// The consumer group a replay commits for, checked against the live group it must never be:
 /// the only way to name the group of a [`KafkaReplayConsumer`](crate::kafka::KafkaReplayConsumer),
@@ -253,20 +257,14 @@ pub trait ReplayConsumer {
     ) -> Result<(), ConsumerError>;
 }
 
-/// What a completed replay did (or, passed to progress, has done so far).
+/// What a completed replay did (or, passed to progress, has done so far): the counters of its
+/// durable batches, and what the window's edges held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
-    pub records: u64,
-    pub inserted: u64,
-    pub duplicates: u64,
-    /// Same event id, other content: the first stored version stayed.
-    pub conflicts: u64,
-    /// Records that were not audit events, kept in the quarantine.
-    pub quarantined: u64,
-    /// Offsets that held transaction control markers.
-    pub markers: u64,
-    /// Records of aborted transactions, skipped.
-    pub aborted: u64,
+    /// Records, inserted, duplicates, conflicts (same event id, other content: the first stored
+    /// version stayed), quarantined (not audit events), markers (offsets that held transaction
+    /// control markers) and aborted (records of aborted transactions, skipped).
+    pub counters: Counters,
     /// Records inside `[start, stop)` whose timestamps lie outside the time window.
     pub out_of_window: u64,
     /// Records after `stop` (within the skew) whose timestamps lie inside the time window.
@@ -276,15 +274,20 @@ pub struct ReplaySummary {
 }
 
 impl ReplaySummary {
+    /// Nothing done yet, standing at `offset`.
+    pub fn at(offset: i64) -> Self {
+        ReplaySummary {
+            final_offset: offset,
+            ..ReplaySummary::default()
+        }
+    }
+
     /// Counts a batch made durable, and moves the final offset to the position after it.
     pub(crate) fn add(&mut self, applied: &apply::Applied, gathered: &read::Gathered) {
-        self.records += applied.records;
-        self.inserted += applied.outcome.inserted;
-        self.duplicates += applied.outcome.duplicates;
-        self.conflicts += applied.outcome.conflicts;
-        self.quarantined += applied.outcome.quarantined;
-        self.markers += applied.outcome.markers;
-        self.aborted += applied.outcome.aborted;
+        self.counters += Counters {
+            records: applied.records,
+            ..applied.outcome
+        };
         self.out_of_window += gathered.out_of_window_below(applied.next);
         self.final_offset = applied.next;
     }
@@ -560,9 +563,9 @@ mod tests {
         assert_eq!(commits, vec![3, 6, 7]);
         assert_eq!(
             (
-                summary.records,
-                summary.inserted,
-                summary.quarantined,
+                summary.counters.records,
+                summary.counters.inserted,
+                summary.counters.quarantined,
                 summary.final_offset
             ),
             (7, 6, 1, 7)
@@ -759,7 +762,7 @@ mod tests {
                 &mut |s| seen.push(s.final_offset),
             )
             .unwrap();
-            assert_eq!((summary.inserted, seen), (4, vec![2, 4]));
+            assert_eq!((summary.counters.inserted, seen), (4, vec![2, 4]));
             if partition == 0 {
                 // Four rows in the open transaction: nothing durable, nothing told to Kafka.
                 assert!(consumer.committed.is_empty());

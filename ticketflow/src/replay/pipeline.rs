@@ -380,7 +380,7 @@ mod tests {
             &mut |_| {},
         );
         assert!(next.is_none());
-        assert_eq!(result.unwrap().records, 25);
+        assert_eq!(result.unwrap().counters.records, 25);
         let expected: Vec<(i32, i64)> = (0..25)
             .map(|o| (0, o))
             .chain((0..25).map(|o| (1, o)))

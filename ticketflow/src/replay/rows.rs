@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::job::{PartitionOutcome, PartitionReport, ReplayReport};
+use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{DayPlan, PartitionPlan, Window};
-use crate::store::{PartitionProgress, RecordedPlan};
+use crate::store::{Counters, PartitionProgress, RecordedPlan};
 
 /// A partition of the plan as a flat row: the offsets found, the range, what it holds, both
 /// groups' committed offsets and where execution begins.
@@ -49,13 +49,10 @@ impl From<&PartitionPlan> for PlanRow {
 #[derive(Serialize)]
 pub struct ReportRow {
     pub partition: i32,
-    pub records: u64,
-    pub inserted: u64,
-    pub duplicates: u64,
-    pub conflicts: u64,
-    pub quarantined: u64,
-    pub markers: u64,
-    pub aborted: u64,
+    /// This run's counters; `conflicts` are those recorded for the plan whose version not kept
+    /// is in this partition.
+    #[serde(flatten)]
+    pub counters: Counters,
     pub out_of_window: u64,
     pub late: u64,
     pub replay_offset: i64,
@@ -70,13 +67,10 @@ impl From<&PartitionReport> for ReportRow {
         let s = &p.summary;
         ReportRow {
             partition: p.partition,
-            records: s.records,
-            inserted: s.inserted,
-            duplicates: s.duplicates,
-            conflicts: p.conflicts,
-            quarantined: s.quarantined,
-            markers: s.markers,
-            aborted: s.aborted,
+            counters: Counters {
+                conflicts: p.conflicts,
+                ..s.counters
+            },
             out_of_window: s.out_of_window,
             late: s.late,
             replay_offset: s.final_offset,
@@ -133,7 +127,7 @@ impl ReplayReport {
 }
 
 /// One partition of a recorded plan as a flat row for `replay status`: the plan's identity and
-/// the partition's range, checkpoint, owner and counters.
+/// the partition's state.
 #[derive(Serialize)]
 pub struct StatusRow {
     pub plan_id: String,
@@ -144,21 +138,38 @@ pub struct StatusRow {
     pub created_at: String,
     pub created_by: String,
     pub finished_at: Option<String>,
+    #[serde(flatten)]
+    pub partition: PartitionStatus,
+}
+
+/// A partition of a recorded plan: its range, checkpoint, owner and counters (markers:
+/// offsets that held transaction markers; aborted: records of aborted transactions).
+#[derive(Serialize)]
+pub struct PartitionStatus {
     pub partition: i32,
     pub start: i64,
     pub stop: i64,
     pub checkpoint: i64,
     pub remaining: i64,
     pub owner: Option<String>,
-    pub records: u64,
-    pub inserted: u64,
-    pub duplicates: u64,
-    pub conflicts: u64,
-    pub quarantined: u64,
-    /// Offsets that held transaction markers, and records of aborted transactions.
-    pub markers: u64,
-    pub aborted: u64,
+    #[serde(flatten)]
+    pub counters: Counters,
     pub updated_at: String,
+}
+
+impl From<&PartitionProgress> for PartitionStatus {
+    fn from(p: &PartitionProgress) -> Self {
+        PartitionStatus {
+            partition: p.partition,
+            start: p.start,
+            stop: p.stop,
+            checkpoint: p.next_offset,
+            remaining: (p.stop - p.next_offset).max(0),
+            owner: p.owner.clone(),
+            counters: p.counters,
+            updated_at: p.updated_at.clone(),
+        }
+    }
 }
 
 impl StatusRow {
@@ -172,20 +183,7 @@ impl StatusRow {
             created_at: plan.created_at.clone(),
             created_by: plan.created_by.clone(),
             finished_at: plan.finished_at.clone(),
-            partition: p.partition,
-            start: p.start,
-            stop: p.stop,
-            checkpoint: p.next_offset,
-            remaining: (p.stop - p.next_offset).max(0),
-            owner: p.owner.clone(),
-            records: p.counters.records,
-            inserted: p.counters.inserted,
-            duplicates: p.counters.duplicates,
-            conflicts: p.counters.conflicts,
-            quarantined: p.counters.quarantined,
-            markers: p.counters.markers,
-            aborted: p.counters.aborted,
-            updated_at: p.updated_at.clone(),
+            partition: PartitionStatus::from(p),
         }
     }
 }

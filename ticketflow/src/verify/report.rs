@@ -27,6 +27,13 @@ pub struct Counts {
     pub duplicated_facts: u64,
 }
 
+impl Counts {
+    /// Nothing of the window missing from the table, nothing stored with other content.
+    pub fn clean(&self) -> bool {
+        self.missing == 0 && self.mismatched == 0
+    }
+}
+
 /// One partition's range and its counts.
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionCounts {
@@ -127,7 +134,7 @@ impl VerifyReport {
     /// Nothing missing and nothing mismatched: the table holds every event of the window as the
     /// topic carries it.
     pub fn clean(&self) -> bool {
-        self.total.missing == 0 && self.total.mismatched == 0
+        self.total.clean()
     }
 
     /// `(kind, count)` of every kind found at least once.

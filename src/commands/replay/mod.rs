@@ -1,0 +1,175 @@
+//! `lessonprobe replay`: parses the arguments into a `ticketflow::replay` request, prepares
+//! it, prints the plan (a dry run by default) or executes it with progress bars, renders the
+//! report and maps its verdict to an exit code. `replay status` lists the recorded plans.
+
+mod output;
+mod status;
+
+use std::time::{Duration, Instant};
+
+use ticketflow::replay::{
+    BadRecords, ConnectError, DayPlanError, DayReplayRequest, ExecuteOptions, FindingsPolicy,
+    PrepareError, Refusal, ReplayJob, ReplayOptions, ReplayRequest, Verdict, Window,
+};
+use ticketflow::store::AuditDb;
+use ticketflow::KafkaTarget;
+
+use crate::cli::{KafkaArgs, OnBadRecord, OnConflict, ReplayArgs, WindowArgs};
+use crate::config::db::replay_target;
+use crate::exit::{Code, Error};
+use crate::progress::PartitionBars;
+use crate::render::TableFormat;
+
+pub use status::status;
+
+/// How long past `--deadline` a run that is still waiting (a database or broker that stopped
+/// answering in a way no timeout saw) is given before the process ends itself.
+const DEADLINE_GRACE: Duration = Duration::from_secs(5);
+
+/// `lessonprobe replay` itself: plans a window and, with `--execute`, replays it.
+pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
+    let started = Instant::now();
+    arm_deadline(args.deadline);
+    let kafka = real_kafka(&args.kafka, "lessonprobe replay")?;
+    let db = target_db(args.db)?;
+    let required = |v: Option<String>, flag: &str| {
+        v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
+    };
+    let day = DayReplayRequest {
+        topic: required(args.topic, "--topic")?,
+        live_group: required(args.live_group, "--live-group")?,
+        replay_group: required(args.replay_group, "--replay-group")?,
+        window: window(&args.window)?,
+        partitions: args.partitions,
+        resume: args.resume,
+    };
+    let prepared = ReplayJob::prepare(ReplayRequest {
+        kafka: &kafka,
+        db: &db,
+        day,
+        worker: args.worker,
+        deadline: args.deadline,
+    })
+    .map_err(refused)?;
+    let format = args.format;
+    if !args.execute || format == TableFormat::Table || prepared.is_complete() {
+        output::plan(&prepared, format)?;
+    }
+    if prepared.is_complete() || !args.execute {
+        if format == TableFormat::Table {
+            println!("{}", output::nothing_to_do(&prepared));
+        }
+        return Ok(Code::Ok);
+    }
+    let planned = started.elapsed();
+    let options = ExecuteOptions {
+        replay: ReplayOptions {
+            batch: args.batch as usize,
+            batch_bytes: args.batch_bytes,
+            bad_records: match args.on_bad_record {
+                OnBadRecord::Quarantine => BadRecords::Quarantine,
+                OnBadRecord::Fail => BadRecords::Fail,
+            },
+            skew: args.skew,
+        },
+        // The deadline bounds the whole command: planning took part of it.
+        deadline: args.deadline,
+        since: started,
+        idle_timeout: args.idle_timeout,
+        jobs: args.jobs as usize,
+    };
+    let bars = PartitionBars::new(&prepared.plan);
+    let report = prepared
+        .run(options, &bars)
+        .map_err(|e| Error::Operation(e.to_string()))?;
+    bars.finish();
+    output::report(&prepared, &report, format, planned)?;
+    let judgement = report.verdict(FindingsPolicy {
+        fail_on_conflict: args.on_conflict == OnConflict::Fail,
+        allow_quarantine: args.allow_quarantine,
+    });
+    for line in &judgement.lines {
+        eprintln!("lessonprobe replay: {line}");
+    }
+    match judgement.verdict {
+        Verdict::Clean => Ok(Code::Ok),
+        Verdict::Findings => Ok(Code::Findings),
+        failed => Err(Error::Operation(failed.to_string())),
+    }
+}
+
+/// The broker of `--kafka`: `command` works on real data, so the embedded broker is refused.
+pub(super) fn real_kafka(args: &KafkaArgs, command: &str) -> Result<KafkaTarget, Error> {
+    let kafka = super::kafka_target(args)?;
+    if kafka == KafkaTarget::Embedded {
+        return Err(Error::Usage(format!("{command} works on real data: give --kafka HOST:PORT (the embedded broker is refused here)")));
+    }
+    Ok(kafka)
+}
+
+/// The replay's target database: `--db`, else `LESSONPROBE_REPLAY_DB` (never the probe
+/// runner's `LESSONPROBE_DB`).
+pub(super) fn target_db(db: Option<AuditDb>) -> Result<AuditDb, Error> {
+    replay_target(db, std::env::var_os("LESSONPROBE_DB").is_some())
+        .map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// The window of `--since`/`--until` or `--start`/`--stop`.
+pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
+    match (w.since, w.until, w.start, w.stop) {
+        (Some(since_ms), Some(until_ms), None, None) if until_ms <= since_ms => Err(Error::Usage(
+            "empty window: --until must be later than --since".into(),
+        )),
+        (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
+        (None, None, Some(start), Some(stop)) if stop <= start => Err(Error::Usage(format!(
+            "empty window: --stop {stop} must be greater than --start {start}"
+        ))),
+        (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
+        _ => Err(Error::Usage(
+            "give --since and --until, or --start and --stop".into(),
+        )),
+    }
+}
+
+/// Ends the process at `deadline` plus a grace period if it is still running: every wait has
+/// a timeout of its own, and this bounds the ones a server can still stretch (one that stops
+/// answering mid-statement). A batch is durable with its checkpoint or not at all, so ending
+/// here loses nothing.
+fn arm_deadline(deadline: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("replay-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(deadline + DEADLINE_GRACE);
+            eprintln!(
+                "lessonprobe replay: the deadline of {} s passed {} s ago and the run is still waiting for the database or the broker; stopping. Every batch is durable with its checkpoint or not applied: rerun with --resume",
+                deadline.as_secs_f64(),
+                DEADLINE_GRACE.as_secs()
+            );
+            std::process::exit(Code::Operation as i32);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no deadline watchdog: {e}");
+    }
+}
+
+/// A refusal in the words of this command: the flag that fixes it, where one does, and usage
+/// errors told from refusals of the data.
+fn refused(e: PrepareError) -> Error {
+    match e {
+        PrepareError::Connect(e @ ConnectError::OwnedProperty { .. }) => {
+            Error::Usage(e.to_string())
+        }
+        PrepareError::Plan(DayPlanError::Refused(
+            why @ (Refusal::DuplicatePartition { .. } | Refusal::NegativeOffset { .. }),
+        )) => Error::Usage(format!("--partitions/--start/--stop: {why}")),
+        PrepareError::Plan(DayPlanError::Refused(why)) => {
+            let hint = match &why {
+                Refusal::OffsetsNeedOnePartition { .. } => ": give exactly one with --partitions",
+                Refusal::WindowBackwards => " (--until must be later than --since)",
+                _ => "",
+            };
+            Error::Operation(format!("replay refused: {why}{hint}"))
+        }
+        e => Error::Operation(e.to_string()),
+    }
+}

@@ -1,0 +1,137 @@
+//! What `lessonprobe replay` prints: the target and the plan (a table, JSON or CSV), what this
+//! run does with it, and the report of an executed run.
+
+use std::time::Duration;
+
+use ticketflow::replay::{Decision, PlanDocument, Prepared, ReplayReport, Shown};
+
+use crate::exit::Error;
+use crate::render::{self, TableFormat};
+
+fn rendering(e: render::RenderError) -> Error {
+    Error::Operation(e.to_string())
+}
+
+/// The target as found and the plan, with what this run does with it.
+pub(super) fn plan(prepared: &Prepared<'_>, format: TableFormat) -> Result<(), Error> {
+    let Prepared {
+        job,
+        plan,
+        view,
+        decision,
+        ..
+    } = prepared;
+    let target_lines = view.adoption.describe(&view.inspection);
+    let text = match format {
+        TableFormat::Json => render::json(&serde_json::json!({
+            "plan": PlanDocument::new(plan, job.servers()),
+            "plan_id": decision.plan().plan_id,
+            "decision": match decision {
+                Decision::New(_) => "new",
+                Decision::Resume { .. } => "resume",
+                Decision::Complete(_) => "complete",
+            },
+            "target": {
+                "found": view.inspection,
+                "adoption": view.adoption,
+                "summary": target_lines,
+            },
+        })),
+        _ => render::rows(format, &plan.rows()),
+    }
+    .map_err(rendering)?;
+    if format != TableFormat::Table {
+        println!("{text}");
+        return Ok(());
+    }
+    for line in &target_lines {
+        println!("{line}");
+    }
+    let r = &plan.request;
+    println!(
+        "replay plan: topic {} on {}; live group {} (read only); replay group {}; window {}",
+        r.topic,
+        job.servers(),
+        r.live_group,
+        r.replay_group,
+        r.window
+    );
+    println!("{text}");
+    let (total, remaining) = (plan.records(), plan.remaining());
+    println!("{total} records in the window; {remaining} to replay");
+    println!("{}", identity_line(decision));
+    Ok(())
+}
+
+/// Why a run that did not execute did nothing.
+pub(super) fn nothing_to_do(prepared: &Prepared<'_>) -> String {
+    match &prepared.decision {
+        Decision::Complete(recorded) => format!(
+            "plan {} is complete (finished {}): nothing to do",
+            recorded.plan_id,
+            recorded.finished_at.as_deref().unwrap_or("-")
+        ),
+        _ => "dry run: nothing was created or applied; add --execute to run this plan".to_owned(),
+    }
+}
+
+/// What this run would do with the plan, in words.
+fn identity_line(decision: &Decision) -> String {
+    match decision {
+        Decision::New(plan) => format!(
+            "plan {}: new; it is recorded in the target when executed",
+            plan.plan_id
+        ),
+        Decision::Resume { plan, behind } => {
+            let mut line = format!(
+                "plan {}: recorded {} by {} ({}); continues from its SQL checkpoints",
+                plan.plan_id,
+                plan.created_at,
+                plan.created_by,
+                plan.status.as_str()
+            );
+            for b in behind {
+                line.push_str(&format!(
+                    "\n  partition {}: the replay group's committed offset in Kafka ({}) is behind the SQL checkpoint {}: the SQL checkpoint is used, and Kafka is brought up to it",
+                    b.partition,
+                    b.kafka.map_or_else(|| "none".to_owned(), |k| k.to_string()),
+                    b.sql
+                ));
+            }
+            line
+        }
+        Decision::Complete(plan) => format!("{}", Shown(plan)),
+    }
+}
+
+/// The executed run's rows (standard output) and its rate (standard error).
+pub(super) fn report(
+    prepared: &Prepared<'_>,
+    report: &ReplayReport,
+    format: TableFormat,
+    planned: Duration,
+) -> Result<(), Error> {
+    let rows = report.rows();
+    let text = match format {
+        TableFormat::Json => render::json(&serde_json::json!({
+            "plan_id": report.plan_id,
+            "plan": prepared.plan.partitions,
+            "results": rows,
+            "conflicts": report.conflicts(),
+            "quarantined": report.quarantined(),
+        })),
+        _ => render::rows(format, &rows),
+    }
+    .map_err(rendering)?;
+    if format == TableFormat::Table {
+        println!("replay result (plan {}):", report.plan_id);
+    }
+    println!("{text}");
+    let (records, secs) = (report.records(), report.elapsed.as_secs_f64());
+    eprintln!(
+        "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s",
+        records as f64 / secs.max(1e-9),
+        planned.as_secs_f64()
+    );
+    Ok(())
+}

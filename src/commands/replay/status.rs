@@ -1,0 +1,37 @@
+//! `lessonprobe replay status`: every plan recorded in the target and its partitions.
+
+use std::time::Duration;
+
+use ticketflow::replay::{timeouts_for, PartitionStatus, ReplayJob, Shown, StatusRow};
+
+use crate::cli::ReplayStatusArgs;
+use crate::exit::{Code, Error};
+use crate::render::{self, TableFormat};
+
+/// How long each statement reading the record may take.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
+    let db = super::target_db(args.db)?;
+    let plans = ReplayJob::recorded(&db, timeouts_for(&db, STATEMENT_TIMEOUT))
+        .map_err(|e| Error::Operation(e.to_string()))?;
+    let rendering = |e: render::RenderError| Error::Operation(e.to_string());
+    if args.format != TableFormat::Table {
+        let rows: Vec<StatusRow> = plans
+            .iter()
+            .flat_map(|plan| plan.partitions.iter().map(move |p| StatusRow::new(plan, p)))
+            .collect();
+        println!("{}", render::rows(args.format, &rows).map_err(rendering)?);
+        return Ok(Code::Ok);
+    }
+    if plans.is_empty() {
+        println!("no replay recorded in {db}");
+    }
+    for plan in &plans {
+        println!("{}", Shown(plan));
+        let partitions: Vec<PartitionStatus> =
+            plan.partitions.iter().map(PartitionStatus::from).collect();
+        println!("{}", render::table(&partitions).map_err(rendering)?);
+    }
+    Ok(Code::Ok)
+}
