@@ -199,6 +199,12 @@ impl Test {
         self.expect(Stream::Stderr, Expect::Matches(pattern.into()))
     }
 
+    /// stdout followed by stderr must match `pattern`, with the elisions of
+    /// [`Test::stdout_matches`]: what a terminal shows of a run that prints to one of them.
+    pub fn output_matches(self, pattern: impl Into<String>) -> Test {
+        self.expect(Stream::Either, Expect::Matches(pattern.into()))
+    }
+
     /// stdout or stderr must contain `text` (for messages whose stream does not matter).
     pub fn output_has(self, text: impl Into<String>) -> Test {
         self.expect(Stream::Either, Expect::Has(text.into()))

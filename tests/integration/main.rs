@@ -5,6 +5,7 @@
 mod apache_kafka;
 mod clean;
 mod cli;
+mod docs;
 mod inputs;
 mod interrupt;
 mod kafka;
