@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::Consumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::broker::{close_consumer, Isolation};
@@ -31,6 +31,56 @@ struct Scan {
     done: bool,
     /// The offset the scan has accounted for up to, to tell progress from a stall.
     reached: i64,
+}
+
+impl Scan {
+    /// Accounts for the record at `offset` stamped `timestamp`; whether the scan is done now.
+    fn see(&mut self, offset: i64, timestamp: Option<i64>, since_ms: i64, until_ms: i64) -> bool {
+        if offset < self.end {
+            let at_or_after = |t: i64| timestamp.is_some_and(|ts| ts >= t);
+            if self.since.is_none() && at_or_after(since_ms) {
+                self.since = Some(offset);
+            }
+            if at_or_after(until_ms) {
+                // Every later record is past the window's end: this one decides.
+                self.until = Some(offset);
+                self.done = true;
+            }
+        }
+        self.reached = self.reached.max(offset + 1);
+        self.done |= self.reached >= self.end;
+        self.done
+    }
+}
+
+/// A read_uncommitted reader assigned every range `(partition, low, end)` that is not empty,
+/// from its low offset.
+fn assigned_reader(
+    broker: &Broker,
+    topic: &str,
+    ranges: &[(i32, i64, i64)],
+) -> Result<BaseConsumer, KafkaError> {
+    let what = || format!("scanning {topic} for offsets by time");
+    let consumer = broker.reader(
+        "lessonprobe-utility",
+        "error",
+        10,
+        Isolation::ReadUncommitted,
+    )?;
+    let mut tpl = TopicPartitionList::new();
+    for &(p, low, end) in ranges {
+        if low < end {
+            tpl.add_partition_offset(topic, p, Offset::Offset(low))
+                .map_err(|e| broker.error(what(), e))?;
+        }
+    }
+    // The leaders known before the assignment: a fresh client assigned partitions whose
+    // leaders it does not know yet may wait for librdkafka's one-second topic scan.
+    consumer
+        .fetch_metadata(Some(topic), broker.op_timeout)
+        .map_err(|e| broker.error(what(), e))?;
+    consumer.assign(&tpl).map_err(|e| broker.error(what(), e))?;
+    Ok(consumer)
 }
 
 /// For each `(partition, log_start, end)`, the first offset whose timestamp is at or after
@@ -67,25 +117,7 @@ pub(crate) fn scan_windows(
         .collect();
     let mut open = scans.values().filter(|s| !s.done).count();
     let what = || format!("scanning {topic} for offsets by time");
-    let consumer = broker.reader(
-        "lessonprobe-utility",
-        "error",
-        10,
-        Isolation::ReadUncommitted,
-    )?;
-    let mut tpl = TopicPartitionList::new();
-    for &(p, low, end) in ranges {
-        if low < end {
-            tpl.add_partition_offset(topic, p, Offset::Offset(low))
-                .map_err(|e| broker.error(what(), e))?;
-        }
-    }
-    // The leaders known before the assignment: a fresh client assigned partitions whose
-    // leaders it does not know yet may wait for librdkafka's one-second topic scan.
-    consumer
-        .fetch_metadata(Some(topic), broker.op_timeout)
-        .map_err(|e| broker.error(what(), e))?;
-    consumer.assign(&tpl).map_err(|e| broker.error(what(), e))?;
+    let consumer = assigned_reader(broker, topic, ranges)?;
     // A partition is paused as soon as its scan is done: its fetches would only read records
     // nobody looks at, and slow those of the partitions still open.
     let stop = |p: i32| -> Result<(), KafkaError> {
@@ -103,23 +135,8 @@ pub(crate) fn scan_windows(
         let now = match consumer.poll(POLL) {
             Some(Ok(m)) => {
                 if let Some(scan) = scans.get_mut(&m.partition()).filter(|s| !s.done) {
-                    let offset = m.offset();
-                    if offset < scan.end {
-                        let ts = m.timestamp().to_millis();
-                        let at_or_after = |t: i64| ts.is_some_and(|ts| ts >= t);
-                        if scan.since.is_none() && at_or_after(since_ms) {
-                            scan.since = Some(offset);
-                        }
-                        if at_or_after(until_ms) {
-                            // Every later record is past the window's end: this one decides.
-                            scan.until = Some(offset);
-                            scan.done = true;
-                        }
-                    }
-                    scan.reached = scan.reached.max(offset + 1);
-                    scan.done |= scan.reached >= scan.end;
                     progressed = true;
-                    if scan.done {
+                    if scan.see(m.offset(), m.timestamp().to_millis(), since_ms, until_ms) {
                         open -= 1;
                         stop(m.partition())?;
                     }

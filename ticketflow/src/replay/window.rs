@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::ReplayPlan;
 use crate::kafka::{
-    committed_offsets, time_windows, Broker, BrokerLookup, KafkaError, OffsetLookup,
+    committed_offsets, time_windows, Broker, BrokerLookup, KafkaError, OffsetLookup, TimeWindow,
 };
 
 /// What to replay: a time window on every chosen partition, or explicit offsets on one.
@@ -204,20 +204,87 @@ pub(crate) fn plan_day_with(
     request: &DayReplayRequest,
 ) -> Result<DayPlan, DayPlanError> {
     let r = request;
+    refuse_before_asking(r)?;
+    let clock = std::time::Instant::now();
+    let partitions = chosen_partitions(broker, r)?;
+    let metadata = clock.elapsed();
+    let live = committed_offsets(broker, &r.live_group, &r.topic, &partitions)?;
+    let replay = committed_offsets(broker, &r.replay_group, &r.topic, &partitions)?;
+    let groups = clock.elapsed();
+    let windows = match r.window {
+        Window::Time { since_ms, until_ms } => {
+            time_windows(broker, lookup, &r.topic, &partitions, since_ms, until_ms)?
+        }
+        Window::Offsets { .. } => Vec::new(),
+    };
+    tracing::debug!(
+        "planning {}: metadata {metadata:.2?}, both groups' offsets {:.2?}, time windows {:.2?}",
+        r.topic,
+        groups - metadata,
+        clock.elapsed() - groups
+    );
+    let mut plans = Vec::with_capacity(partitions.len());
+    let mut lost = Vec::new();
+    for (i, &partition) in partitions.iter().enumerate() {
+        let found = match r.window {
+            Window::Time { .. } => Found::in_time_window(partition, &windows[i], &mut lost),
+            Window::Offsets { start, stop } => {
+                let (log_start, end) = broker.watermarks(&r.topic, partition)?;
+                Found::in_offsets(partition, start, stop, log_start, end, &mut lost)?
+            }
+        };
+        plans.push(PartitionPlan {
+            partition,
+            since_offset: found.since,
+            until_offset: found.until,
+            log_start: found.log_start,
+            end: found.end,
+            start: found.start,
+            stop: found.stop,
+            live_committed: live[i],
+            replay_committed: replay[i],
+            // Where execution begins is the target's to say (its SQL checkpoint of this plan).
+            resume_from: found.start,
+        });
+    }
+    let refusal = if !lost.is_empty() {
+        Some(Refusal::RetentionRemoved { lost })
+    } else if plans.iter().all(|p| p.records() == 0) {
+        Some(Refusal::NothingInWindow {
+            topic: r.topic.clone(),
+            partitions,
+        })
+    } else {
+        None
+    };
+    match refusal {
+        Some(refusal) if !r.resume => Err(refusal.into()),
+        // A plan to resume is judged on the ranges it recorded, which retention may have
+        // passed only where they were replayed already.
+        unless_recorded => Ok(DayPlan {
+            request: request.clone(),
+            partitions: plans,
+            unless_recorded,
+        }),
+    }
+}
+
+/// What the request alone says must not run: the same group twice, a window backwards, a
+/// negative offset, a partition named twice.
+fn refuse_before_asking(r: &DayReplayRequest) -> Result<(), Refusal> {
     if r.live_group == r.replay_group {
         return Err(Refusal::SameGroup {
             group: r.live_group.clone(),
-        }
-        .into());
+        });
     }
     match r.window {
         Window::Time { since_ms, until_ms } if until_ms <= since_ms => {
-            return Err(Refusal::WindowBackwards.into())
+            return Err(Refusal::WindowBackwards)
         }
         Window::Offsets { start, stop } => {
             for (which, offset) in [("start", start), ("stop", stop)] {
                 if offset < 0 {
-                    return Err(Refusal::NegativeOffset { which, offset }.into());
+                    return Err(Refusal::NegativeOffset { which, offset });
                 }
             }
         }
@@ -226,10 +293,15 @@ pub(crate) fn plan_day_with(
     if let Some(list) = &r.partitions {
         let mut seen = std::collections::HashSet::new();
         if let Some(&partition) = list.iter().find(|&&p| !seen.insert(p)) {
-            return Err(Refusal::DuplicatePartition { partition }.into());
+            return Err(Refusal::DuplicatePartition { partition });
         }
     }
-    let clock = std::time::Instant::now();
+    Ok(())
+}
+
+/// The partitions the request names (every one of the topic when it names none), refused when
+/// the topic or a partition does not exist, or when an offset range names more than one.
+fn chosen_partitions(broker: &Broker, r: &DayReplayRequest) -> Result<Vec<i32>, DayPlanError> {
     let count = broker.partitions(&r.topic)?;
     if count == 0 {
         return Err(Refusal::NoSuchTopic {
@@ -258,107 +330,86 @@ pub(crate) fn plan_day_with(
         }
         .into());
     }
-    let metadata = clock.elapsed();
-    let live = committed_offsets(broker, &r.live_group, &r.topic, &partitions)?;
-    let replay = committed_offsets(broker, &r.replay_group, &r.topic, &partitions)?;
-    let groups = clock.elapsed();
-    let windows = match r.window {
-        Window::Time { since_ms, until_ms } => {
-            time_windows(broker, lookup, &r.topic, &partitions, since_ms, until_ms)?
+    Ok(partitions)
+}
+
+/// A partition's offsets as planning found them.
+struct Found {
+    log_start: i64,
+    end: i64,
+    since: Option<i64>,
+    until: Option<i64>,
+    start: i64,
+    stop: i64,
+}
+
+impl Found {
+    /// The range of a time window on one partition; what retention removed of it is added to
+    /// `lost`.
+    fn in_time_window(partition: i32, window: &TimeWindow, lost: &mut Vec<Lost>) -> Found {
+        let (start, stop) = window.range();
+        if let Some((from, to)) = window.lost() {
+            let why = if window.log_start >= window.end {
+                LostWhy::Everything
+            } else {
+                LostWhy::WindowStart
+            };
+            lost.push(Lost {
+                partition,
+                from,
+                to,
+                why,
+            });
         }
-        Window::Offsets { .. } => Vec::new(),
-    };
-    tracing::debug!(
-        "planning {}: metadata {metadata:.2?}, both groups' offsets {:.2?}, time windows {:.2?}",
-        r.topic,
-        groups - metadata,
-        clock.elapsed() - groups
-    );
-    let mut plans = Vec::with_capacity(partitions.len());
-    let mut lost = Vec::new();
-    for (i, &partition) in partitions.iter().enumerate() {
-        let (log_start, end, since_offset, until_offset, start, stop) = match r.window {
-            Window::Time { .. } => {
-                let window = windows[i];
-                let (start, stop) = window.range();
-                if let Some((from, to)) = window.lost() {
-                    let why = if window.log_start >= window.end {
-                        LostWhy::Everything
-                    } else {
-                        LostWhy::WindowStart
-                    };
-                    lost.push(Lost {
-                        partition,
-                        from,
-                        to,
-                        why,
-                    });
-                }
-                let (log_start, end) = (window.log_start, window.end);
-                (log_start, end, window.since, window.until, start, stop)
-            }
-            Window::Offsets { start, stop } => {
-                let (log_start, end) = broker.watermarks(&r.topic, partition)?;
-                if stop <= start {
-                    return Err(Refusal::EmptyRange { start, stop }.into());
-                }
-                if start < log_start {
-                    lost.push(Lost {
-                        partition,
-                        from: start,
-                        to: log_start.min(stop),
-                        why: if log_start >= end {
-                            LostWhy::Everything
-                        } else {
-                            LostWhy::InRange
-                        },
-                    });
-                } else if stop > end {
-                    return Err(Refusal::StopBeyondEnd {
-                        partition,
-                        stop,
-                        end,
-                    }
-                    .into());
-                }
-                (log_start, end, None, None, start, stop)
-            }
-        };
-        // Where execution begins is the target's to say (its SQL checkpoint of this plan).
-        let replay_committed = replay[i];
-        let resume_from = start;
-        plans.push(PartitionPlan {
-            partition,
-            since_offset,
-            until_offset,
-            log_start,
-            end,
+        Found {
+            log_start: window.log_start,
+            end: window.end,
+            since: window.since,
+            until: window.until,
             start,
             stop,
-            live_committed: live[i],
-            replay_committed,
-            resume_from,
-        });
+        }
     }
-    let refusal = if !lost.is_empty() {
-        Some(Refusal::RetentionRemoved { lost })
-    } else if plans.iter().all(|p| p.records() == 0) {
-        Some(Refusal::NothingInWindow {
-            topic: r.topic.clone(),
-            partitions,
+
+    /// An explicit range `[start, stop)` on one partition between its watermarks; refused when
+    /// empty or past the end, and what retention removed of it added to `lost`.
+    fn in_offsets(
+        partition: i32,
+        start: i64,
+        stop: i64,
+        log_start: i64,
+        end: i64,
+        lost: &mut Vec<Lost>,
+    ) -> Result<Found, Refusal> {
+        if stop <= start {
+            return Err(Refusal::EmptyRange { start, stop });
+        }
+        if start < log_start {
+            lost.push(Lost {
+                partition,
+                from: start,
+                to: log_start.min(stop),
+                why: if log_start >= end {
+                    LostWhy::Everything
+                } else {
+                    LostWhy::InRange
+                },
+            });
+        } else if stop > end {
+            return Err(Refusal::StopBeyondEnd {
+                partition,
+                stop,
+                end,
+            });
+        }
+        Ok(Found {
+            log_start,
+            end,
+            since: None,
+            until: None,
+            start,
+            stop,
         })
-    } else {
-        None
-    };
-    match refusal {
-        Some(refusal) if !r.resume => Err(refusal.into()),
-        // A plan to resume is judged on the ranges it recorded, which retention may have
-        // passed only where they were replayed already.
-        unless_recorded => Ok(DayPlan {
-            request: request.clone(),
-            partitions: plans,
-            unless_recorded,
-        }),
     }
 }
 

@@ -200,25 +200,7 @@ pub fn verify(
         Some(_) => Session::Scanning(Scanner::start(snapshot, place.clone())),
         None => Session::Idle(Box::new(snapshot)),
     };
-    let planned = Broker::for_target(kafka, Duration::from_secs(10))
-        .map_err(VerifyError::from)
-        .and_then(|broker| {
-            let plan = plan_day(
-                &broker,
-                &DayReplayRequest {
-                    topic: request.topic.clone(),
-                    live_group: request
-                        .live_group
-                        .clone()
-                        .unwrap_or_else(|| NO_LIVE_GROUP.to_owned()),
-                    replay_group: READ_GROUP.to_owned(),
-                    window: request.window.clone(),
-                    partitions: request.partitions.clone(),
-                    resume: false,
-                },
-            )?;
-            Ok((broker, plan))
-        });
+    let planned = plan_window(kafka, request);
     let (broker, plan) = match planned {
         Ok(planned) => planned,
         Err(e) => {
@@ -314,6 +296,29 @@ pub fn verify(
         compared,
         elapsed: started.elapsed(),
     })
+}
+
+/// Plans the window as a replay would, with groups of its own that never commit.
+fn plan_window(
+    kafka: &KafkaTarget,
+    request: &VerifyRequest,
+) -> Result<(Broker, DayPlan), VerifyError> {
+    let broker = Broker::for_target(kafka, Duration::from_secs(10))?;
+    let plan = plan_day(
+        &broker,
+        &DayReplayRequest {
+            topic: request.topic.clone(),
+            live_group: request
+                .live_group
+                .clone()
+                .unwrap_or_else(|| NO_LIVE_GROUP.to_owned()),
+            replay_group: READ_GROUP.to_owned(),
+            window: request.window.clone(),
+            partitions: request.partitions.clone(),
+            resume: false,
+        },
+    )?;
+    Ok((broker, plan))
 }
 
 /// The planned window and how to read it.
