@@ -5,16 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A manifest of lesson 40 with `n` command probes.
-fn manifest(n: usize) -> String {
-    let mut text = String::from("[checkpoint]\nlesson = 40\ntitle = \"large\"\n");
-    for i in 0..n {
-        text.push_str(&format!(
-            "\n[[probe]]\nid = \"P-{i:05}\"\nname = \"probe-{i}\"\nclaim = \"claim {i}\"\nkind = \"command\"\nargv = [\"echo\", \"{i}\"]\nexpect = \"{i}\"\ntimeout = \"5s\"\n"
-        ));
-    }
-    text
-}
+use lessonprobe_testkit::large_manifest;
 
 /// Wall time of one `lessonprobe list` and its peak resident memory in KiB (VmHWM, sampled).
 fn list(dir: &std::path::Path) -> (Duration, u64) {
@@ -50,7 +41,11 @@ fn main() {
     for n in [2_500, 5_000, 10_000, 20_000] {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("checkpoints")).expect("mkdir");
-        std::fs::write(dir.path().join("checkpoints/40-large.toml"), manifest(n)).expect("write");
+        std::fs::write(
+            dir.path().join("checkpoints/40-large.toml"),
+            large_manifest(n),
+        )
+        .expect("write");
         list(dir.path()); // warm-up
         let mut runs: Vec<(Duration, u64)> = (0..5).map(|_| list(dir.path())).collect();
         runs.sort();

@@ -80,6 +80,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# A run stopped by a signal stops its services too (the EXIT trap runs only on a normal exit).
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 

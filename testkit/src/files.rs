@@ -87,6 +87,18 @@ pub fn copy_manifests(dir: &Path) -> PathBuf {
     to
 }
 
+/// A manifest of lesson 40 with `n` command probes (`P-00000` …, each `echo i`), for loading
+/// at scale.
+pub fn large_manifest(n: usize) -> String {
+    let mut text = String::from("[checkpoint]\nlesson = 40\ntitle = \"large\"\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "\n[[probe]]\nid = \"P-{i:05}\"\nname = \"probe-{i}\"\nclaim = \"claim {i}\"\nkind = \"command\"\nargv = [\"echo\", \"{i}\"]\nexpect = \"{i}\"\ntimeout = \"5s\"\n"
+        ));
+    }
+    text
+}
+
 /// A copy of a folder tree (without Python's `__pycache__`), for a test to alter.
 #[track_caller]
 pub fn copy_dir(from: &Path, to: &Path) {

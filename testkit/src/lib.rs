@@ -37,7 +37,7 @@ mod junit;
 mod table;
 mod test;
 
-pub use files::{copy_dir, copy_manifests, repo, snapshot, wait_for, Dir};
+pub use files::{copy_dir, copy_manifests, large_manifest, repo, snapshot, wait_for, Dir};
 pub use junit::{
     case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
 };

@@ -128,17 +128,6 @@ fn a_manifest_that_is_not_utf8_names_the_line_and_column_of_the_byte() {
         .status(2);
 }
 
-/// A manifest of lesson 40 with `n` command probes.
-fn large_manifest(n: usize) -> String {
-    let mut text = String::from("[checkpoint]\nlesson = 40\ntitle = \"large\"\n");
-    for i in 0..n {
-        text.push_str(&format!(
-            "\n[[probe]]\nid = \"P-{i:05}\"\nname = \"probe-{i}\"\nclaim = \"claim {i}\"\nkind = \"command\"\nargv = [\"echo\", \"{i}\"]\nexpect = \"{i}\"\ntimeout = \"5s\"\n"
-        ));
-    }
-    text
-}
-
 #[test]
 fn a_manifest_of_20000_probes_lists_in_under_a_second() {
     let dir = Dir::new();
