@@ -1,6 +1,7 @@
 //! The audit store: the consumer's one durable effect, idempotent on `event_id`; and the
 //! replay's target database, adopted as found, with the replay's own bookkeeping beside it.
 
+mod audit_db;
 mod batch;
 pub mod inspect;
 pub mod ledger;
@@ -9,10 +10,10 @@ pub mod schema;
 pub mod schemas;
 pub mod snapshot;
 pub mod sqlite;
-mod target;
 mod tls;
 
 pub use self::postgres::PostgresAuditStore;
+pub use audit_db::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 pub use batch::PlanScope;
 pub use inspect::{Adoption, Inspection, Unfit};
 pub use ledger::{
@@ -21,7 +22,6 @@ pub use ledger::{
 };
 pub use snapshot::{Lookup, Scannable, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;
-pub use target::{AuditDb, AuditDbError, ReplayTarget, Timeouts};
 
 use crate::event::AuditEvent;
 

@@ -5,13 +5,13 @@
 use postgres::types::ToSql;
 use postgres::Statement;
 
+use super::audit_db::{AuditDb, ReplayTarget, Timeouts};
 use super::batch::postgres_data_error;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::RecordedPlan;
 use super::postgres::{stored_event as postgres_event, PostgresTarget};
 use super::schema::REQUIRED_COLUMNS;
 use super::sqlite::{stored_event as sqlite_event, SqliteTarget};
-use super::target::{AuditDb, ReplayTarget, Timeouts};
 use super::StoreError;
 use crate::event::EventRecord;
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use postgres::types::ToSql;
 use postgres::{Client, Config, GenericClient, NoTls, Transaction};
 
+use super::audit_db::{ReplayTarget, Timeouts};
 use super::batch::{
     self, BatchTx, Conflict, Fault, Location, PlanScope, Quarantine, StoredVersion,
 };
@@ -19,7 +20,6 @@ use super::ledger::{
     Recording, WriteError,
 };
 use super::schema::{self, payload_column, BOOKKEEPING, LEGACY, RECORD_COLUMNS, REQUIRED_COLUMNS};
-use super::target::{ReplayTarget, Timeouts};
 use super::tls::ConnectSpec;
 use super::{AuditStore, Backend, StoreError};
 use crate::event::{AuditEvent, EventRecord};

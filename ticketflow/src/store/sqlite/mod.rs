@@ -7,6 +7,7 @@ use std::time::Duration;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
 
+use super::audit_db::{ReplayTarget, Timeouts};
 use super::batch::{
     self, BatchTx, Conflict, Fault, Location, PlanScope, Quarantine, StoredVersion,
 };
@@ -16,7 +17,6 @@ use super::ledger::{
     Recording, WriteError,
 };
 use super::schema::{self, payload_column, AUDIT_TABLE, BOOKKEEPING, LEGACY};
-use super::target::{ReplayTarget, Timeouts};
 use super::{AuditStore, Backend, StoreError};
 use crate::event::{AuditEvent, EventRecord};
 
