@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
+use super::error::StoreError;
 use super::ledger::{Batch, Counters, Entry, WriteError};
-use super::StoreError;
 use crate::event::EventRecord;
 
 /// A statement that failed: on a record's data (split, quarantine), or on anything else
