@@ -5,6 +5,7 @@ mod audit_db;
 mod audit_store;
 mod backend;
 mod batch;
+mod bookkeeping_sql;
 mod error;
 pub mod inspect;
 pub mod ledger;

@@ -8,6 +8,7 @@ use postgres::Client;
 
 use crate::event::EventRecord;
 use crate::store::batch::{self, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion};
+use crate::store::bookkeeping_sql::POSTGRES as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::Adoption;
 use crate::store::ledger::{now, Batch, Counters, Entry};
@@ -454,10 +455,16 @@ impl BatchTx for PgTx<'_, '_> {
         let reasons: Vec<&str> = rows.iter().map(|q| q.reason.as_str()).collect();
         self.tx
             .execute(
-                "INSERT INTO lessonprobe_replay_quarantine (plan_id, topic, partition,
-                    record_offset, record, reason, quarantined_at)
-                 SELECT $1::text, u.*, $7::text FROM unnest($2::text[], $3::int4[], $4::int8[], $5::bytea[], $6::text[]) AS u",
-                &[&plan_id, &topics, &partitions, &offsets, &raws, &reasons, &now()],
+                SQL.quarantine.as_str(),
+                &[
+                    &plan_id,
+                    &topics,
+                    &partitions,
+                    &offsets,
+                    &raws,
+                    &reasons,
+                    &now(),
+                ],
             )
             .map(drop)
             .map_err(|e| self.err(e))
@@ -468,11 +475,7 @@ impl BatchTx for PgTx<'_, '_> {
         for c in conflicts {
             self.tx
                 .execute(
-                    "INSERT INTO lessonprobe_replay_conflicts (plan_id, event_id, stored_topic,
-                        stored_partition, stored_offset, stored_hash, incoming_topic,
-                        incoming_partition, incoming_offset, incoming_hash, found_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                     ON CONFLICT DO NOTHING",
+                    SQL.insert_conflict.as_str(),
                     &[
                         &plan_id,
                         &c.event_id,
@@ -502,12 +505,7 @@ impl BatchTx for PgTx<'_, '_> {
         let n = self
             .tx
             .execute(
-                "UPDATE lessonprobe_replay_partitions SET next_offset = $4, records = records + $5,
-                    inserted = inserted + $6, duplicates = duplicates + $7,
-                    conflicts = conflicts + $8, quarantined = quarantined + $9,
-                    markers = markers + $10, aborted = aborted + $11, updated_at = $12
-                 WHERE plan_id = $1 AND partition = $2 AND next_offset = $3
-                   AND ($13::text IS NULL OR owner = $13)",
+                SQL.advance.as_str(),
                 &[
                     &plan_id,
                     &batch.partition,
@@ -530,10 +528,7 @@ impl BatchTx for PgTx<'_, '_> {
         }
         let found = self
             .tx
-            .query_opt(
-                "SELECT next_offset FROM lessonprobe_replay_partitions WHERE plan_id = $1 AND partition = $2",
-                &[&plan_id, &batch.partition],
-            )
+            .query_opt(SQL.checkpoint.as_str(), &[&plan_id, &batch.partition])
             .map_err(|e| self.err(e))?
             .map(|r| r.get(0));
         Ok(Some(found))
@@ -547,8 +542,7 @@ impl BatchTx for PgTx<'_, '_> {
     ) -> Result<(), StoreError> {
         self.tx
             .execute(
-                "INSERT INTO lessonprobe_replay_batches (plan_id, partition, first_offset,
-                    next_offset, records, owner, applied_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                SQL.insert_batch.as_str(),
                 &[
                     &plan_id,
                     &batch.partition,

@@ -8,6 +8,7 @@ use super::batch::{copy_type, CopyState, PgTx, STAGE};
 use super::connect::connect_bounded;
 use crate::store::backend::Backend;
 use crate::store::batch::{self, PlanScope};
+use crate::store::bookkeeping_sql::POSTGRES as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::{Adoption, AuditTable, Column, Inspection};
 use crate::store::ledger::{
@@ -81,10 +82,7 @@ fn insert_plan(
     let wrap = |e| StoreError::postgres(place, e);
     let (kind, w) = plan.window.columns();
     tx.execute(
-        "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
-            window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
-            created_by, status, finished_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)",
+        SQL.insert_plan.as_str(),
         &[
             &plan.plan_id,
             &plan.topic,
@@ -104,9 +102,7 @@ fn insert_plan(
     .map_err(wrap)?;
     for p in &plan.partitions {
         tx.execute(
-            "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
-                stop_offset, captured_end, next_offset, owner, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            SQL.insert_partition.as_str(),
             &[
                 &plan.plan_id,
                 &p.partition,
@@ -290,12 +286,7 @@ impl ReplayTarget for PostgresTarget {
         let wrap = |e| StoreError::postgres(&place, e);
         let mut plans: Vec<RecordedPlan> = self
             .client
-            .query(
-                "SELECT plan_id, topic, replay_group, live_group, window_kind, since_ms, until_ms,
-                        start_offset, stop_offset, created_at, created_by, status, finished_at
-                 FROM lessonprobe_replay_plans ORDER BY created_at, plan_id",
-                &[],
-            )
+            .query(SQL.plans.as_str(), &[])
             .map_err(wrap)?
             .iter()
             .map(|r| RecordedPlan {
@@ -317,13 +308,7 @@ impl ReplayTarget for PostgresTarget {
         for plan in &mut plans {
             plan.partitions = self
                 .client
-                .query(
-                    "SELECT partition, start_offset, stop_offset, captured_end, next_offset, owner,
-                            records, inserted, duplicates, conflicts, quarantined, markers, aborted,
-                            updated_at
-                     FROM lessonprobe_replay_partitions WHERE plan_id = $1 ORDER BY partition",
-                    &[&plan.plan_id],
-                )
+                .query(SQL.partitions.as_str(), &[&plan.plan_id])
                 .map_err(wrap)?
                 .iter()
                 .map(|r| {
@@ -370,8 +355,7 @@ impl ReplayTarget for PostgresTarget {
             .map_err(wrap)?;
         let found: Option<String> = tx
             .query_opt(
-                "SELECT plan_id FROM lessonprobe_replay_plans WHERE plan_id = $1 OR replay_group = $2
-                 ORDER BY plan_id = $1 DESC LIMIT 1",
+                SQL.plan_or_group.as_str(),
                 &[&plan.plan_id, &plan.replay_group],
             )
             .map_err(wrap)?
@@ -400,11 +384,7 @@ impl ReplayTarget for PostgresTarget {
         Ok(self
             .client
             .query_opt(
-                "UPDATE lessonprobe_replay_partitions
-                 SET owner = CASE WHEN next_offset < stop_offset THEN $3 ELSE owner END,
-                     updated_at = CASE WHEN next_offset < stop_offset THEN $4 ELSE updated_at END
-                 WHERE plan_id = $1 AND partition = $2
-                 RETURNING next_offset, stop_offset",
+                SQL.claim_partition.as_str(),
                 &[&plan_id, &partition, &owner, &now()],
             )
             .map_err(|e| StoreError::postgres(&place, e))?
@@ -423,8 +403,7 @@ impl ReplayTarget for PostgresTarget {
         let place = self.place.clone();
         self.client
             .execute(
-                "UPDATE lessonprobe_replay_partitions SET owner = NULL, updated_at = $4
-                 WHERE plan_id = $1 AND partition = $2 AND owner = $3 AND next_offset < stop_offset",
+                SQL.release_partition.as_str(),
                 &[&plan_id, &partition, &owner, &now()],
             )
             .map(drop)
@@ -435,26 +414,17 @@ impl ReplayTarget for PostgresTarget {
         let place = self.place.clone();
         let wrap = |e| StoreError::postgres(&place, e);
         let mut tx = self.client.transaction().map_err(wrap)?;
-        tx.execute(
-            "UPDATE lessonprobe_replay_partitions SET owner = $2, updated_at = $3 WHERE plan_id = $1",
-            &[&plan_id, &owner, &now()],
-        )
-        .map_err(wrap)?;
-        tx.execute(
-            "UPDATE lessonprobe_replay_plans SET status = 'running', finished_at = NULL WHERE plan_id = $1",
-            &[&plan_id],
-        )
-        .map_err(wrap)?;
+        tx.execute(SQL.claim_all.as_str(), &[&plan_id, &owner, &now()])
+            .map_err(wrap)?;
+        tx.execute(SQL.running.as_str(), &[&plan_id])
+            .map_err(wrap)?;
         tx.commit().map_err(wrap)
     }
 
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {
         let place = self.place.clone();
         self.client
-            .execute(
-                "UPDATE lessonprobe_replay_plans SET status = $2, finished_at = $3 WHERE plan_id = $1",
-                &[&plan_id, &status.as_str(), &now()],
-            )
+            .execute(SQL.finish.as_str(), &[&plan_id, &status.as_str(), &now()])
             .map(drop)
             .map_err(|e| StoreError::postgres(&place, e))
     }
@@ -463,11 +433,7 @@ impl ReplayTarget for PostgresTarget {
         let place = self.place.clone();
         Ok(self
             .client
-            .query(
-                "SELECT incoming_partition, COUNT(*) FROM lessonprobe_replay_conflicts
-                 WHERE plan_id = $1 GROUP BY incoming_partition ORDER BY 1",
-                &[&plan_id],
-            )
+            .query(SQL.conflicts_by_partition.as_str(), &[&plan_id])
             .map_err(|e| StoreError::postgres(&place, e))?
             .iter()
             .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))

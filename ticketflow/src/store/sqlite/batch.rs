@@ -7,6 +7,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::event::EventRecord;
 use crate::store::batch::{BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion};
+use crate::store::bookkeeping_sql::SQLITE as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::Adoption;
 use crate::store::ledger::{now, Batch, Counters, Entry};
@@ -206,10 +207,7 @@ impl BatchTx for SqliteTx<'_> {
     }
 
     fn quarantine(&mut self, plan_id: &str, rows: &[Quarantine<'_, '_>]) -> Result<(), StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO lessonprobe_replay_quarantine (plan_id, topic, partition, record_offset,
-                record, reason, quarantined_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&SQL.quarantine)?;
         let at = now();
         for q in rows {
             stmt.execute(params![
@@ -226,13 +224,7 @@ impl BatchTx for SqliteTx<'_> {
     }
 
     fn conflicts(&mut self, plan_id: &str, conflicts: &[Conflict]) -> Result<(), StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO lessonprobe_replay_conflicts (plan_id, event_id, stored_topic,
-                stored_partition, stored_offset, stored_hash, incoming_topic, incoming_partition,
-                incoming_offset, incoming_hash, found_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT DO NOTHING",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&SQL.insert_conflict)?;
         let at = now();
         for c in conflicts {
             stmt.execute(params![
@@ -260,12 +252,7 @@ impl BatchTx for SqliteTx<'_> {
         owner: Option<&str>,
     ) -> Result<Option<Option<i64>>, StoreError> {
         let n = self.conn.execute(
-            "UPDATE lessonprobe_replay_partitions SET next_offset = ?4, records = records + ?5,
-                inserted = inserted + ?6, duplicates = duplicates + ?7, conflicts = conflicts + ?8,
-                quarantined = quarantined + ?9, markers = markers + ?10, aborted = aborted + ?11,
-                updated_at = ?12
-             WHERE plan_id = ?1 AND partition = ?2 AND next_offset = ?3
-               AND (?13 IS NULL OR owner = ?13)",
+            &SQL.advance,
             params![
                 plan_id,
                 batch.partition,
@@ -287,11 +274,9 @@ impl BatchTx for SqliteTx<'_> {
         }
         let found = self
             .conn
-            .query_row(
-                "SELECT next_offset FROM lessonprobe_replay_partitions WHERE plan_id = ?1 AND partition = ?2",
-                params![plan_id, batch.partition],
-                |r| r.get(0),
-            )
+            .query_row(&SQL.checkpoint, params![plan_id, batch.partition], |r| {
+                r.get(0)
+            })
             .optional()?;
         Ok(Some(found))
     }
@@ -303,10 +288,7 @@ impl BatchTx for SqliteTx<'_> {
         owner: Option<&str>,
     ) -> Result<(), StoreError> {
         self.conn
-            .prepare_cached(
-                "INSERT INTO lessonprobe_replay_batches (plan_id, partition, first_offset,
-                    next_offset, records, owner, applied_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
+            .prepare_cached(&SQL.insert_batch)?
             .execute(params![
                 plan_id,
                 batch.partition,

@@ -11,6 +11,7 @@ use super::batch::SqliteTx;
 use super::connect::{tune, PAGE_CACHE_KIB};
 use crate::store::backend::Backend;
 use crate::store::batch::{self, PlanScope};
+use crate::store::bookkeeping_sql::SQLITE as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::{Adoption, AuditTable, Column, Inspection};
 use crate::store::ledger::{
@@ -144,10 +145,7 @@ impl SqliteTarget {
 fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
     let (kind, w) = plan.window.columns();
     tx.execute(
-        "INSERT INTO lessonprobe_replay_plans (plan_id, topic, replay_group, live_group,
-                window_kind, since_ms, until_ms, start_offset, stop_offset, partitions, created_at,
-                created_by, status, finished_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, NULL)",
+        &SQL.insert_plan,
         params![
             plan.plan_id,
             plan.topic,
@@ -166,9 +164,7 @@ fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
     )?;
     for p in &plan.partitions {
         tx.execute(
-            "INSERT INTO lessonprobe_replay_partitions (plan_id, partition, start_offset,
-                    stop_offset, captured_end, next_offset, owner, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            &SQL.insert_partition,
             params![
                 plan.plan_id,
                 p.partition,
@@ -183,17 +179,6 @@ fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
     }
     Ok(())
 }
-
-/// A finished partition keeps the owner that finished it; an unfinished one gets the claimer.
-const CLAIM_PARTITION: &str = "UPDATE lessonprobe_replay_partitions
-     SET owner = CASE WHEN next_offset < stop_offset THEN ?3 ELSE owner END,
-         updated_at = CASE WHEN next_offset < stop_offset THEN ?4 ELSE updated_at END
-     WHERE plan_id = ?1 AND partition = ?2
-     RETURNING next_offset, stop_offset";
-
-const RELEASE_PARTITION: &str =
-    "UPDATE lessonprobe_replay_partitions SET owner = NULL, updated_at = ?4
-     WHERE plan_id = ?1 AND partition = ?2 AND owner = ?3 AND next_offset < stop_offset";
 
 impl ReplayTarget for SqliteTarget {
     fn place(&self) -> &str {
@@ -255,11 +240,7 @@ impl ReplayTarget for SqliteTarget {
         }
         let mut plans = Vec::new();
         {
-            let mut stmt = self.conn.prepare(
-                "SELECT plan_id, topic, replay_group, live_group, window_kind, since_ms, until_ms,
-                        start_offset, stop_offset, created_at, created_by, status, finished_at
-                 FROM lessonprobe_replay_plans ORDER BY created_at, plan_id",
-            )?;
+            let mut stmt = self.conn.prepare(&SQL.plans)?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let kind: String = r.get(4)?;
@@ -280,11 +261,7 @@ impl ReplayTarget for SqliteTarget {
                 });
             }
         }
-        let mut stmt = self.conn.prepare(
-            "SELECT partition, start_offset, stop_offset, captured_end, next_offset, owner,
-                    records, inserted, duplicates, conflicts, quarantined, markers, aborted, updated_at
-             FROM lessonprobe_replay_partitions WHERE plan_id = ?1 ORDER BY partition",
-        )?;
+        let mut stmt = self.conn.prepare(&SQL.partitions)?;
         for plan in &mut plans {
             let rows = stmt.query_map([&plan.plan_id], |r| {
                 let n = |i: usize| r.get::<_, i64>(i).map(|v| v as u64);
@@ -328,8 +305,7 @@ impl ReplayTarget for SqliteTarget {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let found: Option<String> = tx
             .query_row(
-                "SELECT plan_id FROM lessonprobe_replay_plans WHERE plan_id = ?1 OR replay_group = ?2
-                 ORDER BY plan_id = ?1 DESC LIMIT 1",
+                &SQL.plan_or_group,
                 params![plan.plan_id, plan.replay_group],
                 |r| r.get(0),
             )
@@ -355,7 +331,7 @@ impl ReplayTarget for SqliteTarget {
         Ok(self
             .conn
             .query_row(
-                CLAIM_PARTITION,
+                &SQL.claim_partition,
                 params![plan_id, partition, owner, now()],
                 |r| {
                     Ok(Claim {
@@ -373,8 +349,10 @@ impl ReplayTarget for SqliteTarget {
         partition: i32,
         owner: &str,
     ) -> Result<(), StoreError> {
-        self.conn
-            .execute(RELEASE_PARTITION, params![plan_id, partition, owner, now()])?;
+        self.conn.execute(
+            &SQL.release_partition,
+            params![plan_id, partition, owner, now()],
+        )?;
         Ok(())
     }
 
@@ -382,31 +360,20 @@ impl ReplayTarget for SqliteTarget {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute(
-            "UPDATE lessonprobe_replay_partitions SET owner = ?2, updated_at = ?3 WHERE plan_id = ?1",
-            params![plan_id, owner, now()],
-        )?;
-        tx.execute(
-            "UPDATE lessonprobe_replay_plans SET status = 'running', finished_at = NULL WHERE plan_id = ?1",
-            [plan_id],
-        )?;
+        tx.execute(&SQL.claim_all, params![plan_id, owner, now()])?;
+        tx.execute(&SQL.running, [plan_id])?;
         tx.commit()?;
         Ok(())
     }
 
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {
-        self.conn.execute(
-            "UPDATE lessonprobe_replay_plans SET status = ?2, finished_at = ?3 WHERE plan_id = ?1",
-            params![plan_id, status.as_str(), now()],
-        )?;
+        self.conn
+            .execute(&SQL.finish, params![plan_id, status.as_str(), now()])?;
         Ok(())
     }
 
     fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT incoming_partition, COUNT(*) FROM lessonprobe_replay_conflicts
-             WHERE plan_id = ?1 GROUP BY incoming_partition ORDER BY 1",
-        )?;
+        let mut stmt = self.conn.prepare(&SQL.conflicts_by_partition)?;
         let rows = stmt.query_map([plan_id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
