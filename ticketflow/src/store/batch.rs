@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
+use super::error::StoreError;
 use super::ledger::{Batch, Counters, Entry, WriteError};
-use super::StoreError;
 use crate::event::EventRecord;
 
 /// A statement that failed: on a record's data (split, quarantine), or on anything else
@@ -178,6 +178,77 @@ fn insert_splitting(
     }
 }
 
+/// Compares each row that was not inserted because its event id is stored already with the
+/// stored version: the same content is a duplicate; other content is a conflict, and where the
+/// row comes first in this plan's ranges it replaces the stored version.
+fn settle_existing<'e, 'a>(
+    tx: &mut dyn BatchTx,
+    scope: &PlanScope<'_>,
+    existing: Vec<&'e Entry<'a>>,
+    counters: &mut Counters,
+    conflicts: &mut Vec<Conflict>,
+    settled: &mut HashMap<&'e str, Settled<'e, 'a>>,
+) -> Result<(), WriteError> {
+    if existing.is_empty() {
+        return Ok(());
+    }
+    let versions = tx.stored(&existing)?;
+    for (entry, version) in existing.into_iter().zip(versions) {
+        let Ok(event) = &entry.decoded else { continue };
+        let Some(version) = version else {
+            // Not inserted, yet not found: the key matched under the column's own
+            // equality in a way the lookup did not; the row is there, so count it.
+            counters.duplicates += 1;
+            continue;
+        };
+        let incoming_hash = version.incoming.as_ref().unwrap_or(event).content_hash();
+        let stored_hash = version.stored.content_hash();
+        let id = event.event_id.as_str();
+        if incoming_hash == stored_hash {
+            counters.duplicates += 1;
+            settled.insert(id, Settled::Known(stored_hash, version.location));
+            continue;
+        }
+        counters.conflicts += 1;
+        let here = location(entry);
+        let wins = version.location.as_ref().is_some_and(|at| {
+            scope.covers(at) && (here.partition, here.offset) < (at.partition, at.offset)
+        });
+        if wins {
+            match tx.replace(entry) {
+                Ok(()) => {}
+                Err(Fault::Infra(e)) => return Err(e.into()),
+                Err(Fault::Data(reason)) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "replacing event {id} with its version at {}[{}]@{}: {reason}",
+                        here.topic, here.partition, here.offset
+                    ))
+                    .into())
+                }
+            }
+            let before = version.location.clone().unwrap_or_else(|| here.clone());
+            conflicts.push(Conflict {
+                event_id: id.to_owned(),
+                stored: Some(here.clone()),
+                stored_hash: incoming_hash.clone(),
+                incoming: before,
+                incoming_hash: stored_hash,
+            });
+            settled.insert(id, Settled::Known(incoming_hash, Some(here)));
+        } else {
+            conflicts.push(Conflict {
+                event_id: id.to_owned(),
+                stored: version.location.clone(),
+                stored_hash: stored_hash.clone(),
+                incoming: here,
+                incoming_hash,
+            });
+            settled.insert(id, Settled::Known(stored_hash, version.location));
+        }
+    }
+    Ok(())
+}
+
 /// Writes `batch` inside the open transaction `tx` and moves the checkpoint; the caller
 /// commits on `Ok` and rolls back on `Err`.
 pub(crate) fn write(
@@ -257,62 +328,14 @@ pub(crate) fn write(
                 Err(reason) => quarantine.push(Quarantine { entry, reason }),
             }
         }
-        if !existing.is_empty() {
-            let versions = tx.stored(&existing)?;
-            for (entry, version) in existing.into_iter().zip(versions) {
-                let Ok(event) = &entry.decoded else { continue };
-                let Some(version) = version else {
-                    // Not inserted, yet not found: the key matched under the column's own
-                    // equality in a way the lookup did not; the row is there, so count it.
-                    counters.duplicates += 1;
-                    continue;
-                };
-                let incoming_hash = version.incoming.as_ref().unwrap_or(event).content_hash();
-                let stored_hash = version.stored.content_hash();
-                let id = event.event_id.as_str();
-                if incoming_hash == stored_hash {
-                    counters.duplicates += 1;
-                    settled.insert(id, Settled::Known(stored_hash, version.location));
-                    continue;
-                }
-                counters.conflicts += 1;
-                let here = location(entry);
-                let wins = version.location.as_ref().is_some_and(|at| {
-                    scope.covers(at) && (here.partition, here.offset) < (at.partition, at.offset)
-                });
-                if wins {
-                    match tx.replace(entry) {
-                        Ok(()) => {}
-                        Err(Fault::Infra(e)) => return Err(e.into()),
-                        Err(Fault::Data(reason)) => {
-                            return Err(StoreError::Unavailable(format!(
-                                "replacing event {id} with its version at {}[{}]@{}: {reason}",
-                                here.topic, here.partition, here.offset
-                            ))
-                            .into())
-                        }
-                    }
-                    let before = version.location.clone().unwrap_or_else(|| here.clone());
-                    conflicts.push(Conflict {
-                        event_id: id.to_owned(),
-                        stored: Some(here.clone()),
-                        stored_hash: incoming_hash.clone(),
-                        incoming: before,
-                        incoming_hash: stored_hash,
-                    });
-                    settled.insert(id, Settled::Known(incoming_hash, Some(here)));
-                } else {
-                    conflicts.push(Conflict {
-                        event_id: id.to_owned(),
-                        stored: version.location.clone(),
-                        stored_hash: stored_hash.clone(),
-                        incoming: here,
-                        incoming_hash,
-                    });
-                    settled.insert(id, Settled::Known(stored_hash, version.location));
-                }
-            }
-        }
+        settle_existing(
+            tx,
+            scope,
+            existing,
+            &mut counters,
+            &mut conflicts,
+            &mut settled,
+        )?;
         pending = later;
     }
     counters.quarantined = quarantine.len() as u64;

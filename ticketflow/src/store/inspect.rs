@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::backend::Backend;
 use super::schema::{self, AUDIT_TABLE, BOOKKEEPING, RECORD_COLUMNS, REQUIRED_COLUMNS};
-use super::Backend;
 
 /// One column of an existing table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

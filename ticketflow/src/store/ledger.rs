@@ -210,5 +210,5 @@ pub enum WriteError {
         found: Option<i64>,
     },
     #[error(transparent)]
-    Store(#[from] super::StoreError),
+    Store(#[from] super::error::StoreError),
 }

@@ -1,7 +1,7 @@
 //! The tables the audit store may create, in the SQL of each backend: `audit_events` (only when
 //! absent) and the replay's own bookkeeping, every one of them named `lessonprobe_replay_*`.
 
-use super::Backend;
+use super::backend::Backend;
 use crate::event::AuditEvent;
 
 /// The audit table's name, fixed by the lesson.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use postgres::Client;
 
+use super::error::StoreError;
 use super::postgres::{connect, quote_ident};
-use super::StoreError;
 
 /// A connection for listing and dropping schemas.
 pub struct Schemas {

@@ -5,14 +5,15 @@
 use postgres::types::ToSql;
 use postgres::Statement;
 
+use super::audit_db::AuditDb;
 use super::batch::postgres_data_error;
+use super::error::StoreError;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::RecordedPlan;
 use super::postgres::{stored_event as postgres_event, PostgresTarget};
+use super::replay_target::{ReplayTarget, Timeouts};
 use super::schema::REQUIRED_COLUMNS;
 use super::sqlite::{stored_event as sqlite_event, SqliteTarget};
-use super::target::{AuditDb, ReplayTarget, Timeouts};
-use super::StoreError;
 use crate::event::EventRecord;
 
 /// The quarantine table the replay writes.
@@ -550,7 +551,8 @@ mod tests {
     use lessonprobe_testkit::services;
 
     use super::*;
-    use crate::store::{schema, Backend};
+    use crate::store::backend::Backend;
+    use crate::store::schema;
 
     fn event(id: &str) -> EventRecord {
         EventRecord {

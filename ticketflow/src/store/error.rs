@@ -1,0 +1,59 @@
+//! Why a store's effect did not happen, in the store's own words, and what a caller may read
+//! from it (a constraint that refused a row, a conflict worth trying again).
+
+use super::inspect::Unfit;
+
+/// Why an effect did not happen. Messages pass through unchanged so callers see the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store refused the work for a reason of its own, in its own words.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("invalid PostgreSQL URL: {reason}")]
+    InvalidUrl { reason: String },
+    /// No connection could be made; `place` is host, port and database, never a password.
+    #[error("cannot connect to {place}: {reason}")]
+    Connect { place: String, reason: String },
+    /// The client failed without an answer from the server (a lost connection, a timeout).
+    #[error("{place}: {reason}")]
+    Lost { place: String, reason: String },
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The server refused the statement: SQLSTATE and its message.
+    #[error("SQLSTATE {code}: {message}")]
+    Postgres { code: String, message: String },
+    /// The target must not be written to; nothing was.
+    #[error(transparent)]
+    Unfit(#[from] Unfit),
+}
+
+impl StoreError {
+    /// `Some("check")` or `Some("not-null")` when a schema constraint other than the
+    /// `event_id` uniqueness refused the row.
+    pub fn integrity_violation(&self) -> Option<&'static str> {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, msg)) => {
+                let msg = msg.as_deref().unwrap_or_default();
+                match e.extended_code {
+                    rusqlite::ffi::SQLITE_CONSTRAINT_CHECK => Some("check"),
+                    rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL => Some("not-null"),
+                    _ if msg.contains("CHECK constraint") => Some("check"),
+                    _ => None,
+                }
+            }
+            StoreError::Postgres { code, .. } => match code.as_str() {
+                "23514" => Some("check"),
+                "23502" => Some("not-null"),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the server ended the statement only because it ran into another transaction —
+    /// a deadlock (40P01) or a serialization failure (40001) — so that the same work, done
+    /// again, may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Postgres { code, .. } if code == "40P01" || code == "40001")
+    }
+}

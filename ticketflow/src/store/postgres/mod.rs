@@ -1,0 +1,12 @@
+//! PostgreSQL: connecting (bounded in time, TLS as the URL says), the consumer's audit store,
+//! a database as a replay's target with its bookkeeping, and the batch writer.
+
+mod audit_store;
+mod batch;
+mod connect;
+mod target;
+
+pub use audit_store::{insert_audit, PostgresAuditStore};
+pub(crate) use batch::stored_event;
+pub use connect::{connect, connect_bounded, describe, quote_ident};
+pub use target::PostgresTarget;

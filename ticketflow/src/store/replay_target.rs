@@ -1,0 +1,89 @@
+//! What a replay does in its target database, whichever it is: the trait every backend's
+//! target serves, and the bounds on every wait there.
+
+use std::time::Duration;
+
+use super::batch::PlanScope;
+use super::error::StoreError;
+use super::inspect::{Adoption, Inspection};
+use super::ledger::{Batch, Claim, Counters, PlanStatus, RecordedPlan, Recording, WriteError};
+
+/// How long the database may keep the replay waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening a connection, the server's first answers and the TLS handshake included.
+    pub connect: Duration,
+    /// Any one statement, and any wait for a lock (PostgreSQL) or for the file (SQLite).
+    pub statement: Duration,
+}
+
+impl Timeouts {
+    /// The same bound for both.
+    pub fn all(bound: Duration) -> Timeouts {
+        Timeouts {
+            connect: bound,
+            statement: bound,
+        }
+    }
+}
+
+/// What a replay does in its target database. Every call is bounded by the [`Timeouts`] it
+/// was opened with.
+pub trait ReplayTarget: Send {
+    /// The database, without a password: for messages.
+    fn place(&self) -> &str;
+    /// What the target holds; writes nothing.
+    fn inspect(&mut self) -> Result<Inspection, StoreError>;
+    /// Creates what `adoption` says is missing (`audit_events` when absent, the bookkeeping
+    /// tables), and remembers how to write the adopted table.
+    fn prepare(&mut self, adoption: &Adoption) -> Result<(), StoreError>;
+    /// Every recorded plan with its partitions (none when there is no bookkeeping yet).
+    fn plans(&mut self) -> Result<Vec<RecordedPlan>, StoreError>;
+    /// Records a new plan and its partitions, each with its checkpoint at its start.
+    fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError>;
+    /// Makes `owner` the owner of every partition of the plan (a writer that owned them before
+    /// fails its next checkpoint), and marks the plan running.
+    fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError>;
+    /// Records `plan` unless it, or another plan of its replay group, is recorded already —
+    /// decided under a lock, so workers starting at once record it exactly once.
+    fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError>;
+    /// Makes `owner` the owner of one unfinished partition of the plan (the writer that owned
+    /// it before fails its next checkpoint); waits for a batch of that partition in flight.
+    /// `None`: the plan has no such partition.
+    fn claim_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<Option<Claim>, StoreError>;
+    /// Clears the owner of an unfinished partition where it is still `owner`.
+    fn release_partition(
+        &mut self,
+        plan_id: &str,
+        partition: i32,
+        owner: &str,
+    ) -> Result<(), StoreError>;
+    fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError>;
+    /// Conflicts recorded for the plan, per partition of the version not kept.
+    fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError>;
+    /// Makes `batch` durable in one transaction together with its checkpoint — or, after
+    /// [`begin`](Self::begin), writes it into the shared transaction inside a savepoint of its
+    /// own (a batch that fails leaves no trace and the others stand), durable at
+    /// [`commit`](Self::commit).
+    fn write_batch(
+        &mut self,
+        scope: &PlanScope<'_>,
+        batch: &Batch<'_>,
+    ) -> Result<Counters, WriteError>;
+    /// This connection is one of `writers` writing at once: a memory budget for the whole run
+    /// (SQLite's page cache) is split among them.
+    fn share_with(&mut self, _writers: usize) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Opens one transaction for the batches written until [`commit`](Self::commit), of one
+    /// partition or of several: fewer commits, each of more rows.
+    fn begin(&mut self) -> Result<(), StoreError>;
+    /// Commits the transaction [`begin`](Self::begin) opened: every batch written since is
+    /// durable, with its checkpoint, or (on `Err`) none is.
+    fn commit(&mut self) -> Result<(), StoreError>;
+}
