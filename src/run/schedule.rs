@@ -1,13 +1,15 @@
 //! Runs a plan's cases on at most `jobs` workers and tells the run as events, from the calling
-//! thread. An interruption stops new cases from starting and ends every unfinished one.
+//! thread. An interruption stops new cases from starting and ends every unfinished one; so does
+//! reaching `--max-fail`, except that the running cases finish and the others are NOT RUN.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::events::{Interrupt, Interruption, RunEvent, RunSummary};
-use super::execute::{decided, run_case};
+use super::execute::decided;
 use super::plan::{Decision, Plan, PlannedCase};
+use super::retry::run_with_retries;
 use super::{Counts, Outcome, RunConfig, Verdict};
 
 /// How often the calling thread looks for an interruption while no case reports.
@@ -43,13 +45,17 @@ pub fn execute(
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
     let mut interrupted = None;
     let next = AtomicUsize::new(0);
+    // Cases that failed or errored, against --max-fail.
+    let failures = AtomicUsize::new(0);
+    let stop_at = config.failure.max_fail.map(|n| n as usize);
+    let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
     let (tx, rx) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
-            let next = &next;
+            let (next, failures, stopped) = (&next, &failures, &stopped);
             scope.spawn(move || {
-                while interrupt.requested().is_none() {
+                while interrupt.requested().is_none() && !stopped() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(case) = cases.get(i) else { break };
                     // Answered once the lesson document's probes are done, below.
@@ -61,7 +67,10 @@ pub fn execute(
                         break;
                     }
                     let key = case.scratch_key(run_id);
-                    let outcomes = run_case(case, config, &key, interrupt.cancel());
+                    let outcomes = run_with_retries(case, config, &key, interrupt.cancel());
+                    if outcomes.iter().any(|o| o.verdict.failed()) {
+                        failures.fetch_add(1, Ordering::SeqCst);
+                    }
                     if tx.send(Progress::Finished(i, outcomes)).is_err() {
                         break;
                     }
@@ -110,7 +119,10 @@ pub fn execute(
         }
     });
     if interrupted.is_none() {
-        answer_from_documents(plan, config, interrupt, &mut slots, &mut sink);
+        match stop_at.filter(|_| stopped()) {
+            Some(limit) => end_not_run(cases, &mut slots, limit, &mut sink),
+            None => answer_from_documents(plan, config, interrupt, &mut slots, &mut sink),
+        }
     }
     let mut counts = Counts::default();
     for slot in &slots {
@@ -201,6 +213,37 @@ fn end_unfinished(
                 decided(case).unwrap_or_else(|| interrupted(case, why, "before it started"))
             }
         };
+        let outcomes = vec![outcome];
+        sink(&RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes: &outcomes,
+        });
+        *slot = Slot::Done(outcomes);
+    }
+}
+
+/// After `--max-fail` was reached: every case that did not start finishes as NOT RUN (a case
+/// decided SKIP or PENDING keeps that verdict, since it needed no running).
+fn end_not_run(
+    cases: &[PlannedCase<'_>],
+    slots: &mut [Slot],
+    limit: usize,
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    for (index, slot) in slots.iter_mut().enumerate() {
+        if matches!(slot, Slot::Done(_)) {
+            continue;
+        }
+        let case = &cases[index];
+        let outcome = decided(case).unwrap_or_else(|| {
+            let mut outcome = Outcome::of(case);
+            outcome.verdict = Verdict::NotRun;
+            outcome.message = Some(format!(
+                "--max-fail {limit} was reached, so it never started"
+            ));
+            outcome
+        });
         let outcomes = vec![outcome];
         sink(&RunEvent::CaseFinished {
             index,

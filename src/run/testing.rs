@@ -61,6 +61,7 @@ pub(crate) fn run(interrupt_at: Option<usize>, mut sink: impl FnMut(&RunEvent<'_
             flag: RemoteFlag::Unset,
             host: None,
         },
+        failure: super::FailurePolicy::default(),
     };
     let plan = Plan::new(&selection, &config);
     let interrupt = Interrupt::new();
@@ -109,5 +110,7 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         file: None,
         line: None,
         checkpoint_file: format!("checkpoints/{lesson}.toml"),
+        attempts: 1,
+        failed_attempts: Vec::new(),
     }
 }
