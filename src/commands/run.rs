@@ -69,7 +69,8 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
     if let Some(partition) = partition {
         partition.keep(&mut selection);
     }
-    let history = History::open(Path::new("."), selection_key(&args, course.is_some()));
+    let key = selection_key(&args, course.is_some(), partition);
+    let history = History::open(Path::new("."), key);
     if args.last_failed {
         let what = history.keep_failed(&mut selection);
         eprintln!("lessonprobe: {what}");
@@ -132,7 +133,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
 
 /// What names a course and selection in the last-failed state: the course checkout, the
 /// manifests, the lesson, the patterns, the revision options and the partition.
-fn selection_key(args: &RunArgs, has_course: bool) -> String {
+fn selection_key(args: &RunArgs, has_course: bool, partition: Option<Partition>) -> String {
     let place = |path: Option<&Path>| {
         path.and_then(|p| p.canonicalize().ok())
             .map_or_else(|| "-".to_owned(), |p| p.display().to_string())
@@ -151,7 +152,7 @@ fn selection_key(args: &RunArgs, has_course: bool) -> String {
         args.select.join(","),
         args.rev.as_deref().unwrap_or("-"),
         args.changed_since.as_deref().unwrap_or("-"),
-        args.partition.as_deref().unwrap_or("-"),
+        partition.map_or_else(|| "-".to_owned(), |p| p.to_string()),
     )
 }
 

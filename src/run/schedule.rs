@@ -339,4 +339,74 @@ mod tests {
         );
         assert_eq!(summary.interrupted, Some(Interruption::Interrupt));
     }
+
+    #[test]
+    fn past_max_fail_no_case_starts_and_the_rest_are_not_run_or_keep_their_decision() {
+        let manifest = r#"
+[checkpoint]
+lesson = 90
+title = "stops"
+
+[[probe]]
+id = "fails"
+name = "f"
+claim = "c"
+kind = "command"
+argv = ["false"]
+
+[[probe]]
+id = "passes"
+name = "p"
+claim = "c"
+kind = "command"
+argv = ["true"]
+
+[[probe]]
+id = "prose"
+name = "q"
+claim = "c"
+kind = "prose"
+question = "why?"
+"#;
+        let failure = crate::run::FailurePolicy {
+            max_fail: Some(1),
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        testing::run_manifest(manifest, failure, None, |e| {
+            seen.push(testing::without_temp_dir(&describe(e)))
+        });
+        assert_eq!(
+            seen,
+            [
+                "started t 3",
+                "case 0 started",
+                "case 0 finished FAIL 90.toml:7: exited with status 1",
+                "case 1 finished NOT RUN --max-fail 1 was reached, so it never started",
+                "case 2 finished SKIP prose exercise: answered in writing, no executable form",
+                "finished 0 passed, 1 failed, 0 errors, 1 skipped, 0 pending, 1 not run",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_case_that_fails_once_is_retried_and_flaky() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("marker");
+        let manifest = format!(
+            "[checkpoint]\nlesson = 90\ntitle = \"t\"\n[[probe]]\nid = \"once\"\nname = \"n\"\nclaim = \"c\"\nkind = \"command\"\nargv = [\"sh\", \"-c\", \"test -f {0} || {{ touch {0}; exit 1; }}\"]\n",
+            marker.display()
+        );
+        let failure = crate::run::FailurePolicy {
+            retries: 1,
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        let summary = testing::run_manifest(&manifest, failure, None, |e| seen.push(describe(e)));
+        assert_eq!(
+            seen[2],
+            "case 0 finished FLAKY passed on attempt 2 of 2 after 1 failed attempt"
+        );
+        assert_eq!((summary.counts.flaky, summary.counts.passed), (1, 0));
+    }
 }
