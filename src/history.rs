@@ -1,6 +1,6 @@
 //! The last-failed state behind `--last-failed`: which probes failed or errored in the previous
 //! run of a course and selection, kept in `.lessonprobe/last-failed.json` of the folder the run
-//! starts in (beside `reports/`, never inside the course checkout), in a folder git ignores.
+//! starts in (beside `reports/`, whether or not it has `--course`), in a folder git ignores.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
