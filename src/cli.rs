@@ -210,6 +210,28 @@ pub struct RunArgs {
     pub hosts: HostArgs,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    /// Once N probes have failed or errored, start no other; those not started are NOT RUN
+    /// and the run fails.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_fail: Option<u32>,
+    /// Same as --max-fail 1: stop starting probes at the first failure.
+    #[arg(long, conflicts_with = "max_fail")]
+    pub fail_fast: bool,
+    /// Run only the probes that failed or errored in the previous run of this course and
+    /// selection (kept in ./.lessonprobe/); all of them when no run is recorded.
+    #[arg(long)]
+    pub last_failed: bool,
+    /// Run a failing builtin, command or remote probe up to N more times (a manifest's
+    /// `retries` wins); one that then passes is FLAKY [default: 0].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=crate::checkpoint::MAX_RETRIES as i64))]
+    pub retries: Option<u32>,
+    /// Retry document probes too (with --retries).
+    #[arg(long, requires = "retries")]
+    pub retry_documents: bool,
+    /// Run only shard K of N of the selected probes (K/N, 1 <= K <= N): N jobs with K = 1..N
+    /// run every probe exactly once.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod diagnostics;
 pub mod exit;
+pub mod history;
 pub mod lesson;
 pub mod logging;
 pub mod process;

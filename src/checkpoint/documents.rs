@@ -105,6 +105,7 @@ fn probe_of(doc: DocProbe) -> Probe {
         line: Some(doc.line),
         doc: None,
         drift: None,
+        retries: None,
         kind: ProbeKind::Document(Box::new(doc)),
     }
 }

@@ -42,7 +42,13 @@ pub struct Probe {
     pub doc: Option<String>,
     /// Set when a course is given and this probe's `expect` disagrees with the document.
     pub drift: Option<String>,
+    /// How often a failing run of this probe is tried again, when its manifest says; else the
+    /// run's `--retries` decides.
+    pub retries: Option<u32>,
 }
+
+/// The most retries a manifest or `--retries` may ask for.
+pub const MAX_RETRIES: u32 = 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeKind {
@@ -149,6 +155,8 @@ struct RawProbe {
     script: Option<String>,
     // builtin (an exercise id) or command (`*`)
     doc: Option<Spanned<String>>,
+    // builtin, command, remote
+    retries: Option<Spanned<i64>>,
 }
 
 /// The fields whose meaning depends on the probe's kind; each kind takes some and refuses the
@@ -165,6 +173,7 @@ struct KindFields {
     selector: Option<Spanned<String>>,
     script: Option<String>,
     doc: Option<Spanned<String>>,
+    retries: Option<Spanned<i64>>,
 }
 
 impl KindFields {
@@ -182,6 +191,7 @@ impl KindFields {
             ("script", self.script.is_some()),
             ("expect", self.expect.is_some()),
             ("doc", self.doc.is_some()),
+            ("retries", self.retries.is_some()),
         ];
         given
             .into_iter()
@@ -278,6 +288,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
         selector: raw.selector,
         script: raw.script,
         doc: raw.doc,
+        retries: raw.retries,
     };
     let kind = match raw.kind.get_ref().as_str() {
         "builtin" => at.builtin(&mut fields, known_builtins)?,
@@ -294,6 +305,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
         }
     };
     let doc = at.doc(&mut fields, &kind)?;
+    let retries = at.retries(&mut fields)?;
     let mut backends = raw.backends;
     backends.sort_unstable();
     backends.dedup();
@@ -309,6 +321,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
             line: Some(src.line(span.start)),
             doc,
             drift: None,
+            retries,
         },
         span,
     })
@@ -326,7 +339,10 @@ struct Kind<'s> {
 impl Kind<'_> {
     fn builtin(&self, f: &mut KindFields, known: &[&str]) -> Result<ProbeKind, Diagnostic> {
         // An exercise made executable keeps its question and answer key.
-        self.only(f, &["builtin", "question", "answer", "expect", "doc"])?;
+        self.only(
+            f,
+            &["builtin", "question", "answer", "expect", "doc", "retries"],
+        )?;
         let b = f.builtin.take().ok_or_else(|| self.missing("builtin"))?;
         if !known.contains(&b.get_ref().as_str()) {
             return Err(self.src.error(
@@ -350,7 +366,10 @@ impl Kind<'_> {
 
     /// A command may pin its exit status alone, without `expect`.
     fn command(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
-        self.only(f, &["argv", "cwd", "env", "requires", "expect", "doc"])?;
+        self.only(
+            f,
+            &["argv", "cwd", "env", "requires", "expect", "doc", "retries"],
+        )?;
         let argv = f.argv.take().ok_or_else(|| self.missing("argv"))?;
         if argv.get_ref().first().map_or(true, String::is_empty) {
             return Err(self.src.error(
@@ -375,7 +394,7 @@ impl Kind<'_> {
     }
 
     fn remote(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
-        self.only(f, &["selector", "script"])?;
+        self.only(f, &["selector", "script", "retries"])?;
         let s = f.selector.take().ok_or_else(|| self.missing("selector"))?;
         crate::selector::validate_selector(s.get_ref())
             .map_err(|e| self.src.error(s.span(), format!("probe {}: {e}", self.id)))?;
@@ -402,6 +421,24 @@ impl Kind<'_> {
             ));
         }
         Ok(Some(d.into_inner()))
+    }
+
+    /// `retries`: a whole number from 0 to [`MAX_RETRIES`].
+    fn retries(&self, f: &mut KindFields) -> Result<Option<u32>, Diagnostic> {
+        let Some(r) = f.retries.take() else {
+            return Ok(None);
+        };
+        match u32::try_from(*r.get_ref()) {
+            Ok(n) if n <= MAX_RETRIES => Ok(Some(n)),
+            _ => Err(self.src.error(
+                r.span(),
+                format!(
+                    "probe {}: retries {} must be a whole number from 0 to {MAX_RETRIES}",
+                    self.id,
+                    r.get_ref()
+                ),
+            )),
+        }
     }
 
     fn only(&self, f: &KindFields, allowed: &[&str]) -> Result<(), Diagnostic> {
@@ -539,6 +576,33 @@ selector = \"tests/a.py::b\"
                 .starts_with("30.toml:4:12: checkpoint.document must be a path inside the course"),
             "{}",
             err(&escaping)
+        );
+    }
+
+    #[test]
+    fn retries_are_read_for_probes_that_run_and_refused_when_invalid_or_misplaced() {
+        let probe = |extra: &str| {
+            format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n")
+        };
+        let command = "kind = \"command\"\nargv = [\"true\"]";
+        let cp = parse_str(&probe(&format!("{command}\nretries = 2"))).unwrap();
+        assert_eq!(cp.probes[0].retries, Some(2));
+        assert_eq!(parse_str(&probe(command)).unwrap().probes[0].retries, None);
+        for bad in ["-1", "21"] {
+            let e = err(&probe(&format!("{command}\nretries = {bad}")));
+            assert!(
+                e.starts_with(&format!(
+                    "30.toml:10:11: probe a: retries {bad} must be a whole number from 0 to 20"
+                )),
+                "{e}"
+            );
+        }
+        let e = err(&probe(&format!("{command}\nretries = \"two\"")));
+        assert!(e.starts_with("30.toml:10:11:"), "{e}");
+        let e = err(&probe("kind = \"prose\"\nquestion = \"q\"\nretries = 1"));
+        assert!(
+            e.contains("field `retries` does not apply to kind prose"),
+            "{e}"
         );
     }
 

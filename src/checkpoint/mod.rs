@@ -9,5 +9,5 @@ mod select;
 
 pub use catalog::{Catalog, CatalogSource};
 pub use error::CatalogError;
-pub use manifest::{Backend, Checkpoint, Probe, ProbeKind};
+pub use manifest::{Backend, Checkpoint, Probe, ProbeKind, MAX_RETRIES};
 pub use select::Selection;

@@ -33,6 +33,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
             line: None,
             doc: None,
             drift: None,
+            retries: None,
         }],
     };
     let selection = Selection {
@@ -45,6 +46,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         sql: Vec::new(),
         kafka: lessonprobe_probes::KafkaTarget::Embedded,
         remote: super::remote_host(&args.hosts, true)?,
+        failure: crate::run::FailurePolicy::default(),
     };
     let reporting = Reporting {
         junit: Some(args.junit.clone().unwrap_or_else(|| {

@@ -1,6 +1,6 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lessonprobe_probes::DbTarget;
@@ -11,11 +11,12 @@ use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
+use crate::history::{History, Recorder};
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
-use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
+use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
 
 use super::course::OpenCourse;
 
@@ -43,6 +44,12 @@ fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
+    let partition = args
+        .partition
+        .as_deref()
+        .map(str::parse::<Partition>)
+        .transpose()
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
     if let Some(course) = &course {
@@ -58,7 +65,16 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             return Ok(Code::Ok);
         }
     }
-    let selection = Selection::new(&catalog, args.lesson, &args.select)?;
+    let mut selection = Selection::new(&catalog, args.lesson, &args.select)?;
+    if let Some(partition) = partition {
+        partition.keep(&mut selection);
+    }
+    let key = selection_key(&args, course.is_some(), partition);
+    let history = History::open(Path::new("."), key);
+    if args.last_failed {
+        let what = history.keep_failed(&mut selection);
+        eprintln!("lessonprobe: {what}");
+    }
     let wants_remote = selection
         .checkpoints
         .iter()
@@ -76,6 +92,15 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         sql: sql_targets(&args.db)?,
         kafka: super::kafka_target(&args.kafka)?,
         remote: super::remote_host(&args.hosts, wants_remote)?,
+        failure: FailurePolicy {
+            max_fail: if args.fail_fast {
+                Some(1)
+            } else {
+                args.max_fail
+            },
+            retries: args.retries.unwrap_or(0),
+            retry_documents: args.retry_documents,
+        },
     };
     let report = Reporting {
         junit: (!args.no_junit).then(|| {
@@ -97,7 +122,38 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         }
         None => new_run_id(),
     };
-    execute_and_report(&selection, &config, &run_id, &report)
+    execute_and_record(
+        &selection,
+        &config,
+        &run_id,
+        &report,
+        Some(Recorder::new(history)),
+    )
+}
+
+/// What names a course and selection in the last-failed state: the course checkout, the
+/// manifests, the lesson, the patterns, the revision options and the partition.
+fn selection_key(args: &RunArgs, has_course: bool, partition: Option<Partition>) -> String {
+    let place = |path: Option<&Path>| {
+        path.and_then(|p| p.canonicalize().ok())
+            .map_or_else(|| "-".to_owned(), |p| p.display().to_string())
+    };
+    let course = if has_course {
+        place(Some(
+            args.course.course.as_deref().unwrap_or(Path::new(".")),
+        ))
+    } else {
+        "-".to_owned()
+    };
+    format!(
+        "course={course}; checkpoints={}; lesson={}; select={}; rev={}; changed-since={}; partition={}",
+        place(args.catalog.checkpoints.as_deref()),
+        args.lesson.map_or_else(|| "all".to_owned(), |n| n.to_string()),
+        args.select.join(","),
+        args.rev.as_deref().unwrap_or("-"),
+        args.changed_since.as_deref().unwrap_or("-"),
+        partition.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+    )
 }
 
 /// A run id unique on this machine: time to the millisecond and process id.
@@ -128,6 +184,17 @@ pub(super) fn execute_and_report(
     run_id: &str,
     reporting: &Reporting,
 ) -> Result<Code, Error> {
+    execute_and_record(selection, config, run_id, reporting, None)
+}
+
+/// [`execute_and_report`], recording the run's failures for `--last-failed` with `recorder`.
+fn execute_and_record(
+    selection: &Selection<'_>,
+    config: &RunConfig,
+    run_id: &str,
+    reporting: &Reporting,
+    recorder: Option<Recorder>,
+) -> Result<Code, Error> {
     if let Some(path) = &reporting.junit {
         junit::prepare(path)?;
     }
@@ -145,6 +212,9 @@ pub(super) fn execute_and_report(
             Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
         ),
         Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
+    }
+    if let Some(recorder) = recorder {
+        reporters.add(recorder);
     }
     let interrupt = Interrupt::new();
     crate::signals::watch(&interrupt)

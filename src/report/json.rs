@@ -1,5 +1,6 @@
 //! The JSON reporter: one document with the run id, whether the run succeeded (and why not),
-//! the counts, the wall time and every outcome in plan order, written when the run is over.
+//! the counts, the wall time and every outcome in plan order (a retried one with its attempts
+//! and the failed ones' output), written when the run is over.
 
 use std::io::Write;
 
@@ -29,7 +30,7 @@ impl<W: Write> Json<W> {
         }
     }
 
-    /// Under `--strict`, PENDING cases fail the run.
+    /// Under `--strict`, PENDING and FLAKY cases fail the run.
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
         self
@@ -67,7 +68,8 @@ impl<W: Write> Reporter for Json<W> {
 #[derive(Serialize)]
 struct Document<'a> {
     run_id: &'a str,
-    /// What the exit code says: no FAIL or ERROR, no PENDING under `--strict`, not interrupted.
+    /// What the exit code says: no FAIL, ERROR or NOT RUN, no PENDING or FLAKY under
+    /// `--strict`, not interrupted.
     succeeded: bool,
     strict: bool,
     /// The signal that interrupted the run, if one did.

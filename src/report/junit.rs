@@ -1,6 +1,8 @@
 //! The JUnit XML reporter: one `<testsuites>`, one `<testsuite>` per checkpoint, one
-//! `<testcase>` per case, SKIP and PENDING included (PENDING as a failure under `--strict`,
-//! so the report agrees with the exit code). Valid against the Jenkins xunit JUnit schema,
+//! `<testcase>` per case, SKIP, PENDING and NOT RUN included (as skipped; PENDING and FLAKY
+//! as failures under `--strict`, so the report agrees with the exit code). A FLAKY case is a
+//! passed test case with its failed attempts as `<flakyFailure>`, in `<system-err>` and as
+//! suite properties. Valid against the Jenkins xunit JUnit schema,
 //! which has no `skipped` on `<testsuites>` and no properties on test cases: case properties
 //! go on the suite, prefixed with the case name.
 
@@ -8,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quick_junit::{
-    NonSuccessKind, Property, Report, SerializeError, TestCase, TestCaseStatus, TestSuite,
+    FlakyOrRerun, NonSuccessKind, Property, Report, SerializeError, TestCase, TestCaseStatus,
+    TestRerun, TestSuite,
 };
 
 use super::{Gathered, ReportError, Reporter};
-use crate::run::{Outcome, RunEvent, Verdict};
+use crate::run::{Attempt, Outcome, RunEvent, Verdict};
 
 /// Gathers the run's outcomes and writes them to `path` when the run is over.
 pub struct Junit {
@@ -102,7 +105,7 @@ pub fn render(
                 .insert("file".into(), first.checkpoint_file.as_str().into());
         }
         for o in &cases {
-            for (key, value) in &o.properties {
+            for (key, value) in o.properties.iter().chain(&attempt_properties(o)) {
                 suite.add_property(Property::new(
                     format!("{}.{key}", o.display_name()),
                     value.as_str(),
@@ -122,6 +125,17 @@ pub fn render(
         report.add_test_suite(suite);
     }
     Ok(drop_root_skipped(report.to_string()?))
+}
+
+/// `verdict` (FLAKY, which a passed test case does not say) and `attempts` of a retried case.
+fn attempt_properties(o: &Outcome) -> Vec<(String, String)> {
+    if o.attempts <= 1 {
+        return Vec::new();
+    }
+    vec![
+        ("verdict".into(), o.verdict.label().into()),
+        ("attempts".into(), o.attempts.to_string()),
+    ]
 }
 
 /// Makes sure a report can be written at `path` before anything runs: not a folder, its
@@ -184,16 +198,18 @@ fn new_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, ReportError> 
 }
 
 fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
-    let status = match o.verdict {
-        Verdict::Pending if strict => {
+    let mut status = match o.verdict {
+        Verdict::Pending | Verdict::Flaky if strict => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
             status.set_message(format!(
-                "PENDING under --strict: {}",
+                "{} under --strict: {}",
+                o.verdict.label(),
                 o.message.as_deref().unwrap_or("not run")
             ));
+            status.set_rerun_kind(FlakyOrRerun::Flaky);
             status
         }
-        Verdict::Pass => TestCaseStatus::success(),
+        Verdict::Pass | Verdict::Flaky => TestCaseStatus::success(),
         Verdict::Fail | Verdict::Error => {
             let kind = if o.verdict == Verdict::Fail {
                 NonSuccessKind::Failure
@@ -211,7 +227,7 @@ fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
             }
             status
         }
-        Verdict::Skip | Verdict::Pending => {
+        Verdict::Skip | Verdict::Pending | Verdict::NotRun => {
             let mut status = TestCaseStatus::skipped();
             status.set_message(format!(
                 "{}: {}",
@@ -221,6 +237,10 @@ fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
             status
         }
     };
+    // Earlier failed attempts: <flakyFailure>/<flakyError> on a FLAKY case (a passed one, or
+    // a failure under --strict), <rerunFailure>/<rerunError> on one that kept failing. Both
+    // schemas take them with `type` set and no `time`.
+    status.add_reruns(o.failed_attempts.iter().map(|a| rerun(a, o.attempts)));
     let mut case = TestCase::new(o.display_name(), status);
     let classname = match &o.host {
         Some(host) => format!("lessonprobe.lesson{lesson}.remote.{host}"),
@@ -231,7 +251,59 @@ fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {
     if !o.output.is_empty() {
         case.set_system_out(o.output.as_str());
     }
+    // Readers that show no reruns (GitLab) still show system-err: the attempts are named there.
+    if !o.failed_attempts.is_empty() {
+        case.set_system_err(attempts_text(o));
+    }
     case
+}
+
+fn rerun(attempt: &Attempt, attempts: u32) -> TestRerun {
+    let kind = if attempt.verdict == Verdict::Error {
+        NonSuccessKind::Error
+    } else {
+        NonSuccessKind::Failure
+    };
+    let mut rerun = TestRerun::new(kind);
+    rerun.set_type(attempt.verdict.label());
+    rerun.set_message(format!(
+        "attempt {} of {attempts}: {}",
+        attempt.number,
+        attempt
+            .message
+            .as_deref()
+            .unwrap_or(attempt.verdict.label())
+    ));
+    if let Some(diff) = &attempt.diff {
+        rerun.set_stack_trace(diff.as_str());
+    }
+    if !attempt.output.is_empty() {
+        rerun.set_system_out(attempt.output.as_str());
+    }
+    rerun
+}
+
+/// The case's verdict over its attempts, then each failed attempt's message and output.
+fn attempts_text(o: &Outcome) -> String {
+    let mut text = format!(
+        "{}: {}\n",
+        o.verdict.label(),
+        o.message.as_deref().unwrap_or("")
+    );
+    for a in &o.failed_attempts {
+        text.push_str(&format!(
+            "--- attempt {} of {}: {}: {}\n",
+            a.number,
+            o.attempts,
+            a.verdict.label(),
+            a.message.as_deref().unwrap_or("")
+        ));
+        text.push_str(&a.output);
+        if !a.output.is_empty() && !a.output.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text
 }
 
 /// quick-junit writes `skipped` on the root element, which the schema does not allow there;

@@ -1,6 +1,7 @@
 //! The terminal reporter: a line per case as it ends, diffs for mismatches, and a closing line
 //! with the counts, the wall time and why the run failed (the FAIL and ERROR ids, PENDING under
-//! `--strict`, an interruption). On a terminal a status line below the lines names the cases
+//! `--strict`, the NOT RUN left by `--max-fail`, an interruption) and the FLAKY ids (failing
+//! the run under `--strict`). On a terminal a status line below the lines names the cases
 //! running now; when stdout is not a terminal there is none. Colour only on a terminal and
 //! never with NO_COLOR.
 
@@ -23,7 +24,8 @@ pub struct Terminal<W: Write> {
     /// Named in the closing lines.
     junit: Option<PathBuf>,
     strict: bool,
-    /// Verdict and name of every case that fails the run, in the order they finished.
+    /// Verdict and name of every case the closing line names (those that fail the run, and
+    /// FLAKY ones), in the order they finished.
     failing: Vec<(Verdict, String)>,
     /// Whether the run covers several lessons: then the recap names each case's lesson.
     several_lessons: bool,
@@ -81,12 +83,12 @@ impl<W: Write> Terminal<W> {
         }
     }
 
-    /// Notes a case that fails the run, for the closing line.
+    /// Notes a case that fails the run, or is FLAKY, for the closing line.
     fn record(&mut self, o: &Outcome) {
         let fails = match o.verdict {
-            Verdict::Fail | Verdict::Error => true,
+            Verdict::Fail | Verdict::Error | Verdict::NotRun | Verdict::Flaky => true,
             Verdict::Pending => self.strict,
-            _ => false,
+            Verdict::Pass | Verdict::Skip => false,
         };
         if !fails {
             return;
@@ -104,10 +106,17 @@ impl<W: Write> Terminal<W> {
     /// The counts, the wall time, the cases that failed the run by verdict, an interruption.
     fn closing(&self, summary: RunSummary) -> String {
         let mut closing = format!("{} in {:.2}s", summary.counts, summary.wall.as_secs_f64());
+        let flaky = if self.strict {
+            "FLAKY under --strict"
+        } else {
+            "FLAKY"
+        };
         for (verdict, label) in [
             (Verdict::Fail, "FAIL"),
             (Verdict::Error, "ERROR"),
             (Verdict::Pending, "PENDING under --strict"),
+            (Verdict::Flaky, flaky),
+            (Verdict::NotRun, "NOT RUN"),
         ] {
             let names: Vec<&str> = self
                 .failing
@@ -152,10 +161,16 @@ impl<W: Write> Terminal<W> {
         if let Some(host) = &o.host {
             line.push_str(&format!(" @{host}"));
         }
-        if matches!(o.verdict, Verdict::Skip | Verdict::Pending) {
+        if matches!(
+            o.verdict,
+            Verdict::Skip | Verdict::Pending | Verdict::NotRun | Verdict::Flaky
+        ) {
             if let Some(reason) = &o.message {
                 line.push_str(&format!(": {reason}"));
             }
+        }
+        if o.attempts > 1 && o.verdict.failed() {
+            line.push_str(&format!(" (failed all {} attempts)", o.attempts));
         }
         line
     }
@@ -168,6 +183,19 @@ impl<W: Write> Terminal<W> {
             }
             if let Some(diff) = &o.diff {
                 lines.extend(diff.lines().map(|l| format!("        {l}")));
+            }
+        }
+        // The earlier attempts of a retried case, the last attempt being the case's own.
+        for a in &o.failed_attempts {
+            lines.push(format!(
+                "        attempt {} of {}: {}: {}",
+                a.number,
+                o.attempts,
+                a.verdict.label(),
+                a.message.as_deref().unwrap_or("")
+            ));
+            if self.verbose && !a.output.is_empty() {
+                lines.extend(a.output.lines().map(|l| format!("        | {l}")));
             }
         }
         if self.verbose {
@@ -298,6 +326,8 @@ fn paint(verdict: Verdict, text: &str) -> String {
         Verdict::Fail | Verdict::Error => "31;1",
         Verdict::Skip => "33",
         Verdict::Pending => "36",
+        Verdict::Flaky => "35;1",
+        Verdict::NotRun => "2",
     };
     format!("\x1b[{code}m{text}\x1b[0m")
 }

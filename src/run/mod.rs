@@ -6,15 +6,18 @@ mod document;
 mod events;
 mod execute;
 mod outcome;
+mod partition;
 mod plan;
 mod remote;
 mod remote_host;
+mod retry;
 mod schedule;
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
-pub use outcome::{Counts, Outcome, Verdict};
+pub use outcome::{Attempt, Counts, Outcome, Verdict};
+pub use partition::{Partition, PartitionError};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
 pub use remote_host::{RemoteFlag, RemoteHost};
 pub use schedule::execute;
@@ -36,4 +39,18 @@ pub struct RunConfig {
     pub kafka: KafkaTarget,
     /// Whether remote probes run, and where.
     pub remote: RemoteHost,
+    /// When the run stops starting probes, and how often a failing one is tried again.
+    pub failure: FailurePolicy,
+}
+
+/// What a run does about failing probes: stop starting new ones after some (`--max-fail`),
+/// and try a failing one again (`--retries`, a manifest's `retries`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailurePolicy {
+    /// Once this many cases have failed or errored, no further case starts.
+    pub max_fail: Option<u32>,
+    /// Retries of a failing builtin, command or remote probe whose manifest sets none.
+    pub retries: u32,
+    /// Whether document probes are retried too (they are not unless asked).
+    pub retry_documents: bool,
 }

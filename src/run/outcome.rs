@@ -16,6 +16,11 @@ pub enum Verdict {
     Error,
     Skip,
     Pending,
+    /// Failed, then passed when retried: the claim holds only sometimes.
+    Flaky,
+    /// Never started: the run stopped starting probes (`--max-fail`).
+    #[serde(rename = "NOT_RUN")]
+    NotRun,
 }
 
 impl Verdict {
@@ -26,6 +31,39 @@ impl Verdict {
             Verdict::Error => "ERROR",
             Verdict::Skip => "SKIP",
             Verdict::Pending => "PENDING",
+            Verdict::Flaky => "FLAKY",
+            Verdict::NotRun => "NOT RUN",
+        }
+    }
+
+    /// FAIL or ERROR: the claim did not hold, or the case could not run.
+    pub fn failed(self) -> bool {
+        matches!(self, Verdict::Fail | Verdict::Error)
+    }
+}
+
+/// An earlier attempt of a retried case that failed, kept beside the case's final outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    pub verdict: Verdict,
+    pub message: Option<String>,
+    pub diff: Option<String>,
+    pub output: String,
+    #[serde(serialize_with = "seconds")]
+    pub duration: Duration,
+}
+
+impl Attempt {
+    pub fn of(outcome: &Outcome, number: u32) -> Attempt {
+        Attempt {
+            number,
+            verdict: outcome.verdict,
+            message: outcome.message.clone(),
+            diff: outcome.diff.clone(),
+            output: outcome.output.clone(),
+            duration: outcome.duration,
         }
     }
 }
@@ -65,6 +103,10 @@ pub struct Outcome {
     pub checkpoint_file: String,
     /// The probe's line in that file, where known.
     pub line: Option<usize>,
+    /// Attempts made: 1, or more when the case was retried after failing.
+    pub attempts: u32,
+    /// The earlier attempts that failed, in order (the outcome itself is the last attempt).
+    pub failed_attempts: Vec<Attempt>,
 }
 
 impl Outcome {
@@ -107,12 +149,14 @@ impl Outcome {
             ),
             line: probe.line,
             checkpoint_file: case.checkpoint.source.display().to_string(),
+            attempts: 1,
+            failed_attempts: Vec::new(),
         }
     }
 
     /// A failure's message starts with where the probe is written, unless it names it already.
     pub fn locate_message(&mut self) {
-        if !matches!(self.verdict, Verdict::Fail | Verdict::Error) {
+        if !self.verdict.failed() {
             return;
         }
         let (Some(location), Some(file)) = (self.location(), self.file.as_deref()) else {
@@ -174,6 +218,8 @@ pub struct Counts {
     pub errors: usize,
     pub skipped: usize,
     pub pending: usize,
+    pub flaky: usize,
+    pub not_run: usize,
 }
 
 impl Counts {
@@ -191,13 +237,19 @@ impl Counts {
                 Verdict::Error => self.errors += 1,
                 Verdict::Skip => self.skipped += 1,
                 Verdict::Pending => self.pending += 1,
+                Verdict::Flaky => self.flaky += 1,
+                Verdict::NotRun => self.not_run += 1,
             }
         }
     }
 
-    /// The run succeeded: nothing failed or errored, and under `strict` nothing is pending.
+    /// The run succeeded: nothing failed, errored or was left not run, and under `strict`
+    /// nothing is pending or flaky.
     pub fn succeeded(&self, strict: bool) -> bool {
-        self.failed == 0 && self.errors == 0 && !(strict && self.pending > 0)
+        self.failed == 0
+            && self.errors == 0
+            && self.not_run == 0
+            && !(strict && (self.pending > 0 || self.flaky > 0))
     }
 }
 
@@ -207,6 +259,14 @@ impl std::fmt::Display for Counts {
             f,
             "{} passed, {} failed, {} errors, {} skipped, {} pending",
             self.passed, self.failed, self.errors, self.skipped, self.pending
-        )
+        )?;
+        // Named only when there are some, so runs without retries or --max-fail read as before.
+        if self.flaky > 0 {
+            write!(f, ", {} flaky", self.flaky)?;
+        }
+        if self.not_run > 0 {
+            write!(f, ", {} not run", self.not_run)?;
+        }
+        Ok(())
     }
 }

@@ -1,13 +1,15 @@
 //! Runs a plan's cases on at most `jobs` workers and tells the run as events, from the calling
-//! thread. An interruption stops new cases from starting and ends every unfinished one.
+//! thread. An interruption stops new cases from starting and ends every unfinished one; so does
+//! reaching `--max-fail`, except that the running cases finish and the others are NOT RUN.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::events::{Interrupt, Interruption, RunEvent, RunSummary};
-use super::execute::{decided, run_case};
+use super::execute::decided;
 use super::plan::{Decision, Plan, PlannedCase};
+use super::retry::run_with_retries;
 use super::{Counts, Outcome, RunConfig, Verdict};
 
 /// How often the calling thread looks for an interruption while no case reports.
@@ -43,13 +45,17 @@ pub fn execute(
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
     let mut interrupted = None;
     let next = AtomicUsize::new(0);
+    // Cases that failed or errored, against --max-fail.
+    let failures = AtomicUsize::new(0);
+    let stop_at = config.failure.max_fail.map(|n| n as usize);
+    let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
     let (tx, rx) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
-            let next = &next;
+            let (next, failures, stopped) = (&next, &failures, &stopped);
             scope.spawn(move || {
-                while interrupt.requested().is_none() {
+                while interrupt.requested().is_none() && !stopped() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(case) = cases.get(i) else { break };
                     // Answered once the lesson document's probes are done, below.
@@ -61,7 +67,10 @@ pub fn execute(
                         break;
                     }
                     let key = case.scratch_key(run_id);
-                    let outcomes = run_case(case, config, &key, interrupt.cancel());
+                    let outcomes = run_with_retries(case, config, &key, interrupt.cancel());
+                    if outcomes.iter().any(|o| o.verdict.failed()) {
+                        failures.fetch_add(1, Ordering::SeqCst);
+                    }
                     if tx.send(Progress::Finished(i, outcomes)).is_err() {
                         break;
                     }
@@ -110,7 +119,10 @@ pub fn execute(
         }
     });
     if interrupted.is_none() {
-        answer_from_documents(plan, config, interrupt, &mut slots, &mut sink);
+        match stop_at.filter(|_| stopped()) {
+            Some(limit) => end_not_run(cases, &mut slots, limit, &mut sink),
+            None => answer_from_documents(plan, config, interrupt, &mut slots, &mut sink),
+        }
     }
     let mut counts = Counts::default();
     for slot in &slots {
@@ -211,6 +223,37 @@ fn end_unfinished(
     }
 }
 
+/// After `--max-fail` was reached: every case that did not start finishes as NOT RUN (a case
+/// decided SKIP or PENDING keeps that verdict, since it needed no running).
+fn end_not_run(
+    cases: &[PlannedCase<'_>],
+    slots: &mut [Slot],
+    limit: usize,
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    for (index, slot) in slots.iter_mut().enumerate() {
+        if matches!(slot, Slot::Done(_)) {
+            continue;
+        }
+        let case = &cases[index];
+        let outcome = decided(case).unwrap_or_else(|| {
+            let mut outcome = Outcome::of(case);
+            outcome.verdict = Verdict::NotRun;
+            outcome.message = Some(format!(
+                "--max-fail {limit} was reached, so it never started"
+            ));
+            outcome
+        });
+        let outcomes = vec![outcome];
+        sink(&RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes: &outcomes,
+        });
+        *slot = Slot::Done(outcomes);
+    }
+}
+
 fn interrupted(case: &PlannedCase<'_>, why: Interruption, when: &str) -> Outcome {
     let mut outcome = Outcome::of(case);
     outcome.verdict = Verdict::Error;
@@ -295,5 +338,75 @@ mod tests {
             ]
         );
         assert_eq!(summary.interrupted, Some(Interruption::Interrupt));
+    }
+
+    #[test]
+    fn past_max_fail_no_case_starts_and_the_rest_are_not_run_or_keep_their_decision() {
+        let manifest = r#"
+[checkpoint]
+lesson = 90
+title = "stops"
+
+[[probe]]
+id = "fails"
+name = "f"
+claim = "c"
+kind = "command"
+argv = ["false"]
+
+[[probe]]
+id = "passes"
+name = "p"
+claim = "c"
+kind = "command"
+argv = ["true"]
+
+[[probe]]
+id = "prose"
+name = "q"
+claim = "c"
+kind = "prose"
+question = "why?"
+"#;
+        let failure = crate::run::FailurePolicy {
+            max_fail: Some(1),
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        testing::run_manifest(manifest, failure, None, |e| {
+            seen.push(testing::without_temp_dir(&describe(e)))
+        });
+        assert_eq!(
+            seen,
+            [
+                "started t 3",
+                "case 0 started",
+                "case 0 finished FAIL 90.toml:7: exited with status 1",
+                "case 1 finished NOT RUN --max-fail 1 was reached, so it never started",
+                "case 2 finished SKIP prose exercise: answered in writing, no executable form",
+                "finished 0 passed, 1 failed, 0 errors, 1 skipped, 0 pending, 1 not run",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_case_that_fails_once_is_retried_and_flaky() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("marker");
+        let manifest = format!(
+            "[checkpoint]\nlesson = 90\ntitle = \"t\"\n[[probe]]\nid = \"once\"\nname = \"n\"\nclaim = \"c\"\nkind = \"command\"\nargv = [\"sh\", \"-c\", \"test -f {0} || {{ touch {0}; exit 1; }}\"]\n",
+            marker.display()
+        );
+        let failure = crate::run::FailurePolicy {
+            retries: 1,
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        let summary = testing::run_manifest(&manifest, failure, None, |e| seen.push(describe(e)));
+        assert_eq!(
+            seen[2],
+            "case 0 finished FLAKY passed on attempt 2 of 2 after 1 failed attempt"
+        );
+        assert_eq!((summary.counts.flaky, summary.counts.passed), (1, 0));
     }
 }

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{execute, Interrupt, Interruption, Plan, RemoteFlag, RemoteHost, RunConfig};
+use super::RunConfig;
+use super::{execute, FailurePolicy, Interrupt, Interruption, Plan, RemoteFlag, RemoteHost};
 use super::{RunEvent, RunSummary};
 use crate::checkpoint::{Catalog, Selection};
 
@@ -46,9 +47,19 @@ argv = ["sh", "-c", "exit 3"]
 
 /// Runs the four cases as run `t` (PASS, PASS, SKIP, FAIL), handing every event to `sink`;
 /// with `interrupt_at`, Ctrl-C is requested as that case starts.
-pub(crate) fn run(interrupt_at: Option<usize>, mut sink: impl FnMut(&RunEvent<'_>)) -> RunSummary {
+pub(crate) fn run(interrupt_at: Option<usize>, sink: impl FnMut(&RunEvent<'_>)) -> RunSummary {
+    run_manifest(MANIFEST, FailurePolicy::default(), interrupt_at, sink)
+}
+
+/// Runs lesson 90 of `manifest` as run `t` under `failure`, as [`run`] does.
+pub(crate) fn run_manifest(
+    manifest: &str,
+    failure: FailurePolicy,
+    interrupt_at: Option<usize>,
+    mut sink: impl FnMut(&RunEvent<'_>),
+) -> RunSummary {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("90.toml"), MANIFEST).unwrap();
+    std::fs::write(dir.path().join("90.toml"), manifest).unwrap();
     let catalog = Catalog::load(Some(dir.path()), &[]).unwrap();
     let selection = Selection::new(&catalog, Some(90), &[]).unwrap();
     let config = RunConfig {
@@ -61,6 +72,7 @@ pub(crate) fn run(interrupt_at: Option<usize>, mut sink: impl FnMut(&RunEvent<'_
             flag: RemoteFlag::Unset,
             host: None,
         },
+        failure,
     };
     let plan = Plan::new(&selection, &config);
     let interrupt = Interrupt::new();
@@ -109,5 +121,7 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         file: None,
         line: None,
         checkpoint_file: format!("checkpoints/{lesson}.toml"),
+        attempts: 1,
+        failed_attempts: Vec::new(),
     }
 }

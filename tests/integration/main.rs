@@ -19,3 +19,4 @@ mod replay_target;
 mod replay_verify;
 mod replay_workers;
 mod reports;
+mod student_loop;
