@@ -43,11 +43,13 @@ pub fn execute(
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
     let mut interrupted = None;
     let next = AtomicUsize::new(0);
+    let chains = super::document::Chains::new(plan);
     let (tx, rx) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
             let next = &next;
+            let chains = &chains;
             scope.spawn(move || {
                 while interrupt.requested().is_none() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
@@ -61,7 +63,7 @@ pub fn execute(
                         break;
                     }
                     let key = case.scratch_key(run_id);
-                    let outcomes = run_case(case, config, &key, interrupt.cancel());
+                    let outcomes = run_case(case, config, &key, interrupt.cancel(), chains);
                     if tx.send(Progress::Finished(i, outcomes)).is_err() {
                         break;
                     }
