@@ -1167,4 +1167,70 @@ a = 1
         assert_eq!(e.prefix, "   ");
         assert_eq!(&text[e.content_range.clone()], "   hi\n");
     }
+
+    const FORMS: &str = "# L\n\n### Answer EX-30-01 [code]\n\nSave as `store.py`, run from `project/`:\n\n```python\nraise SystemExit(3)\n```\n\n<!-- lessonprobe: setup\n```sh\necho seed > seed.txt\n```\n-->\n\nRun:\n\n```bash\npython store.py\n```\n\nExpected exit code: 3\n\nExpected stderr:\n\n```text unordered\nb\na\n```\n\n## Next\n\nContinues: EX-30-01\n\n保存为 `next.py`，从 `project/` 运行：\n\n```python\nprint(1)\n```\n\n运行命令：\n\n```sh\npython next.py\n```\n\n预期退出码：0\n";
+
+    #[test]
+    fn exit_codes_stderr_setup_and_continues_are_bound_with_their_lines() {
+        let d = doc(FORMS).unwrap();
+        assert!(d.uncollected.is_empty(), "{:?}", d.uncollected);
+        let DocBody::Code(code) = &d.probes[0].body else {
+            panic!()
+        };
+        let exit = code.exit_code.as_ref().unwrap();
+        assert_eq!((exit.code, exit.line), (3, 23));
+        assert_eq!(&FORMS[exit.value.clone()], "3");
+        let stderr = code.stderr.as_ref().unwrap();
+        assert_eq!((stderr.line, stderr.content.as_str(), stderr.unordered), (27, "b\na\n", true));
+        let setup = code.setup.as_ref().unwrap();
+        assert_eq!((setup.line, setup.lang.as_str(), setup.script.as_str()), (11, "sh", "echo seed > seed.txt\n"));
+        assert!(code.continues.is_none());
+        let DocBody::Code(next) = &d.probes[1].body else {
+            panic!()
+        };
+        assert_eq!(d.probes[1].id, "next.py");
+        assert_eq!(
+            next.continues,
+            Some(Continues {
+                id: "EX-30-01".into(),
+                line: 34
+            })
+        );
+        assert_eq!(next.exit_code.as_ref().map(|e| e.code), Some(0));
+    }
+
+    #[test]
+    fn malformed_forms_are_refused_with_their_lines() {
+        let ex = |body: &str| format!("# L\n\n### Answer EX-30-01 [code]\n\n{body}");
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        for (text, wanted) in [
+            (ex(&format!("{run}Expected exit code: 256\n")), ":11: exit code \"256\" is not an integer in 0-255"),
+            (ex(&format!("{run}Expected exit code: -1\n")), ":11: exit code \"-1\" is not an integer"),
+            (ex(&format!("{run}预期退出码：三\n")), ":11: exit code \"三\" is not an integer"),
+            (ex("Expected exit code: 1\n"), ":5: exit-code label before any run command binds nothing"),
+            (ex("Expected stderr:\n\n```text\nx\n```\n"), ":5: expected-stderr label before any run command binds nothing"),
+            ("# L\n\nExpected exit code: 1\n".to_owned(), ":3: exit-code label outside an exercise"),
+            (ex(&format!("Continues: EX-30-09\n\n{run}")), ":5: continues EX-30-09, which is no exercise or snippet of this lesson"),
+            (ex(&format!("Continues: EX-30-01\n\n{run}")), ":5: EX-30-01 continues itself: a cycle"),
+            (
+                format!("# L\n\n### Answer EX-30-01 [code]\n\nContinues: EX-30-02\n\n{run}### Answer EX-30-02 [code]\n\n{run}"),
+                ":5: continues EX-30-02, which comes later in the document (line 13)",
+            ),
+            ("# L\n\nContinues: x.py\n\n## Other\n".to_owned(), ":3: continues label binds nothing"),
+            (ex(&format!("<!-- lessonprobe: setup\nno block\n-->\n\n{run}")), ":5: setup comment holds 0 fenced blocks"),
+            (
+                ex(&format!("<!-- lessonprobe: setup\n```sh\na\n```\n```sh\nb\n```\n-->\n\n{run}")),
+                ":5: setup comment holds 2 fenced blocks",
+            ),
+            (ex(&format!("<!-- lessonprobe: setup\n```python\na\n```\n-->\n\n{run}")), ":5: setup comment's block is \"python\""),
+            (ex(&format!("{run}<!-- lessonprobe: setup\n```sh\na\n```\n-->\n")), ":11: a setup comment belongs in a [code] exercise, before its run label"),
+            (ex(&format!("<!-- lessonprobe: setpu\n-->\n\n{run}")), ":5: unknown lessonprobe comment \"setpu\""),
+        ] {
+            let e = doc(&text).unwrap_err();
+            assert!(e.starts_with("lessons/30-replay.md:"), "{e}");
+            assert!(e.contains(wanted), "{wanted} not in {e}");
+        }
+        // A plain comment is not a setup, and binds nothing.
+        assert!(doc(&ex(&format!("<!-- a note: setup -->\n\n{run}"))).is_ok());
+    }
 }
