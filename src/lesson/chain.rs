@@ -61,12 +61,11 @@ pub fn run_in_order(
     let mut left: HashMap<&str, Arc<Left>> = HashMap::new();
     let mut runs = Vec::with_capacity(steps.len());
     for (probe, code) in steps {
-        let before = match &code.continues {
-            Some(c) => Some(left.get(c.id.as_str()).cloned().unwrap_or_else(|| {
+        let before = code.continues.as_ref().map(|c| {
+            left.get(c.id.as_str()).cloned().unwrap_or_else(|| {
                 Arc::new(Left::NotPassed(format!("{} is not part of this run", c.id)))
-            })),
-            None => None,
-        };
+            })
+        });
         let deadline = code.timeout.unwrap_or(default_timeout);
         let (run, after) = run_after(probe, code, before.as_deref(), deadline, cancel);
         if continued.contains(probe.id.as_str()) {

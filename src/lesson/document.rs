@@ -1181,9 +1181,15 @@ a = 1
         assert_eq!((exit.code, exit.line), (3, 23));
         assert_eq!(&FORMS[exit.value.clone()], "3");
         let stderr = code.stderr.as_ref().unwrap();
-        assert_eq!((stderr.line, stderr.content.as_str(), stderr.unordered), (27, "b\na\n", true));
+        assert_eq!(
+            (stderr.line, stderr.content.as_str(), stderr.unordered),
+            (27, "b\na\n", true)
+        );
         let setup = code.setup.as_ref().unwrap();
-        assert_eq!((setup.line, setup.lang.as_str(), setup.script.as_str()), (11, "sh", "echo seed > seed.txt\n"));
+        assert_eq!(
+            (setup.line, setup.lang.as_str(), setup.script.as_str()),
+            (11, "sh", "echo seed > seed.txt\n")
+        );
         assert!(code.continues.is_none());
         let DocBody::Code(next) = &d.probes[1].body else {
             panic!()

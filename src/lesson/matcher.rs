@@ -343,7 +343,11 @@ fn augment(
             continue;
         }
         seen[j] = true;
-        if taken_by[j].is_none_or(|k| augment(k, candidates, taken_by, seen)) {
+        let free = match taken_by[j] {
+            None => true,
+            Some(k) => augment(k, candidates, taken_by, seen),
+        };
+        if free {
             taken_by[j] = Some(i);
             return true;
         }

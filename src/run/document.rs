@@ -14,6 +14,9 @@ use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
 use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Left};
 
+/// What each continued step left, by (lesson, step id); `None` until it finishes.
+type LeftBySteps = HashMap<(u32, String), Option<Arc<Left>>>;
+
 /// How often a step waiting for its predecessor looks at the run's cancellation.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -22,7 +25,7 @@ const POLL: Duration = Duration::from_millis(50);
 #[derive(Debug, Default)]
 pub struct Chains {
     /// (lesson, step id) of every continued step of the plan; `None` until it finishes.
-    left: Mutex<HashMap<(u32, String), Option<Arc<Left>>>>,
+    left: Mutex<LeftBySteps>,
     finished: Condvar,
 }
 
