@@ -143,7 +143,8 @@ impl Labels {
             if self.exit_code.contains(&key) {
                 return Some(Label::ExitCode { value });
             }
-            if self.continues.contains(&key) {
+            // A step is named by one word: `Continues: the consumer keeps reading` is prose.
+            if self.continues.contains(&key) && !value.contains(char::is_whitespace) {
                 return Some(Label::Continues { id: value });
             }
         }
@@ -290,6 +291,7 @@ mod tests {
             "运行命令之前先检查偏移量。",
             "Note: the store continues to work.",
             "The expected exit code differs: 3 here.",
+            "Continues: the consumer keeps reading after a rebalance.",
         ] {
             assert_eq!(l.classify(text), None, "{text}");
         }
