@@ -101,19 +101,22 @@ fn probe_of(doc: DocProbe) -> Probe {
         DocBody::Code(code) => {
             let command = code.command.content.trim();
             let at = |line: usize| format!("{}:{line}", doc.file.display());
-            let mut what = match &code.expected {
-                Some(e) => format!("prints the expected output at {}", at(e.line)),
-                None => "exits 0".into(),
+            let prints = match (&code.expected, &code.stderr) {
+                (Some(o), Some(e)) => Some(format!(
+                    "prints the expected output at {} and the expected stderr at {}",
+                    at(o.line),
+                    at(e.line)
+                )),
+                (Some(o), None) => Some(format!("prints the expected output at {}", at(o.line))),
+                (None, Some(e)) => Some(format!("prints the expected stderr at {}", at(e.line))),
+                (None, None) => None,
             };
-            if let Some(e) = &code.exit_code {
-                what = match &code.expected {
-                    Some(_) => format!("exits {}, {what}", e.code),
-                    None => format!("exits {}", e.code),
-                };
-            }
-            if let Some(e) = &code.stderr {
-                what.push_str(&format!(", the expected stderr at {}", at(e.line)));
-            }
+            let what = match (&code.exit_code, prints) {
+                (Some(e), Some(p)) => format!("exits {} and {p}", e.code),
+                (Some(e), None) => format!("exits {}", e.code),
+                (None, Some(p)) => p,
+                (None, None) => "exits 0".into(),
+            };
             let mut before = String::new();
             if let Some(c) = &code.continues {
                 before.push_str(&format!(" after {} (continues it)", c.id));
