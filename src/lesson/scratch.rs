@@ -518,6 +518,69 @@ fn tails(run: &DocRun) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The first probe of a one-exercise lesson 31 `body`, run in a course with an empty
+    /// project.
+    fn run_exercise(body: &str) -> DocRun {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        let course = super::super::Course::open(dir.path(), Path::new(".")).unwrap();
+        let text = format!("### Answer EX-31-01 [code]\n\n{body}");
+        let doc =
+            super::super::document::parse(&course.settings, 31, Path::new("l.md"), text.as_bytes())
+                .unwrap();
+        let probe = &doc.probes[0];
+        let super::super::DocBody::Code(code) = &probe.body else {
+            panic!()
+        };
+        run(probe, code, Duration::from_secs(10), &Cancel::new())
+    }
+
+    #[test]
+    fn an_expected_exit_code_and_stderr_are_judged_and_blessable() {
+        let body = "Run:\n\n```sh\necho out; echo err >&2; exit 3\n```\n\nExpected exit code: 3\n\nExpected stderr:\n\n```text\nerr\n```\n";
+        let ok = run_exercise(body);
+        assert_eq!(ok.verdict, DocVerdict::Pass, "{:?}", ok.message);
+        let wrong = run_exercise(
+            &body
+                .replace("exit 3", "exit 2")
+                .replace("echo err", "echo other"),
+        );
+        assert_eq!(wrong.verdict, DocVerdict::Fail);
+        assert_eq!(
+            wrong.message.as_deref(),
+            Some("l.md:9: `echo out; echo other >&2; exit 2` exited with status 2, not the expected exit code 3: other")
+        );
+        let rewrites = wrong.blessable.unwrap();
+        assert_eq!(rewrites.len(), 2);
+        assert!(matches!(&rewrites[0], Rewrite::Value { text, line: 9, .. } if text == "2"));
+        assert!(matches!(&rewrites[1], Rewrite::Block { content, .. } if content == "other\n"));
+        // Without the exit-code paragraph, a non-zero exit is a plain FAIL that bless leaves.
+        let plain = run_exercise("Run:\n\n```sh\nexit 3\n```\n");
+        assert_eq!(
+            (plain.verdict, plain.blessable.is_none()),
+            (DocVerdict::Fail, true)
+        );
+    }
+
+    #[test]
+    fn a_hidden_setup_runs_first_in_the_pinned_environment_and_its_failure_is_an_error() {
+        let body = "<!-- lessonprobe: setup\n```sh\necho \"$TZ $LC_ALL $PYTHONHASHSEED $COLUMNS $NO_COLOR\" > env.txt\n```\n-->\n\nRun:\n\n```sh\ncat env.txt\n```\n\nExpected output:\n\n```text\nUTC C.UTF-8 0 80 1\n```\n";
+        let ok = run_exercise(body);
+        assert_eq!(ok.verdict, DocVerdict::Pass, "{:?}", ok.message);
+        assert!(
+            ok.output()
+                .starts_with("--- hidden setup (l.md:3) ---\n$ echo"),
+            "{}",
+            ok.output()
+        );
+        let broken = run_exercise(&body.replace("> env.txt", "; exit 4"));
+        assert_eq!(broken.verdict, DocVerdict::Error);
+        assert_eq!(
+            broken.message.as_deref(),
+            Some("l.md:3: hidden setup failed: exited with status 4")
+        );
+    }
+
     #[test]
     fn a_leading_python_becomes_the_interpreter_and_nothing_else_does() {
         let script = "python a.py\n  python3 -c 'print(1)'\necho python\npythonic x\npython\n";

@@ -79,8 +79,16 @@ impl Chains {
         self.finished.notify_all();
     }
 
-    /// Runs `code` of `doc` after the step it continues, and records what it leaves.
-    fn run(&self, doc: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
+    /// Runs `code` of `doc` after the step it continues, and records what it leaves; with how
+    /// long it waited for that step.
+    fn run(
+        &self,
+        doc: &DocProbe,
+        code: &CodeProbe,
+        deadline: Duration,
+        cancel: &Cancel,
+    ) -> (DocRun, Duration) {
+        let started = Instant::now();
         let before = match &code.continues {
             Some(c) => match self.wait(doc.lesson, &c.id, cancel) {
                 Some(left) => Some(left),
@@ -91,14 +99,15 @@ impl Chains {
                         &doc.id,
                         Left::NotPassed(format!("{} was not run", doc.id)),
                     );
-                    return DocRun::not_run(&why);
+                    return (DocRun::not_run(&why), started.elapsed());
                 }
             },
             None => None,
         };
+        let waited = started.elapsed();
         let (run, left) = lesson::run_after(doc, code, before.as_deref(), deadline, cancel);
         self.leave(doc.lesson, &doc.id, left);
-        run
+        (run, waited)
     }
 }
 
@@ -110,10 +119,12 @@ pub fn run(
     cancel: &Cancel,
     chains: &Chains,
 ) -> Outcome {
-    let started = Instant::now();
+    let mut started = Instant::now();
     match &doc.body {
         DocBody::Code(code) => {
-            let done = chains.run(doc, code, deadline, cancel);
+            let (done, waited) = chains.run(doc, code, deadline, cancel);
+            // Its time is its own run's, not its predecessor's.
+            started += waited;
             outcome.verdict = verdict(done.verdict);
             outcome.output = done.output();
             outcome.message = done.message;
