@@ -1,6 +1,7 @@
 //! Lesson documents joined to the catalog: a document's probes join its lesson's checkpoint (a
 //! lesson with a document and no manifest is a checkpoint of its own), and a builtin that
-//! mirrors an exercise (`doc = "EX-30-01"`) is checked against that exercise's expected output.
+//! mirrors an exercise (`doc = "EX-30-01"`) is checked against that exercise's expected output
+//! (with its redactions and order rule). A selected step brings the steps it continues.
 
 use std::path::PathBuf;
 
@@ -71,16 +72,60 @@ impl Catalog {
     }
 }
 
+impl Checkpoint {
+    /// `selected` (probes of this checkpoint) with every document step they continue,
+    /// directly or not, in the checkpoint's order.
+    pub fn with_predecessors<'a>(&'a self, selected: &[&'a Probe]) -> Vec<&'a Probe> {
+        let docs: Vec<&DocProbe> = self.probes.iter().filter_map(document).collect();
+        let wanted: Vec<&DocProbe> = selected.iter().filter_map(|p| document(p)).collect();
+        let needed = lesson::with_predecessors(&docs, &wanted);
+        self.probes
+            .iter()
+            .filter(|p| {
+                selected.iter().any(|s| std::ptr::eq(*s, *p))
+                    || document(p).is_some_and(|d| needed.iter().any(|n| std::ptr::eq(*n, d)))
+            })
+            .collect()
+    }
+}
+
+fn document(probe: &Probe) -> Option<&DocProbe> {
+    match &probe.kind {
+        ProbeKind::Document(doc) => Some(doc),
+        _ => None,
+    }
+}
+
 fn probe_of(doc: DocProbe) -> Probe {
     let (claim, expect, timeout) = match &doc.body {
         DocBody::Code(code) => {
             let command = code.command.content.trim();
-            let what = match &code.expected {
-                Some(e) => format!("prints the expected output at {}:{}", doc.file.display(), e.line),
-                None => "exits 0".into(),
+            let at = |line: usize| format!("{}:{line}", doc.file.display());
+            let prints = match (&code.expected, &code.stderr) {
+                (Some(o), Some(e)) => Some(format!(
+                    "prints the expected output at {} and the expected stderr at {}",
+                    at(o.line),
+                    at(e.line)
+                )),
+                (Some(o), None) => Some(format!("prints the expected output at {}", at(o.line))),
+                (None, Some(e)) => Some(format!("prints the expected stderr at {}", at(e.line))),
+                (None, None) => None,
             };
+            let what = match (&code.exit_code, prints) {
+                (Some(e), Some(p)) => format!("exits {} and {p}", e.code),
+                (Some(e), None) => format!("exits {}", e.code),
+                (None, Some(p)) => p,
+                (None, None) => "exits 0".into(),
+            };
+            let mut before = String::new();
+            if let Some(c) = &code.continues {
+                before.push_str(&format!(" after {} (continues it)", c.id));
+            }
+            if let Some(s) = &code.setup {
+                before.push_str(&format!(" after the hidden setup at {}", at(s.line)));
+            }
             (
-                format!("{}: `{command}` run from {} {what}", doc.title, code.run_from_label),
+                format!("{}: `{command}` run from {}{before} {what}", doc.title, code.run_from_label),
                 code.expected.as_ref().map(|e| e.content.trim_end().to_owned()),
                 code.timeout,
             )
@@ -129,7 +174,11 @@ fn drift(probe: &Probe, documents: &[Probe], file: &std::path::Path) -> Option<S
         return None;
     };
     let expected = code.expected.as_ref()?;
-    lesson::match_output(&expected.content, expect)
+    let rules = lesson::Rules {
+        redactions: &code.redactions,
+        unordered: expected.unordered,
+    };
+    lesson::match_output_with(&expected.content, expect, rules)
         .err()
         .map(|_| {
             format!(

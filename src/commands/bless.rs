@@ -1,5 +1,6 @@
-//! `lessonprobe bless`: runs a lesson's document probes and rewrites the expected-output
-//! blocks of those whose only fault is their output, then prints the diff.
+//! `lessonprobe bless`: runs a lesson's document probes (after the steps they continue) and
+//! rewrites the expected stdout and stderr blocks and exit codes of those whose only fault is
+//! these, then prints the diff.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use super::course::OpenCourse;
 use crate::checkpoint::{Catalog, ProbeKind, Selection};
 use crate::cli::BlessArgs;
 use crate::exit::{Code, Error};
-use crate::lesson::{self, Block, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict};
+use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Rewrite};
 
 pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
@@ -19,21 +20,24 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     })?;
     course.attach(&mut catalog, false)?;
     let selection = Selection::new(&catalog, Some(args.lesson), &args.select)?;
-    let probes: Vec<(&DocProbe, &CodeProbe)> = selection
-        .checkpoints
-        .iter()
-        .flat_map(|(_, probes)| probes)
-        .filter_map(|p| match &p.kind {
-            ProbeKind::Document(doc) => match &doc.body {
-                DocBody::Code(code) if code.expected.is_some() => {
-                    Some((doc.as_ref(), code.as_ref()))
-                }
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    if probes.is_empty() {
+    // The probes to bless, and every step they continue, run first.
+    let mut wanted: Vec<&DocProbe> = Vec::new();
+    let mut probes: Vec<(&DocProbe, &CodeProbe)> = Vec::new();
+    for (checkpoint, selected) in &selection.checkpoints {
+        let blessable: Vec<&DocProbe> = documents(selected)
+            .into_iter()
+            .filter(|d| {
+                code_of(d).is_some_and(|c| {
+                    c.expected.is_some() || c.stderr.is_some() || c.exit_code.is_some()
+                })
+            })
+            .collect();
+        let all: Vec<&crate::checkpoint::Probe> = checkpoint.probes.iter().collect();
+        let steps = lesson::with_predecessors(&documents(&all), &blessable);
+        probes.extend(steps.into_iter().filter_map(|d| Some((d, code_of(d)?))));
+        wanted.extend(blessable);
+    }
+    if wanted.is_empty() {
         return Err(Error::Usage(format!(
             "lesson {}'s document has no selected probe with an expected output to bless",
             args.lesson
@@ -45,18 +49,20 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     );
     let runs = run_all(&probes, jobs, args.timeout);
 
-    // Per lesson file (as read): how it is shown, and its blocks with their new content.
-    type Edits<'a> = (PathBuf, Vec<(&'a Block, String)>);
-    let mut by_file: BTreeMap<PathBuf, Edits> = BTreeMap::new();
+    // Per lesson file (as read): how it is shown, and its rewrites.
+    let mut by_file: BTreeMap<PathBuf, (PathBuf, Vec<Rewrite>)> = BTreeMap::new();
     let mut unblessed = 0;
     for ((doc, code), run) in probes.iter().zip(&runs) {
-        match (&run.verdict, &run.blessable, &code.expected) {
-            (DocVerdict::Pass, _, _) => {}
-            (_, Some(output), Some(block)) => by_file
+        if !wanted.iter().any(|w| std::ptr::eq(*w, *doc)) {
+            continue;
+        }
+        match (&run.verdict, &run.blessable) {
+            (DocVerdict::Pass, _) => {}
+            (_, Some(rewrites)) => by_file
                 .entry(code.source.clone())
                 .or_insert_with(|| (doc.file.clone(), Vec::new()))
                 .1
-                .push((block, output.clone())),
+                .extend(rewrites.iter().cloned()),
             _ => {
                 unblessed += 1;
                 println!(
@@ -71,8 +77,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     let mut changed = 0;
     for (source, (shown, blocks)) in &by_file {
         let text = std::fs::read_to_string(source).map_err(|e| Error::io(source, e))?;
-        let edits: Vec<(&Block, &str)> = blocks.iter().map(|(b, o)| (*b, o.as_str())).collect();
-        let blessed = lesson::bless(shown, &text, &edits)?;
+        let blessed = lesson::bless(shown, &text, blocks)?;
         if blessed.diff.is_empty() {
             continue;
         }
@@ -87,7 +92,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
             args.lesson
         );
     } else if changed > 0 {
-        println!("blessed {changed} expected-output block(s)");
+        println!("blessed {changed} expected-output block(s) and exit code(s)");
     }
     Ok(if unblessed == 0 {
         Code::Ok
@@ -96,26 +101,47 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     })
 }
 
-/// Runs the probes, at most `jobs` at once, results in the probes' order.
+fn code_of(doc: &DocProbe) -> Option<&CodeProbe> {
+    match &doc.body {
+        DocBody::Code(code) => Some(code.as_ref()),
+        _ => None,
+    }
+}
+
+fn documents<'a>(probes: &[&'a crate::checkpoint::Probe]) -> Vec<&'a DocProbe> {
+    probes
+        .iter()
+        .filter_map(|p| match &p.kind {
+            ProbeKind::Document(doc) => Some(doc.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs the probes, at most `jobs` chains at once, each chain's steps in order; results in the
+/// probes' order.
 fn run_all(
     probes: &[(&DocProbe, &CodeProbe)],
     jobs: usize,
     default_timeout: std::time::Duration,
 ) -> Vec<DocRun> {
+    let groups = lesson::chain_groups(probes);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<DocRun>>> = Mutex::new(vec![None; probes.len()]);
     let cancel = lessonprobe_probes::Cancel::new();
     std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, probes.len().max(1)) {
+        for _ in 0..jobs.clamp(1, groups.len().max(1)) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some((doc, code)) = probes.get(i) else {
+                let Some(group) = groups.get(i) else {
                     break;
                 };
-                let deadline = code.timeout.unwrap_or(default_timeout);
-                let run = lesson::run(doc, code, deadline, &cancel);
+                let steps: Vec<_> = group.iter().map(|&k| probes[k]).collect();
+                let runs = lesson::run_in_order(&steps, default_timeout, &cancel);
                 if let Ok(mut slots) = results.lock() {
-                    slots[i] = Some(run);
+                    for (&k, run) in group.iter().zip(runs) {
+                        slots[k] = Some(run);
+                    }
                 }
             });
         }

@@ -1,5 +1,6 @@
-//! Bless: rewrites the expected-output blocks of a lesson with the actual output, touching no
-//! byte of the file outside those blocks' content, and shows the change as a diff.
+//! Bless: rewrites the expected stdout and stderr blocks of a lesson with the actual output and
+//! an expected exit code with the actual status, touching no byte of the file outside those
+//! blocks' content and that value, and shows the change as a diff.
 
 use std::path::Path;
 
@@ -7,6 +8,19 @@ use similar::TextDiff;
 
 use super::document::Block;
 use super::CourseError;
+
+/// One change bless makes to a lesson file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// An expected block's content becomes `content` (lines, each ending in a newline).
+    Block { block: Block, content: String },
+    /// The bytes at `range` (an exit code's value, at `line`) become `text`.
+    Value {
+        line: usize,
+        range: std::ops::Range<usize>,
+        text: String,
+    },
+}
 
 /// A lesson file after blessing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,12 +30,20 @@ pub struct Blessed {
     pub diff: String,
 }
 
-/// Replaces each block's content with its new output (lines, each ending in a newline) in
-/// `text`, the lesson file shown as `shown`. A block whose lines carry a quote marker cannot be
-/// rewritten safely and is refused.
-pub fn bless(shown: &Path, text: &str, blocks: &[(&Block, &str)]) -> Result<Blessed, CourseError> {
-    let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::with_capacity(blocks.len());
-    for (block, output) in blocks {
+/// Makes each rewrite in `text`, the lesson file shown as `shown`. A block whose lines carry a
+/// quote marker cannot be rewritten safely and is refused.
+pub fn bless(shown: &Path, text: &str, rewrites: &[Rewrite]) -> Result<Blessed, CourseError> {
+    let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::with_capacity(rewrites.len());
+    for rewrite in rewrites {
+        let (block, output) = match rewrite {
+            Rewrite::Block { block, content } => (block, content),
+            Rewrite::Value {
+                range, text: value, ..
+            } => {
+                edits.push((range.clone(), value.clone()));
+                continue;
+            }
+        };
         let indent = continuation(&block.prefix).ok_or_else(|| CourseError::Lesson {
             path: shown.to_owned(),
             line: block.line,
@@ -88,14 +110,47 @@ mod tests {
             content: content.into(),
             content_range: start..start + content.len(),
             prefix: prefix.into(),
+            unordered: false,
         }
+    }
+
+    fn rw(block: &Block, content: &str) -> Rewrite {
+        Rewrite::Block {
+            block: block.clone(),
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn an_exit_code_value_changes_alone_beside_a_block() {
+        let text = "Run:\n\n```sh\nx\n```\n\nExpected exit code: 3\n\nExpected stderr:\n\n```text\nno\n```\n";
+        let at = text.find("3\n").unwrap();
+        let b = block(text, "no\n", "");
+        let rewrites = [
+            rw(&b, "store unavailable\n"),
+            Rewrite::Value {
+                line: 7,
+                range: at..at + 1,
+                text: "1".into(),
+            },
+        ];
+        let blessed = bless(Path::new("l.md"), text, &rewrites).unwrap();
+        assert_eq!(
+            blessed.text,
+            "Run:\n\n```sh\nx\n```\n\nExpected exit code: 1\n\nExpected stderr:\n\n```text\nstore unavailable\n```\n"
+        );
     }
 
     #[test]
     fn only_the_block_content_changes() {
         let text = "# L\n\nExpected output:\n\n```text\nTrue True 1\n```\n\nMore text   \r\n";
         let b = block(text, "True True 1\n", "");
-        let blessed = bless(Path::new("lessons/30.md"), text, &[(&b, "True False 1\n")]).unwrap();
+        let blessed = bless(
+            Path::new("lessons/30.md"),
+            text,
+            &[rw(&b, "True False 1\n")],
+        )
+        .unwrap();
         assert_eq!(
             blessed.text,
             "# L\n\nExpected output:\n\n```text\nTrue False 1\n```\n\nMore text   \r\n"
@@ -108,7 +163,7 @@ mod tests {
         assert!(blessed
             .diff
             .starts_with("--- lessons/30.md\n+++ lessons/30.md\n"));
-        let same = bless(Path::new("l.md"), text, &[(&b, "True True 1\n")]).unwrap();
+        let same = bless(Path::new("l.md"), text, &[rw(&b, "True True 1\n")]).unwrap();
         assert_eq!((same.text.as_str(), same.diff.as_str()), (text, ""));
     }
 
@@ -120,7 +175,7 @@ mod tests {
         let blessed = bless(
             Path::new("l.md"),
             text,
-            &[(&second, "B\n\nB2\n"), (&first, "A\n")],
+            &[rw(&second, "B\n\nB2\n"), rw(&first, "A\n")],
         )
         .unwrap();
         assert_eq!(
@@ -131,7 +186,7 @@ mod tests {
         let e = bless(
             Path::new("l.md"),
             "> ```\n> a\n> ```\n",
-            &[(&quoted, "b\n")],
+            &[rw(&quoted, "b\n")],
         )
         .unwrap_err();
         assert!(e.to_string().contains("inside a quote"));

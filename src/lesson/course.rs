@@ -1,13 +1,17 @@
 //! A course checkout: its optional `lessonprobe.toml` (where lessons live, the default run-from
-//! folder, the Python interpreter, a deadline, extra label words) and its lesson files.
+//! folder, the Python interpreter, a deadline, extra label words, named redactions) and its
+//! lesson files.
 
 use std::path::{Path, PathBuf};
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::document::{self, LessonDoc};
-use super::labels::Labels;
+use super::labels::{ExtraLabels, Labels};
+use super::matcher::Redactions;
 use super::settings::{is_inside, show, Settings};
 use super::CourseError;
 use crate::diagnostics::Source;
@@ -24,6 +28,8 @@ struct RawConfig {
     timeout: Option<Spanned<String>>,
     #[serde(default)]
     labels: RawLabels,
+    #[serde(default)]
+    redactions: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -37,6 +43,12 @@ struct RawLabels {
     expected: Vec<String>,
     #[serde(default)]
     no_run: Vec<String>,
+    #[serde(default)]
+    stderr: Vec<String>,
+    #[serde(default)]
+    exit_code: Vec<String>,
+    #[serde(default)]
+    continues: Vec<String>,
 }
 
 /// A course checkout: where its lessons are, and how they are written and run.
@@ -120,8 +132,17 @@ impl Course {
             ),
             None => None,
         };
-        let labels = Labels::new(&raw.labels.save, &raw.labels.run, &raw.labels.expected)
-            .map_err(|e| at(0..0, format!("[labels] {e}")))?;
+        let l = raw.labels;
+        let labels = Labels::with(&ExtraLabels {
+            save: l.save,
+            run: l.run,
+            expected: l.expected,
+            stderr: l.stderr,
+            exit_code: l.exit_code,
+            continues: l.continues,
+        })
+        .map_err(|e| at(0..0, format!("[labels] {e}")))?;
+        let redactions = redactions(&raw.redactions).map_err(|(span, e)| at(span, e))?;
         Ok(Course {
             settings: Settings {
                 root: root.to_owned(),
@@ -130,10 +151,8 @@ impl Course {
                 python,
                 timeout,
                 labels,
-                no_run: ["no-run".to_owned()]
-                    .into_iter()
-                    .chain(raw.labels.no_run)
-                    .collect(),
+                no_run: ["no-run".to_owned()].into_iter().chain(l.no_run).collect(),
+                redactions,
             },
             lessons,
             lessons_configured,
@@ -212,6 +231,30 @@ impl Course {
     }
 }
 
+/// The `[redactions]` table checked one entry at a time, so a bad one is named at its place.
+fn redactions(
+    raw: &BTreeMap<Spanned<String>, Spanned<String>>,
+) -> Result<Redactions, (std::ops::Range<usize>, String)> {
+    for (placeholder, expression) in raw {
+        Redactions::new([(
+            placeholder.get_ref().as_str(),
+            expression.get_ref().as_str(),
+        )])
+        .map_err(|e| {
+            let span = match e {
+                super::matcher::BadRedaction::Placeholder(_) => placeholder.span(),
+                super::matcher::BadRedaction::Expression { .. } => expression.span(),
+            };
+            (span, format!("[redactions] {e}"))
+        })?;
+    }
+    Redactions::new(
+        raw.iter()
+            .map(|(p, e)| (p.get_ref().as_str(), e.get_ref().as_str())),
+    )
+    .map_err(|e| (0..0, format!("[redactions] {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,7 +287,16 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `labels`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `labels`, `redactions`"
+        );
+        assert_eq!(
+            err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),
+            "c/lessonprobe.toml:3:1: [redactions] redaction placeholder \"EVENT\" must be a name in square brackets, as \"[EVENT_ID]\" (not \"[..]\", which is the inline elision)"
+        );
+        let e = err("[redactions]\n\"[ID]\" = \"evt-(\"\n");
+        assert!(
+            e.starts_with("c/lessonprobe.toml:2:10: [redactions] redaction [ID]: \"evt-(\" is not a valid regular expression"),
+            "{e}"
         );
         assert!(err("run_from = \"app\"\n")
             .starts_with("c/lessonprobe.toml:1:12: run_from folder \"app\" does not exist"));
@@ -252,11 +304,12 @@ mod tests {
         assert!(err("timeout = \"soon\"\n").contains("timeout \"soon\" is not a duration"));
         assert!(err("[labels]\nsave = [\"Keep it\"]\n").contains("must contain {file}"));
         std::fs::create_dir(dir.path().join("app")).unwrap();
-        write("run_from = \"app\"\npython = \"python3.12\"\ntimeout = \"5s\"\n[labels]\nrun = [\"Command\"]\n");
+        write("run_from = \"app\"\npython = \"python3.12\"\ntimeout = \"5s\"\n[labels]\nrun = [\"Command\"]\nexit_code = [\"Exit status\"]\n[redactions]\n\"[ID]\" = \"evt-[0-9a-f]{8}\"\n");
         let c = Course::open(dir.path(), Path::new(".")).unwrap();
         assert_eq!(c.settings.run_from, PathBuf::from("app"));
         assert_eq!(c.settings.python, "python3.12");
         assert_eq!(c.settings.timeout, Some(std::time::Duration::from_secs(5)));
+        assert!(!c.settings.redactions.is_empty());
         assert_eq!(
             c.show(Path::new("lessons/30.md")),
             PathBuf::from("lessons/30.md")

@@ -1,6 +1,7 @@
 //! One lesson file parsed into document probes: exercises (`### Answer EX-30-01 [code]`) and
-//! snippets (a save label outside an exercise), each with its saved files, run command and
-//! expected output bound through the prose labels, and the runnable blocks nothing collected.
+//! snippets (a save label outside an exercise), each with its saved files, hidden setup, run
+//! command, expected exit code, stdout and stderr, and the step it continues, bound through the
+//! prose labels; and the runnable blocks nothing collected.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -11,6 +12,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
 use super::labels::Label;
+use super::matcher::Redactions;
 use super::settings::{is_inside, Settings};
 use super::CourseError;
 use crate::diagnostics::Source;
@@ -76,10 +78,47 @@ pub struct CodeProbe {
     pub files: Vec<SavedFile>,
     pub command: Block,
     pub expected: Option<Block>,
+    /// The expected stderr; without it stderr is not compared.
+    pub stderr: Option<Block>,
+    /// The exit status the command must end with; without it, 0.
+    pub exit_code: Option<ExitCode>,
+    /// The step whose folder this one runs in, after it.
+    pub continues: Option<Continues>,
+    /// A hidden block run in the folder before the command.
+    pub setup: Option<Setup>,
+    /// The course's named placeholders, for the expected blocks.
+    pub redactions: Redactions,
     pub python: String,
     pub timeout: Option<Duration>,
     /// The lesson file itself, for rewriting an expected block.
     pub source: PathBuf,
+}
+
+/// `Expected exit code: 3` / `预期退出码：3`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitCode {
+    pub code: u8,
+    pub line: usize,
+    /// Where the value is written in the lesson file, for bless.
+    pub value: Range<usize>,
+}
+
+/// `Continues: EX-31-01` / `接续：EX-31-01`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continues {
+    /// The exercise id or snippet file name continued.
+    pub id: String,
+    pub line: usize,
+}
+
+/// An HTML comment `<!-- lessonprobe: setup … -->` holding one `sh` or `bash` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// The comment's first line.
+    pub line: usize,
+    /// `sh` or `bash`.
+    pub lang: String,
+    pub script: String,
 }
 
 /// A file the lesson tells the student to save, relative to the run-from folder.
@@ -102,6 +141,8 @@ pub struct Block {
     pub content_range: Range<usize>,
     /// What precedes the fence on its line (indentation, list or quote markers).
     pub prefix: String,
+    /// The info string carries `unordered`: the lines may come in any order.
+    pub unordered: bool,
 }
 
 /// A label waiting for its fenced block.
@@ -116,6 +157,10 @@ struct Parts {
     files: Vec<(SavedFile, String, usize)>,
     command: Option<Block>,
     expected: Option<Block>,
+    stderr: Option<Block>,
+    exit_code: Option<ExitCode>,
+    continues: Option<Continues>,
+    setup: Option<Setup>,
 }
 
 struct Exercise {
@@ -163,6 +208,8 @@ struct Parse<'a> {
     exercise: Option<Exercise>,
     snippet: Option<Snippet>,
     pending: Option<Pending>,
+    /// A continues label outside an exercise, for the snippet its next save label starts.
+    continues: Option<Continues>,
     probes: Vec<DocProbe>,
     uncollected: Vec<usize>,
     ids: HashMap<String, usize>,
@@ -191,6 +238,7 @@ impl<'a> Parse<'a> {
             exercise: None,
             snippet: None,
             pending: None,
+            continues: None,
             probes: Vec::new(),
             uncollected: Vec::new(),
             ids: HashMap::new(),
@@ -230,8 +278,9 @@ impl<'a> Parse<'a> {
                 }
                 Event::End(TagEnd::Paragraph) => {
                     let text = inline.take().unwrap_or_default();
-                    self.paragraph(&text, self.line(range.start))?;
+                    self.paragraph(&text, range)?;
                 }
+                Event::Start(Tag::HtmlBlock) => self.html_block(range)?,
                 Event::Start(Tag::BlockQuote(_) | Tag::Table(_)) => {
                     self.unbound(range.start, "a quote or table")?;
                 }
@@ -270,6 +319,8 @@ impl<'a> Parse<'a> {
         self.unbound(self.text.len(), "the end of the lesson")?;
         self.finish_snippet()?;
         self.finish_exercise()?;
+        self.dangling_continues()?;
+        self.check_chains()?;
         let title = self.title.clone().unwrap_or_else(|| {
             self.relative
                 .file_stem()
@@ -305,6 +356,7 @@ impl<'a> Parse<'a> {
             self.title = Some(text.to_owned());
         }
         self.finish_snippet()?;
+        self.dangling_continues()?;
         if self.exercise.as_ref().is_some_and(|e| level <= e.level) {
             self.finish_exercise()?;
         }
@@ -346,7 +398,8 @@ impl<'a> Parse<'a> {
         Ok(())
     }
 
-    fn paragraph(&mut self, text: &str, line: usize) -> Result<(), CourseError> {
+    fn paragraph(&mut self, text: &str, range: Range<usize>) -> Result<(), CourseError> {
+        let line = self.line(range.start);
         if let Some(ex) = self.exercise.as_mut().filter(|e| !e.code) {
             if !ex.answer.is_empty() {
                 ex.answer.push('\n');
@@ -359,6 +412,8 @@ impl<'a> Parse<'a> {
         };
         let line = line + text.trim_end().lines().count().saturating_sub(1);
         match &label {
+            Label::ExitCode { value } => return self.exit_code(value, line, range),
+            Label::Continues { id } => return self.continues(id, line),
             Label::Save { .. } if self.exercise.is_none() => {
                 if self
                     .snippet
@@ -370,12 +425,15 @@ impl<'a> Parse<'a> {
                 if self.snippet.is_none() {
                     self.snippet = Some(Snippet {
                         line,
-                        parts: Parts::default(),
+                        parts: Parts {
+                            continues: self.continues.take(),
+                            ..Parts::default()
+                        },
                     });
                 }
             }
             Label::Save { .. } => {}
-            Label::Run | Label::Expected => {
+            Label::Run | Label::Expected | Label::Stderr => {
                 let Some(parts) = self.parts() else {
                     return Err(self.error(
                         line,
@@ -385,15 +443,220 @@ impl<'a> Parse<'a> {
                         ),
                     ));
                 };
-                if label == Label::Expected && parts.command.is_none() {
+                if label != Label::Run && parts.command.is_none() {
                     return Err(self.error(
                         line,
-                        "expected-output label before any run command binds nothing",
+                        format!("{} before any run command binds nothing", label.describe()),
                     ));
                 }
             }
         }
         self.pending = Some(Pending { label, line });
+        Ok(())
+    }
+
+    /// `Expected exit code: N` after a run block: N must be 0–255, once per command.
+    fn exit_code(
+        &mut self,
+        value: &str,
+        line: usize,
+        range: Range<usize>,
+    ) -> Result<(), CourseError> {
+        let code: Option<u8> = value.parse().ok();
+        let source = &self.text[range.clone()];
+        let at = source.rfind(value).map_or(range.end, |i| range.start + i);
+        let problem = match self.parts() {
+            None => Some(
+                "exit-code label outside an exercise or a saved snippet binds nothing".to_owned(),
+            ),
+            Some(parts) if parts.command.is_none() => {
+                Some("exit-code label before any run command binds nothing".to_owned())
+            }
+            Some(parts) if parts.exit_code.is_some() => {
+                Some("a second exit-code label for one run command".to_owned())
+            }
+            Some(_) if code.is_none() => {
+                Some(format!("exit code {value:?} is not an integer in 0-255"))
+            }
+            Some(_) => None,
+        };
+        if let Some(message) = problem {
+            return Err(self.error(line, message));
+        }
+        let (Some(parts), Some(code)) = (self.parts(), code) else {
+            return Ok(());
+        };
+        parts.exit_code = Some(ExitCode {
+            code,
+            line,
+            value: at..at + value.len(),
+        });
+        Ok(())
+    }
+
+    /// `Continues: ID` in a code exercise, or before a snippet's first save label.
+    fn continues(&mut self, id: &str, line: usize) -> Result<(), CourseError> {
+        let step = Continues {
+            id: id.to_owned(),
+            line,
+        };
+        if let Some(ex) = &self.exercise {
+            if ex.parts.continues.is_some() {
+                return Err(self.error(line, format!("a second continues label in {}", ex.id)));
+            }
+        }
+        if let Some(ex) = self.exercise.as_mut() {
+            ex.parts.continues = Some(step);
+            return Ok(());
+        }
+        match &self.snippet {
+            Some(sn) if sn.parts.command.is_some() => self.finish_snippet()?,
+            Some(_) => return Err(self.error(
+                line,
+                "continues label inside a snippet: put it before the snippet's first save label",
+            )),
+            None => {}
+        }
+        if let Some(first) = &self.continues {
+            return Err(self.error(
+                line,
+                format!(
+                    "a second continues label before one snippet (first on line {})",
+                    first.line
+                ),
+            ));
+        }
+        self.continues = Some(step);
+        Ok(())
+    }
+
+    /// A continues label outside an exercise that no save label took.
+    fn dangling_continues(&mut self) -> Result<(), CourseError> {
+        match self.continues.take() {
+            Some(c) => Err(self.error(
+                c.line,
+                "continues label binds nothing: no save label of a snippet follows it",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Every continued step exists, is a code step, comes earlier and runs from the same folder.
+    fn check_chains(&self) -> Result<(), CourseError> {
+        for (at, probe) in self.probes.iter().enumerate() {
+            let DocBody::Code(code) = &probe.body else {
+                continue;
+            };
+            let Some(step) = &code.continues else {
+                continue;
+            };
+            let id = &step.id;
+            if *id == probe.id {
+                return Err(self.error(
+                    step.line,
+                    format!("{id} continues itself: a cycle (a step continues one before it)"),
+                ));
+            }
+            let Some(before) = self.probes.iter().position(|p| p.id == *id) else {
+                return Err(self.error(
+                    step.line,
+                    format!("continues {id}, which is no exercise or snippet of this lesson"),
+                ));
+            };
+            let earlier = &self.probes[before];
+            if before > at {
+                return Err(self.error(
+                    step.line,
+                    format!(
+                        "continues {id}, which comes later in the document (line {}); a step continues one before it",
+                        earlier.line
+                    ),
+                ));
+            }
+            let DocBody::Code(earlier_code) = &earlier.body else {
+                return Err(self.error(
+                    step.line,
+                    format!("continues {id}, a prose exercise: nothing runs there"),
+                ));
+            };
+            if earlier_code.run_from != code.run_from {
+                return Err(self.error(
+                    step.line,
+                    format!(
+                        "{} runs from {:?} but continues {id}, which runs from {:?}",
+                        probe.id, code.run_from_label, earlier_code.run_from_label
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// An HTML block: a `<!-- lessonprobe: setup -->` comment is a code exercise's hidden
+    /// setup; any other comment or HTML is left alone.
+    fn html_block(&mut self, range: Range<usize>) -> Result<(), CourseError> {
+        let raw = &self.text[range.clone()];
+        let Some(body) = raw.trim_start().strip_prefix("<!--") else {
+            return Ok(());
+        };
+        let first = body.lines().next().unwrap_or("");
+        let first = first.split("-->").next().unwrap_or("").trim();
+        let Some(at) = first.find([':', '：']) else {
+            return Ok(());
+        };
+        if first[..at].trim() != "lessonprobe" {
+            return Ok(());
+        }
+        let line = self.line(range.start);
+        self.unbound(range.start, "a setup comment")?;
+        let colon = first[at..].chars().next().map_or(1, char::len_utf8);
+        let what = first[at + colon..].trim();
+        if what != "setup" {
+            return Err(self.error(
+                line,
+                format!(
+                    "unknown lessonprobe comment {what:?}: the one known is `lessonprobe: setup`"
+                ),
+            ));
+        }
+        let Some(end) = body.find("-->") else {
+            return Err(self.error(line, "setup comment is not closed with -->"));
+        };
+        let inner = body[..end].split_once('\n').map_or("", |(_, rest)| rest);
+        let blocks = fenced_blocks(inner).map_err(|m| self.error(line, m))?;
+        let [(lang, script)] = blocks.as_slice() else {
+            return Err(self.error(
+                line,
+                format!(
+                    "setup comment holds {} fenced blocks; it must hold exactly one ```sh or ```bash block",
+                    blocks.len()
+                ),
+            ));
+        };
+        if lang != "sh" && lang != "bash" {
+            return Err(self.error(
+                line,
+                format!("setup comment's block is {lang:?}; it must be ```sh or ```bash"),
+            ));
+        }
+        let setup = Setup {
+            line,
+            lang: lang.clone(),
+            script: script.clone(),
+        };
+        let parts = match &mut self.exercise {
+            Some(ex) if ex.code && ex.parts.command.is_none() => &mut ex.parts,
+            _ => {
+                return Err(self.error(
+                    line,
+                    "a setup comment belongs in a [code] exercise, before its run label",
+                ))
+            }
+        };
+        if parts.setup.is_some() {
+            return Err(self.error(line, "a second setup comment in one exercise"));
+        }
+        parts.setup = Some(setup);
         Ok(())
     }
 
@@ -430,6 +693,7 @@ impl<'a> Parse<'a> {
             content,
             content_range: fence.content,
             prefix: fence.prefix,
+            unordered: info.split_whitespace().skip(1).any(|w| w == "unordered"),
         };
         if let Some(p) = self.pending.take() {
             return self.bind(p, block);
@@ -499,11 +763,16 @@ impl<'a> Parse<'a> {
                     line,
                 ));
             }
-            Label::Run | Label::Expected => {
+            Label::ExitCode { .. } | Label::Continues { .. } => {}
+            Label::Run | Label::Expected | Label::Stderr => {
                 let (slot, twice) = match pending.label {
                     Label::Run => (
                         &mut parts.command,
                         "a second run label in one exercise or snippet; give it its own",
+                    ),
+                    Label::Stderr => (
+                        &mut parts.stderr,
+                        "a second expected-stderr label for one run command",
                     ),
                     _ => (
                         &mut parts.expected,
@@ -587,6 +856,11 @@ impl<'a> Parse<'a> {
             files: parts.files.into_iter().map(|(f, _, _)| f).collect(),
             command,
             expected: parts.expected,
+            stderr: parts.stderr,
+            exit_code: parts.exit_code,
+            continues: parts.continues,
+            setup: parts.setup,
+            redactions: self.course.redactions.clone(),
             python: self.course.python.clone(),
             timeout: self.course.timeout,
             source: self.course.root.join(self.relative),
@@ -648,6 +922,40 @@ struct Fence {
     prefix: String,
     content: Range<usize>,
     terminated: bool,
+}
+
+/// The fenced blocks of a comment's text, as (language, content); an unclosed one is an error.
+fn fenced_blocks(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(char, usize, String, String)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let marker = trimmed.chars().next().filter(|c| *c == '`' || *c == '~');
+        let run = marker.map_or(0, |m| trimmed.chars().take_while(|c| *c == m).count());
+        match (&mut open, marker) {
+            (Some((m, n, _, _)), Some(c))
+                if c == *m && run >= *n && trimmed.trim_start_matches(c).trim().is_empty() =>
+            {
+                if let Some((_, _, lang, content)) = open.take() {
+                    blocks.push((lang, content));
+                }
+            }
+            (Some((_, _, _, content)), _) => {
+                content.push_str(line);
+                content.push('\n');
+            }
+            (None, Some(c)) if run >= 3 => {
+                let info = trimmed.trim_start_matches(c);
+                let lang = info.split_whitespace().next().unwrap_or("").to_owned();
+                open = Some((c, run, lang, String::new()));
+            }
+            (None, _) => {}
+        }
+    }
+    match open {
+        Some(_) => Err("setup comment's fenced block is not closed".into()),
+        None => Ok(blocks),
+    }
 }
 
 fn file_name(path: &Path) -> String {
@@ -858,5 +1166,77 @@ a = 1
         let e = code.expected.as_ref().unwrap();
         assert_eq!(e.prefix, "   ");
         assert_eq!(&text[e.content_range.clone()], "   hi\n");
+    }
+
+    const FORMS: &str = "# L\n\n### Answer EX-30-01 [code]\n\nSave as `store.py`, run from `project/`:\n\n```python\nraise SystemExit(3)\n```\n\n<!-- lessonprobe: setup\n```sh\necho seed > seed.txt\n```\n-->\n\nRun:\n\n```bash\npython store.py\n```\n\nExpected exit code: 3\n\nExpected stderr:\n\n```text unordered\nb\na\n```\n\n## Next\n\nContinues: EX-30-01\n\n保存为 `next.py`，从 `project/` 运行：\n\n```python\nprint(1)\n```\n\n运行命令：\n\n```sh\npython next.py\n```\n\n预期退出码：0\n";
+
+    #[test]
+    fn exit_codes_stderr_setup_and_continues_are_bound_with_their_lines() {
+        let d = doc(FORMS).unwrap();
+        assert!(d.uncollected.is_empty(), "{:?}", d.uncollected);
+        let DocBody::Code(code) = &d.probes[0].body else {
+            panic!()
+        };
+        let exit = code.exit_code.as_ref().unwrap();
+        assert_eq!((exit.code, exit.line), (3, 23));
+        assert_eq!(&FORMS[exit.value.clone()], "3");
+        let stderr = code.stderr.as_ref().unwrap();
+        assert_eq!(
+            (stderr.line, stderr.content.as_str(), stderr.unordered),
+            (27, "b\na\n", true)
+        );
+        let setup = code.setup.as_ref().unwrap();
+        assert_eq!(
+            (setup.line, setup.lang.as_str(), setup.script.as_str()),
+            (11, "sh", "echo seed > seed.txt\n")
+        );
+        assert!(code.continues.is_none());
+        let DocBody::Code(next) = &d.probes[1].body else {
+            panic!()
+        };
+        assert_eq!(d.probes[1].id, "next.py");
+        assert_eq!(
+            next.continues,
+            Some(Continues {
+                id: "EX-30-01".into(),
+                line: 34
+            })
+        );
+        assert_eq!(next.exit_code.as_ref().map(|e| e.code), Some(0));
+    }
+
+    #[test]
+    fn malformed_forms_are_refused_with_their_lines() {
+        let ex = |body: &str| format!("# L\n\n### Answer EX-30-01 [code]\n\n{body}");
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        for (text, wanted) in [
+            (ex(&format!("{run}Expected exit code: 256\n")), ":11: exit code \"256\" is not an integer in 0-255"),
+            (ex(&format!("{run}Expected exit code: -1\n")), ":11: exit code \"-1\" is not an integer"),
+            (ex(&format!("{run}预期退出码：三\n")), ":11: exit code \"三\" is not an integer"),
+            (ex("Expected exit code: 1\n"), ":5: exit-code label before any run command binds nothing"),
+            (ex("Expected stderr:\n\n```text\nx\n```\n"), ":5: expected-stderr label before any run command binds nothing"),
+            ("# L\n\nExpected exit code: 1\n".to_owned(), ":3: exit-code label outside an exercise"),
+            (ex(&format!("Continues: EX-30-09\n\n{run}")), ":5: continues EX-30-09, which is no exercise or snippet of this lesson"),
+            (ex(&format!("Continues: EX-30-01\n\n{run}")), ":5: EX-30-01 continues itself: a cycle"),
+            (
+                format!("# L\n\n### Answer EX-30-01 [code]\n\nContinues: EX-30-02\n\n{run}### Answer EX-30-02 [code]\n\n{run}"),
+                ":5: continues EX-30-02, which comes later in the document (line 13)",
+            ),
+            ("# L\n\nContinues: x.py\n\n## Other\n".to_owned(), ":3: continues label binds nothing"),
+            (ex(&format!("<!-- lessonprobe: setup\nno block\n-->\n\n{run}")), ":5: setup comment holds 0 fenced blocks"),
+            (
+                ex(&format!("<!-- lessonprobe: setup\n```sh\na\n```\n```sh\nb\n```\n-->\n\n{run}")),
+                ":5: setup comment holds 2 fenced blocks",
+            ),
+            (ex(&format!("<!-- lessonprobe: setup\n```python\na\n```\n-->\n\n{run}")), ":5: setup comment's block is \"python\""),
+            (ex(&format!("{run}<!-- lessonprobe: setup\n```sh\na\n```\n-->\n")), ":11: a setup comment belongs in a [code] exercise, before its run label"),
+            (ex(&format!("<!-- lessonprobe: setpu\n-->\n\n{run}")), ":5: unknown lessonprobe comment \"setpu\""),
+        ] {
+            let e = doc(&text).unwrap_err();
+            assert!(e.starts_with("lessons/30-replay.md:"), "{e}");
+            assert!(e.contains(wanted), "{wanted} not in {e}");
+        }
+        // A plain comment is not a setup, and binds nothing.
+        assert!(doc(&ex(&format!("<!-- a note: setup -->\n\n{run}"))).is_ok());
     }
 }

@@ -1,6 +1,9 @@
 //! The prose labels that bind a lesson's fenced blocks: save (`保存为 FILE，从 DIR 运行` /
-//! `Save as FILE, run from DIR`), run (`运行命令` / `Run`) and expected output (`预期输出` /
-//! `Expected output`), in Chinese or English, with full-width or ASCII punctuation.
+//! `Save as FILE, run from DIR`), run (`运行命令` / `Run`), expected output (`预期输出` /
+//! `Expected output`) and expected stderr (`预期错误输出` / `Expected stderr`); and the labels
+//! that carry a value on their own line: the exit code (`预期退出码：3` / `Expected exit code: 3`)
+//! and the step continued (`接续：EX-31-01` / `Continues: EX-31-01`). Chinese or English, with
+//! full-width or ASCII punctuation.
 
 use regex::Regex;
 
@@ -13,6 +16,13 @@ pub enum Label {
     Run,
     /// The block is the exact expected stdout.
     Expected,
+    /// The block is the exact expected stderr.
+    Stderr,
+    /// The command must exit with this status; `value` is the text after the colon as
+    /// written (checked by the parser, so a wrong one names its line).
+    ExitCode { value: String },
+    /// The step runs in the folder the named step left, after it.
+    Continues { id: String },
 }
 
 impl Label {
@@ -21,6 +31,9 @@ impl Label {
             Label::Save { .. } => "save label",
             Label::Run => "run label",
             Label::Expected => "expected-output label",
+            Label::Stderr => "expected-stderr label",
+            Label::ExitCode { .. } => "exit-code label",
+            Label::Continues { .. } => "continues label",
         }
     }
 }
@@ -33,6 +46,9 @@ const SAVE: &[&str] = &[
 ];
 const RUN: &[&str] = &["运行命令", "Run"];
 const EXPECTED: &[&str] = &["预期输出", "Expected output"];
+const STDERR: &[&str] = &["预期错误输出", "Expected stderr"];
+const EXIT_CODE: &[&str] = &["预期退出码", "Expected exit code"];
+const CONTINUES: &[&str] = &["接续", "Continues"];
 
 /// The label words of one course: the defaults plus the course's own.
 #[derive(Debug, Clone)]
@@ -40,6 +56,20 @@ pub struct Labels {
     save: Vec<Regex>,
     run: Vec<String>,
     expected: Vec<String>,
+    stderr: Vec<String>,
+    exit_code: Vec<String>,
+    continues: Vec<String>,
+}
+
+/// A course's own label words, added to the defaults (`[labels]` of `lessonprobe.toml`).
+#[derive(Debug, Clone, Default)]
+pub struct ExtraLabels {
+    pub save: Vec<String>,
+    pub run: Vec<String>,
+    pub expected: Vec<String>,
+    pub stderr: Vec<String>,
+    pub exit_code: Vec<String>,
+    pub continues: Vec<String>,
 }
 
 /// A save template that is not `... {file} ...` with an optional `{dir}`.
@@ -52,15 +82,26 @@ pub struct BadTemplate {
 impl Labels {
     /// The defaults plus `save` templates (`{file}`, optional `{dir}`) and extra run and
     /// expected-output words.
+    #[cfg(test)]
     pub fn new(
         save: &[String],
         run: &[String],
         expected: &[String],
     ) -> Result<Labels, BadTemplate> {
+        Labels::with(&ExtraLabels {
+            save: save.to_vec(),
+            run: run.to_vec(),
+            expected: expected.to_vec(),
+            ..ExtraLabels::default()
+        })
+    }
+
+    /// The defaults plus every word of `extra`.
+    pub fn with(extra: &ExtraLabels) -> Result<Labels, BadTemplate> {
         let templates = SAVE
             .iter()
             .map(|s| (*s).to_owned())
-            .chain(save.iter().cloned());
+            .chain(extra.save.iter().cloned());
         let save = templates
             .map(|t| template_regex(&t).ok_or(BadTemplate { template: t }))
             .collect::<Result<Vec<_>, _>>()?;
@@ -73,8 +114,11 @@ impl Labels {
         };
         Ok(Labels {
             save,
-            run: words(RUN, run),
-            expected: words(EXPECTED, expected),
+            run: words(RUN, &extra.run),
+            expected: words(EXPECTED, &extra.expected),
+            stderr: words(STDERR, &extra.stderr),
+            exit_code: words(EXIT_CODE, &extra.exit_code),
+            continues: words(CONTINUES, &extra.continues),
         })
     }
 
@@ -91,6 +135,19 @@ impl Labels {
         if self.expected.contains(&text) {
             return Some(Label::Expected);
         }
+        if self.stderr.contains(&text) {
+            return Some(Label::Stderr);
+        }
+        if let Some((key, value)) = keyed(last) {
+            let key = normalize(key);
+            if self.exit_code.contains(&key) {
+                return Some(Label::ExitCode { value });
+            }
+            // A step is named by one word: `Continues: the consumer keeps reading` is prose.
+            if self.continues.contains(&key) && !value.contains(char::is_whitespace) {
+                return Some(Label::Continues { id: value });
+            }
+        }
         self.save.iter().find_map(|re| {
             let caps = re.captures(&text)?;
             Some(Label::Save {
@@ -99,6 +156,15 @@ impl Labels {
             })
         })
     }
+}
+
+/// `key: value` (ASCII or full-width colon) split at its first colon, the value trimmed and
+/// out of backticks; `None` without a colon or a value.
+fn keyed(line: &str) -> Option<(&str, String)> {
+    let at = line.find([':', '：'])?;
+    let colon = line[at..].chars().next()?.len_utf8();
+    let value = line[at + colon..].trim().trim_matches('`').trim();
+    (!value.is_empty()).then(|| (&line[..at], value.to_owned()))
 }
 
 /// Full-width punctuation to ASCII, runs of spaces to one, no trailing colon, lower case.
@@ -202,6 +268,17 @@ mod tests {
             l.classify("First we build it.\nExpected output:"),
             Some(Label::Expected)
         );
+        assert_eq!(l.classify("Expected stderr:"), Some(Label::Stderr));
+        assert_eq!(l.classify("预期错误输出："), Some(Label::Stderr));
+        let exit = |v: &str| Some(Label::ExitCode { value: v.into() });
+        assert_eq!(l.classify("Expected exit code: 3"), exit("3"));
+        assert_eq!(l.classify("预期退出码：3"), exit("3"));
+        assert_eq!(l.classify("Expected exit code: `x1`"), exit("x1"));
+        let continues = |v: &str| Some(Label::Continues { id: v.into() });
+        assert_eq!(l.classify("Continues: EX-31-01"), continues("EX-31-01"));
+        assert_eq!(l.classify("接续：`EX-31-01`"), continues("EX-31-01"));
+        assert_eq!(l.classify("接续: store.py"), continues("store.py"));
+        assert_eq!(l.classify("Expected exit code:"), None, "no value");
     }
 
     #[test]
@@ -212,6 +289,9 @@ mod tests {
             "Save as much as you can, run from here.",
             "The expected output differs.",
             "运行命令之前先检查偏移量。",
+            "Note: the store continues to work.",
+            "The expected exit code differs: 3 here.",
+            "Continues: the consumer keeps reading after a rebalance.",
         ] {
             assert_eq!(l.classify(text), None, "{text}");
         }
@@ -232,5 +312,28 @@ mod tests {
         assert_eq!(l.classify("Command:"), Some(Label::Run));
         assert_eq!(l.classify("Output："), Some(Label::Expected));
         assert!(Labels::new(&["no placeholder".into()], &[], &[]).is_err());
+        let l = Labels::with(&ExtraLabels {
+            stderr: vec!["Errors".into()],
+            exit_code: vec!["Exit status".into()],
+            continues: vec!["After".into()],
+            ..ExtraLabels::default()
+        })
+        .unwrap();
+        assert_eq!(l.classify("Errors:"), Some(Label::Stderr));
+        assert_eq!(
+            l.classify("Exit status: 2"),
+            Some(Label::ExitCode { value: "2".into() })
+        );
+        assert_eq!(
+            l.classify("After：EX-1-1"),
+            Some(Label::Continues {
+                id: "EX-1-1".into()
+            })
+        );
+        assert_eq!(
+            l.classify("Expected exit code: 4"),
+            Some(Label::ExitCode { value: "4".into() }),
+            "the defaults stay"
+        );
     }
 }

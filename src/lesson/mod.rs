@@ -1,8 +1,10 @@
 //! Lesson documents as probes: a course's Markdown lessons parsed into document probes
-//! (exercises and snippets with their saved files, run command and expected output), run in a
-//! scratch copy of the course project, linted, and blessed.
+//! (exercises and snippets with their saved files, hidden setup, run command, expected exit code,
+//! stdout and stderr, and the steps they continue), run in a scratch copy of the course project,
+//! linted, and blessed.
 
 mod bless;
+mod chain;
 mod course;
 mod document;
 mod labels;
@@ -15,13 +17,17 @@ use std::path::PathBuf;
 
 use crate::diagnostics::Diagnostic;
 
-pub use bless::{bless, write_atomically, Blessed};
+pub use bless::{bless, write_atomically, Blessed, Rewrite};
+pub use chain::{groups as chain_groups, run_after, run_in_order, with_predecessors, Left};
 pub use course::{Course, CONFIG_FILE};
-pub use document::{Block, CodeProbe, DocBody, DocProbe, LessonDoc, SavedFile};
+pub use document::{
+    Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile, Setup,
+};
 pub use labels::Label;
-pub use matcher::{check as match_output, Mismatch};
+pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
+pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{run, DocRun, DocVerdict};
+pub use scratch::{run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
 pub use settings::{is_inside, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

@@ -1,16 +1,19 @@
-//! Runs a document probe in a scratch copy of its run-from folder: the saved files written
-//! there, the command run by the shell with the course's interpreter for a leading
-//! `python`/`python3`, under a deadline, its process group killed; stdout judged.
+//! Runs a document probe in a scratch copy of its run-from folder (or of the folder the step it
+//! continues left): the saved files written there, its hidden setup run, the command run by the
+//! shell with the course's interpreter for a leading `python`/`python3`, in a pinned
+//! environment, under a deadline, its process group killed; exit status, stdout and stderr
+//! judged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::document::{CodeProbe, DocProbe};
+use super::bless::Rewrite;
+use super::document::{Block, CodeProbe, DocProbe};
 use lessonprobe_probes::Cancel;
 
-use super::matcher;
-use crate::process::{self, Tail};
+use super::matcher::{self, Rules};
+use crate::process::{self, Finished, Tail};
 
 /// Folders never copied into a scratch run: version control, caches, virtual environments.
 const NOT_COPIED: &[&str] = &[
@@ -25,6 +28,20 @@ const NOT_COPIED: &[&str] = &[
 
 /// Lines of each stream's tail shown with a failure.
 const SHOWN_LINES: usize = 20;
+
+/// The environment every document probe's setup and command run with, on top of the
+/// inherited one, so output does not vary with the machine: locale, time zone, hash order,
+/// terminal width, colour.
+pub const PINNED_ENV: &[(&str, &str)] = &[
+    ("LANG", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+    ("TZ", "UTC"),
+    ("PYTHONHASHSEED", "0"),
+    ("COLUMNS", "80"),
+    ("NO_COLOR", "1"),
+    ("PYTHONIOENCODING", "utf-8"),
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocVerdict {
@@ -43,9 +60,19 @@ pub struct DocRun {
     pub details: Option<String>,
     pub stdout: Tail,
     pub stderr: Tail,
-    /// The actual output as it would replace the expected block (elisions that held kept),
-    /// when the only fault is an output mismatch.
-    pub blessable: Option<String>,
+    /// What the hidden setup ran and printed, when the probe has one.
+    pub setup: Option<String>,
+    /// The rewrites of the lesson that would make it pass (expected stdout and stderr blocks,
+    /// with the elisions and placeholders that held kept, and the exit code's value), when
+    /// those are its only faults.
+    pub blessable: Option<Vec<Rewrite>>,
+}
+
+/// The scratch copy of a run-from folder a step ran in, kept for the steps that continue it.
+#[derive(Debug)]
+pub struct Workspace {
+    _dir: tempfile::TempDir,
+    cwd: PathBuf,
 }
 
 impl DocRun {
@@ -61,60 +88,86 @@ impl DocRun {
             details: None,
             stdout: Tail::default(),
             stderr: Tail::default(),
+            setup: None,
             blessable: None,
         }
     }
 
-    /// stdout, then stderr if it said anything: the report's captured output.
+    /// The hidden setup's transcript when there is one, then stdout, then stderr if it said
+    /// anything: the report's captured output.
     pub fn output(&self) -> String {
-        process::transcript(&self.stdout, &self.stderr)
+        let command = process::transcript(&self.stdout, &self.stderr);
+        match &self.setup {
+            Some(setup) => format!("{setup}--- command ---\n{command}"),
+            None => command,
+        }
     }
 }
 
-/// Runs `probe` (whose body is `code`) with `deadline`, stopping when `cancel` is set.
+/// Runs `probe` (whose body is `code`) in a fresh copy of its run-from folder with `deadline`,
+/// stopping when `cancel` is set.
 pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
+    run_step(probe, code, None, deadline, cancel).0
+}
+
+/// Runs `probe` in a copy of the folder `after` left (a fresh copy of its run-from folder
+/// without one), and hands back the folder as it left it.
+pub fn run_step(
+    probe: &DocProbe,
+    code: &CodeProbe,
+    after: Option<&Workspace>,
+    deadline: Duration,
+    cancel: &Cancel,
+) -> (DocRun, Option<Workspace>) {
+    let started = Instant::now();
     let at = format!("{}:{}", probe.file.display(), code.command.line);
-    let python = match resolve(&code.python) {
-        Some(p) => p,
-        None => {
-            return DocRun::error(format!(
+    let Some(python) = resolve(&code.python) else {
+        return (
+            DocRun::error(format!(
                 "{at}: python interpreter {:?} not found (give --python INTERP, or `python` in lessonprobe.toml)",
                 code.python
-            ))
-        }
+            )),
+            None,
+        );
     };
-    let scratch = match tempfile::Builder::new()
-        .prefix("lessonprobe-doc-")
-        .tempdir()
-    {
-        Ok(dir) => dir,
-        Err(e) => return DocRun::error(format!("cannot create a scratch folder: {e}")),
+    let workspace = match prepare(probe, code, after) {
+        Ok(w) => w,
+        Err(message) => return (DocRun::error(message), None),
     };
-    let folder_name = code
-        .run_from
-        .file_name()
-        .map_or_else(|| PathBuf::from("project"), PathBuf::from);
-    let cwd = scratch.path().join(folder_name);
-    if let Err(e) = copy_tree(&code.run_from, &cwd) {
-        return DocRun::error(format!(
-            "cannot copy {} into a scratch folder: {e}",
-            code.run_from.display()
-        ));
-    }
-    for file in &code.files {
-        let to = cwd.join(&file.path);
-        let written = to
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&to, &file.content));
-        if let Err(e) = written {
-            return DocRun::error(format!(
-                "{}:{}: cannot write {}: {e}",
-                probe.file.display(),
-                file.line,
-                file.path.display()
-            ));
+    let cwd = workspace.cwd.clone();
+    let env: BTreeMap<String, String> = PINNED_ENV
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let mut setup_transcript = None;
+    if let Some(setup) = &code.setup {
+        let setup_at = format!("{}:{}", probe.file.display(), setup.line);
+        let script = substitute_python(&setup.script, &python);
+        let args = ["-e".to_owned(), "-c".to_owned(), script];
+        let done = match process::run(&setup.lang, &args, &cwd, &env, deadline, cancel) {
+            Ok(done) => done,
+            Err(e) => {
+                let message = format!(
+                    "{setup_at}: cannot start the hidden setup's {}: {e}",
+                    setup.lang
+                );
+                return (DocRun::error(message), Some(workspace));
+            }
+        };
+        let shown: String = setup.script.lines().map(|l| format!("$ {l}\n")).collect();
+        let transcript = format!(
+            "--- hidden setup ({setup_at}) ---\n{shown}{}",
+            with_newline(process::transcript(&done.stdout, &done.stderr))
+        );
+        if let Some(why) = setup_failure(&done, deadline) {
+            let mut result = DocRun::error(format!("{setup_at}: hidden setup {why}"));
+            result.stdout = done.stdout;
+            result.stderr = done.stderr;
+            result.details = tails(&result);
+            result.setup = Some(transcript);
+            return (result, Some(workspace));
         }
+        setup_transcript = Some(transcript);
     }
     let script = substitute_python(&code.command.content, &python);
     let shell = if code.command.lang == "bash" {
@@ -122,22 +175,97 @@ pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Canc
     } else {
         "sh"
     };
-    let env = BTreeMap::from([
-        ("PYTHONIOENCODING".to_owned(), "utf-8".to_owned()),
-        ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
-    ]);
     let args = ["-e".to_owned(), "-c".to_owned(), script];
-    let done = match process::run(shell, &args, &cwd, &env, deadline, cancel) {
+    let left = deadline.saturating_sub(started.elapsed());
+    let done = match process::run(shell, &args, &cwd, &env, left, cancel) {
         Ok(done) => done,
-        Err(e) => return DocRun::error(format!("{at}: cannot start {shell}: {e}")),
+        Err(e) => {
+            return (
+                DocRun::error(format!("{at}: cannot start {shell}: {e}")),
+                Some(workspace),
+            )
+        }
     };
-    drop(scratch);
+    let mut result = judge(probe, code, done, deadline);
+    result.setup = setup_transcript;
+    (result, Some(workspace))
+}
+
+/// A scratch folder holding a copy of the folder the step starts from, its files saved.
+fn prepare(
+    probe: &DocProbe,
+    code: &CodeProbe,
+    after: Option<&Workspace>,
+) -> Result<Workspace, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("lessonprobe-doc-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a scratch folder: {e}"))?;
+    let folder_name = code
+        .run_from
+        .file_name()
+        .map_or_else(|| PathBuf::from("project"), PathBuf::from);
+    let cwd = dir.path().join(folder_name);
+    let from = after.map_or(code.run_from.as_path(), |w| w.cwd.as_path());
+    copy_tree(from, &cwd)
+        .map_err(|e| format!("cannot copy {} into a scratch folder: {e}", from.display()))?;
+    for file in &code.files {
+        let to = cwd.join(&file.path);
+        let written = to
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(&to, &file.content));
+        if let Err(e) = written {
+            return Err(format!(
+                "{}:{}: cannot write {}: {e}",
+                probe.file.display(),
+                file.line,
+                file.path.display()
+            ));
+        }
+    }
+    Ok(Workspace { _dir: dir, cwd })
+}
+
+/// Why a hidden setup did not succeed, if it did not.
+fn setup_failure(done: &Finished, deadline: Duration) -> Option<String> {
+    if done.cancelled {
+        return Some("stopped: the run was interrupted; process group killed".into());
+    }
+    if done.timed_out {
+        return Some(format!(
+            "exceeded the deadline of {}; process group killed",
+            humantime::format_duration(deadline)
+        ));
+    }
+    match done.status.and_then(|s| s.code()) {
+        Some(0) => None,
+        Some(code) => Some(format!(
+            "failed: exited with status {code}{}",
+            last_line(&done.stderr)
+        )),
+        None => Some("was killed by a signal".into()),
+    }
+}
+
+/// One way an expected form did not hold.
+struct Fault {
+    message: String,
+    details: String,
+    rewrite: Option<Rewrite>,
+}
+
+/// The verdict of a finished command: its exit status, then stdout and stderr against the
+/// lesson's expected blocks.
+fn judge(probe: &DocProbe, code: &CodeProbe, done: Finished, deadline: Duration) -> DocRun {
+    let at = format!("{}:{}", probe.file.display(), code.command.line);
     let mut result = DocRun {
         verdict: DocVerdict::Pass,
         message: None,
         details: None,
         stdout: done.stdout,
         stderr: done.stderr,
+        setup: None,
         blessable: None,
     };
     let command = code.command.content.trim();
@@ -157,58 +285,133 @@ pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Canc
         result.details = tails(&result);
         return result;
     }
-    match done.status.and_then(|s| s.code()) {
-        Some(0) => {}
-        Some(code) => {
+    let Some(status) = done.status.and_then(|s| s.code()) else {
+        result.verdict = DocVerdict::Error;
+        result.message = Some(format!("{at}: `{command}` was killed by a signal"));
+        result.details = tails(&result);
+        return result;
+    };
+    let mut faults = Vec::new();
+    match &code.exit_code {
+        None if status != 0 => {
             result.verdict = DocVerdict::Fail;
             result.message = Some(format!(
-                "{at}: `{command}` exited with status {code}{}",
+                "{at}: `{command}` exited with status {status}{}",
                 last_line(&result.stderr)
             ));
             result.details = tails(&result);
             return result;
         }
-        None => {
-            result.verdict = DocVerdict::Error;
-            result.message = Some(format!("{at}: `{command}` was killed by a signal"));
-            result.details = tails(&result);
-            return result;
+        Some(expected) if i32::from(expected.code) != status => {
+            let exit_at = format!("{}:{}", probe.file.display(), expected.line);
+            let diff = similar::TextDiff::from_lines(
+                &format!("exit code {}\n", expected.code),
+                &format!("exit code {status}\n"),
+            )
+            .unified_diff()
+            .header(&format!("expected {exit_at}"), "actual")
+            .to_string();
+            faults.push(Fault {
+                message: format!(
+                    "{exit_at}: `{command}` exited with status {status}, not the expected exit code {}{}",
+                    expected.code,
+                    last_line(&result.stderr)
+                ),
+                details: format!("{diff}{}", tails(&result).unwrap_or_default()),
+                rewrite: Some(Rewrite::Value {
+                    line: expected.line,
+                    range: expected.value.clone(),
+                    text: status.to_string(),
+                }),
+            });
         }
+        _ => {}
     }
-    let Some(expected) = &code.expected else {
-        return result;
+    let rules = |block: &Block| Rules {
+        redactions: &code.redactions,
+        unordered: block.unordered,
     };
-    let expected_at = format!("{}:{}", probe.file.display(), expected.line);
-    if result.stdout.truncated() {
-        result.verdict = DocVerdict::Fail;
-        result.message = Some(format!(
-            "{expected_at}: stdout was {} bytes; only its last {} were kept, so it cannot match the expected output",
-            result.stdout.total_bytes,
-            process::TAIL_BYTES
+    if let Some(expected) = &code.expected {
+        faults.extend(compare(
+            probe,
+            "stdout",
+            "output",
+            expected,
+            &result.stdout,
+            rules(expected),
         ));
+    }
+    if let Some(expected) = &code.stderr {
+        faults.extend(compare(
+            probe,
+            "stderr",
+            "stderr",
+            expected,
+            &result.stderr,
+            rules(expected),
+        ));
+    }
+    if faults.is_empty() {
         return result;
     }
-    if let Err(mismatch) = matcher::check(&expected.content, &result.stdout.text) {
-        result.verdict = DocVerdict::Fail;
-        result.message = Some(format!(
-            "{expected_at}: output differs from the expected output"
-        ));
-        result.details = Some(mismatch.diff(&expected.content, &format!("expected {expected_at}")));
-        // Write back what still matches with its elisions, else the plain output.
-        result.blessable = Some(
-            if matcher::check(&mismatch.normalized, &result.stdout.text).is_ok() {
-                mismatch.normalized
-            } else {
-                result
-                    .stdout
-                    .text
-                    .lines()
-                    .map(|l| format!("{}\n", l.trim_end()))
-                    .collect()
-            },
-        );
-    }
+    result.verdict = DocVerdict::Fail;
+    result.message = faults.first().map(|f| f.message.clone());
+    result.details = Some(faults.iter().map(|f| f.details.as_str()).collect());
+    result.blessable = faults.into_iter().map(|f| f.rewrite).collect();
     result
+}
+
+/// `stream` (`stdout` or `stderr`) against its expected block; the fault when it differs.
+fn compare(
+    probe: &DocProbe,
+    stream: &str,
+    what: &str,
+    expected: &Block,
+    tail: &Tail,
+    rules: Rules<'_>,
+) -> Option<Fault> {
+    let expected_at = format!("{}:{}", probe.file.display(), expected.line);
+    if tail.truncated() {
+        return Some(Fault {
+            message: format!(
+                "{expected_at}: {stream} was {} bytes; only its last {} were kept, so it cannot match the expected {what}",
+                tail.total_bytes,
+                process::TAIL_BYTES
+            ),
+            details: String::new(),
+            rewrite: None,
+        });
+    }
+    let mismatch = matcher::check_with(&expected.content, &tail.text, rules).err()?;
+    let details = mismatch.diff(&expected.content, &format!("expected {expected_at}"));
+    // Write back what still matches with its elisions and placeholders, else the plain output.
+    let content = if matcher::check_with(&mismatch.normalized, &tail.text, rules).is_ok() {
+        mismatch.normalized
+    } else {
+        tail.text
+            .lines()
+            .map(|l| format!("{}\n", l.trim_end()))
+            .collect()
+    };
+    Some(Fault {
+        // stdout keeps the words lessons have always been reported with.
+        message: match stream {
+            "stdout" => format!("{expected_at}: output differs from the expected output"),
+            _ => format!("{expected_at}: {stream} differs from the expected {what}"),
+        },
+        details,
+        rewrite: Some(Rewrite::Block {
+            block: expected.clone(),
+            content,
+        }),
+    })
+}
+
+fn with_newline(mut text: String) -> String {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 /// The interpreter as a path the shell can run from any folder, if it exists.
@@ -314,6 +517,69 @@ fn tails(run: &DocRun) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first probe of a one-exercise lesson 31 `body`, run in a course with an empty
+    /// project.
+    fn run_exercise(body: &str) -> DocRun {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        let course = super::super::Course::open(dir.path(), Path::new(".")).unwrap();
+        let text = format!("### Answer EX-31-01 [code]\n\n{body}");
+        let doc =
+            super::super::document::parse(&course.settings, 31, Path::new("l.md"), text.as_bytes())
+                .unwrap();
+        let probe = &doc.probes[0];
+        let super::super::DocBody::Code(code) = &probe.body else {
+            panic!()
+        };
+        run(probe, code, Duration::from_secs(10), &Cancel::new())
+    }
+
+    #[test]
+    fn an_expected_exit_code_and_stderr_are_judged_and_blessable() {
+        let body = "Run:\n\n```sh\necho out; echo err >&2; exit 3\n```\n\nExpected exit code: 3\n\nExpected stderr:\n\n```text\nerr\n```\n";
+        let ok = run_exercise(body);
+        assert_eq!(ok.verdict, DocVerdict::Pass, "{:?}", ok.message);
+        let wrong = run_exercise(
+            &body
+                .replace("exit 3", "exit 2")
+                .replace("echo err", "echo other"),
+        );
+        assert_eq!(wrong.verdict, DocVerdict::Fail);
+        assert_eq!(
+            wrong.message.as_deref(),
+            Some("l.md:9: `echo out; echo other >&2; exit 2` exited with status 2, not the expected exit code 3: other")
+        );
+        let rewrites = wrong.blessable.unwrap();
+        assert_eq!(rewrites.len(), 2);
+        assert!(matches!(&rewrites[0], Rewrite::Value { text, line: 9, .. } if text == "2"));
+        assert!(matches!(&rewrites[1], Rewrite::Block { content, .. } if content == "other\n"));
+        // Without the exit-code paragraph, a non-zero exit is a plain FAIL that bless leaves.
+        let plain = run_exercise("Run:\n\n```sh\nexit 3\n```\n");
+        assert_eq!(
+            (plain.verdict, plain.blessable.is_none()),
+            (DocVerdict::Fail, true)
+        );
+    }
+
+    #[test]
+    fn a_hidden_setup_runs_first_in_the_pinned_environment_and_its_failure_is_an_error() {
+        let body = "<!-- lessonprobe: setup\n```sh\necho \"$TZ $LC_ALL $PYTHONHASHSEED $COLUMNS $NO_COLOR\" > env.txt\n```\n-->\n\nRun:\n\n```sh\ncat env.txt\n```\n\nExpected output:\n\n```text\nUTC C.UTF-8 0 80 1\n```\n";
+        let ok = run_exercise(body);
+        assert_eq!(ok.verdict, DocVerdict::Pass, "{:?}", ok.message);
+        assert!(
+            ok.output()
+                .starts_with("--- hidden setup (l.md:3) ---\n$ echo"),
+            "{}",
+            ok.output()
+        );
+        let broken = run_exercise(&body.replace("> env.txt", "; exit 4"));
+        assert_eq!(broken.verdict, DocVerdict::Error);
+        assert_eq!(
+            broken.message.as_deref(),
+            Some("l.md:3: hidden setup failed: exited with status 4")
+        );
+    }
 
     #[test]
     fn a_leading_python_becomes_the_interpreter_and_nothing_else_does() {

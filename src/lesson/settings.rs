@@ -1,11 +1,12 @@
 //! How a course's lessons are written and run: what parsing a lesson document needs of its
 //! course (where the course is and how it is shown, the run-from folder, the interpreter, the
-//! deadline, the label words), and the rule that keeps a path inside it.
+//! deadline, the label words, the named redactions), and the rule that keeps a path inside it.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use super::labels::Labels;
+use super::matcher::Redactions;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -22,6 +23,8 @@ pub struct Settings {
     pub labels: Labels,
     /// Info-string words that mark a fenced block as not meant to run.
     pub no_run: Vec<String>,
+    /// Placeholders an expected block may use for output that varies between runs.
+    pub redactions: Redactions,
 }
 
 impl Settings {

@@ -1,26 +1,131 @@
-//! Executing document probes: an exercise or snippet of a lesson run by the lesson module, and
-//! a probe that the lesson document answers as a whole (`doc = "*"`) when the course has no
-//! verifier of its own.
+//! Executing document probes: an exercise or snippet of a lesson run by the lesson module (a
+//! step that continues another waiting for it, on any worker, and running in the folder it
+//! left), and a probe that the lesson document answers as a whole (`doc = "*"`) when the course
+//! has no verifier of its own.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
+use super::plan::Plan;
 use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
-use crate::lesson::{self, DocBody, DocProbe, DocVerdict};
+use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Left};
 
-/// One document probe's outcome; `cancel` stops it.
-pub fn run(mut outcome: Outcome, doc: &DocProbe, deadline: Duration, cancel: &Cancel) -> Outcome {
-    let started = Instant::now();
+/// What each continued step left, by (lesson, step id); `None` until it finishes.
+type LeftBySteps = HashMap<(u32, String), Option<Arc<Left>>>;
+
+/// How often a step waiting for its predecessor looks at the run's cancellation.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What the steps of a run that others continue left, as they finish: a continuing step waits
+/// here for its predecessor, which the plan puts before it, so some worker already runs it.
+#[derive(Debug, Default)]
+pub struct Chains {
+    /// (lesson, step id) of every continued step of the plan; `None` until it finishes.
+    left: Mutex<LeftBySteps>,
+    finished: Condvar,
+}
+
+impl Chains {
+    /// The continued steps of `plan`'s document probes.
+    pub fn new(plan: &Plan<'_>) -> Chains {
+        let left = plan
+            .cases
+            .iter()
+            .filter_map(|case| match &case.probe.kind {
+                ProbeKind::Document(doc) => match &doc.body {
+                    DocBody::Code(code) => code
+                        .continues
+                        .as_ref()
+                        .map(|c| ((case.checkpoint.lesson, c.id.clone()), None)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        Chains {
+            left: Mutex::new(left),
+            finished: Condvar::new(),
+        }
+    }
+
+    /// What step `id` of `lesson` left, once it has finished; `None` when cancelled first.
+    fn wait(&self, lesson: u32, id: &str, cancel: &Cancel) -> Option<Arc<Left>> {
+        let key = (lesson, id.to_owned());
+        let mut left = self.left.lock().ok()?;
+        loop {
+            match left.get(&key) {
+                None => {
+                    let why = format!("{id} is not part of this run");
+                    return Some(Arc::new(Left::NotPassed(why)));
+                }
+                Some(Some(done)) => return Some(done.clone()),
+                Some(None) if cancel.is_cancelled() => return None,
+                Some(None) => left = self.finished.wait_timeout(left, POLL).ok()?.0,
+            }
+        }
+    }
+
+    /// Records what step `id` of `lesson` left, for the steps that continue it.
+    fn leave(&self, lesson: u32, id: &str, what: Left) {
+        if let Ok(mut left) = self.left.lock() {
+            if let Some(slot) = left.get_mut(&(lesson, id.to_owned())) {
+                *slot = Some(Arc::new(what));
+            }
+        }
+        self.finished.notify_all();
+    }
+
+    /// Runs `code` of `doc` after the step it continues, and records what it leaves; with how
+    /// long it waited for that step.
+    fn run(
+        &self,
+        doc: &DocProbe,
+        code: &CodeProbe,
+        deadline: Duration,
+        cancel: &Cancel,
+    ) -> (DocRun, Duration) {
+        let started = Instant::now();
+        let before = match &code.continues {
+            Some(c) => match self.wait(doc.lesson, &c.id, cancel) {
+                Some(left) => Some(left),
+                None => {
+                    let why = format!("stopped: the run was interrupted before {} finished", c.id);
+                    self.leave(
+                        doc.lesson,
+                        &doc.id,
+                        Left::NotPassed(format!("{} was not run", doc.id)),
+                    );
+                    return (DocRun::not_run(&why), started.elapsed());
+                }
+            },
+            None => None,
+        };
+        let waited = started.elapsed();
+        let (run, left) = lesson::run_after(doc, code, before.as_deref(), deadline, cancel);
+        self.leave(doc.lesson, &doc.id, left);
+        (run, waited)
+    }
+}
+
+/// One document probe's outcome, after the step it continues; `cancel` stops it.
+pub fn run(
+    mut outcome: Outcome,
+    doc: &DocProbe,
+    deadline: Duration,
+    cancel: &Cancel,
+    chains: &Chains,
+) -> Outcome {
+    let mut started = Instant::now();
     match &doc.body {
         DocBody::Code(code) => {
-            let done = lesson::run(doc, code, deadline, cancel);
-            outcome.verdict = match done.verdict {
-                DocVerdict::Pass => Verdict::Pass,
-                DocVerdict::Fail => Verdict::Fail,
-                DocVerdict::Error => Verdict::Error,
-            };
+            let (done, waited) = chains.run(doc, code, deadline, cancel);
+            // Its time is its own run's, not its predecessor's.
+            started += waited;
+            outcome.verdict = verdict(done.verdict);
             outcome.output = done.output();
             outcome.message = done.message;
             outcome.diff = done.details;
@@ -53,6 +158,43 @@ pub fn answers_for_document(checkpoint: &Checkpoint, probe: &Probe) -> bool {
         && checkpoint.probes.iter().any(is_code)
 }
 
+/// Runs `missing` (code probes of `checkpoint` no case ran) after the steps they continue, in
+/// document order: their verdicts by id.
+fn run_missing<'a>(
+    checkpoint: &Checkpoint,
+    missing: &[&'a Probe],
+    config: &RunConfig,
+    cancel: &Cancel,
+) -> HashMap<&'a str, Verdict> {
+    let steps: Vec<(&DocProbe, &CodeProbe)> = checkpoint
+        .with_predecessors(missing)
+        .into_iter()
+        .filter_map(|p| match &p.kind {
+            ProbeKind::Document(doc) => match &doc.body {
+                DocBody::Code(code) => Some((doc.as_ref(), code.as_ref())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let runs = lesson::run_in_order(&steps, config.default_timeout, cancel);
+    missing
+        .iter()
+        .filter_map(|p| {
+            let at = steps.iter().position(|(d, _)| d.id == p.id)?;
+            Some((p.id.as_str(), verdict(runs[at].verdict)))
+        })
+        .collect()
+}
+
+fn verdict(v: DocVerdict) -> Verdict {
+    match v {
+        DocVerdict::Pass => Verdict::Pass,
+        DocVerdict::Fail => Verdict::Fail,
+        DocVerdict::Error => Verdict::Error,
+    }
+}
+
 fn is_code(probe: &Probe) -> bool {
     matches!(&probe.kind, ProbeKind::Document(d) if matches!(d.body, DocBody::Code(_)))
 }
@@ -70,20 +212,24 @@ pub fn answer(
     let mut lines = Vec::new();
     let mut bad = Vec::new();
     let mut errors = 0;
+    let earlier = |probe: &Probe| {
+        done.iter()
+            .find(|o| o.lesson == checkpoint.lesson && o.kind == "document" && o.id == probe.id)
+            .map(|o| o.verdict)
+    };
+    let missing: Vec<&Probe> = checkpoint
+        .probes
+        .iter()
+        .filter(|p| is_code(p) && earlier(p).is_none())
+        .collect();
+    let ran = run_missing(checkpoint, &missing, config, cancel);
     for probe in checkpoint.probes.iter().filter(|p| is_code(p)) {
         let ProbeKind::Document(doc) = &probe.kind else {
             continue;
         };
-        let earlier = done
-            .iter()
-            .find(|o| o.lesson == checkpoint.lesson && o.kind == "document" && o.id == probe.id);
-        let verdict = match earlier {
-            Some(o) => o.verdict,
-            None => {
-                let deadline = probe.timeout.unwrap_or(config.default_timeout);
-                run(outcome.clone(), doc, deadline, cancel).verdict
-            }
-        };
+        let verdict = earlier(probe)
+            .or_else(|| ran.get(probe.id.as_str()).copied())
+            .unwrap_or(Verdict::Error);
         lines.push(format!(
             "{} {} ({}:{})",
             verdict.label(),

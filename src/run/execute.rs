@@ -110,12 +110,14 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
 }
 
 /// One planned case's outcomes: exactly one, except a remote selector whose report holds
-/// several test cases. `key` names what the case creates on shared services; `cancel` stops it.
+/// several test cases. `key` names what the case creates on shared services; `cancel` stops it;
+/// a lesson step that continues another waits in `chains` for it.
 pub(super) fn run_case(
     case: &PlannedCase<'_>,
     config: &RunConfig,
     key: &str,
     cancel: &Cancel,
+    chains: &document::Chains,
 ) -> Vec<Outcome> {
     if let Some(outcome) = decided(case) {
         return vec![outcome];
@@ -136,7 +138,7 @@ pub(super) fn run_case(
         );
     }
     if let ProbeKind::Document(doc) = &probe.kind {
-        return vec![document::run(outcome, doc, deadline, cancel)];
+        return vec![document::run(outcome, doc, deadline, cancel, chains)];
     }
     let started = Instant::now();
     let result = match &probe.kind {

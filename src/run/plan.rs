@@ -67,7 +67,8 @@ impl<'a> Plan<'a> {
     pub fn new(selection: &Selection<'a>, config: &RunConfig) -> Plan<'a> {
         let mut cases = Vec::new();
         for (checkpoint, probes) in &selection.checkpoints {
-            for probe in probes {
+            // A selected lesson step runs after the steps it continues, which run and report too.
+            for probe in checkpoint.with_predecessors(probes) {
                 for (sql, mut decision) in decide(probe, config) {
                     if matches!(decision, Decision::Skip(_))
                         && super::document::answers_for_document(checkpoint, probe)

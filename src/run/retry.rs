@@ -3,6 +3,7 @@
 
 use lessonprobe_probes::Cancel;
 
+use super::document::Chains;
 use super::execute::run_case;
 use super::plan::PlannedCase;
 use super::{Attempt, Outcome, RunConfig, Verdict};
@@ -33,6 +34,7 @@ pub(super) fn run_with_retries(
     config: &RunConfig,
     key: &str,
     cancel: &Cancel,
+    chains: &Chains,
 ) -> Vec<Outcome> {
     let retries = retries_of(case.probe, config);
     let mut earlier: Vec<Vec<Outcome>> = Vec::new();
@@ -41,7 +43,7 @@ pub(super) fn run_with_retries(
             0 => key.to_owned(),
             n => format!("{key}-r{n}"),
         };
-        let outcomes = run_case(case, config, &key, cancel);
+        let outcomes = run_case(case, config, &key, cancel, chains);
         let failed = outcomes.iter().any(|o| o.verdict.failed());
         if !failed || earlier.len() as u32 >= retries || cancel.is_cancelled() {
             return settle(outcomes, &earlier);

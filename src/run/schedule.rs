@@ -49,11 +49,14 @@ pub fn execute(
     let failures = AtomicUsize::new(0);
     let stop_at = config.failure.max_fail.map(|n| n as usize);
     let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
+    // A step that continues another waits for it: it comes earlier in the plan, so a worker
+    // took it already (a case taken always runs, --max-fail or not).
+    let chains = super::document::Chains::new(plan);
     let (tx, rx) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
-            let (next, failures, stopped) = (&next, &failures, &stopped);
+            let (next, failures, stopped, chains) = (&next, &failures, &stopped, &chains);
             scope.spawn(move || {
                 while interrupt.requested().is_none() && !stopped() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
@@ -67,7 +70,7 @@ pub fn execute(
                         break;
                     }
                     let key = case.scratch_key(run_id);
-                    let outcomes = run_with_retries(case, config, &key, interrupt.cancel());
+                    let outcomes = run_with_retries(case, config, &key, interrupt.cancel(), chains);
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
                     }

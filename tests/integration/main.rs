@@ -11,6 +11,7 @@ mod interrupt;
 mod kafka;
 mod lesson_docs;
 mod lesson_kafka;
+mod lesson_language;
 mod postgres;
 mod remote;
 mod replay;
