@@ -1,10 +1,13 @@
 //! `--partition K/N`: the selected probes split into N shards by their place in the selection
 //! (probe i goes to shard i mod N + 1, as nextest's `count:K/N`), so that N jobs of a CI
-//! matrix run every probe exactly once. A probe's backends stay together in its shard.
+//! matrix run every probe exactly once. A probe's backends stay together in its shard, and the
+//! steps of a lesson chain (`Continues:`) in the shard of its first step.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
-use crate::checkpoint::Selection;
+use crate::checkpoint::{ProbeKind, Selection};
+use crate::lesson::DocBody;
 
 /// Shard `shard` of `count`, both counted from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,13 +59,33 @@ impl std::fmt::Display for Partition {
 }
 
 impl Partition {
-    /// Keeps only this shard's probes; checkpoints left with none are dropped.
+    /// Keeps only this shard's probes; checkpoints left with none are dropped. A lesson step
+    /// that continues another goes to the shard of the step it continues (which comes before
+    /// it), so that a chain runs whole in one shard.
     pub fn keep(&self, selection: &mut Selection<'_>) {
         let mut place = 0u64;
         for (_, probes) in &mut selection.checkpoints {
-            probes.retain(|_| {
-                let mine = place % u64::from(self.count) + 1 == u64::from(self.shard);
-                place += 1;
+            let mut went: HashMap<String, bool> = HashMap::new();
+            probes.retain(|probe| {
+                let step = match &probe.kind {
+                    ProbeKind::Document(doc) => Some(doc),
+                    _ => None,
+                };
+                let continued = step.and_then(|doc| match &doc.body {
+                    DocBody::Code(code) => code.continues.as_ref(),
+                    _ => None,
+                });
+                let mine = match continued.and_then(|c| went.get(&c.id)) {
+                    Some(&mine) => mine,
+                    None => {
+                        let mine = place % u64::from(self.count) + 1 == u64::from(self.shard);
+                        place += 1;
+                        mine
+                    }
+                };
+                if let Some(doc) = step {
+                    went.insert(doc.id.clone(), mine);
+                }
                 mine
             });
         }

@@ -655,3 +655,44 @@ fn the_sample_course_lesson_31_passes_and_lessons_29_and_30_still_do() {
         "the course checkout was written to"
     );
 }
+
+/// `--partition K/N` keeps a chain of steps in the shard of its first step: each shard of
+/// lesson 31 passes (no step is left waiting for one run elsewhere), and the shards together
+/// run every probe of the lesson exactly once.
+#[test]
+fn shards_keep_each_chain_of_steps_together() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let run = |xml: &std::path::Path, partition: Option<String>| {
+        let mut test = lessonprobe()
+            .in_repo()
+            .args(["--lesson", "31", "--course", "examples/ticketflow-course"])
+            .args(["--python", &python, "--junit"])
+            .arg(xml);
+        if let Some(p) = partition {
+            test = test.args(["--partition", &p]);
+        }
+        test.stdout_lacks("not run:").success();
+        validate_junit(xml);
+        verdicts(&parse_junit(xml))
+    };
+    let whole = run(&dir.join("all.xml"), None);
+    let chain: Vec<&str> = ["EX-31-02", "EX-31-03", "EX-31-04"].to_vec();
+    let mut union = Vec::new();
+    for k in 1..=3 {
+        let shard = run(&dir.join(format!("{k}.xml")), Some(format!("{k}/3")));
+        let steps = shard
+            .iter()
+            .filter(|(name, _)| chain.iter().any(|id| name.starts_with(id)))
+            .count();
+        assert!(
+            steps == 0 || steps == chain.len(),
+            "shard {k} holds part of the chain: {shard:?}"
+        );
+        union.extend(shard);
+    }
+    union.sort();
+    let mut whole = whole;
+    whole.sort();
+    assert_eq!(union, whole, "the shards together are not the whole lesson");
+}
