@@ -1,7 +1,8 @@
 //! The command examples of the README and `docs/`: every `console` block's `$ lessonprobe …`
 //! line runs against the built binary from the repository root, with the lines under it as the
 //! expected output (stdout, then stderr; `[..]` stands for any text within a line and a line
-//! `...` for any lines) and a line `? N` as its exit status (0 when absent).
+//! `...` for any lines) and a line `? N` as its exit status (0 when absent). A `text` block
+//! shows output without running anything (an example on a course that is not in the repository).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
