@@ -12,8 +12,8 @@ use rdkafka::error::KafkaResult;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::ReplayGroup;
 use super::{Broker, KafkaError};
-use crate::replay::ReplayGroup;
 
 /// A change of this member's share of the topic.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,10 @@ pub use offsets::{
     committed_offsets, partition_window, time_windows, AutoLookup, BrokerLookup, OffsetLookup,
     TimeWindow,
 };
-pub use replay_consumer::KafkaReplayConsumer;
+pub use replay_consumer::{
+    ConsumerError, GapReading, GroupError, KafkaReplayConsumer, ReplayConsumer, ReplayGroup,
+    ReplayRecord,
+};
 pub use target::{
     is_secret_property, redact, KafkaTarget, KafkaTargetError, REPLAY_OWNED_PROPERTIES,
 };

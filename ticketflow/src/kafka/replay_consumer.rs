@@ -1,4 +1,7 @@
-//! `ReplayConsumer` over an rdkafka consumer: manual assign and seek, read_committed, commits of
+//! The consumer side of a replay: the `ReplayConsumer` trait the bounded replay reads and
+//! commits through (over a real client or a scripted one), the records and re-readings it hands
+//! over, the replay group it commits for; and `KafkaReplayConsumer`, the trait over an rdkafka
+//! consumer: manual assign and seek, read_committed, commits of
 //! explicit offsets for its own group (each answered within the operation timeout, through a
 //! `Committer`), end offsets from the high watermark (the last stable offset for a
 //! read_committed client), and re-reads of offsets it jumped over.
@@ -12,7 +15,110 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::broker::{close_consumer, partition_count, Isolation};
 use super::commit::Committer;
 use super::{Broker, KafkaError};
-use crate::replay::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
+
+/// One record as the replay consumer delivers it.
+#[derive(Debug, Clone)]
+pub struct ReplayRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// Milliseconds since the epoch, as the record carries it (`None`: it carries none).
+    pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+}
+
+/// What a re-read of offsets `[from, to)` found, which a read_committed consumer jumped over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GapReading {
+    /// The partition's log start when re-read: offsets below it are gone.
+    pub log_start: i64,
+    /// Offsets a read_uncommitted read delivered inside the range: records of transactions.
+    pub uncommitted: Vec<i64>,
+    /// Offsets a read_committed re-read delivered inside the range (asked only when the
+    /// read_uncommitted one found records): committed records the consumer did not hand over.
+    pub committed: Vec<i64>,
+}
+
+/// Why the consumer side of a replay could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    #[error("topic {topic} has {partitions} partitions; the plan needs partition {partition}")]
+    NoSuchPartition {
+        topic: String,
+        partitions: i32,
+        partition: i32,
+    },
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+}
+
+/// The consumer side of a replay, over a real client or a scripted one.
+pub trait ReplayConsumer {
+    /// The consumer group this consumer commits for.
+    fn group_id(&self) -> &str;
+    /// The partition's end offset (high watermark) now.
+    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError>;
+    /// Assigns the partition alone and positions the consumer at `offset`.
+    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError>;
+    /// The next record, or `None` when none arrived within `timeout`.
+    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError>;
+    /// The offset this consumer reads next on `topic[partition]`: past the last record it
+    /// delivered and past control markers after it. `None`: it cannot tell.
+    fn position(&mut self, _topic: &str, _partition: i32) -> Result<Option<i64>, ConsumerError> {
+        Ok(None)
+    }
+    /// Re-reads offsets `[from, to)` that this consumer jumped over, to tell control markers
+    /// and aborted records from lost ones. `None`: it cannot re-read, so no jump is explained.
+    fn reread(
+        &mut self,
+        _topic: &str,
+        _partition: i32,
+        _from: i64,
+        _to: i64,
+    ) -> Result<Option<GapReading>, ConsumerError> {
+        Ok(None)
+    }
+    /// Commits `next_offset` for this consumer's group, synchronously.
+    fn commit(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        next_offset: i64,
+    ) -> Result<(), ConsumerError>;
+}
+
+/// The consumer group a replay commits for, checked against the live group it must never be:
+/// the only way to name the group of a [`KafkaReplayConsumer`],
+/// so the replay cannot commit to the live group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayGroup(String);
+
+impl ReplayGroup {
+    /// `replay`, unless it is empty or the `live` group itself.
+    pub fn new(replay: &str, live: &str) -> Result<Self, GroupError> {
+        if replay.trim().is_empty() {
+            return Err(GroupError::Empty);
+        }
+        if replay == live {
+            return Err(GroupError::Live(live.to_owned()));
+        }
+        Ok(ReplayGroup(replay.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Why a name cannot be a replay group.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("replay group must not be empty")]
+    Empty,
+    #[error("the replay group must differ from the live group ({0})")]
+    Live(String),
+}
 
 /// The replay consumer's fetch wait, in milliseconds.
 const REPLAY_FETCH_WAIT_MS: u32 = 10;

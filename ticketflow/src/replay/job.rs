@@ -238,7 +238,7 @@ impl ReplayJob {
             return Ok(());
         }
         let r = &plan.request;
-        let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+        let group = ReplayGroup::new(&r.replay_group, &r.live_group).map_err(PlanError::from)?;
         let mut consumer = KafkaReplayConsumer::new(&self.broker, &group)?;
         for b in behind {
             consumer
@@ -348,7 +348,7 @@ impl ReplayJob {
             rand::random::<u32>()
         );
         let r = &plan.request;
-        let group = ReplayGroup::new(&r.replay_group, &r.live_group)?;
+        let group = ReplayGroup::new(&r.replay_group, &r.live_group).map_err(PlanError::from)?;
         let to = WriteTarget {
             db,
             adoption: &view.adoption,

@@ -15,6 +15,7 @@ mod rows;
 mod window;
 mod worker;
 
+pub use crate::kafka::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 pub use apply::{BatchWriter, SharedTransaction, StoreWriter, TargetWriter};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
@@ -36,37 +37,13 @@ pub use window::{
 use std::time::Duration;
 
 use crate::event::DecodeError;
-use crate::kafka::KafkaError;
 use crate::store::{AuditStore, Counters, StoreError, WriteError};
-
-/// The consumer group a replay commits for, checked against the live group it must never be:
-/// the only way to name the group of a [`KafkaReplayConsumer`](crate::kafka::KafkaReplayConsumer),
-/// so the replay cannot commit to the live group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayGroup(String);
-
-impl ReplayGroup {
-    /// `replay`, unless it is empty or the `live` group itself.
-    pub fn new(replay: &str, live: &str) -> Result<Self, PlanError> {
-        if replay.trim().is_empty() {
-            return Err(PlanError::Missing("replay group"));
-        }
-        if replay == live {
-            return Err(PlanError::SameGroup(live.to_owned()));
-        }
-        Ok(ReplayGroup(replay.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
 
 /// A validated replay of one partition. Construct with [`ReplayPlan::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayPlan {
     live_group: String,
-    replay_group: String,
+    group: ReplayGroup,
     topic: String,
     partition: i32,
     start: i64,
@@ -79,6 +56,8 @@ pub struct ReplayPlan {
 /// A plan that must not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    #[error(transparent)]
+    Group(#[from] crate::kafka::GroupError),
     #[error("{0} must not be empty")]
     Missing(&'static str),
     #[error("the replay group must differ from the live group ({0})")]
@@ -126,7 +105,7 @@ impl ReplayPlan {
         }
         Ok(ReplayPlan {
             live_group: live_group.to_owned(),
-            replay_group: replay_group.to_owned(),
+            group: ReplayGroup::new(replay_group, live_group)?,
             topic: topic.to_owned(),
             partition,
             start,
@@ -150,11 +129,11 @@ impl ReplayPlan {
         &self.live_group
     }
     pub fn replay_group(&self) -> &str {
-        &self.replay_group
+        self.group.as_str()
     }
     /// The replay group, for building the consumer (checked against the live group by `new`).
     pub fn group(&self) -> ReplayGroup {
-        ReplayGroup(self.replay_group.clone())
+        self.group.clone()
     }
     pub fn topic(&self) -> &str {
         &self.topic
@@ -183,78 +162,6 @@ impl ReplayPlan {
 pub struct ReplayLimits {
     pub deadline: Duration,
     pub idle_timeout: Duration,
-}
-
-/// One record as the replay consumer delivers it.
-#[derive(Debug, Clone)]
-pub struct ReplayRecord {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    /// Milliseconds since the epoch, as the record carries it (`None`: it carries none).
-    pub timestamp: Option<i64>,
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
-}
-
-/// What a re-read of offsets `[from, to)` found, which a read_committed consumer jumped over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GapReading {
-    /// The partition's log start when re-read: offsets below it are gone.
-    pub log_start: i64,
-    /// Offsets a read_uncommitted read delivered inside the range: records of transactions.
-    pub uncommitted: Vec<i64>,
-    /// Offsets a read_committed re-read delivered inside the range (asked only when the
-    /// read_uncommitted one found records): committed records the consumer did not hand over.
-    pub committed: Vec<i64>,
-}
-
-/// Why the consumer side of a replay could not do what it was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum ConsumerError {
-    #[error("topic {topic} has {partitions} partitions; the plan needs partition {partition}")]
-    NoSuchPartition {
-        topic: String,
-        partitions: i32,
-        partition: i32,
-    },
-    #[error(transparent)]
-    Kafka(#[from] KafkaError),
-}
-
-/// The consumer side of a replay, over a real client or a scripted one.
-pub trait ReplayConsumer {
-    /// The consumer group this consumer commits for.
-    fn group_id(&self) -> &str;
-    /// The partition's end offset (high watermark) now.
-    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError>;
-    /// Assigns the partition alone and positions the consumer at `offset`.
-    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError>;
-    /// The next record, or `None` when none arrived within `timeout`.
-    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError>;
-    /// The offset this consumer reads next on `topic[partition]`: past the last record it
-    /// delivered and past control markers after it. `None`: it cannot tell.
-    fn position(&mut self, _topic: &str, _partition: i32) -> Result<Option<i64>, ConsumerError> {
-        Ok(None)
-    }
-    /// Re-reads offsets `[from, to)` that this consumer jumped over, to tell control markers
-    /// and aborted records from lost ones. `None`: it cannot re-read, so no jump is explained.
-    fn reread(
-        &mut self,
-        _topic: &str,
-        _partition: i32,
-        _from: i64,
-        _to: i64,
-    ) -> Result<Option<GapReading>, ConsumerError> {
-        Ok(None)
-    }
-    /// Commits `next_offset` for this consumer's group, synchronously.
-    fn commit(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        next_offset: i64,
-    ) -> Result<(), ConsumerError>;
 }
 
 /// What a completed replay did (or, passed to progress, has done so far): the counters of its
