@@ -13,10 +13,12 @@ use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
+use crate::report::ndjson::Ndjson;
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
+pub(super) use super::ci_reports::Extras;
 use super::course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
@@ -45,9 +47,10 @@ fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
 pub fn run(args: RunArgs) -> Result<Code, Error> {
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
-    if let Some(course) = &course {
-        course.attach(&mut catalog, args.strict)?;
-    }
+    let uncollected = match &course {
+        Some(course) => course.attach(&mut catalog, args.strict)?,
+        None => Vec::new(),
+    };
     if let Some(rev) = &args.changed_since {
         let course = course.as_ref().ok_or_else(|| {
             Error::Usage("--changed-since needs a course: give --course DIR".into())
@@ -88,6 +91,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         verbose: args.verbose,
         strict: args.strict,
         junit_family: args.junit_family,
+        extras: Extras::of(&args, course.as_ref(), uncollected, &config)?,
     };
     let run_id = match &args.run_id {
         Some(id) => {
@@ -116,6 +120,8 @@ pub(super) struct Reporting {
     pub verbose: bool,
     pub strict: bool,
     pub junit_family: crate::report::junit::Family,
+    /// GitHub Actions output, HTML, the failure recap, slow notices.
+    pub extras: Extras,
 }
 
 /// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into
@@ -145,7 +151,11 @@ pub(super) fn execute_and_report(
             Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
         ),
         Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
+        Format::Ndjson => reporters.add(Ndjson::stdout().strict(reporting.strict)),
     }
+    reporting
+        .extras
+        .add_to(&mut reporters, reporting.format, reporting.strict);
     let interrupt = Interrupt::new();
     crate::signals::watch(&interrupt)
         .map_err(|e| Error::Operation(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
