@@ -1,5 +1,5 @@
 //! The failure recap closing the terminal output (as pytest's short summary): each case that
-//! failed the run with its `file:line`, and a ready-to-paste command that reruns that case
+//! failed the run, in plan order, with its `file:line`, and a ready-to-paste command that reruns that case
 //! alone (its lesson, a `--select` pattern that matches it and no other probe of the lesson,
 //! its SQL backend).
 
@@ -40,8 +40,10 @@ impl Rerun {
     }
 }
 
-/// One line of the recap, decided when the case finished.
+/// One entry of the recap, decided when the case finished.
 struct Failed {
+    /// The case's place in the plan: the recap is in plan order.
+    index: usize,
     head: String,
     rerun: String,
 }
@@ -101,7 +103,12 @@ pub fn unique_pattern(case: &PlannedCase<'_>) -> String {
 
 impl<W: Write> Reporter for Recap<W> {
     fn event(&mut self, event: &RunEvent<'_>) {
-        let RunEvent::CaseFinished { case, outcomes, .. } = event else {
+        let RunEvent::CaseFinished {
+            index,
+            case,
+            outcomes,
+        } = event
+        else {
             return;
         };
         for o in outcomes
@@ -110,6 +117,7 @@ impl<W: Write> Reporter for Recap<W> {
         {
             let place = o.location().unwrap_or_else(|| "(no file)".into());
             self.failed.push(Failed {
+                index: *index,
                 head: format!(
                     "{:<7} {place} lesson {} {}",
                     o.verdict.label(),
@@ -125,6 +133,7 @@ impl<W: Write> Reporter for Recap<W> {
         if self.failed.is_empty() {
             return Ok(());
         }
+        self.failed.sort_by_key(|f| f.index);
         let mut text = format!(
             "\nfailures ({}), each rerun alone by its command:\n",
             self.failed.len()
