@@ -261,11 +261,13 @@ fn markdown(s: &Summary<'_>) -> String {
         "Verified: {}.\n\n",
         cell(&s.environment.verified_text())
     ));
-    let listed: Vec<&Outcome> = s
+    // What failed first, then what is PENDING; each in plan order.
+    let mut listed: Vec<&Outcome> = s
         .outcomes
         .iter()
         .filter(|o| matches!(o.verdict, Verdict::Fail | Verdict::Error | Verdict::Pending))
         .collect();
+    listed.sort_by_key(|o| o.verdict == Verdict::Pending);
     if listed.is_empty() {
         return md;
     }
@@ -282,7 +284,43 @@ fn markdown(s: &Summary<'_>) -> String {
         ));
     }
     md.push('\n');
+    diffs(&mut md, s);
     md
+}
+
+/// Failures shown in the summary with their diff; the others are in the logs and reports.
+const SUMMARY_DIFFS: usize = 10;
+/// Lines of each diff in the summary.
+const SUMMARY_DIFF_LINES: usize = 40;
+
+/// The diff of each failing case that has one, folded under its name.
+fn diffs(md: &mut String, s: &Summary<'_>) {
+    let with_diff: Vec<(&Outcome, &str)> = s
+        .outcomes
+        .iter()
+        .filter(|o| fails_run(o.verdict, s.strict))
+        .filter_map(|o| o.diff.as_deref().map(|d| (o, d)))
+        .collect();
+    for (o, diff) in with_diff.iter().take(SUMMARY_DIFFS) {
+        let place = o.location().map_or_else(String::new, |l| (s.relative)(&l));
+        md.push_str(&format!(
+            "<details><summary>{} {} — {}</summary>\n\n```diff\n",
+            o.verdict.label(),
+            html_escape::encode_text(&o.display_name()),
+            html_escape::encode_text(&place)
+        ));
+        for line in diff.lines().take(SUMMARY_DIFF_LINES) {
+            md.push_str(&line.replace("```", "'''"));
+            md.push('\n');
+        }
+        md.push_str("```\n\n</details>\n\n");
+    }
+    if with_diff.len() > SUMMARY_DIFFS {
+        md.push_str(&format!(
+            "{} more diffs are in the job's log.\n\n",
+            with_diff.len() - SUMMARY_DIFFS
+        ));
+    }
 }
 
 /// Text for a Markdown table cell: one line, no column breaks.
