@@ -2,6 +2,7 @@
 //! step summary, the HTML report, the failure recap, the slow notices — decided from the
 //! command line, the environment and the course.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,6 +62,25 @@ impl Extras {
         })
     }
 
+    /// A run with nothing to verify still says so on GitHub's run page, when it would have
+    /// written a step summary.
+    pub fn nothing_to_verify(args: &RunArgs, why: &str) -> Result<(), Error> {
+        if !args
+            .annotations
+            .enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref())
+        {
+            return Ok(());
+        }
+        let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) else {
+            return Ok(());
+        };
+        crate::report::github::append_summary(
+            std::path::Path::new(&path),
+            &format!("## lessonprobe: nothing to verify\n\n{why}.\n\n"),
+        )
+        .map_err(Error::from)
+    }
+
     /// Adds the reporters: after the one of standard output, so that the recap and the
     /// annotations follow its closing line. Machine formats keep standard output to
     /// themselves: notices and annotations go to standard error then.
@@ -68,9 +88,10 @@ impl Extras {
         let human = format == Format::Human;
         if let Some(after) = self.slow_after {
             if human {
-                reporters.add(Slow::new(after, std::io::stdout()));
+                let terminal = std::io::stdout().is_terminal();
+                reporters.add(Slow::new(after, std::io::stdout(), terminal));
             } else {
-                reporters.add(Slow::new(after, std::io::stderr()));
+                reporters.add(Slow::new(after, std::io::stderr(), false));
             }
         }
         if human {

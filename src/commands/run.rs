@@ -57,7 +57,9 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         })?;
         let kept = course.keep_changed(&mut catalog, rev)?;
         if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
-            println!("nothing to verify: no lesson file or project file changed since {rev}");
+            let why = format!("no lesson file or project file changed since {rev}");
+            println!("nothing to verify: {why}");
+            Extras::nothing_to_verify(&args, &why)?;
             return Ok(Code::Ok);
         }
     }

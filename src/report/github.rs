@@ -159,17 +159,22 @@ impl Reporter for Github {
             environment: &self.environment,
             relative: &|p| self.relative(p),
         });
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-        written.map_err(|source| ReportError::WriteOther {
-            what: "the GitHub step summary",
-            path: path.clone(),
-            source,
-        })
+        append_summary(path, &text)
     }
+}
+
+/// Appends `text` to the step summary at `path`, as each step of a job appends its own.
+pub fn append_summary(path: &std::path::Path, text: &str) -> Result<(), ReportError> {
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    written.map_err(|source| ReportError::WriteOther {
+        what: "the GitHub step summary",
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The message of a failing case's annotation: why, then the first lines of its diff.
@@ -373,8 +378,7 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "::warning file=lessons/32.md,line=23,title=not collected::a runnable block no label binds%3A bind it with a label, or mark it no-run"
-                .replace("%3A", ":")
+            "::warning file=lessons/32.md,line=23,title=not collected::a runnable block no label binds: bind it with a label, or mark it no-run"
         );
         let md = std::fs::read_to_string(&summary).unwrap();
         assert!(

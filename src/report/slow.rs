@@ -33,13 +33,16 @@ pub struct Slow {
 }
 
 impl Slow {
-    /// Writes a notice to `out` for each case running longer than a multiple of `after`.
-    pub fn new(after: Duration, out: impl Write + Send + 'static) -> Slow {
+    /// Writes a notice to `out` for each case running longer than a multiple of `after`. On a
+    /// terminal, each notice first clears the line, where the status line is drawn; the status
+    /// line is drawn again below it.
+    pub fn new(after: Duration, out: impl Write + Send + 'static, terminal: bool) -> Slow {
         let shared: Shared = Arc::default();
         let watched = shared.clone();
+        let clear = if terminal { "\r\x1b[2K" } else { "" };
         let watcher = std::thread::Builder::new()
             .name("slow-notices".into())
-            .spawn(move || watch(&watched, after, out))
+            .spawn(move || watch(&watched, after, out, clear))
             .ok();
         Slow { shared, watcher }
     }
@@ -60,7 +63,7 @@ impl Slow {
 
 /// Sleeps until the next case reaches its next multiple of `after`, writes its notice, until
 /// told the run is done.
-fn watch(shared: &Shared, after: Duration, mut out: impl Write) {
+fn watch(shared: &Shared, after: Duration, mut out: impl Write, clear: &str) {
     let (state, wake) = &**shared;
     let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
     while !guard.done {
@@ -70,7 +73,12 @@ fn watch(shared: &Shared, after: Duration, mut out: impl Write) {
             let ran = now.duration_since(case.started);
             if ran >= due {
                 case.notices = ran.as_nanos().div_euclid(after.as_nanos().max(1)) as u32;
-                let _ = writeln!(out, "SLOW    [>{:>7.3}s] {}", due.as_secs_f64(), case.name);
+                let _ = writeln!(
+                    out,
+                    "{clear}SLOW    [>{:>7.3}s] {}",
+                    due.as_secs_f64(),
+                    case.name
+                );
                 let _ = out.flush();
             }
         }
@@ -148,7 +156,7 @@ mod tests {
     #[test]
     fn a_notice_per_threshold_for_a_case_still_running_and_none_after_it_ends() {
         let out = Lines::default();
-        let mut slow = Slow::new(Duration::from_millis(100), out.clone());
+        let mut slow = Slow::new(Duration::from_millis(100), out.clone(), false);
         slow.update(|s| {
             s.running.insert(
                 3,

@@ -273,6 +273,22 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
         "a step summary was written outside GitHub Actions"
     );
 
+    // JSON keeps standard output to itself: the commands go to standard error.
+    let ran = run41(&dir)
+        .args(["--format", "json"])
+        .env("GITHUB_ACTIONS", "true")
+        .failure();
+    assert_eq!(ran.json()["succeeded"], false);
+    assert_eq!(
+        commands(&ran.stderr)
+            .iter()
+            .filter(|c| c.kind == "error")
+            .count(),
+        3,
+        "{}",
+        ran.stderr
+    );
+
     // A green run says so, and exits 0.
     let green = dir.join("green.md");
     run41(&dir)
@@ -505,5 +521,37 @@ fn the_html_report_renders_in_a_browser_with_the_counts_the_diff_and_the_verifie
     assert!(
         seen.contains(&format!("revision HEAD (commit {})", &commit[..12])),
         "{seen}"
+    );
+}
+
+#[test]
+fn a_run_with_nothing_to_verify_says_so_in_the_step_summary() {
+    if !tool("git") {
+        return;
+    }
+    let dir = Dir::new();
+    let git = |args: &[&str]| {
+        Test::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .success()
+    };
+    let (course, _) = course(&dir);
+    git(&["init", "-q"]);
+    git(&["add", "course"]);
+    git(&["commit", "-q", "-m", "first"]);
+    let summary = dir.join("summary.md");
+    dir.lessonprobe()
+        .args(["--no-junit", "--changed-since", "HEAD", "--course"])
+        .arg(&course)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stdout_has("nothing to verify")
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&summary).unwrap(),
+        "## lessonprobe: nothing to verify\n\nno lesson file or project file changed since HEAD.\n\n"
     );
 }
