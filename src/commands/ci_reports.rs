@@ -81,9 +81,10 @@ impl Extras {
         .map_err(Error::from)
     }
 
-    /// Adds the reporters: after the one of standard output, so that the recap and the
-    /// annotations follow its closing line. Machine formats keep standard output to
-    /// themselves: notices and annotations go to standard error then.
+    /// Adds the reporters, before the one of standard output: the recap and the annotations
+    /// are written before its closing lines, which stay the last of the output. Machine
+    /// formats keep standard output to themselves: notices and annotations go to standard
+    /// error then.
     pub fn add_to(&self, reporters: &mut Reporters, format: Format, strict: bool) {
         let human = format == Format::Human;
         if let Some(after) = self.slow_after {

@@ -148,6 +148,10 @@ pub(super) fn execute_and_report(
                 .strict(reporting.strict),
         );
     }
+    // Before the terminal's: the recap and the annotations come before its closing lines.
+    reporting
+        .extras
+        .add_to(&mut reporters, reporting.format, reporting.strict);
     match reporting.format {
         Format::Human => reporters.add(
             Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
@@ -155,9 +159,6 @@ pub(super) fn execute_and_report(
         Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
         Format::Ndjson => reporters.add(Ndjson::stdout().strict(reporting.strict)),
     }
-    reporting
-        .extras
-        .add_to(&mut reporters, reporting.format, reporting.strict);
     let interrupt = Interrupt::new();
     crate::signals::watch(&interrupt)
         .map_err(|e| Error::Operation(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;

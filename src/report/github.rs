@@ -86,13 +86,13 @@ impl Github {
         self
     }
 
-    /// A path as the repository names it.
-    fn relative(&self, path: &str) -> String {
-        let p = std::path::Path::new(path);
-        self.workspace
-            .as_deref()
-            .and_then(|w| p.strip_prefix(w).ok())
-            .map_or_else(|| path.to_owned(), |r| r.display().to_string())
+    /// A path, or a message naming paths, as the repository names them: the workspace
+    /// folder taken off.
+    fn relative(&self, text: &str) -> String {
+        match &self.workspace {
+            Some(w) => text.replace(&format!("{}/", w.display()), ""),
+            None => text.to_owned(),
+        }
     }
 
     fn commands(&self, outcomes: &[Outcome]) -> Vec<String> {
@@ -112,7 +112,11 @@ impl Github {
                 "title",
                 format!("{} {}", o.verdict.label(), o.display_name()),
             ));
-            lines.push(command("error", &props, &annotation_message(o)));
+            lines.push(command(
+                "error",
+                &props,
+                &self.relative(&annotation_message(o)),
+            ));
         }
         for u in &self.uncollected {
             let props = [
@@ -285,7 +289,7 @@ fn markdown(s: &Summary<'_>) -> String {
             o.lesson,
             cell(&o.display_name()),
             place.replace('`', "'"),
-            cell(o.message.as_deref().unwrap_or("")),
+            cell(&(s.relative)(o.message.as_deref().unwrap_or(""))),
         ));
     }
     md.push('\n');
@@ -315,7 +319,7 @@ fn diffs(md: &mut String, s: &Summary<'_>) {
             html_escape::encode_text(&place)
         ));
         for line in diff.lines().take(SUMMARY_DIFF_LINES) {
-            md.push_str(&line.replace("```", "'''"));
+            md.push_str(&(s.relative)(line).replace("```", "'''"));
             md.push('\n');
         }
         md.push_str("```\n\n</details>\n\n");

@@ -1,4 +1,4 @@
-//! The failure recap closing the terminal output (as pytest's short summary): each case that
+//! The failure recap before the terminal's closing lines (as pytest's short summary): each case that
 //! failed the run, in plan order, with its `file:line`, and a ready-to-paste command that reruns that case
 //! alone (its lesson, a `--select` pattern that matches it and no other probe of the lesson,
 //! its SQL backend).
@@ -141,6 +141,7 @@ impl<W: Write> Reporter for Recap<W> {
         for f in &self.failed {
             text.push_str(&format!("{}\n    {}\n", f.head, f.rerun));
         }
+        text.push('\n');
         let _ = self.out.write_all(text.as_bytes());
         let _ = self.out.flush();
         Ok(())

@@ -197,6 +197,11 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
         line_of(LESSON, "### Answer EX-41-02 [code]").to_string()
     );
     assert!(
+        wrong.message.starts_with("course/lessons/41-ci.md:"),
+        "{}",
+        wrong.message
+    );
+    assert!(
         wrong.message.contains("output differs"),
         "{}",
         wrong.message
@@ -252,7 +257,13 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
             line_of(LESSON, "### Answer EX-41-02 [code]")
         )
     );
-    assert!(row[4].contains("output differs"), "{md}");
+    assert_eq!(
+        row[4],
+        format!(
+            "course/lessons/41-ci.md:{}: output differs from the expected output",
+            line_of(LESSON, "one") - 1
+        )
+    );
 
     // Without the variable, none of it; with --annotations none, none either.
     let quiet = dir.join("quiet.md");
@@ -363,8 +374,11 @@ fn the_recap_lists_each_failure_with_a_command_that_reruns_exactly_it_and_slow_c
         .split("\nfailures (3), each rerun alone by its command:\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no recap: {}", ran.stdout));
-    let lines: Vec<&str> = recap.lines().collect();
+    let lines: Vec<&str> = recap.lines().take_while(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 6, "{recap}");
+    // The closing line stays the last.
+    let closing = ran.stdout.lines().last().unwrap();
+    assert!(closing.starts_with("2 passed, 3 failed, "), "{closing}");
     let course = dir.join("course");
     for (pair, (id, place)) in lines.chunks(2).zip([
         (
