@@ -41,7 +41,7 @@ if [ ${#need[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-LESSONPROBE_TEST_CHROMIUM="$(command -v chromium)"
+LESSONPROBE_TEST_CHROMIUM="$(command -v chromium || true)"
 export LESSONPROBE_TEST_CHROMIUM
 
 # --- build once ------------------------------------------------------------------------------

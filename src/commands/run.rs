@@ -18,7 +18,7 @@ use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, Interrupt, Plan, RunConfig, SqlTarget};
 
-pub(super) use super::ci_reports::Extras;
+use super::ci_reports::Extras;
 use super::course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
