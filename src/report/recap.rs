@@ -79,8 +79,8 @@ impl<W: Write> Recap<W> {
 }
 
 /// A `--select` pattern that, within its lesson, selects `case`'s probe and no other: its
-/// id, else its name, else its id as a prefix; its id when none is unique.
-pub fn unique_pattern(case: &PlannedCase<'_>) -> String {
+/// id, else its name, else its id as a prefix; `None` when none of them does.
+pub fn unique_pattern(case: &PlannedCase<'_>) -> Option<String> {
     let probe = case.probe;
     let candidates = [
         probe.id.clone(),
@@ -98,7 +98,6 @@ pub fn unique_pattern(case: &PlannedCase<'_>) -> String {
                 .filter(|p| selects(pattern, p));
             hits.next().is_some_and(|p| std::ptr::eq(p, probe)) && hits.next().is_none()
         })
-        .unwrap_or_else(|| probe.id.clone())
 }
 
 impl<W: Write> Reporter for Recap<W> {
@@ -124,7 +123,13 @@ impl<W: Write> Reporter for Recap<W> {
                     o.lesson,
                     o.display_name()
                 ),
-                rerun: self.rerun.command(o, &unique_pattern(case)),
+                rerun: match unique_pattern(case) {
+                    Some(pattern) => self.rerun.command(o, &pattern),
+                    None => format!(
+                        "{}  # no pattern selects this probe alone: others run too",
+                        self.rerun.command(o, &case.probe.id)
+                    ),
+                },
             });
         }
     }
@@ -175,6 +180,64 @@ mod tests {
             lines[3],
             "    lessonprobe --course 'my course' --lesson 90 --select third"
         );
+    }
+
+    /// Probes whose ids and names overlap: `EX-1` is part of `EX-10`, `EX-3` of `EX-3x`, and
+    /// the last two share a name.
+    const OVERLAPPING: &str = r#"
+[checkpoint]
+lesson = 92
+title = "overlaps"
+
+[[probe]]
+id = "EX-1"
+name = "first"
+claim = "c"
+kind = "prose"
+question = "?"
+
+[[probe]]
+id = "EX-10"
+name = "tenth"
+claim = "c"
+kind = "prose"
+question = "?"
+
+[[probe]]
+id = "EX-3"
+name = "same"
+claim = "c"
+kind = "prose"
+question = "?"
+
+[[probe]]
+id = "EX-3x"
+name = "same"
+claim = "c"
+kind = "prose"
+question = "?"
+"#;
+
+    #[test]
+    fn the_pattern_selects_its_probe_and_no_other_of_the_lesson() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("92.toml"), OVERLAPPING).unwrap();
+        let catalog = crate::checkpoint::Catalog::load(Some(dir.path()), &[]).unwrap();
+        let checkpoint = catalog.checkpoint(92).unwrap();
+        let pattern = |i: usize| {
+            unique_pattern(&PlannedCase {
+                checkpoint,
+                probe: &checkpoint.probes[i],
+                sql: None,
+                decision: crate::run::Decision::Run,
+            })
+        };
+        // `EX-1` is also in `EX-10`: the name is unique.
+        assert_eq!(pattern(0).as_deref(), Some("first"));
+        assert_eq!(pattern(1).as_deref(), Some("EX-10"));
+        // Id part of another, name shared, prefix shared too: none.
+        assert_eq!(pattern(2), None);
+        assert_eq!(pattern(3).as_deref(), Some("EX-3x"));
     }
 
     #[test]
