@@ -356,6 +356,22 @@ fn ndjson_tells_each_event_as_it_happens_and_ends_with_counts_that_match_the_exi
             .sum();
         assert_eq!(finished, planned);
     }
+    // `list` writes one checkpoint per line.
+    let listed = dir
+        .lessonprobe()
+        .args(["list", "--format", "ndjson", "--checkpoints"])
+        .arg(dir.join("checkpoints"))
+        .success();
+    let lessons: Vec<u64> = listed
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["lesson"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(lessons, [41]);
 }
 
 #[test]
