@@ -33,11 +33,16 @@ command -v pgrep >/dev/null || need+=(procps)
 command -v kcat >/dev/null || need+=(kcat)
 command -v jq >/dev/null || need+=(jq)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
+# For the HTML report's test: the page as a real browser renders it.
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+LESSONPROBE_TEST_CHROMIUM="$(command -v chromium || true)"
+export LESSONPROBE_TEST_CHROMIUM
 
 # --- build once ------------------------------------------------------------------------------
 log "building (release)"

@@ -232,6 +232,18 @@ pub struct RunArgs {
     /// run every probe exactly once.
     #[arg(long, value_name = "K/N")]
     pub partition: Option<String>,
+    /// Also write a self-contained HTML report here: lessons and probes with verdicts, each
+    /// failure's diff, PENDING probes and what would enable them, what was verified.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// GitHub Actions annotations and step summary: auto (when GITHUB_ACTIONS=true), github
+    /// (always), none.
+    #[arg(long, value_enum, default_value_t = crate::report::github::Annotations::Auto)]
+    pub annotations: crate::report::github::Annotations,
+    /// Say so when a probe is still running after this long, and again after each further
+    /// such span (e.g. 60s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::config::duration::parse)]
+    pub slow_after: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -20,7 +20,7 @@ impl Catalog {
 
     /// Adds every document's probes to the catalog. Runnable blocks that nothing collects are
     /// a failing `lint` probe of their lesson under `strict`, else warnings returned here.
-    pub fn add_documents(&mut self, docs: Vec<LessonDoc>, strict: bool) -> Vec<String> {
+    pub fn add_documents(&mut self, docs: Vec<LessonDoc>, strict: bool) -> Vec<Uncollected> {
         let mut warnings = Vec::new();
         for mut doc in docs {
             if !doc.uncollected.is_empty() {
@@ -40,11 +40,9 @@ impl Catalog {
                         },
                     });
                 } else {
-                    warnings.extend(doc.uncollected.iter().map(|line| {
-                        format!(
-                            "not collected: {}:{line} (a runnable block no label binds; mark it no-run if it is not meant to run)",
-                            doc.file.display()
-                        )
+                    warnings.extend(doc.uncollected.iter().map(|&line| Uncollected {
+                        file: doc.file.clone(),
+                        line,
                     }));
                 }
             }
@@ -93,6 +91,24 @@ fn document(probe: &Probe) -> Option<&DocProbe> {
     match &probe.kind {
         ProbeKind::Document(doc) => Some(doc),
         _ => None,
+    }
+}
+
+/// A runnable block of a lesson document that no label binds: a lint warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uncollected {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Uncollected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not collected: {}:{} (a runnable block no label binds; mark it no-run if it is not meant to run)",
+            self.file.display(),
+            self.line
+        )
     }
 }
 

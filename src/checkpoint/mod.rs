@@ -8,6 +8,7 @@ mod manifest;
 mod select;
 
 pub use catalog::{Catalog, CatalogSource};
+pub use documents::Uncollected;
 pub use error::CatalogError;
 pub use manifest::{Backend, Checkpoint, Probe, ProbeKind, MAX_RETRIES};
-pub use select::Selection;
+pub use select::{matches as selects, Selection};

@@ -54,7 +54,8 @@ impl<'a> Selection<'a> {
     }
 }
 
-fn matches(pattern: &str, probe: &Probe) -> bool {
+/// Whether `--select pattern` selects `probe`.
+pub fn matches(pattern: &str, probe: &Probe) -> bool {
     let pattern = pattern.to_ascii_lowercase();
     [&probe.id, &probe.name].iter().any(|field| {
         let field = field.to_ascii_lowercase();

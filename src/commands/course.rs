@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{Catalog, ProbeKind};
+use crate::checkpoint::{Catalog, ProbeKind, Uncollected};
 use crate::cli::CourseArgs;
 use crate::exit::Error;
 use crate::lesson::{self, Course, DocBody, Snapshot};
@@ -12,7 +12,7 @@ use crate::lesson::{self, Course, DocBody, Snapshot};
 /// A course and, for `--rev`, the temporary tree it is read from (removed when dropped).
 pub struct OpenCourse {
     pub course: Course,
-    _snapshot: Option<Snapshot>,
+    snapshot: Option<Snapshot>,
 }
 
 impl OpenCourse {
@@ -40,10 +40,7 @@ impl OpenCourse {
         if let Some(python) = &args.python {
             course.settings.python = python.clone();
         }
-        Ok(Some(OpenCourse {
-            course,
-            _snapshot: snapshot,
-        }))
+        Ok(Some(OpenCourse { course, snapshot }))
     }
 
     /// Where `command` probes run.
@@ -52,13 +49,19 @@ impl OpenCourse {
     }
 
     /// Joins every lesson document to `catalog`, printing the warnings of the lint (under
-    /// `strict` they are failing probes instead).
-    pub fn attach(&self, catalog: &mut Catalog, strict: bool) -> Result<(), Error> {
+    /// `strict` they are failing probes instead) and returning them for the reports.
+    pub fn attach(&self, catalog: &mut Catalog, strict: bool) -> Result<Vec<Uncollected>, Error> {
         let docs = self.course.documents(&catalog.named_documents())?;
-        for warning in catalog.add_documents(docs, strict) {
+        let warnings = catalog.add_documents(docs, strict);
+        for warning in &warnings {
             eprintln!("lessonprobe: warning: {warning}");
         }
-        Ok(())
+        Ok(warnings)
+    }
+
+    /// The commit a `--rev` run verifies.
+    pub fn commit(&self) -> Option<&str> {
+        self.snapshot.as_ref().map(|s| s.commit.as_str())
     }
 
     /// Keeps the checkpoints whose lesson file, or whose run-from folder, differs from `rev`;

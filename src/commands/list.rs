@@ -1,5 +1,6 @@
 //! `lessonprobe list`: checkpoints and their probes — id, name, kind, builtin, where each runs
-//! and is written, its claim and expected output — as text or one JSON document.
+//! and is written, its claim and expected output — as text, one JSON document, or one JSON
+//! object per checkpoint and line.
 
 use serde::Serialize;
 
@@ -28,6 +29,16 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
             let mut text = serde_json::to_string_pretty(&doc)
                 .map_err(|e| Error::Operation(format!("cannot render the list as JSON: {e}")))?;
             text.push('\n');
+            text
+        }
+        Format::Ndjson => {
+            let mut text = String::new();
+            for checkpoint in &listed {
+                text.push_str(&serde_json::to_string(checkpoint).map_err(|e| {
+                    Error::Operation(format!("cannot render the list as JSON: {e}"))
+                })?);
+                text.push('\n');
+            }
             text
         }
     };

@@ -2,6 +2,7 @@
 
 pub mod bless;
 pub mod broker;
+mod ci_reports;
 pub mod clean;
 mod course;
 pub mod hosts;

@@ -56,6 +56,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         verbose: false,
         strict: args.strict,
         junit_family: crate::report::junit::Family::default(),
+        extras: Default::default(),
     };
     execute_and_report(&selection, &config, &new_run_id(), &reporting)
 }

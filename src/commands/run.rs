@@ -14,10 +14,12 @@ use crate::exit::{Code, Error};
 use crate::history::{History, Recorder};
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
+use crate::report::ndjson::Ndjson;
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
 
+use super::ci_reports::Extras;
 use super::course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
@@ -52,16 +54,19 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
-    if let Some(course) = &course {
-        course.attach(&mut catalog, args.strict)?;
-    }
+    let uncollected = match &course {
+        Some(course) => course.attach(&mut catalog, args.strict)?,
+        None => Vec::new(),
+    };
     if let Some(rev) = &args.changed_since {
         let course = course.as_ref().ok_or_else(|| {
             Error::Usage("--changed-since needs a course: give --course DIR".into())
         })?;
         let kept = course.keep_changed(&mut catalog, rev)?;
         if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
-            println!("nothing to verify: no lesson file or project file changed since {rev}");
+            let why = format!("no lesson file or project file changed since {rev}");
+            println!("nothing to verify: {why}");
+            Extras::nothing_to_verify(&args, &why)?;
             return Ok(Code::Ok);
         }
     }
@@ -113,6 +118,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         verbose: args.verbose,
         strict: args.strict,
         junit_family: args.junit_family,
+        extras: Extras::of(&args, course.as_ref(), uncollected, &config)?,
     };
     let run_id = match &args.run_id {
         Some(id) => {
@@ -172,6 +178,8 @@ pub(super) struct Reporting {
     pub verbose: bool,
     pub strict: bool,
     pub junit_family: crate::report::junit::Family,
+    /// GitHub Actions output, HTML, the failure recap, slow notices.
+    pub extras: Extras,
 }
 
 /// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into
@@ -207,11 +215,16 @@ fn execute_and_record(
                 .strict(reporting.strict),
         );
     }
+    // Before the terminal's: the recap and the annotations come before its closing lines.
+    reporting
+        .extras
+        .add_to(&mut reporters, reporting.format, reporting.strict);
     match reporting.format {
         Format::Human => reporters.add(
             Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
         ),
         Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
+        Format::Ndjson => reporters.add(Ndjson::stdout().strict(reporting.strict)),
     }
     if let Some(recorder) = recorder {
         reporters.add(recorder);

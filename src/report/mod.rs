@@ -1,8 +1,15 @@
-//! Reporters: one per format (terminal, JSON, JUnit XML), each fed the same stream of run
-//! events through [`Reporter`]; what is written whole is written at [`Reporter::finish`].
+//! Reporters: one per format (terminal, JSON, NDJSON, JUnit XML, HTML, GitHub Actions), each
+//! fed the same stream of run events through [`Reporter`]; what is written whole is written at
+//! [`Reporter::finish`].
 
+pub mod environment;
+pub mod github;
+pub mod html;
 pub mod json;
 pub mod junit;
+pub mod ndjson;
+pub mod recap;
+pub mod slow;
 pub mod terminal;
 
 use std::path::PathBuf;
@@ -19,6 +26,8 @@ pub enum Format {
     Human,
     /// One JSON document with every outcome and the counts, at the end.
     Json,
+    /// One JSON object per line and per event, as the run goes (`list`: one per checkpoint).
+    Ndjson,
 }
 
 /// A consumer of a run's events.
@@ -83,6 +92,25 @@ pub enum ReportError {
     },
     #[error("{}: is a folder; give --junit the path of a file", path.display())]
     IsFolder { path: PathBuf },
+    #[error("{}: cannot write {what}: {source}", path.display())]
+    WriteOther {
+        /// Which report: "the HTML report", "the GitHub step summary".
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Whether a case of this verdict fails the run (and so the exit code), as
+/// `Counts::succeeded` counts it: FAIL, ERROR and NOT RUN, and PENDING and FLAKY under
+/// `strict`.
+fn fails_run(verdict: crate::run::Verdict, strict: bool) -> bool {
+    use crate::run::Verdict;
+    match verdict {
+        Verdict::Fail | Verdict::Error | Verdict::NotRun => true,
+        Verdict::Pending | Verdict::Flaky => strict,
+        Verdict::Pass | Verdict::Skip => false,
+    }
 }
 
 /// A run's outcomes gathered from its events, for the reports written whole at the end: in
@@ -111,6 +139,13 @@ impl Gathered {
             RunEvent::RunFinished { summary } => self.summary = Some(*summary),
             RunEvent::CaseStarted { .. } | RunEvent::RunInterrupted { .. } => {}
         }
+    }
+
+    /// What the exit code says of the run: finished, nothing failed or errored, nothing
+    /// PENDING under `strict`. False before `RunFinished`.
+    fn succeeded(&self, strict: bool) -> bool {
+        self.summary
+            .is_some_and(|s| crate::exit::Code::of_run(&s, strict) == crate::exit::Code::Ok)
     }
 
     fn wall(&self) -> Duration {

@@ -1,0 +1,179 @@
+//! The NDJSON reporter (`--format ndjson`): one JSON object per line and per event, written
+//! and flushed as the run goes, for editors and dashboards. Every object has an `event`:
+//! `run_started` (the planned cases), `case_started`, `case_finished` (its outcomes, as the
+//! JSON report writes them), `run_interrupted`, and last `run_finished` with the counts and
+//! `succeeded`, which is what the exit code says.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::{ReportError, Reporter};
+use crate::exit::Code;
+use crate::run::{Counts, Decision, Outcome, PlannedCase, RunEvent};
+
+pub struct Ndjson<W: Write> {
+    out: W,
+    strict: bool,
+}
+
+impl Ndjson<std::io::Stdout> {
+    pub fn stdout() -> Self {
+        Ndjson::to(std::io::stdout())
+    }
+}
+
+impl<W: Write> Ndjson<W> {
+    pub fn to(out: W) -> Self {
+        Ndjson { out, strict: false }
+    }
+
+    /// Under `--strict`, PENDING cases fail the run.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Line<'a> {
+    RunStarted {
+        run_id: &'a str,
+        strict: bool,
+        cases: Vec<Case<'a>>,
+    },
+    CaseStarted {
+        #[serde(flatten)]
+        case: Case<'a>,
+    },
+    CaseFinished {
+        index: usize,
+        outcomes: &'a [Outcome],
+    },
+    RunInterrupted {
+        signal: &'static str,
+        running: usize,
+        not_started: usize,
+    },
+    RunFinished {
+        /// What the exit code says: no FAIL or ERROR, no PENDING under `--strict`, not
+        /// interrupted.
+        succeeded: bool,
+        exit_code: u8,
+        interrupted: Option<&'static str>,
+        wall_seconds: f64,
+        counts: Counts,
+    },
+}
+
+/// A planned case: its place in the plan and what it is.
+#[derive(Serialize)]
+struct Case<'a> {
+    index: usize,
+    lesson: u32,
+    id: &'a str,
+    name: &'a str,
+    backend: Option<&'static str>,
+    /// `run`, `skip` or `pending` (with `reason`), `from_document`.
+    plan: &'static str,
+    reason: Option<&'a str>,
+}
+
+impl<'a> Case<'a> {
+    fn of(index: usize, case: &'a PlannedCase<'a>) -> Case<'a> {
+        let (plan, reason) = match &case.decision {
+            Decision::Run => ("run", None),
+            Decision::Skip(why) => ("skip", Some(why.as_str())),
+            Decision::Pending(why) => ("pending", Some(why.as_str())),
+            Decision::FromDocument => ("from_document", None),
+        };
+        Case {
+            index,
+            lesson: case.checkpoint.lesson,
+            id: &case.probe.id,
+            name: &case.probe.name,
+            backend: case.backend(),
+            plan,
+            reason,
+        }
+    }
+}
+
+impl<W: Write> Reporter for Ndjson<W> {
+    fn event(&mut self, event: &RunEvent<'_>) {
+        let line = match event {
+            RunEvent::RunStarted { run_id, cases } => Line::RunStarted {
+                run_id,
+                strict: self.strict,
+                cases: cases
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| Case::of(i, c))
+                    .collect(),
+            },
+            RunEvent::CaseStarted { index, case } => Line::CaseStarted {
+                case: Case::of(*index, case),
+            },
+            RunEvent::CaseFinished {
+                index, outcomes, ..
+            } => Line::CaseFinished {
+                index: *index,
+                outcomes,
+            },
+            RunEvent::RunInterrupted {
+                reason,
+                running,
+                not_started,
+            } => Line::RunInterrupted {
+                signal: reason.signal_name(),
+                running: *running,
+                not_started: *not_started,
+            },
+            RunEvent::RunFinished { summary } => {
+                let code = Code::of_run(summary, self.strict);
+                Line::RunFinished {
+                    succeeded: code == Code::Ok,
+                    exit_code: code as u8,
+                    interrupted: summary.interrupted.map(|i| i.signal_name()),
+                    wall_seconds: (summary.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+                    counts: summary.counts,
+                }
+            }
+        };
+        let text = serde_json::to_string(&line)
+            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":\"{e}\"}}"));
+        let _ = writeln!(self.out, "{text}");
+        let _ = self.out.flush();
+    }
+
+    fn finish(&mut self) -> Result<(), ReportError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::testing;
+
+    #[test]
+    fn one_object_per_event_in_order_ending_with_the_counts() {
+        let mut nd = Ndjson::to(Vec::new());
+        testing::run(Some(1), |e| nd.event(e));
+        let lines: Vec<serde_json::Value> = String::from_utf8(nd.out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+        assert_eq!(kinds.first(), Some(&"run_started"));
+        assert_eq!(kinds.last(), Some(&"run_finished"));
+        assert!(kinds.contains(&"run_interrupted"), "{kinds:?}");
+        assert_eq!(lines[0]["cases"].as_array().unwrap().len(), 4);
+        let last = lines.last().unwrap();
+        assert_eq!(last["succeeded"], false);
+        assert_eq!(last["exit_code"], 130);
+        assert_eq!(last["counts"]["errors"], 2);
+    }
+}
