@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::environment::Environment;
-use super::{fails_run, Gathered, ReportError, Reporter};
+use super::{failed_itself, Gathered, ReportError, Reporter};
 use crate::checkpoint::Uncollected;
 use crate::run::{Counts, Outcome, RunEvent, Verdict};
 
@@ -99,7 +99,7 @@ impl Github {
         let mut lines = Vec::new();
         for o in outcomes
             .iter()
-            .filter(|o| fails_run(o.verdict, self.strict))
+            .filter(|o| failed_itself(o.verdict, self.strict))
         {
             let mut props = Vec::new();
             if let Some(file) = &o.file {
@@ -313,7 +313,7 @@ fn diffs(md: &mut String, s: &Summary<'_>) {
     let with_diff: Vec<(&Outcome, &str)> = s
         .outcomes
         .iter()
-        .filter(|o| fails_run(o.verdict, s.strict))
+        .filter(|o| failed_itself(o.verdict, s.strict))
         .filter_map(|o| o.diff.as_deref().map(|d| (o, d)))
         .collect();
     for (o, diff) in with_diff.iter().take(SUMMARY_DIFFS) {

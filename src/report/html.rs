@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use html_escape::encode_text as esc;
 
 use super::environment::Environment;
-use super::{fails_run, Gathered, ReportError, Reporter};
+use super::{failed_itself, Gathered, ReportError, Reporter};
 use crate::run::RunEvent;
 use crate::run::{Counts, Outcome, Verdict};
 
@@ -173,7 +173,7 @@ impl Page {
         let failing: Vec<&Outcome> = self
             .outcomes
             .iter()
-            .filter(|o| fails_run(o.verdict, self.strict) && o.verdict != Verdict::Pending)
+            .filter(|o| failed_itself(o.verdict, self.strict) && o.verdict != Verdict::Pending)
             .collect();
         if failing.is_empty() {
             return;

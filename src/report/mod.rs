@@ -113,6 +113,13 @@ fn fails_run(verdict: crate::run::Verdict, strict: bool) -> bool {
     }
 }
 
+/// Whether a case is shown as a failure of its own (the recap, the annotations, the HTML's
+/// failures): as [`fails_run`], but a NOT RUN case, which fails the run without having run,
+/// is counted, not shown.
+fn failed_itself(verdict: crate::run::Verdict, strict: bool) -> bool {
+    verdict != crate::run::Verdict::NotRun && fails_run(verdict, strict)
+}
+
 /// A run's outcomes gathered from its events, for the reports written whole at the end: in
 /// plan order, whatever order cases finished in.
 #[derive(Debug, Default)]

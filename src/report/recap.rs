@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use super::{fails_run, ReportError, Reporter};
+use super::{failed_itself, ReportError, Reporter};
 use crate::checkpoint::selects;
 use crate::run::{Outcome, PlannedCase, RunEvent};
 
@@ -112,7 +112,7 @@ impl<W: Write> Reporter for Recap<W> {
         };
         for o in outcomes
             .iter()
-            .filter(|o| fails_run(o.verdict, self.strict))
+            .filter(|o| failed_itself(o.verdict, self.strict))
         {
             let place = o.location().unwrap_or_else(|| "(no file)".into());
             self.failed.push(Failed {

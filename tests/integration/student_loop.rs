@@ -143,6 +143,11 @@ FAIL    [..] lesson 93 L-F1 fails
 NOT RUN [..] lesson 93 L-F2 fails: --max-fail 1 was reached, so it never started
 NOT RUN [..] lesson 93 L-F3 fails: --max-fail 1 was reached, so it never started
 NOT RUN [..] lesson 93 L-PASS2 passes: --max-fail 1 was reached, so it never started
+
+failures (1), each rerun alone by its command:
+FAIL    checkpoints/93-loop.toml:14 lesson 93 L-F1 fails
+    [..]lessonprobe --lesson 93 --select L-F1
+
 JUnit report: [..]
 1 passed, 1 failed, 0 errors, 0 skipped, 0 pending, 3 not run in [..]; FAIL: L-F1; NOT RUN: L-F2, L-F3, L-PASS2
 ",
