@@ -14,8 +14,11 @@ pub mod verify;
 
 use lessonprobe_probes::registry;
 use ticketflow::kafka::{KafkaTarget, KafkaTargetError};
+use ticketflow::replay::Window;
+use ticketflow::store::AuditDb;
 
-use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction};
+use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction, WindowArgs};
+use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::remote::{AuthorizedHost, HostsError, HostsFile};
 use crate::run::{RemoteFlag, RemoteHost};
@@ -54,6 +57,39 @@ fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
             }
             other => Error::Usage(other.to_string()),
         })
+}
+
+/// The broker of `--kafka`: `command` works on real data, so the embedded broker is refused.
+fn real_kafka(args: &KafkaArgs, command: &str) -> Result<KafkaTarget, Error> {
+    let kafka = kafka_target(args)?;
+    if kafka == KafkaTarget::Embedded {
+        return Err(Error::Usage(format!("{command} works on real data: give --kafka HOST:PORT (the embedded broker is refused here)")));
+    }
+    Ok(kafka)
+}
+
+/// The replay's target database: `--db`, else `LESSONPROBE_REPLAY_DB` (never the probe
+/// runner's `LESSONPROBE_DB`).
+fn target_db(db: Option<AuditDb>) -> Result<AuditDb, Error> {
+    replay_target(db, std::env::var_os("LESSONPROBE_DB").is_some())
+        .map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// The window of `--since`/`--until` or `--start`/`--stop`.
+fn window(w: &WindowArgs) -> Result<Window, Error> {
+    match (w.since, w.until, w.start, w.stop) {
+        (Some(since_ms), Some(until_ms), None, None) if until_ms <= since_ms => Err(Error::Usage(
+            "empty window: --until must be later than --since".into(),
+        )),
+        (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
+        (None, None, Some(start), Some(stop)) if stop <= start => Err(Error::Usage(format!(
+            "empty window: --stop {stop} must be greater than --start {start}"
+        ))),
+        (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
+        _ => Err(Error::Usage(
+            "give --since and --until, or --start and --stop".into(),
+        )),
+    }
 }
 
 /// Where remote probes run. Only `TICKETFLOW_REMOTE_TESTS=1` lets them connect; without it

@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 
 use ticketflow::replay::{
     BadRecords, ConnectError, DayPlanError, DayReplayRequest, ExecuteOptions, FindingsPolicy,
-    PrepareError, Refusal, ReplayJob, ReplayOptions, ReplayRequest, Verdict, Window,
+    PrepareError, Refusal, ReplayJob, ReplayOptions, ReplayRequest, Verdict,
 };
-use ticketflow::store::AuditDb;
-use ticketflow::KafkaTarget;
 
-use crate::cli::{KafkaArgs, OnBadRecord, OnConflict, ReplayArgs, WindowArgs};
-use crate::config::db::replay_target;
+use crate::cli::{OnBadRecord, OnConflict, ReplayArgs};
 use crate::exit::{Code, Error};
 use crate::progress::PartitionBars;
 use crate::render::TableFormat;
@@ -30,8 +27,8 @@ const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     let started = Instant::now();
     arm_deadline(args.deadline);
-    let kafka = real_kafka(&args.kafka, "lessonprobe replay")?;
-    let db = target_db(args.db)?;
+    let kafka = super::real_kafka(&args.kafka, "lessonprobe replay")?;
+    let db = super::target_db(args.db)?;
     let required = |v: Option<String>, flag: &str| {
         v.ok_or_else(|| Error::Usage(format!("{flag} is required")))
     };
@@ -39,7 +36,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         topic: required(args.topic, "--topic")?,
         live_group: required(args.live_group, "--live-group")?,
         replay_group: required(args.replay_group, "--replay-group")?,
-        window: window(&args.window)?,
+        window: super::window(&args.window)?,
         partitions: args.partitions,
         resume: args.resume,
     };
@@ -95,39 +92,6 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         Verdict::Clean => Ok(Code::Ok),
         Verdict::Findings => Ok(Code::Findings),
         failed => Err(Error::Operation(failed.to_string())),
-    }
-}
-
-/// The broker of `--kafka`: `command` works on real data, so the embedded broker is refused.
-pub(super) fn real_kafka(args: &KafkaArgs, command: &str) -> Result<KafkaTarget, Error> {
-    let kafka = super::kafka_target(args)?;
-    if kafka == KafkaTarget::Embedded {
-        return Err(Error::Usage(format!("{command} works on real data: give --kafka HOST:PORT (the embedded broker is refused here)")));
-    }
-    Ok(kafka)
-}
-
-/// The replay's target database: `--db`, else `LESSONPROBE_REPLAY_DB` (never the probe
-/// runner's `LESSONPROBE_DB`).
-pub(super) fn target_db(db: Option<AuditDb>) -> Result<AuditDb, Error> {
-    replay_target(db, std::env::var_os("LESSONPROBE_DB").is_some())
-        .map_err(|e| Error::Usage(e.to_string()))
-}
-
-/// The window of `--since`/`--until` or `--start`/`--stop`.
-pub(super) fn window(w: &WindowArgs) -> Result<Window, Error> {
-    match (w.since, w.until, w.start, w.stop) {
-        (Some(since_ms), Some(until_ms), None, None) if until_ms <= since_ms => Err(Error::Usage(
-            "empty window: --until must be later than --since".into(),
-        )),
-        (Some(since_ms), Some(until_ms), None, None) => Ok(Window::Time { since_ms, until_ms }),
-        (None, None, Some(start), Some(stop)) if stop <= start => Err(Error::Usage(format!(
-            "empty window: --stop {stop} must be greater than --start {start}"
-        ))),
-        (None, None, Some(start), Some(stop)) => Ok(Window::Offsets { start, stop }),
-        _ => Err(Error::Usage(
-            "give --since and --until, or --start and --stop".into(),
-        )),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ticketflow::replay::{Decision, PlanDocument, Prepared, ReplayReport, Shown};
+use ticketflow::replay::{Decision, PlanDocument, Prepared, ReplayReport};
 
 use crate::exit::Error;
 use crate::render::{self, TableFormat};
@@ -59,7 +59,7 @@ pub(super) fn plan(prepared: &Prepared<'_>, format: TableFormat) -> Result<(), E
     println!("{text}");
     let (total, remaining) = (plan.records(), plan.remaining());
     println!("{total} records in the window; {remaining} to replay");
-    println!("{}", identity_line(decision));
+    println!("{decision}");
     Ok(())
 }
 
@@ -72,35 +72,6 @@ pub(super) fn nothing_to_do(prepared: &Prepared<'_>) -> String {
             recorded.finished_at.as_deref().unwrap_or("-")
         ),
         _ => "dry run: nothing was created or applied; add --execute to run this plan".to_owned(),
-    }
-}
-
-/// What this run would do with the plan, in words.
-fn identity_line(decision: &Decision) -> String {
-    match decision {
-        Decision::New(plan) => format!(
-            "plan {}: new; it is recorded in the target when executed",
-            plan.plan_id
-        ),
-        Decision::Resume { plan, behind } => {
-            let mut line = format!(
-                "plan {}: recorded {} by {} ({}); continues from its SQL checkpoints",
-                plan.plan_id,
-                plan.created_at,
-                plan.created_by,
-                plan.status.as_str()
-            );
-            for b in behind {
-                line.push_str(&format!(
-                    "\n  partition {}: the replay group's committed offset in Kafka ({}) is behind the SQL checkpoint {}: the SQL checkpoint is used, and Kafka is brought up to it",
-                    b.partition,
-                    b.kafka.map_or_else(|| "none".to_owned(), |k| k.to_string()),
-                    b.sql
-                ));
-            }
-            line
-        }
-        Decision::Complete(plan) => format!("{}", Shown(plan)),
     }
 }
 

@@ -52,6 +52,41 @@ impl Decision {
     }
 }
 
+/// What this run does with the plan, in words (a resumed plan: a line more per partition whose
+/// replay group Kafka has behind its SQL checkpoint).
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decision::New(plan) => write!(
+                f,
+                "plan {}: new; it is recorded in the target when executed",
+                plan.plan_id
+            ),
+            Decision::Resume { plan, behind } => {
+                write!(
+                    f,
+                    "plan {}: recorded {} by {} ({}); continues from its SQL checkpoints",
+                    plan.plan_id,
+                    plan.created_at,
+                    plan.created_by,
+                    plan.status.as_str()
+                )?;
+                for b in behind {
+                    write!(
+                        f,
+                        "\n  partition {}: the replay group's committed offset in Kafka ({}) is behind the SQL checkpoint {}: the SQL checkpoint is used, and Kafka is brought up to it",
+                        b.partition,
+                        b.kafka.map_or_else(|| "none".to_owned(), |k| k.to_string()),
+                        b.sql
+                    )?;
+                }
+                Ok(())
+            }
+            Decision::Complete(plan) => write!(f, "{}", Shown(plan)),
+        }
+    }
+}
+
 /// A run that must not go on; nothing was read from the topic or written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityRefusal {
