@@ -7,6 +7,7 @@
 //! read_committed client), and re-reads of offsets it jumped over.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -14,6 +15,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::broker::{close_consumer, partition_count, Isolation};
 use super::commit::Committer;
+use super::group_member::GroupMember;
 use super::{Broker, KafkaError};
 
 /// One record as the replay consumer delivers it.
@@ -134,6 +136,9 @@ pub struct KafkaReplayConsumer {
     committed: Option<BaseConsumer>,
     /// Commits the group's offsets, made on the first commit.
     committer: Option<Committer>,
+    /// The group member commits go through instead, when this reader serves one of several
+    /// workers of a plan.
+    through: Option<Arc<GroupMember>>,
     broker_config: Broker,
     timeout: Duration,
     /// Partitions of each topic as last read from the metadata: asked again only for a
@@ -158,11 +163,18 @@ impl KafkaReplayConsumer {
             uncommitted: None,
             committed: None,
             committer: None,
+            through: None,
             broker_config: broker.same_address(),
             timeout: broker.op_timeout,
             partitions: HashMap::new(),
             leaders_known: HashSet::new(),
         })
+    }
+
+    /// Commits through `member` from now on, for one of several workers of a plan: a broker
+    /// takes commits only from members of an active group.
+    pub fn commit_through(&mut self, member: Arc<GroupMember>) {
+        self.through = Some(member);
     }
 
     /// A failed call of this consumer, with the broker it was talking to.
@@ -392,6 +404,14 @@ impl ReplayConsumer for KafkaReplayConsumer {
         partition: i32,
         next_offset: i64,
     ) -> Result<(), ConsumerError> {
+        // The batch is durable in SQL already: a commit the group refuses now (a rebalance in
+        // progress) stays owed and is made later, so Kafka lags the database and never leads it.
+        if let Some(member) = &self.through {
+            if let Err(e) = member.commit(partition, next_offset) {
+                tracing::debug!("{topic}[{partition}]: commit owed: {e}");
+            }
+            return Ok(());
+        }
         let what = || format!("committing {topic}[{partition}]@{next_offset}");
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))

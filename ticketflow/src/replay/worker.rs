@@ -3,6 +3,7 @@
 //! them back when the group takes them away, and ends once every partition reached its stop.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::apply::{apply_batch, TargetWriter};
@@ -11,10 +12,7 @@ use super::execute::{
 };
 use super::read::Reader;
 use super::window::{DayPlan, PartitionPlan};
-use super::{
-    ConsumerError, GapReading, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayGroup,
-    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
-};
+use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, WriteError};
 
@@ -41,48 +39,6 @@ enum Turn {
     Revoked,
     /// Another worker claimed it in SQL: this one's checkpoint was refused.
     Lost,
-}
-
-/// The reading side of a partition: records from a reader of this worker's own, commits
-/// through the group member (a broker takes commits only from members of an active group).
-struct MemberReads<'a> {
-    reads: &'a mut KafkaReplayConsumer,
-    member: &'a GroupMember,
-}
-
-impl ReplayConsumer for MemberReads<'_> {
-    fn group_id(&self) -> &str {
-        self.reads.group_id()
-    }
-    fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
-        self.reads.end_offset(topic, partition)
-    }
-    fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
-        self.reads.seek(topic, partition, offset)
-    }
-    fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-        self.reads.poll(timeout)
-    }
-    fn position(&mut self, topic: &str, partition: i32) -> Result<Option<i64>, ConsumerError> {
-        self.reads.position(topic, partition)
-    }
-    fn reread(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        from: i64,
-        to: i64,
-    ) -> Result<Option<GapReading>, ConsumerError> {
-        self.reads.reread(topic, partition, from, to)
-    }
-    /// The batch is durable in SQL already: a commit the group refuses now (a rebalance in
-    /// progress) stays owed and is made later, so Kafka lags the database and never leads it.
-    fn commit(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
-        if let Err(e) = self.member.commit(partition, offset) {
-            tracing::debug!("{topic}[{partition}]: commit owed: {e}");
-        }
-        Ok(())
-    }
 }
 
 /// This worker's partitions and what it knows of the plan.
@@ -186,8 +142,11 @@ pub(crate) fn work(
         create_bookkeeping: Vec::new(),
         ..to.adoption.clone()
     })?;
+    let member = Arc::new(GroupMember::join(&broker, group, &plan.request.topic)?);
+    // Records from a reader of this worker's own; commits through the group member (a broker
+    // takes commits only from members of an active group).
     let mut reads = KafkaReplayConsumer::new(&broker, group)?;
-    let member = GroupMember::join(&broker, group, &plan.request.topic)?;
+    reads.commit_through(Arc::clone(&member));
     let mut share = Share {
         plan,
         to,
@@ -401,8 +360,7 @@ fn replay_turn(
         deadline: left().max(Duration::from_millis(1)),
         idle_timeout: options.idle_timeout,
     };
-    let mut consumer = MemberReads { reads, member };
-    let mut reader = Reader::open(&bounded, limits, &mut consumer).map_err(as_run_deadline)?;
+    let mut reader = Reader::open(&bounded, limits, reads).map_err(as_run_deadline)?;
     let mut summary = run.replayed.remove(&p).unwrap_or_default();
     summary.final_offset = claim.next_offset;
     let result = (|| {
