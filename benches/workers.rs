@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::postgres::{count, OwnDatabase};
+use lessonprobe_testkit::replay::{replay_args, SAMPLE_DAYS};
 use lessonprobe_testkit::BrokerProcess;
 
 const TOPIC: &str = "bench.workers";
@@ -29,22 +30,9 @@ fn env(name: &str, default: usize) -> usize {
 /// One worker process of the plan into `db` as replay group `group`.
 fn worker(servers: &str, db: &str, group: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_lessonprobe"))
+        .args(replay_args(servers, TOPIC, "bench-live", group, db))
+        .args(SAMPLE_DAYS)
         .args([
-            "replay",
-            "--kafka",
-            servers,
-            "--topic",
-            TOPIC,
-            "--live-group",
-            "bench-live",
-            "--replay-group",
-            group,
-            "--db",
-            db,
-            "--since",
-            "2026-09-21T00:00:00Z",
-            "--until",
-            "2026-09-24T00:00:00Z",
             "--execute",
             "--worker",
             "--allow-quarantine",

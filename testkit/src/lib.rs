@@ -28,6 +28,7 @@ pub mod kills;
 pub mod net;
 pub mod postgres;
 pub mod process;
+pub mod replay;
 pub mod services;
 pub mod sqlite;
 pub mod ssh;

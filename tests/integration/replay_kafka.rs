@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use lessonprobe_testkit::kafka::{commit, committed, delete_records, first_offset_at, watermarks};
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
+use lessonprobe_testkit::replay::replay_args;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -31,19 +32,7 @@ const UNTIL: &str = "2026-09-23T00:00:00Z";
 /// `lessonprobe replay` of `topic` into `db`.
 fn replay(dir: &Dir, servers: &str, topic: &str, db: &str, args: &[&str]) -> Test {
     dir.lessonprobe()
-        .args([
-            "replay",
-            "--kafka",
-            servers,
-            "--topic",
-            topic,
-            "--live-group",
-            LIVE,
-            "--replay-group",
-            REPLAY,
-            "--db",
-            db,
-        ])
+        .args(replay_args(servers, topic, LIVE, REPLAY, db))
         .args(args)
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::kafka::committed;
 use lessonprobe_testkit::postgres::OwnDatabase;
+use lessonprobe_testkit::replay::{replay_args, SAMPLE_DAYS};
 use lessonprobe_testkit::*;
 
 const TOPIC: &str = "workers";
@@ -73,22 +74,9 @@ fn worker_in_session(
     session_timeout: Duration,
 ) -> Test {
     lessonprobe()
-        .arg("replay")
+        .args(replay_args(servers, TOPIC, "live-workers", GROUP, db))
+        .args(SAMPLE_DAYS)
         .args([
-            "--kafka",
-            servers,
-            "--topic",
-            TOPIC,
-            "--live-group",
-            "live-workers",
-            "--replay-group",
-            GROUP,
-            "--db",
-            db,
-            "--since",
-            "2026-09-21T00:00:00Z",
-            "--until",
-            "2026-09-24T00:00:00Z",
             "--execute",
             "--worker",
             "--batch",
