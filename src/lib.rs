@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod diagnostics;
 pub mod exit;
+pub mod exit_code;
 pub mod history;
 pub mod lesson;
 pub mod logging;

@@ -151,8 +151,9 @@ impl Gathered {
     /// What the exit code says of the run: finished, nothing failed or errored, nothing
     /// PENDING under `strict`. False before `RunFinished`.
     fn succeeded(&self, strict: bool) -> bool {
-        self.summary
-            .is_some_and(|s| crate::exit::Code::of_run(&s, strict) == crate::exit::Code::Ok)
+        self.summary.is_some_and(|s| {
+            crate::exit_code::Code::of_run(&s, strict) == crate::exit_code::Code::Ok
+        })
     }
 
     fn wall(&self) -> Duration {

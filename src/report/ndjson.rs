@@ -9,7 +9,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::{ReportError, Reporter};
-use crate::exit::Code;
+use crate::exit_code::Code;
 use crate::run::{Counts, Decision, Outcome, PlannedCase, RunEvent};
 
 pub struct Ndjson<W: Write> {

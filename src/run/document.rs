@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
-use super::plan::Plan;
 use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
 use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Left};
@@ -30,17 +29,16 @@ pub struct Chains {
 }
 
 impl Chains {
-    /// The continued steps of `plan`'s document probes.
-    pub fn new(plan: &Plan<'_>) -> Chains {
-        let left = plan
-            .cases
-            .iter()
-            .filter_map(|case| match &case.probe.kind {
+    /// The continued steps among a plan's probes, each with its lesson.
+    pub fn new<'a>(probes: impl IntoIterator<Item = (u32, &'a Probe)>) -> Chains {
+        let left = probes
+            .into_iter()
+            .filter_map(|(lesson, probe)| match &probe.kind {
                 ProbeKind::Document(doc) => match &doc.body {
                     DocBody::Code(code) => code
                         .continues
                         .as_ref()
-                        .map(|c| ((case.checkpoint.lesson, c.id.clone()), None)),
+                        .map(|c| ((lesson, c.id.clone()), None)),
                     _ => None,
                 },
                 _ => None,

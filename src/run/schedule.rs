@@ -51,7 +51,11 @@ pub fn execute(
     let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
     // A step that continues another waits for it: it comes earlier in the plan, so a worker
     // took it already (a case taken always runs, --max-fail or not).
-    let chains = super::document::Chains::new(plan);
+    let chains = super::document::Chains::new(
+        cases
+            .iter()
+            .map(|case| (case.checkpoint.lesson, case.probe)),
+    );
     let (tx, rx) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
