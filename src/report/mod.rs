@@ -101,23 +101,11 @@ pub enum ReportError {
     },
 }
 
-/// Whether a case of this verdict fails the run (and so the exit code), as
-/// `Counts::succeeded` counts it: FAIL, ERROR and NOT RUN, and PENDING and FLAKY under
-/// `strict`.
-fn fails_run(verdict: crate::run::Verdict, strict: bool) -> bool {
-    use crate::run::Verdict;
-    match verdict {
-        Verdict::Fail | Verdict::Error | Verdict::NotRun => true,
-        Verdict::Pending | Verdict::Flaky => strict,
-        Verdict::Pass | Verdict::Skip => false,
-    }
-}
-
 /// Whether a case is shown as a failure of its own (the recap, the annotations, the HTML's
-/// failures): as [`fails_run`], but a NOT RUN case, which fails the run without having run,
-/// is counted, not shown.
+/// failures): one whose verdict fails the run, but not a NOT RUN case, which fails the run
+/// without having run and is counted, not shown.
 fn failed_itself(verdict: crate::run::Verdict, strict: bool) -> bool {
-    verdict != crate::run::Verdict::NotRun && fails_run(verdict, strict)
+    verdict != crate::run::Verdict::NotRun && verdict.fails_run(strict)
 }
 
 /// A run's outcomes gathered from its events, for the reports written whole at the end: in

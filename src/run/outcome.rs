@@ -40,6 +40,16 @@ impl Verdict {
     pub fn failed(self) -> bool {
         matches!(self, Verdict::Fail | Verdict::Error)
     }
+
+    /// Whether a case of this verdict fails the run (and so the exit code): FAIL, ERROR and
+    /// NOT RUN; PENDING and FLAKY under `strict`.
+    pub fn fails_run(self, strict: bool) -> bool {
+        match self {
+            Verdict::Fail | Verdict::Error | Verdict::NotRun => true,
+            Verdict::Pending | Verdict::Flaky => strict,
+            Verdict::Pass | Verdict::Skip => false,
+        }
+    }
 }
 
 /// An earlier attempt of a retried case that failed, kept beside the case's final outcome.
@@ -243,13 +253,19 @@ impl Counts {
         }
     }
 
-    /// The run succeeded: nothing failed, errored or was left not run, and under `strict`
-    /// nothing is pending or flaky.
+    /// The run succeeded: no case has a verdict that [fails the run](Verdict::fails_run).
     pub fn succeeded(&self, strict: bool) -> bool {
-        self.failed == 0
-            && self.errors == 0
-            && self.not_run == 0
-            && !(strict && (self.pending > 0 || self.flaky > 0))
+        [
+            (self.passed, Verdict::Pass),
+            (self.failed, Verdict::Fail),
+            (self.errors, Verdict::Error),
+            (self.skipped, Verdict::Skip),
+            (self.pending, Verdict::Pending),
+            (self.flaky, Verdict::Flaky),
+            (self.not_run, Verdict::NotRun),
+        ]
+        .iter()
+        .all(|&(cases, verdict)| cases == 0 || !verdict.fails_run(strict))
     }
 }
 
