@@ -88,6 +88,14 @@ pub trait ReplayConsumer {
         partition: i32,
         next_offset: i64,
     ) -> Result<(), ConsumerError>;
+    /// Commits each `(partition, next_offset)` of `topic` for this consumer's group,
+    /// synchronously: one after the other, unless the consumer can ask for all at once.
+    fn commit_all(&mut self, topic: &str, offsets: &[(i32, i64)]) -> Result<(), ConsumerError> {
+        for &(partition, next_offset) in offsets {
+            self.commit(topic, partition, next_offset)?;
+        }
+        Ok(())
+    }
 }
 
 /// The consumer group a replay commits for, checked against the live group it must never be:
@@ -404,18 +412,34 @@ impl ReplayConsumer for KafkaReplayConsumer {
         partition: i32,
         next_offset: i64,
     ) -> Result<(), ConsumerError> {
+        self.commit_all(topic, &[(partition, next_offset)])
+    }
+
+    /// One request for every partition: a transaction's commit makes the batches of many
+    /// partitions durable at once, and each request waits for the group's coordinator.
+    fn commit_all(&mut self, topic: &str, offsets: &[(i32, i64)]) -> Result<(), ConsumerError> {
         // The batch is durable in SQL already: a commit the group refuses now (a rebalance in
         // progress) stays owed and is made later, so Kafka lags the database and never leads it.
         if let Some(member) = &self.through {
-            if let Err(e) = member.commit(partition, next_offset) {
-                tracing::debug!("{topic}[{partition}]: commit owed: {e}");
+            for &(partition, next_offset) in offsets {
+                if let Err(e) = member.commit(partition, next_offset) {
+                    tracing::debug!("{topic}[{partition}]: commit owed: {e}");
+                }
             }
             return Ok(());
         }
-        let what = || format!("committing {topic}[{partition}]@{next_offset}");
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let what = || {
+            let at: Vec<String> = offsets.iter().map(|(p, o)| format!("[{p}]@{o}")).collect();
+            format!("committing {topic}{}", at.join(","))
+        };
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
-            .map_err(|e| self.error(what(), e))?;
+        for &(partition, next_offset) in offsets {
+            tpl.add_partition_offset(topic, partition, Offset::Offset(next_offset))
+                .map_err(|e| self.error(what(), e))?;
+        }
         let mut committer = match self.committer.take() {
             Some(committer) => committer,
             None => {

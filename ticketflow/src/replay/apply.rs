@@ -262,17 +262,14 @@ pub(crate) fn commit_durable(
     applied: &Applied,
     consumer: &mut dyn ReplayConsumer,
 ) -> Result<(), ReplayError> {
-    for &(partition, offset) in &applied.durable {
-        consumer
-            .commit(plan.topic(), partition, offset)
-            .map_err(|e| ReplayError {
-                topic: plan.topic().to_owned(),
-                partition: plan.partition(),
-                committed: Some(applied.next),
-                kind: ReplayErrorKind::Consumer(e),
-            })?;
-    }
-    Ok(())
+    consumer
+        .commit_all(plan.topic(), &applied.durable)
+        .map_err(|e| ReplayError {
+            topic: plan.topic().to_owned(),
+            partition: plan.partition(),
+            committed: Some(applied.next),
+            kind: ReplayErrorKind::Consumer(e),
+        })
 }
 
 /// Each record of `gathered` decoded, in order.
