@@ -3,7 +3,7 @@
 //! database refuses on their data found by splitting and quarantined, then the checkpoint moved
 //! with a compare-and-set and the batch recorded — all in the caller's one transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::error::StoreError;
 use super::ledger::{Batch, Counters, Entry, WriteError};
@@ -267,7 +267,7 @@ pub(crate) fn write(
     // Per event id, the version the table holds once this batch is in: its hash and place.
     // A row this batch inserted keeps only its entry: most ids never come again, and the hash
     // (a canonical form of the payload, digested) is computed when one does.
-    let mut settled: HashMap<&str, Settled<'_, '_>> = HashMap::new();
+    let mut settled: HashMap<&str, Settled<'_, '_>> = HashMap::with_capacity(batch.entries.len());
     let mut pending: Vec<&Entry<'_>> = Vec::with_capacity(batch.entries.len());
     for entry in &batch.entries {
         match &entry.decoded {
@@ -284,7 +284,7 @@ pub(crate) fn write(
     while !pending.is_empty() {
         let mut firsts: Vec<&Entry<'_>> = Vec::new();
         let mut later: Vec<&Entry<'_>> = Vec::new();
-        let mut seen: HashMap<&str, ()> = HashMap::new();
+        let mut seen: HashSet<&str> = HashSet::with_capacity(pending.len());
         for entry in pending.drain(..) {
             let Ok(event) = &entry.decoded else { continue };
             let id = event.event_id.as_str();
@@ -303,7 +303,7 @@ pub(crate) fn write(
                     });
                     counters.conflicts += 1;
                 }
-            } else if seen.insert(id, ()).is_none() {
+            } else if seen.insert(id) {
                 firsts.push(entry);
             } else {
                 later.push(entry);
