@@ -6,6 +6,7 @@
 use postgres::types::ToSql;
 use postgres::Client;
 
+use super::copy::{CopyError, RowCopy};
 use crate::event::EventRecord;
 use crate::store::batch::{self, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion};
 use crate::store::bookkeeping_sql::POSTGRES as SQL;
@@ -150,7 +151,6 @@ impl PgTx<'_, '_> {
     /// Binary COPY of the decoded rows: into `audit_events` itself (`call` is `None`), or into
     /// the staging table under `call`, each with its 1-based position in `rows`.
     fn copy_rows(&mut self, call: Option<i32>, rows: &[&Entry<'_>]) -> Result<(), Fault> {
-        use postgres::binary_copy::BinaryCopyInWriter;
         use postgres::types::Type;
         let (adoption, place) = (self.adoption, self.place);
         let fault = |e: postgres::Error| match e.as_db_error() {
@@ -183,7 +183,14 @@ impl PgTx<'_, '_> {
                 columns.join(", ")
             ))
             .map_err(fault)?;
-        let mut writer = BinaryCopyInWriter::new(sink, &types);
+        let copy_fault = |e: CopyError| match e {
+            CopyError::Postgres(e) => fault(e),
+            CopyError::Value(reason) => Fault::Data(reason),
+            CopyError::Connection(reason) => {
+                Fault::Infra(StoreError::Unavailable(format!("{place}: {reason}")))
+            }
+        };
+        let mut writer = RowCopy::new(sink, &types);
         let call = call.unwrap_or_default();
         for (i, entry) in rows.iter().enumerate() {
             let Ok(e) = &entry.decoded else { continue };
@@ -209,9 +216,9 @@ impl PgTx<'_, '_> {
                     _ => &entry.timestamp,
                 });
             }
-            writer.write(&values).map_err(fault)?;
+            writer.write(&values).map_err(copy_fault)?;
         }
-        writer.finish().map_err(fault)?;
+        writer.finish().map_err(copy_fault)?;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 mod audit_store;
 mod batch;
 mod connect;
+mod copy;
 mod target;
 
 pub use audit_store::{insert_audit, PostgresAuditStore};
