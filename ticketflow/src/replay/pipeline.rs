@@ -1,7 +1,7 @@
 //! One partition's bounded replay with its writing on a thread of its own: while a batch is
-//! made durable, the next one is read and decoded — and once the range is read, the first
-//! batch of the partition that comes next, so a run of many partitions keeps the database busy
-//! from one partition to the next. A batch is handed to the writer only after the one before
+//! made durable, the next one is read and decoded — and once the range is read (with that
+//! batch or the one before it), the first batch of the partition that comes next, so a run of
+//! many partitions keeps the database busy from one partition to the next. A batch is handed to the writer only after the one before
 //! it is durable and its offsets committed: a batch that fails (or stops the run) is the last
 //! one written.
 
@@ -101,6 +101,21 @@ fn begin(
     }
 }
 
+/// Once `plan`'s range is read: the records after it counted as late (with a skew), and the
+/// reading of the partition `then` names begun.
+fn range_read(
+    plan: &ReplayPlan,
+    reader: &mut Reader<'_>,
+    options: ReplayOptions,
+    then: Option<Then<'_>>,
+    summary: &mut ReplaySummary,
+) -> Option<ReadAhead> {
+    if let (Some(skew), Some(window)) = (options.skew, plan.window()) {
+        summary.late = reader.late_records(window, skew);
+    }
+    then.map(|(next_plan, limits)| begin(next_plan, limits(), options, reader.consumer()))
+}
+
 /// Replays `plan` (see [`super::run_bounded_replay_with`]); with `then`, also begins that
 /// partition's reading once this range is read, and returns it when this replay succeeded.
 pub(crate) fn run(
@@ -147,6 +162,7 @@ pub(crate) fn run(
             }
         });
         let mut ahead = first;
+        let mut handed_on = false;
         while let Some(read) = ahead.take() {
             let committed = summary.final_offset;
             // A read that failed behind a batch in flight counts from what that batch made
@@ -162,14 +178,18 @@ pub(crate) fn run(
                 break;
             }
             if more {
-                ahead = Some(read_batch(&mut reader, options, committed));
-            } else if read_all {
-                if let (Some(skew), Some(window)) = (options.skew, plan.window()) {
-                    summary.late = reader.late_records(window, skew);
+                let read = read_batch(&mut reader, options, committed);
+                // The range read to its end with this batch: the next partition's reading
+                // begins now, while the batch sent is written, not after it — a short last
+                // batch would leave the database little to do meanwhile.
+                if matches!(&read, Ok((g, _)) if g.stopped_on.is_none() && g.next >= plan.stop) {
+                    next_partition = range_read(plan, &mut reader, options, then, &mut summary);
+                    handed_on = true;
                 }
-                if let Some((next_plan, limits)) = then {
-                    next_partition = Some(begin(next_plan, limits(), options, reader.consumer()));
-                }
+                ahead = Some(read);
+            } else if read_all && !handed_on {
+                next_partition = range_read(plan, &mut reader, options, then, &mut summary);
+                handed_on = true;
             }
             let Ok((gathered, result)) = written.recv() else {
                 break;
@@ -363,9 +383,10 @@ mod tests {
         let (result, ahead) = first_of_two(&mut topic, &mut log);
         assert_eq!(result.unwrap().final_offset, 25);
         let ahead = ahead.expect("the second partition begun");
-        // Its first batch was read before the first partition's last batch was committed.
-        assert_eq!(topic.commits.last(), Some(&(0, 25)));
-        assert_eq!(topic.delivered_at_commit.last(), Some(&35));
+        // Its first batch was read as soon as the first partition's range was read: while
+        // the batch before the last was written, before it was committed.
+        assert_eq!(topic.commits[..3], [(0, 10), (0, 20), (0, 25)]);
+        assert_eq!(topic.delivered_at_commit[..3], [20, 35, 35]);
         assert_eq!(
             topic.delivered[25..],
             (0..10).map(|o| (1, o)).collect::<Vec<_>>()
@@ -413,6 +434,20 @@ mod tests {
         let (result, ahead) = first_of_two(&mut topic, &mut log);
         assert_eq!(result.unwrap_err().committed, Some(0));
         assert!(ahead.is_none());
+        assert!(topic.commits.is_empty());
+
+        // The next partition begun with the read of the last batch is dropped too when the
+        // batch written meanwhile fails.
+        let mut topic = Topic::new(&[(0, 15), (1, 10)]);
+        let mut log = Log {
+            batches: Vec::new(),
+            fail_at: Some(1),
+        };
+        let (result, ahead) = first_of_two(&mut topic, &mut log);
+        assert_eq!(result.unwrap_err().committed, Some(0));
+        assert_eq!(topic.delivered.len(), 25, "partition 1 was begun");
+        assert!(ahead.is_none());
+        assert_eq!(log.batches, vec![(0, 0, 10, 10)]);
         assert!(topic.commits.is_empty());
     }
 }
