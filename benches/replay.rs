@@ -24,8 +24,9 @@
 //! `cargo bench --bench replay`.
 //!
 //! LESSONPROBE_BENCH_BROKER (`mock`, the default: `lessonprobe broker`; `apache-kafka`: a
-//! throwaway Apache Kafka that `scripts/kafka.sh start` starts in a temporary directory and
-//! `scripts/kafka.sh stop` stops when the benchmark ends, also on a panic),
+//! throwaway Apache Kafka that `scripts/kafka.sh start` starts in a temporary directory, with
+//! LESSONPROBE_KAFKA_JIT=full unless it is set, and `scripts/kafka.sh stop` stops when the
+//! benchmark ends, also on a panic),
 //! LESSONPROBE_BENCH_TABLE (`store`, the default: every target gets the store's own
 //! `audit_events` of 11 columns, made by the replay; `lesson`: the lesson's six-column
 //! `audit_events` is created first and adopted as it is, so (b), (c), (d) and (i) all write the
@@ -248,10 +249,14 @@ fn start_broker(kind: BrokerKind, partitions: usize) -> (BrokerGuard, String) {
             let path = dir.path().to_owned();
             // The guard first: a start that fails half way still gets its stop.
             let guard = BrokerGuard::ApacheKafka(dir);
+            // Both of the JVM's compilers, as a broker in production runs (the test kit's
+            // brokers start sooner with the first alone), unless the caller chose.
+            let jit = std::env::var("LESSONPROBE_KAFKA_JIT").unwrap_or_else(|_| "full".into());
             let out = Command::new("bash")
                 .arg(kafka_script())
                 .arg("start")
                 .arg(&path)
+                .env("LESSONPROBE_KAFKA_JIT", jit)
                 .stderr(Stdio::inherit())
                 .output()
                 .expect("run scripts/kafka.sh start");

@@ -12,8 +12,10 @@
 # `start` on a DIR whose nodes were stopped (or killed) starts them again on the same ports with
 # the same log: a broker restart. Node 1 is broker and controller; nodes 2..N are brokers only.
 # Every JVM carries -Dlessonprobe.kafka.dir=DIR on its command line, so `running` finds them.
-# Environment: LESSONPROBE_KAFKA_HEAP (default 384m), LESSONPROBE_KAFKA_CACHE (where the classpath
-# file is kept; default target/apache-kafka), and extra broker properties as
+# Environment: LESSONPROBE_KAFKA_HEAP (default 384m), LESSONPROBE_KAFKA_JIT (`quick`, the default:
+# the JVM's first compiler only, which starts a test broker sooner; `full`: both compilers, as a
+# broker in production runs, for benchmarks), LESSONPROBE_KAFKA_CACHE (where the classpath file is
+# kept; default target/apache-kafka), and extra broker properties as
 # LESSONPROBE_KAFKA_PROPERTIES="key=value key=value".
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -52,7 +54,13 @@ classpath_present() {
 java_cmd() {
   local dir="$1" node="$2" cp="$3"
   shift 3
-  exec java "-Xmx${LESSONPROBE_KAFKA_HEAP:-384m}" -Xms64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+  local jit=(-XX:TieredStopAtLevel=1)
+  case "${LESSONPROBE_KAFKA_JIT:-quick}" in
+    quick) ;;
+    full) jit=() ;;
+    *) echo "scripts/kafka.sh: LESSONPROBE_KAFKA_JIT must be quick or full, not ${LESSONPROBE_KAFKA_JIT}" >&2; exit 2 ;;
+  esac
+  exec java "-Xmx${LESSONPROBE_KAFKA_HEAP:-384m}" -Xms64m -XX:+UseSerialGC "${jit[@]}" \
     "-Dlessonprobe.kafka.dir=$dir" "-Dlog4j2.configurationFile=$here/kafka/log4j2.properties" \
     -cp "$(cat "$cp")" "$@"
 }

@@ -283,6 +283,10 @@ impl Broker {
             // Prefetched records held at most: librdkafka's 64 MiB default let a scan of a
             // day on 200 partitions hold 50 MiB more at its peak, and reading got no faster.
             .set("queued.max.messages.kbytes", "8192")
+            // A replay reads one partition at a time: a fetch of up to 4 MiB brings a batch of
+            // 10,000 records in one answer where librdkafka's 1 MiB took three (consume-only
+            // of a day on 100 partitions of Apache Kafka: 490k to 640k records/s).
+            .set("max.partition.fetch.bytes", "4194304")
             .set("enable.partition.eof", "false");
         for (k, v) in &self.properties {
             config.set(k, v);
