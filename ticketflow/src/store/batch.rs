@@ -64,8 +64,9 @@ pub(crate) trait BatchTx {
     fn release(&mut self) -> Result<(), StoreError>;
     fn rollback_to(&mut self) -> Result<(), StoreError>;
     /// Inserts the rows with ON CONFLICT (event_id) DO NOTHING; for each, whether it was
-    /// inserted. A data error fails the whole call (after which the caller rolls back to its
-    /// savepoint).
+    /// inserted. Called inside the savepoint [`savepoint`](Self::savepoint) made, to which it
+    /// may roll back itself before trying another way. A data error fails the whole call
+    /// (after which the caller rolls back to its savepoint).
     fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault>;
     /// The stored version of each row's event id (`None` when there is none).
     fn stored(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<Option<StoredVersion>>, StoreError>;

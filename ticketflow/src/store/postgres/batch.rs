@@ -3,8 +3,10 @@
 //! arrays through `unnest` where the role may not create a temporary table; the stored
 //! versions read back, and the batch's bookkeeping rows.
 
+use std::collections::HashMap;
+
 use postgres::types::ToSql;
-use postgres::Client;
+use postgres::{Client, Statement};
 
 use super::copy::{CopyError, RowCopy};
 use crate::event::EventRecord;
@@ -23,9 +25,13 @@ pub(super) struct PgTx<'c, 's> {
     pub(super) copy: &'s mut CopyState,
 }
 
-/// How the rows of a batch reach `audit_events`, kept across the connection's batches.
+/// What a connection keeps across its batches: how the rows of a batch reach
+/// `audit_events`, and the statements it has prepared.
 #[derive(Debug, Default)]
 pub(super) struct CopyState {
+    /// Statements prepared on this connection, by their text: every batch runs the same few,
+    /// and a statement given as text is prepared anew each time (a round trip more).
+    pub(super) statements: HashMap<String, Statement>,
     /// Every written column has exactly the type the store would create, so the rows may be
     /// copied in directly (binary COPY carries no conversions).
     pub(super) direct_fits: bool,
@@ -148,6 +154,18 @@ impl PgTx<'_, '_> {
         StoreError::postgres(self.place, e)
     }
 
+    /// `sql` prepared on this connection: once, then taken from [`CopyState::statements`].
+    fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.copy.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.tx.prepare(sql)?;
+        self.copy
+            .statements
+            .insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
     /// Binary COPY of the decoded rows: into `audit_events` itself (`call` is `None`), or into
     /// the staging table under `call`, each with its 1-based position in `rows`.
     fn copy_rows(&mut self, call: Option<i32>, rows: &[&Entry<'_>]) -> Result<(), Fault> {
@@ -176,13 +194,13 @@ impl PgTx<'_, '_> {
             Some(_) => "pg_temp.lessonprobe_replay_stage",
             None => "audit_events",
         };
-        let sink = self
-            .tx
-            .copy_in(&format!(
+        let statement = self
+            .prepared(&format!(
                 "COPY {table} ({}) FROM STDIN BINARY",
                 columns.join(", ")
             ))
             .map_err(fault)?;
+        let sink = self.tx.copy_in(&statement).map_err(fault)?;
         let copy_fault = |e: CopyError| match e {
             CopyError::Postgres(e) => fault(e),
             CopyError::Value(reason) => Fault::Data(reason),
@@ -285,21 +303,17 @@ impl BatchTx for PgTx<'_, '_> {
         // meets an existing event id (or any other constraint), and is then undone and
         // followed by the staged way, which decides row by row.
         if self.copy.direct_fits && self.copy.skip == 0 {
-            self.tx
-                .batch_execute("SAVEPOINT lp_copy")
-                .map_err(|e| Fault::Infra(self.err(e)))?;
             match self.copy_rows(None, rows) {
                 Ok(()) => {
-                    self.tx
-                        .batch_execute("RELEASE SAVEPOINT lp_copy")
-                        .map_err(|e| Fault::Infra(self.err(e)))?;
                     self.copy.backoff = 0;
                     return Ok(decoded);
                 }
                 Err(Fault::Infra(e)) => return Err(Fault::Infra(e)),
                 Err(Fault::Data(_)) => {
+                    // Undone to the savepoint the caller made (`BatchTx::insert`), which
+                    // stays for the staged way.
                     self.tx
-                        .batch_execute("ROLLBACK TO SAVEPOINT lp_copy; RELEASE SAVEPOINT lp_copy")
+                        .batch_execute("ROLLBACK TO SAVEPOINT lp_rows")
                         .map_err(|e| Fault::Infra(self.err(e)))?;
                     self.copy.backoff = (self.copy.backoff * 2).clamp(1, 64);
                     self.copy.skip = self.copy.backoff;
@@ -509,10 +523,11 @@ impl BatchTx for PgTx<'_, '_> {
         c: &Counters,
         owner: Option<&str>,
     ) -> Result<Option<Option<i64>>, StoreError> {
+        let advance = self.prepared(&SQL.advance).map_err(|e| self.err(e))?;
         let n = self
             .tx
             .execute(
-                SQL.advance.as_str(),
+                &advance,
                 &[
                     &plan_id,
                     &batch.partition,
@@ -547,9 +562,10 @@ impl BatchTx for PgTx<'_, '_> {
         batch: &Batch<'_>,
         owner: Option<&str>,
     ) -> Result<(), StoreError> {
+        let insert_batch = self.prepared(&SQL.insert_batch).map_err(|e| self.err(e))?;
         self.tx
             .execute(
-                SQL.insert_batch.as_str(),
+                &insert_batch,
                 &[
                     &plan_id,
                     &batch.partition,
