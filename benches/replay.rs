@@ -38,7 +38,9 @@
 //! parts among p,a,i,b,c,e to leave out of a long run: without i and b the events are not kept
 //! in this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE
 //! (another lessonprobe binary whose (d) runs beside this one's, in the same run),
-//! LESSONPROBE_BENCH_JOBS (--jobs of (d), default 1). Each figure is also printed to standard
+//! LESSONPROBE_BENCH_JOBS (--jobs of (d), default 1), LESSONPROBE_BENCH_ROUNDS (3: rounds of
+//! (i) in delivery order and (d) run one right after the other, each pair's ratio printed and
+//! the median of the rounds' ratios). Each figure is also printed to standard
 //! error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
@@ -705,6 +707,87 @@ fn replay_args(
     args
 }
 
+/// Where the further rounds of (i) and (d) run.
+struct Paired<'a> {
+    backend: &'a str,
+    url: &'a str,
+    dir: &'a Path,
+    table: Table,
+    rows: &'a [&'a Row],
+    servers: &'a str,
+    jobs: usize,
+}
+
+/// Rounds 2..=`rounds` of (i) in delivery order and (d), one right after the other, each into
+/// a fresh table (`first` is round 1's (i), (d) execution and (d) whole rates): the shared
+/// machine's speed drifts from minute to minute, so the ratio is given per round and as the
+/// median of the rounds.
+fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
+    let n = at.rows.len() as u64;
+    let mut seen = vec![first];
+    for round in 2..=rounds {
+        let (i, db) = match at.backend {
+            "sqlite" => {
+                let i = rate(
+                    n,
+                    independent_sqlite(&at.dir.join("i-round.db"), at.table, at.rows),
+                );
+                let _ = std::fs::remove_file(at.dir.join("i-round.db"));
+                let path = at.dir.join("d-round.db");
+                let _ = std::fs::remove_file(&path);
+                at.table.before_replay_sqlite(&path);
+                (i, format!("sqlite:{}", path.display()))
+            }
+            _ => {
+                let i = rate(
+                    n,
+                    independent_postgres(at.url, "lessonprobe_bench_copy", at.table, at.rows),
+                );
+                let mut client =
+                    postgres::Client::connect(at.url, postgres::NoTls).expect("postgres");
+                client
+                    .batch_execute(
+                        "DROP SCHEMA IF EXISTS lessonprobe_bench_round CASCADE; CREATE SCHEMA lessonprobe_bench_round",
+                    )
+                    .expect("a fresh schema");
+                at.table
+                    .before_replay_postgres(&mut client, "lessonprobe_bench_round");
+                (i, in_schema(at.url, "lessonprobe_bench_round"))
+            }
+        };
+        let d = run_measured(&replay_args(
+            at.servers,
+            &db,
+            &format!("bench-round{round}-{}", at.backend),
+            None,
+            DEFAULT_BATCH,
+            at.jobs,
+        ));
+        let whole = rate(replayed(&d.stdout), d.wall);
+        eprintln!(
+            "{} round {round}: (i) delivery order {i:.0}/s; (d) {whole:.0}/s whole, {:.0}/s execution; (d)/(i) = {:.2} (execution), {:.2} (whole)",
+            at.backend,
+            d.execute_rate,
+            d.execute_rate / i,
+            whole / i
+        );
+        seen.push((i, d.execute_rate, whole));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let exec = median(seen.iter().map(|(i, e, _)| e / i).collect());
+    let whole = median(seen.iter().map(|(i, _, w)| w / i).collect());
+    let low = seen.iter().map(|(i, e, _)| e / i).fold(f64::INFINITY, f64::min);
+    let high = seen.iter().map(|(i, e, _)| e / i).fold(0.0, f64::max);
+    println!(
+        "{}: (d)/(i) over {} paired rounds (round 1 is the table's): median {exec:.2} (execution), {whole:.2} (whole process); execution ratios from {low:.2} to {high:.2}",
+        at.backend,
+        seen.len()
+    );
+}
+
 /// `replay verify` of the window every (d) replays, against `db`.
 fn verify_args(servers: &str, db: &str) -> Vec<String> {
     let mut args = vec!["replay".to_owned(), "verify".to_owned()];
@@ -780,6 +863,7 @@ fn main() {
     let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 100);
     let batch1 = env("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
     let jobs = env("LESSONPROBE_BENCH_JOBS", 1);
+    let rounds = env("LESSONPROBE_BENCH_ROUNDS", 3);
     let skip = std::env::var("LESSONPROBE_BENCH_SKIP").unwrap_or_default();
     let skip = |part: &str| skip.split(',').any(|s| s.trim() == part);
     let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES")
@@ -1013,6 +1097,21 @@ fn main() {
             d_run.planning,
             d_run.peak_rss_mib
         );
+        if let Some(i) = i_delivery.filter(|_| rounds > 1) {
+            paired_rounds(
+                &Paired {
+                    backend,
+                    url: &url,
+                    dir: dir.path(),
+                    table,
+                    rows: &delivery,
+                    servers: &servers,
+                    jobs,
+                },
+                rounds,
+                (i, d_run.execute_rate, rate(replayed(&d_run.stdout), d_run.wall)),
+            );
+        }
         if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
             if backend == "postgres" {
                 let mut client =
