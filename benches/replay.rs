@@ -779,7 +779,10 @@ fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
     };
     let exec = median(seen.iter().map(|(i, e, _)| e / i).collect());
     let whole = median(seen.iter().map(|(i, _, w)| w / i).collect());
-    let low = seen.iter().map(|(i, e, _)| e / i).fold(f64::INFINITY, f64::min);
+    let low = seen
+        .iter()
+        .map(|(i, e, _)| e / i)
+        .fold(f64::INFINITY, f64::min);
     let high = seen.iter().map(|(i, e, _)| e / i).fold(0.0, f64::max);
     println!(
         "{}: (d)/(i) over {} paired rounds (round 1 is the table's): median {exec:.2} (execution), {whole:.2} (whole process); execution ratios from {low:.2} to {high:.2}",
@@ -1109,7 +1112,11 @@ fn main() {
                     jobs,
                 },
                 rounds,
-                (i, d_run.execute_rate, rate(replayed(&d_run.stdout), d_run.wall)),
+                (
+                    i,
+                    d_run.execute_rate,
+                    rate(replayed(&d_run.stdout), d_run.wall),
+                ),
             );
         }
         if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
