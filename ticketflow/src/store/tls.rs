@@ -2,6 +2,7 @@
 //! verify-full` and `sslrootcert=FILE|system` in the URL, turned into an OpenSSL connector.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use postgres::config::SslMode as WireMode;
@@ -129,7 +130,33 @@ impl ConnectSpec {
 
     /// The connector for this mode; `None` for `disable`. `require` verifies the chain too
     /// when a CA file is given, as libpq does; only `verify-full` checks the host name.
+    /// Built once per process for each mode and root certificate: building one reads the
+    /// system's CA store (OpenSSL does for every connector), which took a twentieth of a
+    /// replay's CPU when each connection built its own.
     pub fn connector(&self) -> Result<Option<MakeTlsConnector>, TlsError> {
+        type Built = (
+            (SslMode, Option<RootCert>, Option<PathBuf>),
+            MakeTlsConnector,
+        );
+        static BUILT: Mutex<Vec<Built>> = Mutex::new(Vec::new());
+        if self.mode == SslMode::Disable {
+            return Ok(None);
+        }
+        let key = (self.mode, self.root_cert.clone(), home_root_cert());
+        let mut built = BUILT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, connector)) = built.iter().find(|(k, _)| *k == key) {
+            return Ok(Some(connector.clone()));
+        }
+        let connector = self.build_connector()?;
+        if let Some(connector) = &connector {
+            built.push((key, connector.clone()));
+        }
+        Ok(connector)
+    }
+
+    fn build_connector(&self) -> Result<Option<MakeTlsConnector>, TlsError> {
         let verify_chain = match self.mode {
             SslMode::Disable => return Ok(None),
             SslMode::Prefer => false,
