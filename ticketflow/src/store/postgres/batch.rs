@@ -22,13 +22,13 @@ pub(super) struct PgTx<'c, 's> {
     pub(super) tx: &'c mut Client,
     pub(super) adoption: &'s Adoption,
     pub(super) place: &'s str,
-    pub(super) copy: &'s mut CopyState,
+    pub(super) session: &'s mut Session,
 }
 
 /// What a connection keeps across its batches: how the rows of a batch reach
 /// `audit_events`, and the statements it has prepared.
 #[derive(Debug, Default)]
-pub(super) struct CopyState {
+pub(super) struct Session {
     /// Statements prepared on this connection, by their text: every batch runs the same few,
     /// and a statement given as text is prepared anew each time (a round trip more).
     pub(super) statements: HashMap<String, Statement>,
@@ -154,13 +154,13 @@ impl PgTx<'_, '_> {
         StoreError::postgres(self.place, e)
     }
 
-    /// `sql` prepared on this connection: once, then taken from [`CopyState::statements`].
+    /// `sql` prepared on this connection: once, then taken from [`Session::statements`].
     fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if let Some(statement) = self.copy.statements.get(sql) {
+        if let Some(statement) = self.session.statements.get(sql) {
             return Ok(statement.clone());
         }
         let statement = self.tx.prepare(sql)?;
-        self.copy
+        self.session
             .statements
             .insert(sql.to_owned(), statement.clone());
         Ok(statement)
@@ -302,10 +302,10 @@ impl BatchTx for PgTx<'_, '_> {
         // Straight in when nothing stands in the way: COPY refuses every row of a batch that
         // meets an existing event id (or any other constraint), and is then undone and
         // followed by the staged way, which decides row by row.
-        if self.copy.direct_fits && self.copy.skip == 0 {
+        if self.session.direct_fits && self.session.skip == 0 {
             match self.copy_rows(None, rows) {
                 Ok(()) => {
-                    self.copy.backoff = 0;
+                    self.session.backoff = 0;
                     return Ok(decoded);
                 }
                 Err(Fault::Infra(e)) => return Err(Fault::Infra(e)),
@@ -315,20 +315,20 @@ impl BatchTx for PgTx<'_, '_> {
                     self.tx
                         .batch_execute("ROLLBACK TO SAVEPOINT lp_rows")
                         .map_err(|e| Fault::Infra(self.err(e)))?;
-                    self.copy.backoff = (self.copy.backoff * 2).clamp(1, 64);
-                    self.copy.skip = self.copy.backoff;
+                    self.session.backoff = (self.session.backoff * 2).clamp(1, 64);
+                    self.session.skip = self.session.backoff;
                 }
             }
         } else {
-            self.copy.skip = self.copy.skip.saturating_sub(1);
+            self.session.skip = self.session.skip.saturating_sub(1);
         }
         // The rows, numbered by their place in `rows`: staged by binary COPY under a call
         // number, or (without the TEMP privilege) sent as arrays with their places.
         let columns = self.columns();
-        let call = if self.copy.staging {
-            self.copy.calls += 1;
-            self.copy_rows(Some(self.copy.calls), rows)?;
-            Some(self.copy.calls)
+        let call = if self.session.staging {
+            self.session.calls += 1;
+            self.copy_rows(Some(self.session.calls), rows)?;
+            Some(self.session.calls)
         } else {
             None
         };

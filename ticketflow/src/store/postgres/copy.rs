@@ -2,10 +2,11 @@
 //! one buffer, which goes to the server 64 KiB at a time. (`postgres`' `BinaryCopyInWriter`
 //! enters the client's runtime once per row, a tenth of a replay's own CPU on a large batch.)
 
+use std::io::Write;
+
 use bytes::{BufMut, BytesMut};
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{CopyInWriter, Error};
-use std::io::Write;
 
 /// What a buffer holds before it is sent.
 const SEND_AT: usize = 64 << 10;

@@ -4,7 +4,7 @@
 
 use postgres::{Client, Transaction};
 
-use super::batch::{copy_type, CopyState, PgTx, STAGE};
+use super::batch::{copy_type, PgTx, Session, STAGE};
 use super::connect::connect_bounded;
 use crate::store::backend::Backend;
 use crate::store::batch::{self, PlanScope};
@@ -23,7 +23,7 @@ pub struct PostgresTarget {
     client: Client,
     place: String,
     adoption: Option<Adoption>,
-    copy: CopyState,
+    session: Session,
     /// A transaction opened by `begin` is open.
     shared: bool,
 }
@@ -35,7 +35,7 @@ impl PostgresTarget {
             client,
             place,
             adoption: None,
-            copy: CopyState::default(),
+            session: Session::default(),
             shared: false,
         })
     }
@@ -269,10 +269,10 @@ impl ReplayTarget for PostgresTarget {
             }
             Err(e) => return Err(StoreError::postgres(&self.place, e)),
         };
-        self.copy = CopyState {
+        self.session = Session {
             direct_fits: self.copies_directly(adoption)?,
             staging,
-            ..CopyState::default()
+            ..Session::default()
         };
         self.adoption = Some(adoption.clone());
         Ok(())
@@ -463,7 +463,7 @@ impl ReplayTarget for PostgresTarget {
                 tx: &mut self.client,
                 adoption: &adoption,
                 place: &place,
-                copy: &mut self.copy,
+                session: &mut self.session,
             },
             scope,
             batch,
