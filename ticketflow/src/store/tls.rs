@@ -139,9 +139,6 @@ impl ConnectSpec {
             MakeTlsConnector,
         );
         static BUILT: Mutex<Vec<Built>> = Mutex::new(Vec::new());
-        if self.mode == SslMode::Disable {
-            return Ok(None);
-        }
         let key = (self.mode, self.root_cert.clone(), home_root_cert());
         let mut built = BUILT
             .lock()
