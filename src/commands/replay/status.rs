@@ -12,7 +12,7 @@ use crate::render::{self, TableFormat};
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
-    let db = super::super::target_db(args.db)?;
+    let db = crate::commands::target_db(args.db)?;
     let plans = ReplayJob::recorded(&db, timeouts_for(&db, STATEMENT_TIMEOUT))
         .map_err(|e| Error::Operation(e.to_string()))?;
     let rendering = |e: render::RenderError| Error::Operation(e.to_string());

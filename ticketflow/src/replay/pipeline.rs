@@ -1,9 +1,9 @@
 //! One partition's bounded replay with its writing on a thread of its own: while a batch is
 //! made durable, the next one is read and decoded — and once the range is read (with that
 //! batch or the one before it), the first batch of the partition that comes next, so a run of
-//! many partitions keeps the database busy from one partition to the next. A batch is handed to the writer only after the one before
-//! it is durable and its offsets committed: a batch that fails (or stops the run) is the last
-//! one written.
+//! many partitions keeps the database busy from one partition to the next. A batch is handed
+//! to the writer only after the one before it is durable and its offsets committed: a batch
+//! that fails (or stops the run) is the last one written.
 
 use std::sync::mpsc::sync_channel;
 
