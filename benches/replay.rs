@@ -522,8 +522,14 @@ impl Table {
         }
     }
 
-    /// Before a replay into the PostgreSQL schema `schema_name` (made fresh by the caller).
-    fn before_replay_postgres(self, client: &mut postgres::Client, schema_name: &str) {
+    /// Before a replay into the PostgreSQL schema `schema_name`: the schema made fresh, with
+    /// the lesson's table in it, or empty (the replay makes its own).
+    fn fresh_postgres_schema(self, client: &mut postgres::Client, schema_name: &str) {
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {schema_name} CASCADE; CREATE SCHEMA {schema_name}"
+            ))
+            .expect("a fresh schema");
         if self == Table::Lesson {
             client
                 .batch_execute(
@@ -745,13 +751,8 @@ fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
                 );
                 let mut client =
                     postgres::Client::connect(at.url, postgres::NoTls).expect("postgres");
-                client
-                    .batch_execute(
-                        "DROP SCHEMA IF EXISTS lessonprobe_bench_round CASCADE; CREATE SCHEMA lessonprobe_bench_round",
-                    )
-                    .expect("a fresh schema");
                 at.table
-                    .before_replay_postgres(&mut client, "lessonprobe_bench_round");
+                    .fresh_postgres_schema(&mut client, "lessonprobe_bench_round");
                 (i, in_schema(at.url, "lessonprobe_bench_round"))
             }
         };
@@ -773,9 +774,15 @@ fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
         );
         seen.push((i, d.execute_rate, whole));
     }
+    // Of an even number of rounds, the mean of the two middle ones.
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        let m = v.len() / 2;
+        if v.len() % 2 == 0 {
+            (v[m - 1] + v[m]) / 2.0
+        } else {
+            v[m]
+        }
     };
     let exec = median(seen.iter().map(|(i, e, _)| e / i).collect());
     let whole = median(seen.iter().map(|(i, _, w)| w / i).collect());
@@ -1040,12 +1047,7 @@ fn main() {
                     postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
                 let b = (!skip("b")).then(|| {
                     let schema = "lessonprobe_bench_insert";
-                    client
-                        .batch_execute(&format!(
-                            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-                        ))
-                        .expect("create the bench schema");
-                    table.before_replay_postgres(&mut client, schema);
+                    table.fresh_postgres_schema(&mut client, schema);
                     let insert = AuditDb::Postgres(in_schema(&url, schema));
                     let b = rate(n as u64, insert_only(&insert, &events));
                     let _ = client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
@@ -1053,12 +1055,7 @@ fn main() {
                 });
                 // (c) and (d) replay into schemas of their own, made fresh.
                 for run in ["c", "d"] {
-                    client
-                        .batch_execute(&format!(
-                            "DROP SCHEMA IF EXISTS lessonprobe_bench_{run} CASCADE; CREATE SCHEMA lessonprobe_bench_{run}"
-                        ))
-                        .expect("a fresh schema");
-                    table.before_replay_postgres(&mut client, &format!("lessonprobe_bench_{run}"));
+                    table.fresh_postgres_schema(&mut client, &format!("lessonprobe_bench_{run}"));
                 }
                 (
                     i_delivery,
@@ -1123,12 +1120,7 @@ fn main() {
             if backend == "postgres" {
                 let mut client =
                     postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
-                client
-                    .batch_execute(
-                        "DROP SCHEMA IF EXISTS lessonprobe_bench_base CASCADE; CREATE SCHEMA lessonprobe_bench_base",
-                    )
-                    .expect("a fresh schema");
-                table.before_replay_postgres(&mut client, "lessonprobe_bench_base");
+                table.fresh_postgres_schema(&mut client, "lessonprobe_bench_base");
             } else {
                 table.before_replay_sqlite(&dir.path().join("base.db"));
             }
