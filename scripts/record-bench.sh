@@ -35,6 +35,8 @@ command="${vars[*]:+${vars[*]} }bash scripts/test.sh $*"
 loads=$(mktemp)
 ( while sleep 20; do echo "#   $(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)"; done ) > "$loads" &
 sampler=$!
+# The sampler and its file go with this script, however it ends (a Ctrl-C included).
+trap 'kill "$sampler" 2>/dev/null || true; rm -f "$loads"' EXIT
 started=$(date +%s)
 status=0
 env "${vars[@]}" bash scripts/test.sh "$@" >> "$out" 2>&1 < /dev/null || status=$?
@@ -47,6 +49,5 @@ kill "$sampler" 2>/dev/null || true
   echo "# load average (1, 5, 15 min) every 20 s during the run:"
   cat "$loads"
 } >> "$out"
-rm -f "$loads"
 echo "$out"
 exit "$status"
