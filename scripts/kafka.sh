@@ -54,12 +54,6 @@ classpath_present() {
 java_cmd() {
   local dir="$1" node="$2" cp="$3"
   shift 3
-  local jit=(-XX:TieredStopAtLevel=1)
-  case "${LESSONPROBE_KAFKA_JIT:-quick}" in
-    quick) ;;
-    full) jit=() ;;
-    *) echo "scripts/kafka.sh: LESSONPROBE_KAFKA_JIT must be quick or full, not ${LESSONPROBE_KAFKA_JIT}" >&2; exit 2 ;;
-  esac
   exec java "-Xmx${LESSONPROBE_KAFKA_HEAP:-384m}" -Xms64m -XX:+UseSerialGC "${jit[@]}" \
     "-Dlessonprobe.kafka.dir=$dir" "-Dlog4j2.configurationFile=$here/kafka/log4j2.properties" \
     -cp "$(cat "$cp")" "$@"
@@ -118,6 +112,12 @@ write_properties() {
 }
 
 start() {
+  # Checked before anything is made: a JVM that could not start would be waited for.
+  case "${LESSONPROBE_KAFKA_JIT:-quick}" in
+    quick) jit=(-XX:TieredStopAtLevel=1) ;;
+    full) jit=() ;;
+    *) echo "scripts/kafka.sh: LESSONPROBE_KAFKA_JIT must be quick or full, not ${LESSONPROBE_KAFKA_JIT}" >&2; exit 2 ;;
+  esac
   local dir="" brokers=1
   while [ $# -gt 0 ]; do
     case "$1" in

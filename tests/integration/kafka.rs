@@ -388,3 +388,29 @@ fn apache_kafka_of_the_test_kit_starts_survives_kill_9_with_its_log_and_leaves_n
         assert!(!dir.exists(), "the folder goes with it");
     });
 }
+
+/// `scripts/kafka.sh start` with a JIT setting it does not know: exit 2 at once, one line naming
+/// the variable and the value, and nothing made or started (no folder, no JVM to wait for).
+#[test]
+fn an_unknown_jit_setting_is_refused_before_the_broker_folder_is_made() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("kafka");
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/kafka.sh"))
+        .arg("start")
+        .arg(&dir)
+        .env("LESSONPROBE_KAFKA_JIT", "fast")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "scripts/kafka.sh: LESSONPROBE_KAFKA_JIT must be quick or full, not fast\n"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!dir.exists(), "nothing made");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(jvms_of(&dir), Vec::<i32>::new());
+}
