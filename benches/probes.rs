@@ -8,6 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lessonprobe_testkit::bench::setting;
+
 fn time(args: &[&str], runs: usize) -> Vec<Duration> {
     let bin = env!("CARGO_BIN_EXE_lessonprobe");
     let run = || {
@@ -113,10 +115,7 @@ fn course_lesson_30(runs: usize) {
 }
 
 fn main() {
-    let runs = std::env::var("LESSONPROBE_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs = setting("LESSONPROBE_BENCH_RUNS", 5);
     println!(
         "{:<28} {:>8} {:>8} {:>8}",
         "command", "min s", "median s", "max s"

@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lessonprobe_testkit::bench::setting;
 use ticketflow::day::{self, DaySpec};
 use ticketflow::event::EventRecord;
 use ticketflow::kafka::{Broker, KafkaReplayConsumer};
@@ -65,13 +66,6 @@ const CHUNK_EVENTS: usize = 1_000_000;
 /// `BATCH_RECORDS` of one partition each.
 const DEFAULT_BATCH: usize = 100_000;
 const BATCH_RECORDS: usize = ticketflow::replay::BATCH_RECORDS;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
 
 struct Finished {
     wall: Duration,
@@ -869,11 +863,11 @@ struct Figures {
 }
 
 fn main() {
-    let n = env("LESSONPROBE_BENCH_EVENTS", 1_000_000);
-    let partitions = env("LESSONPROBE_BENCH_PARTITIONS", 100);
-    let batch1 = env("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
-    let jobs = env("LESSONPROBE_BENCH_JOBS", 1);
-    let rounds = env("LESSONPROBE_BENCH_ROUNDS", 3);
+    let n = setting("LESSONPROBE_BENCH_EVENTS", 1_000_000);
+    let partitions = setting("LESSONPROBE_BENCH_PARTITIONS", 100);
+    let batch1 = setting("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
+    let jobs = setting("LESSONPROBE_BENCH_JOBS", 1);
+    let rounds = setting("LESSONPROBE_BENCH_ROUNDS", 3);
     let skip = std::env::var("LESSONPROBE_BENCH_SKIP").unwrap_or_default();
     let skip = |part: &str| skip.split(',').any(|s| s.trim() == part);
     let postgres = std::env::var("LESSONPROBE_BENCH_POSTGRES")

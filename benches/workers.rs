@@ -14,18 +14,12 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lessonprobe_testkit::bench::setting;
 use lessonprobe_testkit::postgres::{count, OwnDatabase};
 use lessonprobe_testkit::replay::{replay_args, SAMPLE_DAYS};
 use lessonprobe_testkit::BrokerProcess;
 
 const TOPIC: &str = "bench.workers";
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
 
 /// One worker process of the plan into `db` as replay group `group`.
 fn worker(servers: &str, db: &str, group: &str) -> Child {
@@ -73,8 +67,8 @@ fn main() {
         eprintln!("workers benchmark: set LESSONPROBE_BENCH_POSTGRES to a PostgreSQL URL; nothing measured");
         return;
     };
-    let events = env("LESSONPROBE_BENCH_EVENTS", 300_000);
-    let partitions = i32::try_from(env("LESSONPROBE_BENCH_PARTITIONS", 60))
+    let events = setting("LESSONPROBE_BENCH_EVENTS", 300_000);
+    let partitions = i32::try_from(setting("LESSONPROBE_BENCH_PARTITIONS", 60))
         .expect("LESSONPROBE_BENCH_PARTITIONS fits a Kafka partition count");
     let counts: Vec<usize> = std::env::var("LESSONPROBE_BENCH_WORKERS")
         .unwrap_or_else(|_| "1,2,4".into())

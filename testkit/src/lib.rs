@@ -23,6 +23,7 @@
 //! that cannot find one fails loudly in CI (`CI=true`) and is skipped elsewhere, saying why
 //! ([`services`]).
 
+pub mod bench;
 pub mod kafka;
 pub mod kills;
 pub mod net;
