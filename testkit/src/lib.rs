@@ -1,4 +1,4 @@
-//! What the workspace's integration tests share: a declarative [`Test`] of the built
+//! What the workspace's integration tests (and benchmarks) share: a declarative [`Test`] of the built
 //! `lessonprobe`, and the real services and fixtures the tests run against.
 //!
 //! A run states its arguments, environment, folder, expected exit status and output in one
