@@ -1,5 +1,5 @@
-//! What the workspace's integration tests (and benchmarks) share: a declarative [`Test`] of the built
-//! `lessonprobe`, and the real services and fixtures the tests run against.
+//! What the workspace's integration tests (and benchmarks) share: a declarative [`Test`] of
+//! the built `lessonprobe`, and the real services and fixtures the tests run against.
 //!
 //! A run states its arguments, environment, folder, expected exit status and output in one
 //! place, then hands back what it printed for further checks:
