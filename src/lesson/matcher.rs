@@ -63,6 +63,41 @@ impl Redactions {
         self.entries.is_empty()
     }
 
+    /// `line` of actual output with what each expression matches replaced by its placeholder,
+    /// as snapbox's `Redactions::redact` does, so blessed output stays true on the next run:
+    /// leftmost match first, the longest of those, never inside a placeholder already put back.
+    /// A line whose redacted form would not match it again (it holds `[..]` or a placeholder of
+    /// its own) stays as it is.
+    pub fn redact(&self, line: &str) -> String {
+        let mut out = String::new();
+        let mut at = 0;
+        while at < line.len() {
+            let found = self
+                .entries
+                .iter()
+                .filter_map(|(p, re)| {
+                    let m = re.find_iter(&line[at..]).find(|m| !m.is_empty())?;
+                    Some((at + m.start(), at + m.end(), p))
+                })
+                .min_by_key(|(start, end, _)| (*start, std::cmp::Reverse(*end)));
+            let Some((start, end, placeholder)) = found else {
+                break;
+            };
+            out.push_str(&line[at..start]);
+            out.push_str(placeholder);
+            at = end;
+        }
+        if at == 0 {
+            return line.to_owned();
+        }
+        out.push_str(&line[at..]);
+        let holds = Line::new(&out, self).matches(line);
+        match holds {
+            true => out,
+            false => line.to_owned(),
+        }
+    }
+
     /// A pattern line with a placeholder as an anchored expression; `None` when it has none
     /// (or, should the expressions not combine, so the line stays plain text).
     fn line_regex(&self, line: &str) -> Option<Regex> {
@@ -117,7 +152,10 @@ pub struct Rules<'a> {
 /// diff shows only what really differs, and blessing keeps what still holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
+    /// The other lines as the run printed them: what a diff shows.
     pub normalized: String,
+    /// The other lines with the course's redactions passed back: what bless writes.
+    pub blessed: String,
 }
 
 impl Mismatch {
@@ -149,10 +187,10 @@ pub fn check_with(expected: &str, actual: &str, rules: Rules<'_>) -> Result<(), 
         .map(|l| Line::new(l, rules.redactions))
         .collect();
     let actual_lines = lines(actual);
-    let normalized = if rules.unordered {
+    let pieces = if rules.unordered {
         match unordered(&pattern, &actual_lines) {
             Ok(()) => return Ok(()),
-            Err(normalized) => normalized,
+            Err(pieces) => pieces,
         }
     } else {
         if matches_all(&pattern, &actual_lines) {
@@ -160,9 +198,33 @@ pub fn check_with(expected: &str, actual: &str, rules: Rules<'_>) -> Result<(), 
         }
         normalize(&pattern, &actual_lines)
     };
+    let normalized: Vec<&str> = pieces.iter().map(|p| p.text()).collect();
+    let blessed: Vec<String> = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Expected(t) => (*t).to_owned(),
+            Piece::Actual(t) => rules.redactions.redact(t),
+        })
+        .collect();
     Err(Mismatch {
         normalized: joined(&normalized),
+        blessed: blessed.iter().map(|l| format!("{l}\n")).collect(),
     })
+}
+
+/// A line of a normalised mismatch: the expected line that held, or the run's line.
+#[derive(Debug, Clone, Copy)]
+enum Piece<'a> {
+    Expected(&'a str),
+    Actual(&'a str),
+}
+
+impl<'a> Piece<'a> {
+    fn text(&self) -> &'a str {
+        match self {
+            Piece::Expected(t) | Piece::Actual(t) => t,
+        }
+    }
 }
 
 /// One line of an expected block, ready to match.
@@ -240,13 +302,13 @@ fn matches_all(pattern: &[Line], actual: &[&str]) -> bool {
 
 /// The actual lines, with those that match their expected line replaced by the expected line
 /// and the runs an `...` absorbed replaced by `...`.
-fn normalize<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
+fn normalize<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Vec<Piece<'a>> {
+    let mut out: Vec<Piece<'a>> = Vec::new();
     let (mut i, mut j) = (0, 0);
     while i < pattern.len() {
         let p = &pattern[i];
         if p.is_elided() {
-            out.push(p.text());
+            out.push(Piece::Expected(p.text()));
             i += 1;
             match pattern.get(i) {
                 // A trailing `...` takes the rest.
@@ -263,16 +325,16 @@ fn normalize<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Vec<&'a str> {
             continue;
         }
         if j < actual.len() && p.matches(actual[j]) {
-            out.push(p.text());
+            out.push(Piece::Expected(p.text()));
             i += 1;
             j += 1;
         } else if let Some(k) = actual[j..].iter().position(|a| p.matches(a)) {
             // Lines were added before this one.
-            out.extend(&actual[j..j + k]);
+            out.extend(actual[j..j + k].iter().map(|a| Piece::Actual(a)));
             j += k;
         } else if j < actual.len() {
             // This line changed.
-            out.push(actual[j]);
+            out.push(Piece::Actual(actual[j]));
             i += 1;
             j += 1;
         } else {
@@ -280,7 +342,7 @@ fn normalize<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Vec<&'a str> {
             i += 1;
         }
     }
-    out.extend(&actual[j..]);
+    out.extend(actual[j..].iter().map(|a| Piece::Actual(a)));
     out
 }
 
@@ -288,7 +350,7 @@ fn normalize<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Vec<&'a str> {
 /// matching, so a `[..]` line never steals the line an exact one needs), and every actual line
 /// is taken unless the block has a `...`. On a mismatch, the expected lines that found a line
 /// in the expected order, then the actual lines nothing took.
-fn unordered<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Result<(), Vec<&'a str>> {
+fn unordered<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Result<(), Vec<Piece<'a>>> {
     let wanted: Vec<&Line> = pattern.iter().filter(|p| !p.is_elided()).collect();
     let elastic = wanted.len() < pattern.len();
     let candidates: Vec<Vec<usize>> = wanted
@@ -311,20 +373,20 @@ fn unordered<'a>(pattern: &[Line<'a>], actual: &[&'a str]) -> Result<(), Vec<&'a
         }
     }
     let all_found = took.iter().all(Option::is_some);
-    let spare: Vec<&str> = (0..actual.len())
+    let spare: Vec<Piece<'a>> = (0..actual.len())
         .filter(|&j| taken_by[j].is_none())
-        .map(|j| actual[j])
+        .map(|j| Piece::Actual(actual[j]))
         .collect();
     if all_found && (elastic || spare.is_empty()) {
         return Ok(());
     }
-    let mut out: Vec<&str> = Vec::new();
+    let mut out: Vec<Piece<'a>> = Vec::new();
     let mut next = wanted.iter().zip(&took);
     for p in pattern {
         if p.is_elided() {
-            out.push(p.text());
+            out.push(Piece::Expected(p.text()));
         } else if let Some((w, Some(_))) = next.next() {
-            out.push(w.text());
+            out.push(Piece::Expected(w.text()));
         }
     }
     out.extend(spare);
@@ -457,6 +519,49 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.normalized, "id=[EVENT_ID]\ncount=[N]\nnot ok\n");
+    }
+
+    #[test]
+    fn a_changed_line_is_blessed_with_the_placeholders_of_its_values() {
+        let r = Redactions::new([
+            ("[EVENT_ID]", "evt-[0-9a-f]{8}"),
+            ("[TS]", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z"),
+            ("[N]", "[0-9]+"),
+        ])
+        .unwrap();
+        let rules = Rules {
+            redactions: &r,
+            unordered: false,
+        };
+        // The defect as found: the run's values were written into the lesson.
+        let actual = "event evt-68bbe719 at 2026-12-03T23:45:25.304345Z\n";
+        let e = check_with("event [EVENT_ID] at [TS] (old)\n", actual, rules).unwrap_err();
+        assert_eq!(e.normalized, actual, "a diff shows what the run printed");
+        assert_eq!(e.blessed, "event [EVENT_ID] at [TS]\n");
+        assert!(check_with(&e.blessed, actual, rules).is_ok());
+        // Added lines are redacted too; lines that held keep `[..]`, `...` and placeholders.
+        let e = check_with(
+            "id [..]\n...\nend [N]\n",
+            "id x\nnoise\nend 3\nnew evt-0000000a 12\n",
+            rules,
+        )
+        .unwrap_err();
+        assert_eq!(e.blessed, "id [..]\n...\nend [N]\nnew [EVENT_ID] [N]\n");
+        // The leftmost, longest match wins; a placeholder put back is not searched again.
+        assert_eq!(r.redact("evt-12345678/42"), "[EVENT_ID]/[N]");
+        assert_eq!(r.redact("no values"), "no values");
+        // A line whose redacted form would not match itself stays as printed.
+        assert_eq!(r.redact("[N] is 7"), "[N] is 7");
+        let empty = Redactions::new([("[E]", "x*")]).unwrap();
+        assert_eq!(empty.redact("ab"), "ab", "empty matches are no values");
+        assert_eq!(empty.redact("axxb"), "a[E]b");
+        // Unordered blocks pass the spare lines back too.
+        let rules = Rules {
+            redactions: &r,
+            unordered: true,
+        };
+        let e = check_with("a\nb\n", "b\nevt-0000000b\n", rules).unwrap_err();
+        assert_eq!(e.blessed, "b\n[EVENT_ID]\n");
     }
 
     #[test]

@@ -384,13 +384,14 @@ fn compare(
     }
     let mismatch = matcher::check_with(&expected.content, &tail.text, rules).err()?;
     let details = mismatch.diff(&expected.content, &format!("expected {expected_at}"));
-    // Write back what still matches with its elisions and placeholders, else the plain output.
-    let content = if matcher::check_with(&mismatch.normalized, &tail.text, rules).is_ok() {
-        mismatch.normalized
+    // Write back what still matches with its elisions and placeholders, and the run's other
+    // lines with the course's placeholders in place of their values; else the whole output so.
+    let content = if matcher::check_with(&mismatch.blessed, &tail.text, rules).is_ok() {
+        mismatch.blessed
     } else {
         tail.text
             .lines()
-            .map(|l| format!("{}\n", l.trim_end()))
+            .map(|l| format!("{}\n", rules.redactions.redact(l.trim_end())))
             .collect()
     };
     Some(Fault {

@@ -432,6 +432,70 @@ fn redactions_and_unordered_blocks_match_fail_with_diffs_and_bless_keeps_placeho
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), VARYING);
 }
 
+const EVENTS: &str = "# Events
+
+### Answer EX-46-01 [code]
+
+Run:
+
+```sh
+printf 'event evt-%s at %s\\n' \"$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')\" \"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\"
+printf 'stored evt-%s\\n' \"$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')\"
+```
+
+Expected output:
+
+```text
+event [EVENT_ID] at [TS]
+stored [..]
+```
+";
+
+const EVENT_REDACTIONS: &str = "[redactions]
+\"[EVENT_ID]\" = \"evt-[0-9a-f]{8}\"
+\"[TS]\" = \"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z\"
+";
+
+#[test]
+fn bless_writes_the_courses_placeholders_back_not_the_runs_values() {
+    let dir = Dir::new();
+    let (course, lesson) = course_with(&dir, EVENT_REDACTIONS, "46-events.md", EVENTS);
+    let xml = dir.join("46.xml");
+    run(&dir, &course, "46", &xml).success();
+
+    // The expected line changed as an author would change it: bless must give the placeholders
+    // back, not this run's event id and time, so that the next run passes again.
+    let changed = EVENTS.replacen(
+        "event [EVENT_ID] at [TS]\n",
+        "event [EVENT_ID] at [TS] (old)\n",
+        1,
+    );
+    std::fs::write(&lesson, &changed).unwrap();
+    run(&dir, &course, "46", &xml)
+        .stdout_has("-event [EVENT_ID] at [TS] (old)\n")
+        .stdout_has("+event evt-")
+        .failure();
+    lessonprobe()
+        .current_dir(&dir)
+        .args(["bless", "--lesson", "46", "--course"])
+        .arg(&course)
+        .stdout_has("-event [EVENT_ID] at [TS] (old)\n+event [EVENT_ID] at [TS]\n")
+        .success();
+    assert_eq!(std::fs::read_to_string(&lesson).unwrap(), EVENTS);
+    run(&dir, &course, "46", &xml).success();
+
+    // A line the run added is redacted too; a line that still matches keeps its `[..]`.
+    let shorter = EVENTS.replacen("event [EVENT_ID] at [TS]\n", "", 1);
+    std::fs::write(&lesson, &shorter).unwrap();
+    lessonprobe()
+        .current_dir(&dir)
+        .args(["bless", "--lesson", "46", "--course"])
+        .arg(&course)
+        .success();
+    assert_eq!(std::fs::read_to_string(&lesson).unwrap(), EVENTS);
+    run(&dir, &course, "46", &xml).success();
+}
+
 const SETUP: &str = "# Setup
 
 ### Answer EX-44-01 [code]
