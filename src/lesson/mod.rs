@@ -11,6 +11,7 @@ mod labels;
 mod matcher;
 mod revision;
 mod scratch;
+pub mod session;
 mod settings;
 
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
+pub use scratch::{fresh_copy, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
 pub use settings::{is_inside, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to
