@@ -32,7 +32,6 @@ pub struct Request<'a> {
 
 #[derive(Debug, Deserialize)]
 pub struct Reply {
-    pub attempted: usize,
     pub failures: Vec<Failure>,
     pub error: Option<String>,
 }
