@@ -66,6 +66,20 @@ pub enum Command {
     /// Find what earlier probe runs left (scratch schemas, Kafka topics and groups, SQLite
     /// files) by the run-id naming rule, and drop it with --execute.
     Clean(CleanArgs),
+    /// Verify the terminal and Python sessions (and labelled blocks) of any Markdown files and
+    /// folders, no lessonprobe.toml needed; each document runs in a fresh temporary folder.
+    Doc(DocArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DocArgs {
+    /// Markdown files, and folders searched for *.md files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The report, selection and interpreter options of a run (--course, --rev and
+    /// --changed-since are refused).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Args)]

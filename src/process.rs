@@ -115,7 +115,7 @@ pub fn run(
     })
 }
 
-fn kill_group(pgid: libc::pid_t) {
+pub(crate) fn kill_group(pgid: libc::pid_t) {
     // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::manifest::{Checkpoint, Probe, ProbeKind};
 use super::Catalog;
+use crate::lesson::session::SessionBody;
 use crate::lesson::{self, DocBody, DocProbe, LessonDoc};
 
 impl Catalog {
@@ -147,6 +148,22 @@ fn probe_of(doc: DocProbe) -> Probe {
             )
         }
         DocBody::Prose { .. } => (format!("{}: answered in writing", doc.title), None, None),
+        DocBody::Session(session) => {
+            let block = session.block();
+            let what = match &block.body {
+                SessionBody::Terminal(commands) => format!(
+                    "each of its {} command(s) prints and exits as it shows, in the document's shell after the blocks before it",
+                    commands.len()
+                ),
+                SessionBody::Python { .. } => "its examples print what it shows (Python's doctest), in the document's namespace after the blocks before it".to_owned(),
+                SessionBody::PythonCode { .. } => "it runs without an exception, in the namespace of the document's Python sessions".to_owned(),
+            };
+            (
+                format!("{} {}:{}: {what}", block.body.name(), doc.file.display(), doc.line),
+                None,
+                session.transcript.timeout,
+            )
+        }
         DocBody::Uncollected { .. } => (
             format!(
                 "every runnable block of {} is bound to a probe, in a prose exercise, or marked no-run",

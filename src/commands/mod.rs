@@ -5,6 +5,7 @@ pub mod broker;
 mod ci_reports;
 pub mod clean;
 mod course;
+pub mod doc;
 pub mod hosts;
 pub mod list;
 pub mod remote;
@@ -39,6 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         },
         Some(Command::Remote(args)) => remote::remote(args),
         Some(Command::Hosts(args)) => hosts::hosts(args),
+        Some(Command::Doc(args)) => doc::doc(args),
     }
 }
 

@@ -196,7 +196,7 @@ pub(super) fn execute_and_report(
 }
 
 /// [`execute_and_report`], recording the run's failures for `--last-failed` with `recorder`.
-fn execute_and_record(
+pub(super) fn execute_and_record(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
@@ -13,6 +14,7 @@ use regex::Regex;
 
 use super::labels::Label;
 use super::matcher::Redactions;
+use super::session::{self, SessionBlock, SessionBody, SessionProbe, Transcript};
 use super::settings::{is_inside, Settings};
 use super::CourseError;
 use crate::diagnostics::Source;
@@ -66,6 +68,9 @@ pub enum DocBody {
     Uncollected {
         lines: Vec<usize>,
     },
+    /// A terminal or Python session block (or a plain Python block run in the sessions'
+    /// namespace), run with the document's other session blocks.
+    Session(SessionProbe),
 }
 
 /// What a code exercise or snippet runs.
@@ -193,7 +198,34 @@ pub fn parse(
         message: d.message,
     })?;
     let text = text.as_str();
-    Parse::new(course, lesson, relative, file, text).run()
+    // A course without its run-from folder still runs its sessions, in an empty folder.
+    let run_from = Some(course.root.join(&course.run_from)).filter(|d| d.is_dir());
+    Parse::new(course, lesson, relative, file, text, run_from).run()
+}
+
+/// Parses a Markdown document given to `lessonprobe doc` (`relative` inside `course.root`, its
+/// folder): as a lesson, with its sessions run in an empty temporary folder and its exercises
+/// and snippets in one too.
+pub fn parse_free(
+    course: &Settings,
+    lesson: u32,
+    relative: &Path,
+    bytes: &[u8],
+    empty: &Path,
+) -> Result<LessonDoc, CourseError> {
+    let file = course.show(relative);
+    let text = Source::decode(&file, bytes.to_vec()).map_err(|d| CourseError::Lesson {
+        path: d.path,
+        line: d.line,
+        message: d.message,
+    })?;
+    let mut doc = Parse::new(course, lesson, relative, file, &text, None).run()?;
+    for probe in &mut doc.probes {
+        if let DocBody::Code(code) = &mut probe.body {
+            code.run_from = empty.to_owned();
+        }
+    }
+    Ok(doc)
 }
 
 struct Parse<'a> {
@@ -213,6 +245,13 @@ struct Parse<'a> {
     probes: Vec<DocProbe>,
     uncollected: Vec<usize>,
     ids: HashMap<String, usize>,
+    /// The session blocks, in document order.
+    sessions: Vec<SessionBlock>,
+    /// Plain Python blocks nothing binds: run in the sessions' namespace when the document
+    /// has a Python session, else uncollected.
+    python_code: Vec<SessionBlock>,
+    /// Where the sessions run: a copy of this folder, or (`None`) an empty one.
+    sessions_run_from: Option<PathBuf>,
 }
 
 impl<'a> Parse<'a> {
@@ -222,6 +261,7 @@ impl<'a> Parse<'a> {
         relative: &'a Path,
         file: PathBuf,
         text: &'a str,
+        sessions_run_from: Option<PathBuf>,
     ) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
@@ -242,6 +282,9 @@ impl<'a> Parse<'a> {
             probes: Vec::new(),
             uncollected: Vec::new(),
             ids: HashMap::new(),
+            sessions: Vec::new(),
+            python_code: Vec::new(),
+            sessions_run_from,
         }
     }
 
@@ -321,6 +364,7 @@ impl<'a> Parse<'a> {
         self.finish_exercise()?;
         self.dangling_continues()?;
         self.check_chains()?;
+        self.finish_sessions()?;
         let title = self.title.clone().unwrap_or_else(|| {
             self.relative
                 .file_stem()
@@ -678,7 +722,12 @@ impl<'a> Parse<'a> {
         let lang = info.split_whitespace().next().unwrap_or("").to_owned();
         let fence = self.fence(&range);
         let Some(fence) = fence else {
-            // An indented block: never bound, never runnable.
+            // An indented block: never bound; a session when it starts with `>>>`.
+            if self.pending.is_none() && !self.in_prose() {
+                if let Some(kind) = session::kind_of("", &content, false) {
+                    return self.session(kind, info, &content, line, line.saturating_sub(1));
+                }
+            }
             return Ok(());
         };
         if !fence.terminated {
@@ -706,9 +755,134 @@ impl<'a> Parse<'a> {
         let no_run = info
             .split(|c: char| c.is_whitespace() || c == ',')
             .any(|w| self.course.no_run.iter().any(|n| n == w));
-        if !no_run && RUNNABLE.contains(&lang.to_ascii_lowercase().as_str()) {
+        if no_run {
+            return Ok(());
+        }
+        if let Some(kind) = session::kind_of(info, &block.content, true) {
+            return self.session(kind, info, &block.content, line, line);
+        }
+        let lang = lang.to_ascii_lowercase();
+        if session::PYTHON_CODE.contains(&lang.as_str()) {
+            let id = self.session_id(info, line);
+            self.python_code.push(SessionBlock {
+                line,
+                id,
+                body: SessionBody::PythonCode {
+                    text: block.content,
+                    offset: line,
+                },
+            });
+        }
+        if RUNNABLE.contains(&lang.as_str()) {
             self.uncollected.push(line);
         }
+        Ok(())
+    }
+
+    fn in_prose(&self) -> bool {
+        self.exercise.as_ref().is_some_and(|e| !e.code)
+    }
+
+    /// `id=NAME` from the info string, else `FILE:LINE` with the file's name.
+    fn session_id(&self, info: &str, line: usize) -> String {
+        info.split_whitespace()
+            .find_map(|w| w.strip_prefix("id="))
+            .filter(|id| !id.is_empty())
+            .map_or_else(
+                || format!("{}:{line}", file_name(&self.file)),
+                str::to_owned,
+            )
+    }
+
+    /// A session block at `line` whose text's first line follows document line `offset`; one
+    /// with no command or example cannot be checked and is left to the lint.
+    fn session(
+        &mut self,
+        kind: session::Kind,
+        info: &str,
+        content: &str,
+        line: usize,
+        offset: usize,
+    ) -> Result<(), CourseError> {
+        let id = self.session_id(info, line);
+        let body = match kind {
+            session::Kind::Terminal => {
+                let commands = session::terminal_commands(content, offset + 1)
+                    .map_err(|(l, m)| self.error(l, m))?;
+                if commands.is_empty() {
+                    self.uncollected.push(line);
+                    return Ok(());
+                }
+                SessionBody::Terminal(commands)
+            }
+            session::Kind::Python => {
+                if !content.lines().any(|l| l.trim_start().starts_with(">>>")) {
+                    self.uncollected.push(line);
+                    return Ok(());
+                }
+                let myst = info.trim_start().starts_with("{doctest}");
+                let text = if myst {
+                    session::without_directive_options(content)
+                } else {
+                    content.to_owned()
+                };
+                SessionBody::Python { text, offset }
+            }
+        };
+        if info.split_whitespace().any(|w| w.starts_with("id=")) {
+            self.claim_id(&id, line)?;
+        }
+        self.sessions.push(SessionBlock { line, id, body });
+        Ok(())
+    }
+
+    /// The document's session blocks as probes, in document order with the others; its plain
+    /// Python blocks join them when it has a Python session.
+    fn finish_sessions(&mut self) -> Result<(), CourseError> {
+        let has_python = self
+            .sessions
+            .iter()
+            .any(|b| matches!(b.body, SessionBody::Python { .. }));
+        if has_python {
+            let code = std::mem::take(&mut self.python_code);
+            self.uncollected.retain(|l| !code.iter().any(|c| c.line == *l));
+            self.sessions.extend(code);
+            self.sessions.sort_by_key(|b| b.line);
+        }
+        if self.sessions.is_empty() {
+            return Ok(());
+        }
+        let testdir = self
+            .course
+            .root
+            .join(self.relative)
+            .parent()
+            .map_or_else(|| self.course.root.clone(), Path::to_owned);
+        let transcript = Arc::new(Transcript {
+            file: self.file.clone(),
+            blocks: std::mem::take(&mut self.sessions),
+            run_from: self.sessions_run_from.clone(),
+            testdir,
+            python: self.course.python.clone(),
+            redactions: self.course.redactions.clone(),
+            timeout: self.course.timeout,
+        });
+        for (index, block) in transcript.blocks.iter().enumerate() {
+            let name = block.body.name();
+            self.probes.push(DocProbe {
+                id: block.id.clone(),
+                name: name.to_owned(),
+                lesson: self.lesson,
+                file: self.file.clone(),
+                line: block.line,
+                title: format!("{name} at {}:{}", self.file.display(), block.line),
+                body: DocBody::Session(SessionProbe {
+                    transcript: Arc::clone(&transcript),
+                    index,
+                }),
+            });
+        }
+        self.probes.sort_by_key(|p| p.line);
         Ok(())
     }
 

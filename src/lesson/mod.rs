@@ -11,6 +11,7 @@ mod labels;
 mod matcher;
 mod revision;
 mod scratch;
+pub mod session;
 mod settings;
 
 use std::path::PathBuf;
@@ -21,13 +22,13 @@ pub use bless::{bless, write_atomically, Blessed, Rewrite};
 pub use chain::{groups as chain_groups, run_after, run_in_order, with_predecessors, Left};
 pub use course::{Course, CONFIG_FILE};
 pub use document::{
-    Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile, Setup,
+    parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile, Setup,
 };
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
+pub use scratch::{fresh_copy, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
 pub use settings::{is_inside, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

@@ -515,6 +515,33 @@ fn tails(run: &DocRun) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A fresh scratch copy of `run_from`, for the session transcripts of a lesson document (they
+/// run in one folder from the first block to the last).
+pub fn fresh_copy(run_from: &Path) -> Result<Workspace, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("lessonprobe-doc-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a scratch folder: {e}"))?;
+    let folder_name = run_from
+        .file_name()
+        .map_or_else(|| PathBuf::from("project"), PathBuf::from);
+    let cwd = dir.path().join(folder_name);
+    copy_tree(run_from, &cwd).map_err(|e| {
+        format!(
+            "cannot copy {} into a scratch folder: {e}",
+            run_from.display()
+        )
+    })?;
+    Ok(Workspace { _dir: dir, cwd })
+}
+
+impl Workspace {
+    /// The folder the blocks run in.
+    pub fn path(&self) -> &Path {
+        &self.cwd
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,19 @@
 //! Executing document probes: an exercise or snippet of a lesson run by the lesson module (a
 //! step that continues another waiting for it, on any worker, and running in the folder it
 //! left), and a probe that the lesson document answers as a whole (`doc = "*"`) when the course
-//! has no verifier of its own.
+//! has no verifier of its own; and session blocks, whose document's blocks run once, together,
+//! for all of them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
 use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
+use crate::lesson::session::{self, BlockRun, SessionProbe, Transcript};
 use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Left};
 
 /// What each continued step left, by (lesson, step id); `None` until it finishes.
@@ -26,11 +29,96 @@ pub struct Chains {
     /// (lesson, step id) of every continued step of the plan; `None` until it finishes.
     left: Mutex<LeftBySteps>,
     finished: Condvar,
+    /// The session transcripts of the plan's documents, each run once.
+    sessions: Sessions,
+}
+
+/// Each document's session blocks, run once for every session probe of it in the plan: from
+/// its first block to the last one the plan holds (the earlier ones run for their state even
+/// when not selected, and only the planned ones report).
+#[derive(Debug, Default)]
+struct Sessions {
+    /// By (lesson, document): the last block index the plan needs, and the blocks' results.
+    runs: Mutex<HashMap<(u32, PathBuf), Arc<TranscriptRun>>>,
+}
+
+#[derive(Debug)]
+struct TranscriptRun {
+    upto: usize,
+    results: OnceLock<Vec<BlockRun>>,
+}
+
+impl Sessions {
+    fn new<'a>(probes: impl IntoIterator<Item = (u32, &'a Probe)>) -> Sessions {
+        let mut runs: HashMap<(u32, PathBuf), Arc<TranscriptRun>> = HashMap::new();
+        for (lesson, probe) in probes {
+            let ProbeKind::Document(doc) = &probe.kind else {
+                continue;
+            };
+            let DocBody::Session(s) = &doc.body else {
+                continue;
+            };
+            let key = (lesson, doc.file.clone());
+            let upto = runs.get(&key).map_or(s.index, |r| r.upto.max(s.index));
+            runs.insert(
+                key,
+                Arc::new(TranscriptRun {
+                    upto,
+                    results: OnceLock::new(),
+                }),
+            );
+        }
+        Sessions {
+            runs: Mutex::new(runs),
+        }
+    }
+
+    /// The result of block `session` of `doc`, running its document's blocks when no other
+    /// probe of it has (the others wait for that run).
+    fn result(
+        &self,
+        doc: &DocProbe,
+        session: &SessionProbe,
+        deadline: Duration,
+        cancel: &Cancel,
+    ) -> BlockRun {
+        let key = (doc.lesson, doc.file.clone());
+        let run = self.runs.lock().ok().and_then(|mut runs| {
+            Some(Arc::clone(runs.entry(key).or_insert_with(|| {
+                Arc::new(TranscriptRun {
+                    upto: session.index,
+                    results: OnceLock::new(),
+                })
+            })))
+        });
+        let transcript: &Transcript = &session.transcript;
+        let results = match &run {
+            Some(run) => run.results.get_or_init(|| {
+                session::run_transcript(transcript, run.upto.max(session.index), deadline, cancel)
+            }),
+            None => return not_run(doc, "the session runs' lock is poisoned"),
+        };
+        results
+            .get(session.index)
+            .cloned()
+            .unwrap_or_else(|| not_run(doc, "its document's sessions stopped before it"))
+    }
+}
+
+fn not_run(doc: &DocProbe, why: &str) -> BlockRun {
+    BlockRun {
+        verdict: DocVerdict::Error,
+        message: Some(format!("{}:{}: not run: {why}", doc.file.display(), doc.line)),
+        details: None,
+        output: String::new(),
+        duration: Duration::ZERO,
+    }
 }
 
 impl Chains {
     /// The continued steps among a plan's probes, each with its lesson.
-    pub fn new<'a>(probes: impl IntoIterator<Item = (u32, &'a Probe)>) -> Chains {
+    pub fn new<'a>(probes: impl IntoIterator<Item = (u32, &'a Probe)> + Clone) -> Chains {
+        let sessions = Sessions::new(probes.clone());
         let left = probes
             .into_iter()
             .filter_map(|(lesson, probe)| match &probe.kind {
@@ -47,6 +135,7 @@ impl Chains {
         Chains {
             left: Mutex::new(left),
             finished: Condvar::new(),
+            sessions,
         }
     }
 
@@ -127,6 +216,16 @@ pub fn run(
             outcome.output = done.output();
             outcome.message = done.message;
             outcome.diff = done.details;
+        }
+        DocBody::Session(session) => {
+            let done = chains.sessions.result(doc, session, deadline, cancel);
+            outcome.verdict = verdict(done.verdict);
+            outcome.output = done.output;
+            outcome.message = done.message;
+            outcome.diff = done.details;
+            // Its own block's time, not its document's.
+            outcome.duration = done.duration;
+            return outcome;
         }
         DocBody::Uncollected { lines } => {
             let places: Vec<String> = lines

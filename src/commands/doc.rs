@@ -1,0 +1,205 @@
+//! `lessonprobe doc PATH...`: the sessions and labelled blocks of any Markdown files, each
+//! document a checkpoint of its own, run in a fresh empty temporary folder with `TESTDIR`
+//! naming the document's folder, and reported as a lesson run is.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::{Catalog, CatalogSource, Selection};
+use crate::cli::DocArgs;
+use crate::exit::{Code, Error};
+use crate::history::{History, Recorder};
+use crate::lesson::{self, Course};
+use crate::run::{FailurePolicy, RunConfig};
+
+use super::ci_reports::Extras;
+use super::run::{execute_and_record, new_run_id, Reporting};
+
+/// Folders never searched for documents.
+const SKIPPED: &[&str] = &["node_modules", "target", "venv", "__pycache__"];
+
+pub fn doc(args: DocArgs) -> Result<Code, Error> {
+    let run = &args.run;
+    for (given, flag) in [
+        (run.course.course.is_some(), "--course"),
+        (run.rev.is_some(), "--rev"),
+        (run.changed_since.is_some(), "--changed-since"),
+        (run.partition.is_some(), "--partition"),
+    ] {
+        if given {
+            return Err(Error::Usage(format!(
+                "lessonprobe doc takes no {flag}: it verifies the Markdown files it is given"
+            )));
+        }
+    }
+    let files = documents(&args.paths)?;
+    // Labelled exercises and snippets run in an empty folder of their document's own too.
+    let scratch = tempfile::Builder::new()
+        .prefix("lessonprobe-doc-")
+        .tempdir()
+        .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
+    let mut used = BTreeSet::new();
+    let mut docs = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = PathBuf::from(file.file_name().unwrap_or_default());
+        let mut course = Course::open(dir, dir)?;
+        if let Some(python) = &run.course.python {
+            course.settings.python = python.clone();
+        }
+        let lesson = number(&name, &mut used);
+        let empty = scratch.path().join(i.to_string());
+        std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
+        let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        docs.push(lesson::parse_free(
+            &course.settings,
+            lesson,
+            &name,
+            &bytes,
+            &empty,
+        )?);
+    }
+    let mut catalog = Catalog {
+        source: CatalogSource::Embedded,
+        checkpoints: Vec::new(),
+    };
+    let uncollected = catalog.add_documents(docs, run.strict);
+    for warning in &uncollected {
+        eprintln!("lessonprobe: warning: {warning}");
+    }
+    if catalog.checkpoints.is_empty() {
+        return Err(Error::Usage(format!(
+            "nothing to verify in {}: no terminal or Python session, exercise or snippet",
+            shown(&args.paths)
+        )));
+    }
+    let mut selection = Selection::new(&catalog, run.lesson, &run.select)?;
+    let key = format!(
+        "doc={}; lesson={}; select={}",
+        files
+            .iter()
+            .map(|f| f
+                .canonicalize()
+                .map_or_else(|_| f.display().to_string(), |p| p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(","),
+        run.lesson.map_or_else(|| "all".to_owned(), |n| n.to_string()),
+        run.select.join(","),
+    );
+    let history = History::open(Path::new("."), key);
+    if run.last_failed {
+        let what = history.keep_failed(&mut selection);
+        eprintln!("lessonprobe: {what}");
+    }
+    let config = RunConfig {
+        jobs: run.jobs.map_or_else(
+            || std::thread::available_parallelism().map_or(2, |n| n.get()),
+            usize::from,
+        ),
+        default_timeout: run.timeout,
+        course_root: PathBuf::from("."),
+        sql: Vec::new(),
+        kafka: super::kafka_target(&run.kafka)?,
+        remote: super::remote_host(&run.hosts, false)?,
+        failure: FailurePolicy {
+            max_fail: if run.fail_fast { Some(1) } else { run.max_fail },
+            retries: run.retries.unwrap_or(0),
+            retry_documents: run.retry_documents,
+        },
+    };
+    let reporting = Reporting {
+        junit: (!run.no_junit).then(|| {
+            run.junit
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("reports/lessonprobe-doc.xml"))
+        }),
+        format: run.format,
+        verbose: run.verbose,
+        strict: run.strict,
+        junit_family: run.junit_family,
+        extras: Extras::of(run, None, uncollected, &config)?,
+    };
+    let run_id = run.run_id.clone().unwrap_or_else(new_run_id);
+    execute_and_record(
+        &selection,
+        &config,
+        &run_id,
+        &reporting,
+        Some(Recorder::new(history)),
+    )
+}
+
+/// The Markdown files of `paths`: each file as given, each folder's `*.md` and `*.markdown`
+/// files (hidden and dependency folders left out), sorted, each once.
+fn documents(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            walk(path, &mut found)?;
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut seen = BTreeSet::new();
+    files.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
+    if files.is_empty() {
+        return Err(Error::Usage(format!(
+            "no Markdown file (*.md) in {}",
+            shown(paths)
+        )));
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| Error::io(&path, e))?;
+        if kind.is_dir() {
+            if !SKIPPED.contains(&name.as_ref()) {
+                walk(&path, found)?;
+            }
+        } else if name.ends_with(".md") || name.ends_with(".markdown") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The document's number: the leading digits of its file name (a lesson's `30-replay.md`),
+/// else the first number not taken.
+fn number(name: &Path, used: &mut BTreeSet<u32>) -> u32 {
+    let digits: String = name
+        .to_string_lossy()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let n = digits
+        .parse::<u32>()
+        .ok()
+        .filter(|n| !used.contains(n))
+        .unwrap_or_else(|| (1..).find(|n| !used.contains(n)).unwrap_or(0));
+    used.insert(n);
+    n
+}
+
+fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,92 @@
+# lessonprobe's Python session driver: runs a document's `>>>` blocks through this interpreter's
+# own doctest module, one namespace for the whole document, in the order the blocks arrive.
+# Protocol: one JSON request a line on stdin ({"kind": "session"|"code", "text", "name",
+# "filename", "offset"}), one JSON reply a line on the stdout it started with
+# ({"attempted": N, "failures": [{"line": L, "report": doctest's text}], "error": null|str}).
+import doctest
+import json
+import os
+import sys
+import traceback
+
+
+class Runner(doctest.DocTestRunner):
+    """doctest's runner, keeping each failure's document line and doctest's own report."""
+
+    def __init__(self):
+        super().__init__(verbose=False, optionflags=0)
+        self.found = []
+
+    def _keep(self, test, example, report):
+        text = []
+        report(text.append)
+        self.found.append({"line": test.lineno + example.lineno + 1, "report": "".join(text)})
+
+    def report_failure(self, out, test, example, got):
+        self._keep(test, example, lambda w: super(Runner, self).report_failure(w, test, example, got))
+
+    def report_unexpected_exception(self, out, test, example, exc_info):
+        self._keep(
+            test,
+            example,
+            lambda w: super(Runner, self).report_unexpected_exception(w, test, example, exc_info),
+        )
+
+
+def session(request, namespace):
+    parser = doctest.DocTestParser()
+    try:
+        test = parser.get_doctest(
+            request["text"], namespace, request["name"], request["filename"], request["offset"]
+        )
+    except ValueError as e:
+        return {"attempted": 0, "failures": [], "error": "doctest cannot read this block: %s" % e}
+    # doctest copies the globals it is given; the document's blocks share one namespace.
+    test.globs = namespace
+    runner = Runner()
+    result = runner.run(test, out=lambda text: None, clear_globs=False)
+    return {"attempted": result.attempted, "failures": runner.found, "error": None}
+
+
+def code(request, namespace):
+    source = "\n" * request["offset"] + request["text"]
+    try:
+        exec(compile(source, request["filename"], "exec"), namespace)
+    except BaseException:
+        kind, value, tb = sys.exc_info()
+        line = request["offset"] + 1
+        for frame in traceback.extract_tb(tb):
+            if frame.filename == request["filename"] and frame.lineno:
+                line = frame.lineno
+        if isinstance(value, SyntaxError) and value.filename == request["filename"] and value.lineno:
+            line = value.lineno
+        report = "".join(traceback.format_exception(kind, value, tb))
+        return {"attempted": 1, "failures": [{"line": line, "report": report}], "error": None}
+    return {"attempted": 1, "failures": [], "error": None}
+
+
+def main():
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    # What the examples print outside doctest's capture (a subprocess, os.write) goes to
+    # stderr, never into the replies; input() reads nothing.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    namespace = {"__name__": "__main__"}
+    for line in requests:
+        request = json.loads(line)
+        try:
+            if request["kind"] == "session":
+                reply = session(request, namespace)
+            else:
+                reply = code(request, namespace)
+        except BaseException as e:  # the driver itself failed: say so, keep serving
+            reply = {"attempted": 0, "failures": [], "error": "%s: %s" % (type(e).__name__, e)}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+
+
+main()

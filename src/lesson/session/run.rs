@@ -1,0 +1,430 @@
+//! Runs a document's session blocks in order, up to the last one a run needs: one folder (a
+//! scratch copy of the lesson's run-from folder, or an empty one), one shell, one interpreter;
+//! each block judged on its own, the state carried to the next.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use lessonprobe_probes::Cancel;
+
+use super::python::{self, Interpreter, Request};
+use super::terminal::{self, Shell};
+use super::{Command, SessionBlock, SessionBody, Transcript};
+use crate::lesson::matcher::{self, Rules};
+use crate::lesson::scratch::{self, DocVerdict, Workspace, PINNED_ENV};
+
+/// One block's result.
+#[derive(Debug, Clone)]
+pub struct BlockRun {
+    pub verdict: DocVerdict,
+    /// Why it did not pass, naming the document's file and the failing command's line.
+    pub message: Option<String>,
+    /// The expected-against-actual diff of each failing command, or doctest's reports.
+    pub details: Option<String>,
+    /// What the block printed, as a transcript.
+    pub output: String,
+    pub duration: Duration,
+}
+
+impl BlockRun {
+    fn error(message: String) -> BlockRun {
+        BlockRun {
+            verdict: DocVerdict::Error,
+            message: Some(message),
+            details: None,
+            output: String::new(),
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+/// The folder the blocks run in, kept until they are done.
+enum Folder {
+    Scratch(Workspace),
+    Empty(tempfile::TempDir),
+}
+
+impl Folder {
+    fn path(&self) -> &Path {
+        match self {
+            Folder::Scratch(w) => w.path(),
+            Folder::Empty(d) => d.path(),
+        }
+    }
+}
+
+/// Runs blocks `0..=upto` of `transcript`, each under `deadline`, stopping when `cancel` is set.
+pub fn run(transcript: &Transcript, upto: usize, deadline: Duration, cancel: &Cancel) -> Vec<BlockRun> {
+    let blocks = &transcript.blocks[..(upto + 1).min(transcript.blocks.len())];
+    let folder = match &transcript.run_from {
+        Some(from) => scratch::fresh_copy(from).map(Folder::Scratch),
+        None => tempfile::Builder::new()
+            .prefix("lessonprobe-doc-")
+            .tempdir()
+            .map(Folder::Empty)
+            .map_err(|e| format!("cannot create a temporary folder: {e}")),
+    };
+    let folder = match folder {
+        Ok(f) => f,
+        Err(why) => {
+            return blocks
+                .iter()
+                .map(|b| BlockRun::error(format!("{}: {why}", at(transcript, b.line))))
+                .collect()
+        }
+    };
+    let mut state = State::new(transcript, folder);
+    blocks
+        .iter()
+        .map(|block| {
+            let started = Instant::now();
+            let mut done = if cancel.is_cancelled() {
+                BlockRun::error("stopped: the run was interrupted before this block ran".into())
+            } else {
+                state.block(block, started + deadline, deadline, cancel)
+            };
+            done.duration = started.elapsed();
+            done
+        })
+        .collect()
+}
+
+fn at(transcript: &Transcript, line: usize) -> String {
+    format!("{}:{line}", transcript.file.display())
+}
+
+/// The document's shell and interpreter, started when a block first needs them.
+struct State<'a> {
+    transcript: &'a Transcript,
+    folder: Folder,
+    /// Holds `python`/`python3` for the shell: the course's interpreter.
+    _tools: Option<tempfile::TempDir>,
+    env: BTreeMap<String, String>,
+    python: Option<PathBuf>,
+    shell: Option<Shell>,
+    /// Why the shell is gone, for the blocks after it.
+    shell_gone: Option<String>,
+    interpreter: Option<Interpreter>,
+    interpreter_gone: Option<String>,
+}
+
+impl<'a> State<'a> {
+    fn new(transcript: &'a Transcript, folder: Folder) -> State<'a> {
+        let mut env: BTreeMap<String, String> = PINNED_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let testdir = std::path::absolute(&transcript.testdir)
+            .unwrap_or_else(|_| transcript.testdir.clone());
+        env.insert("TESTDIR".into(), testdir.display().to_string());
+        let python = resolve(&transcript.python);
+        let tools = python.as_deref().and_then(|p| tools(p).ok());
+        if let Some(tools) = &tools {
+            let path = std::env::var("PATH").unwrap_or_default();
+            env.insert(
+                "PATH".into(),
+                format!("{}:{path}", tools.path().display()),
+            );
+        }
+        State {
+            transcript,
+            folder,
+            _tools: tools,
+            env,
+            python,
+            shell: None,
+            shell_gone: None,
+            interpreter: None,
+            interpreter_gone: None,
+        }
+    }
+
+    fn block(
+        &mut self,
+        block: &SessionBlock,
+        deadline: Instant,
+        limit: Duration,
+        cancel: &Cancel,
+    ) -> BlockRun {
+        match &block.body {
+            SessionBody::Terminal(commands) => self.terminal(block, commands, deadline, limit, cancel),
+            SessionBody::Python { text, offset } => {
+                self.python(block, "session", text, *offset, deadline, limit, cancel)
+            }
+            SessionBody::PythonCode { text, offset } => {
+                self.python(block, "code", text, *offset, deadline, limit, cancel)
+            }
+        }
+    }
+
+    fn terminal(
+        &mut self,
+        block: &SessionBlock,
+        commands: &[Command],
+        deadline: Instant,
+        limit: Duration,
+        cancel: &Cancel,
+    ) -> BlockRun {
+        let t = self.transcript;
+        if let Some(why) = &self.shell_gone {
+            return BlockRun::error(format!("{}: not run: {why}", at(t, block.line)));
+        }
+        if self.shell.is_none() {
+            match Shell::start(self.folder.path(), &self.env) {
+                Ok(shell) => self.shell = Some(shell),
+                Err(e) => {
+                    let why = format!("cannot start bash for the terminal sessions: {e}");
+                    self.shell_gone = Some(why.clone());
+                    return BlockRun::error(format!("{}: {why}", at(t, block.line)));
+                }
+            }
+        }
+        let Some(shell) = self.shell.as_mut() else {
+            return BlockRun::error(format!("{}: no shell", at(t, block.line)));
+        };
+        let rules = Rules {
+            redactions: &t.redactions,
+            unordered: false,
+        };
+        let mut output = String::new();
+        let mut faults: Vec<(String, String)> = Vec::new();
+        let mut stopped: Option<String> = None;
+        for cmd in commands {
+            let ran = shell.run(&cmd.script, deadline, cancel);
+            output.push_str(&shown_command(&cmd.script));
+            output.push_str(&ran.output);
+            if !ran.output.is_empty() && !ran.output.ends_with('\n') {
+                output.push('\n');
+            }
+            let first = cmd.script.lines().next().unwrap_or("").trim();
+            let status = match ran.end {
+                Ok(status) => status,
+                Err(stop) => {
+                    let why = match stop {
+                        terminal::Stop::TimedOut => format!(
+                            "`{first}` exceeded the deadline of {}; the shell's process group was killed",
+                            humantime::format_duration(limit)
+                        ),
+                        terminal::Stop::Cancelled => {
+                            "stopped: the run was interrupted; the shell's process group was killed".into()
+                        }
+                        terminal::Stop::ShellEnded(code) => format!(
+                            "the shell ended during `{first}` ({})",
+                            code.map_or_else(|| "killed".to_owned(), |c| format!("exit status {c}"))
+                        ),
+                    };
+                    self.shell_gone = Some(format!("{}: {why}", at(t, cmd.line)));
+                    stopped = Some(format!("{}: {why}", at(t, cmd.line)));
+                    break;
+                }
+            };
+            if let Err(mismatch) = matcher::check_with(&cmd.expected, &ran.output, rules) {
+                faults.push((
+                    format!(
+                        "{}: `{first}` printed other output than the session shows",
+                        at(t, cmd.line)
+                    ),
+                    mismatch.diff(&cmd.expected, &format!("expected {}", at(t, cmd.output_line))),
+                ));
+            }
+            if status != i32::from(cmd.status) {
+                faults.push((
+                    format!(
+                        "{}: `{first}` exited with status {status}, not {}",
+                        at(t, cmd.line),
+                        cmd.status
+                    ),
+                    format!(
+                        "--- expected {}\n+++ actual\n-exit status {}\n+exit status {status}\n",
+                        at(t, cmd.line),
+                        cmd.status
+                    ),
+                ));
+            }
+        }
+        if stopped.is_some() {
+            self.shell = None;
+        }
+        judged(stopped, faults, output)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn python(
+        &mut self,
+        block: &SessionBlock,
+        kind: &'static str,
+        text: &str,
+        offset: usize,
+        deadline: Instant,
+        limit: Duration,
+        cancel: &Cancel,
+    ) -> BlockRun {
+        let t = self.transcript;
+        let here = at(t, block.line);
+        if let Some(why) = &self.interpreter_gone {
+            return BlockRun::error(format!("{here}: not run: {why}"));
+        }
+        if self.interpreter.is_none() {
+            let Some(python) = &self.python else {
+                let why = format!(
+                    "python interpreter {:?} not found (give --python INTERP, or `python` in lessonprobe.toml)",
+                    t.python
+                );
+                self.interpreter_gone = Some(why.clone());
+                return BlockRun::error(format!("{here}: {why}"));
+            };
+            match Interpreter::start(python, self.folder.path(), &self.env) {
+                Ok(i) => self.interpreter = Some(i),
+                Err(e) => {
+                    let why = format!("cannot start {}: {e}", python.display());
+                    self.interpreter_gone = Some(why.clone());
+                    return BlockRun::error(format!("{here}: {why}"));
+                }
+            }
+        }
+        let Some(interpreter) = self.interpreter.as_mut() else {
+            return BlockRun::error(format!("{here}: no interpreter"));
+        };
+        let file = t.file.display().to_string();
+        let request = Request {
+            kind,
+            text,
+            name: &block.id,
+            filename: &file,
+            offset,
+        };
+        let reply = interpreter.ask(&request, deadline, cancel);
+        let output = interpreter.take_stderr();
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(stop) => {
+                let (why, details) = match stop {
+                    python::Stop::TimedOut => (
+                        format!(
+                            "the block exceeded the deadline of {}; the interpreter's process group was killed",
+                            humantime::format_duration(limit)
+                        ),
+                        None,
+                    ),
+                    python::Stop::Cancelled => (
+                        "stopped: the run was interrupted; the interpreter was killed".to_owned(),
+                        None,
+                    ),
+                    python::Stop::Ended(stderr) => (
+                        format!(
+                            "the interpreter ended before it answered{}",
+                            stderr
+                                .lines()
+                                .rev()
+                                .find(|l| !l.trim().is_empty())
+                                .map_or_else(String::new, |l| format!(": {}", l.trim()))
+                        ),
+                        Some(stderr),
+                    ),
+                };
+                self.interpreter = None;
+                self.interpreter_gone = Some(format!("{here}: {why}"));
+                let mut run = BlockRun::error(format!("{here}: {why}"));
+                run.details = details.filter(|d| !d.trim().is_empty());
+                run.output = output;
+                return run;
+            }
+        };
+        if let Some(error) = reply.error {
+            let mut run = BlockRun::error(format!("{here}: {error}"));
+            run.output = output;
+            return run;
+        }
+        let faults = reply
+            .failures
+            .iter()
+            .map(|f| {
+                let what = if kind == "code" {
+                    let last = f.report.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                    format!("the python block raised {}", last.trim())
+                } else if f.report.contains("\nException raised:\n") {
+                    "the example raised an exception the session does not show".to_owned()
+                } else {
+                    "the example printed other output than the session shows".to_owned()
+                };
+                (format!("{}: {what}", at(t, f.line)), f.report.clone())
+            })
+            .collect();
+        judged(None, faults, output)
+    }
+}
+
+/// A block's verdict from what stopped it and the faults found.
+fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String) -> BlockRun {
+    let details = (!faults.is_empty()).then(|| {
+        faults
+            .iter()
+            .map(|(_, d)| d.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    if let Some(why) = stopped {
+        return BlockRun {
+            verdict: DocVerdict::Error,
+            message: Some(why),
+            details,
+            output,
+            duration: Duration::ZERO,
+        };
+    }
+    let message = faults.first().map(|(m, _)| match faults.len() {
+        1 => m.clone(),
+        n => format!("{m} (and {} more)", n - 1),
+    });
+    BlockRun {
+        verdict: if faults.is_empty() {
+            DocVerdict::Pass
+        } else {
+            DocVerdict::Fail
+        },
+        message,
+        details,
+        output,
+        duration: Duration::ZERO,
+    }
+}
+
+/// A command as the session shows it: `$ ` before its first line, `> ` before the others.
+fn shown_command(script: &str) -> String {
+    script
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("{}{l}\n", if i == 0 { "$ " } else { "> " }))
+        .collect()
+}
+
+/// The interpreter as an absolute path, if it exists.
+fn resolve(python: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if python.contains('/') {
+        let abs = std::path::absolute(python).ok()?;
+        return runnable(&abs).then_some(abs);
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(python))
+        .find(|c| runnable(c))
+}
+
+/// A folder with `python` and `python3` running `interpreter`: scripts, not links, so a virtual
+/// environment's interpreter still finds its environment.
+fn tools(interpreter: &Path) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("lessonprobe-bin-").tempdir()?;
+    let quoted = format!("'{}'", interpreter.display().to_string().replace('\'', r"'\''"));
+    for name in ["python", "python3"] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\nexec {quoted} \"$@\"\n"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(dir)
+}
