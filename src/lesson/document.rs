@@ -826,12 +826,16 @@ impl<'a> Parse<'a> {
                     return Ok(());
                 }
                 let myst = info.trim_start().starts_with("{doctest}");
-                let text = if myst {
+                let (text, flags) = if myst {
                     session::without_directive_options(content)
                 } else {
-                    content.to_owned()
+                    (content.to_owned(), Vec::new())
                 };
-                SessionBody::Python { text, offset }
+                SessionBody::Python {
+                    text,
+                    offset,
+                    flags,
+                }
             }
         };
         if info.split_whitespace().any(|w| w.starts_with("id=")) {

@@ -54,6 +54,13 @@ pub struct Command {
 /// A terminal session's text, whose first line is document line `first_line`, as its commands;
 /// a malformed session as (line, message).
 pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize, String)> {
+    // A block with no command at all shows output only: nothing to check (the lint says so).
+    if !content
+        .lines()
+        .any(|l| l.starts_with("$ ") || l.trim_end() == "$")
+    {
+        return Ok(Vec::new());
+    }
     struct Open<'a> {
         line: usize,
         script: String,
@@ -170,22 +177,32 @@ fn status_value(text: &str, line: usize) -> Result<u8, (usize, String)> {
     })
 }
 
-/// A MyST `{doctest}` block's option lines (`:options: +ELLIPSIS`) blanked, so doctest reads
-/// the examples on their own lines.
-pub fn without_directive_options(content: &str) -> String {
+/// A MyST `{doctest}` block's text with its option lines (`:options: +ELLIPSIS`) blanked, so
+/// doctest reads the examples on their own lines, and the doctest flags its `:options:` names.
+pub fn without_directive_options(content: &str) -> (String, Vec<String>) {
     let mut head = true;
-    content
+    let mut flags = Vec::new();
+    let text = content
         .lines()
         .map(|l| {
             let option = head && l.starts_with(':') && l[1..].contains(':');
             head = option;
             if option {
+                if let Some(names) = l.strip_prefix(":options:") {
+                    flags.extend(
+                        names
+                            .split([',', ' '])
+                            .filter(|w| !w.is_empty())
+                            .map(str::to_owned),
+                    );
+                }
                 "\n".to_owned()
             } else {
                 format!("{l}\n")
             }
         })
-        .collect()
+        .collect();
+    (text, flags)
 }
 
 #[cfg(test)]
@@ -214,6 +231,7 @@ mod tests {
 
     #[test]
     fn malformed_sessions_name_their_line() {
+        assert!(terminal("only output\n", 5).unwrap().is_empty());
         let e = terminal("hello\n$ ls\n", 5).unwrap_err();
         assert_eq!(e.0, 5);
         assert!(e.1.contains("output before the first `$ ` command"), "{}", e.1);
