@@ -128,7 +128,8 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
         if cmd.output.is_empty() && cmd.status.is_none() {
             let continued = text.strip_prefix("> ").or((text == ">").then_some(""));
             if cmd.continues || continued.is_some() {
-                let part = if cmd.continues { text } else { continued.unwrap_or(text) };
+                // A terminal shows `> ` (PS2) after a `\` line too; a document may leave it out.
+                let part = continued.unwrap_or(text);
                 cmd.script.push_str(part);
                 cmd.script.push('\n');
                 cmd.continues = part.trim_end().ends_with('\\');
@@ -211,14 +212,14 @@ mod tests {
 
     #[test]
     fn commands_continuations_output_and_statuses() {
-        let text = "$ cat <<EOF > a.txt\n> one\n> EOF\n$ cat a.txt \\\n  b.txt\none\ncat: b.txt: No such file or directory\n[1]\n$ false\n? 1\n$ echo '? x'\n? 3\n";
+        let text = "$ cat <<EOF > a.txt\n> one\n> EOF\n$ cat a.txt \\\n> b.txt \\\n  c.txt\none\ncat: b.txt: No such file or directory\n[1]\n$ false\n? 1\n$ echo '? x'\n? 3\n";
         let cmds = terminal(text, 10).unwrap();
         assert_eq!(cmds.len(), 4);
         assert_eq!(cmds[0].script, "cat <<EOF > a.txt\none\nEOF\n");
         assert_eq!((cmds[0].line, cmds[0].status, cmds[0].expected.as_str()), (10, 0, ""));
-        assert_eq!(cmds[1].script, "cat a.txt \\\n  b.txt\n");
+        assert_eq!(cmds[1].script, "cat a.txt \\\nb.txt \\\n  c.txt\n");
         assert_eq!(cmds[1].expected, "one\ncat: b.txt: No such file or directory\n");
-        assert_eq!((cmds[1].line, cmds[1].output_line, cmds[1].status), (13, 15, 1));
+        assert_eq!((cmds[1].line, cmds[1].output_line, cmds[1].status), (13, 16, 1));
         assert_eq!((cmds[2].status, cmds[2].expected.as_str()), (1, ""));
         assert_eq!(cmds[3].status, 3);
     }
