@@ -89,7 +89,8 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         run.lesson.map_or_else(|| "all".to_owned(), |n| n.to_string()),
         run.select.join(","),
     );
-    let history = History::open(Path::new("."), key);
+    // Kept outside the user's tree: `doc` writes nothing there unless told to (--junit, --html).
+    let history = History::open(&cache_dir(), key);
     if run.last_failed {
         let what = history.keep_failed(&mut selection);
         eprintln!("lessonprobe: {what}");
@@ -111,17 +112,18 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         },
     };
     let reporting = Reporting {
-        junit: (!run.no_junit).then(|| {
-            run.junit
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("reports/lessonprobe-doc.xml"))
-        }),
+        junit: run.junit.clone(),
         format: run.format,
         verbose: run.verbose,
         strict: run.strict,
         junit_family: run.junit_family,
         extras: Extras::of(run, None, uncollected, &config)?,
     };
+    let mut reporting = reporting;
+    // A failure's rerun command is this command with its paths.
+    let paths = args.paths.iter().map(|p| p.display().to_string());
+    let before: Vec<String> = std::iter::once("doc".to_owned()).chain(paths).collect();
+    reporting.extras.rerun.args.splice(0..0, before);
     let run_id = run.run_id.clone().unwrap_or_else(new_run_id);
     execute_and_record(
         &selection,
@@ -194,6 +196,18 @@ fn number(name: &Path, used: &mut BTreeSet<u32>) -> u32 {
         .unwrap_or_else(|| (1..).find(|n| !used.contains(n)).unwrap_or(0));
     used.insert(n);
     n
+}
+
+/// Where `doc` keeps its `--last-failed` state: the user's cache folder.
+fn cache_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| h.join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("lessonprobe")
+        .join("doc")
 }
 
 fn shown(paths: &[PathBuf]) -> String {

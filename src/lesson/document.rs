@@ -219,7 +219,9 @@ pub fn parse_free(
         line: d.line,
         message: d.message,
     })?;
-    let mut doc = Parse::new(course, lesson, relative, file, &text, None).run()?;
+    let mut parse = Parse::new(course, lesson, relative, file, &text, None);
+    parse.numbered = false;
+    let mut doc = parse.run()?;
     for probe in &mut doc.probes {
         if let DocBody::Code(code) = &mut probe.body {
             code.run_from = empty.to_owned();
@@ -252,6 +254,8 @@ struct Parse<'a> {
     python_code: Vec<SessionBlock>,
     /// Where the sessions run: a copy of this folder, or (`None`) an empty one.
     sessions_run_from: Option<PathBuf>,
+    /// An exercise id must carry the lesson's number (not in a free document).
+    numbered: bool,
 }
 
 impl<'a> Parse<'a> {
@@ -285,6 +289,7 @@ impl<'a> Parse<'a> {
             sessions: Vec::new(),
             python_code: Vec::new(),
             sessions_run_from,
+            numbered: true,
         }
     }
 
@@ -415,7 +420,7 @@ impl<'a> Parse<'a> {
                 format!("exercise {id} needs a tag: [code] or [prose]"),
             ));
         }
-        if caps[1].parse::<u32>().ok() != Some(self.lesson) {
+        if self.numbered && caps[1].parse::<u32>().ok() != Some(self.lesson) {
             return Err(self.error(
                 line,
                 format!("exercise {id} is in lesson {}'s document", self.lesson),
@@ -821,12 +826,16 @@ impl<'a> Parse<'a> {
                     return Ok(());
                 }
                 let myst = info.trim_start().starts_with("{doctest}");
-                let text = if myst {
+                let (text, flags) = if myst {
                     session::without_directive_options(content)
                 } else {
-                    content.to_owned()
+                    (content.to_owned(), Vec::new())
                 };
-                SessionBody::Python { text, offset }
+                SessionBody::Python {
+                    text,
+                    offset,
+                    flags,
+                }
             }
         };
         if info.split_whitespace().any(|w| w.starts_with("id=")) {

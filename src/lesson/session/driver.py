@@ -1,6 +1,6 @@
 # lessonprobe's Python session driver: runs a document's `>>>` blocks through this interpreter's
 # own doctest module, one namespace for the whole document, in the order the blocks arrive.
-# Protocol: one JSON request a line on stdin ({"kind": "session"|"code", "text", "name",
+# Protocol: one JSON request a line on stdin ({"kind": "session"|"code", "text", "name", "flags",
 # "filename", "offset"}), one JSON reply a line on the stdout it started with
 # ({"attempted": N, "failures": [{"line": L, "report": doctest's text}], "error": null|str}).
 import doctest
@@ -13,8 +13,8 @@ import traceback
 class Runner(doctest.DocTestRunner):
     """doctest's runner, keeping each failure's document line and doctest's own report."""
 
-    def __init__(self):
-        super().__init__(verbose=False, optionflags=0)
+    def __init__(self, optionflags=0):
+        super().__init__(verbose=False, optionflags=optionflags)
         self.found = []
 
     def _keep(self, test, example, report):
@@ -43,7 +43,14 @@ def session(request, namespace):
         return {"attempted": 0, "failures": [], "error": "doctest cannot read this block: %s" % e}
     # doctest copies the globals it is given; the document's blocks share one namespace.
     test.globs = namespace
-    runner = Runner()
+    flags = 0
+    for name in request.get("flags", []):
+        flag = doctest.OPTIONFLAGS_BY_NAME.get(name.lstrip("+-"))
+        if flag is None:
+            return {"failures": [], "error": "unknown doctest option %r" % name}
+        if not name.startswith("-"):
+            flags |= flag
+    runner = Runner(flags)
     result = runner.run(test, out=lambda text: None, clear_globs=False)
     return {"attempted": result.attempted, "failures": runner.found, "error": None}
 
@@ -54,6 +61,8 @@ def code(request, namespace):
         exec(compile(source, request["filename"], "exec"), namespace)
     except BaseException:
         kind, value, tb = sys.exc_info()
+        # The driver's own frame is no part of the document's traceback.
+        tb = tb.tb_next if tb is not None else None
         line = request["offset"] + 1
         for frame in traceback.extract_tb(tb):
             if frame.filename == request["filename"] and frame.lineno:

@@ -32,8 +32,13 @@ pub enum SessionBody {
     /// `$ ` commands run by the document's shell.
     Terminal(Vec<Command>),
     /// `>>>` examples run by the interpreter's own doctest; `offset` is the document line
-    /// before the text's first line (doctest's `lineno`).
-    Python { text: String, offset: usize },
+    /// before the text's first line (doctest's `lineno`); `flags` are doctest option flags
+    /// (`+ELLIPSIS`) a MyST `:options:` line gives the whole block.
+    Python {
+        text: String,
+        offset: usize,
+        flags: Vec<String>,
+    },
     /// A plain ```` ```python ```` block executed in the sessions' namespace.
     PythonCode { text: String, offset: usize },
 }

@@ -54,6 +54,13 @@ pub struct Command {
 /// A terminal session's text, whose first line is document line `first_line`, as its commands;
 /// a malformed session as (line, message).
 pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize, String)> {
+    // A block with no command at all shows output only: nothing to check (the lint says so).
+    if !content
+        .lines()
+        .any(|l| l.starts_with("$ ") || l.trim_end() == "$")
+    {
+        return Ok(Vec::new());
+    }
     struct Open<'a> {
         line: usize,
         script: String,
@@ -121,7 +128,8 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
         if cmd.output.is_empty() && cmd.status.is_none() {
             let continued = text.strip_prefix("> ").or((text == ">").then_some(""));
             if cmd.continues || continued.is_some() {
-                let part = if cmd.continues { text } else { continued.unwrap_or(text) };
+                // A terminal shows `> ` (PS2) after a `\` line too; a document may leave it out.
+                let part = continued.unwrap_or(text);
                 cmd.script.push_str(part);
                 cmd.script.push('\n');
                 cmd.continues = part.trim_end().ends_with('\\');
@@ -170,22 +178,32 @@ fn status_value(text: &str, line: usize) -> Result<u8, (usize, String)> {
     })
 }
 
-/// A MyST `{doctest}` block's option lines (`:options: +ELLIPSIS`) blanked, so doctest reads
-/// the examples on their own lines.
-pub fn without_directive_options(content: &str) -> String {
+/// A MyST `{doctest}` block's text with its option lines (`:options: +ELLIPSIS`) blanked, so
+/// doctest reads the examples on their own lines, and the doctest flags its `:options:` names.
+pub fn without_directive_options(content: &str) -> (String, Vec<String>) {
     let mut head = true;
-    content
+    let mut flags = Vec::new();
+    let text = content
         .lines()
         .map(|l| {
             let option = head && l.starts_with(':') && l[1..].contains(':');
             head = option;
             if option {
+                if let Some(names) = l.strip_prefix(":options:") {
+                    flags.extend(
+                        names
+                            .split([',', ' '])
+                            .filter(|w| !w.is_empty())
+                            .map(str::to_owned),
+                    );
+                }
                 "\n".to_owned()
             } else {
                 format!("{l}\n")
             }
         })
-        .collect()
+        .collect();
+    (text, flags)
 }
 
 #[cfg(test)]
@@ -194,14 +212,14 @@ mod tests {
 
     #[test]
     fn commands_continuations_output_and_statuses() {
-        let text = "$ cat <<EOF > a.txt\n> one\n> EOF\n$ cat a.txt \\\n  b.txt\none\ncat: b.txt: No such file or directory\n[1]\n$ false\n? 1\n$ echo '? x'\n? 3\n";
+        let text = "$ cat <<EOF > a.txt\n> one\n> EOF\n$ cat a.txt \\\n> b.txt \\\n  c.txt\none\ncat: b.txt: No such file or directory\n[1]\n$ false\n? 1\n$ echo '? x'\n? 3\n";
         let cmds = terminal(text, 10).unwrap();
         assert_eq!(cmds.len(), 4);
         assert_eq!(cmds[0].script, "cat <<EOF > a.txt\none\nEOF\n");
         assert_eq!((cmds[0].line, cmds[0].status, cmds[0].expected.as_str()), (10, 0, ""));
-        assert_eq!(cmds[1].script, "cat a.txt \\\n  b.txt\n");
+        assert_eq!(cmds[1].script, "cat a.txt \\\nb.txt \\\n  c.txt\n");
         assert_eq!(cmds[1].expected, "one\ncat: b.txt: No such file or directory\n");
-        assert_eq!((cmds[1].line, cmds[1].output_line, cmds[1].status), (13, 15, 1));
+        assert_eq!((cmds[1].line, cmds[1].output_line, cmds[1].status), (13, 16, 1));
         assert_eq!((cmds[2].status, cmds[2].expected.as_str()), (1, ""));
         assert_eq!(cmds[3].status, 3);
     }
@@ -214,6 +232,7 @@ mod tests {
 
     #[test]
     fn malformed_sessions_name_their_line() {
+        assert!(terminal("only output\n", 5).unwrap().is_empty());
         let e = terminal("hello\n$ ls\n", 5).unwrap_err();
         assert_eq!(e.0, 5);
         assert!(e.1.contains("output before the first `$ ` command"), "{}", e.1);

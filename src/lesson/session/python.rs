@@ -28,6 +28,8 @@ pub struct Request<'a> {
     pub filename: &'a str,
     /// The document line before the text's first line.
     pub offset: usize,
+    /// doctest option flags for the whole block (`+ELLIPSIS`).
+    pub flags: &'a [String],
 }
 
 #[derive(Debug, Deserialize)]

@@ -149,11 +149,13 @@ impl<'a> State<'a> {
     ) -> BlockRun {
         match &block.body {
             SessionBody::Terminal(commands) => self.terminal(block, commands, deadline, limit, cancel),
-            SessionBody::Python { text, offset } => {
-                self.python(block, "session", text, *offset, deadline, limit, cancel)
-            }
+            SessionBody::Python {
+                text,
+                offset,
+                flags,
+            } => self.python(block, ("session", flags), text, *offset, deadline, limit, cancel),
             SessionBody::PythonCode { text, offset } => {
-                self.python(block, "code", text, *offset, deadline, limit, cancel)
+                self.python(block, ("code", &[]), text, *offset, deadline, limit, cancel)
             }
         }
     }
@@ -253,7 +255,7 @@ impl<'a> State<'a> {
     fn python(
         &mut self,
         block: &SessionBlock,
-        kind: &'static str,
+        (kind, flags): (&'static str, &[String]),
         text: &str,
         offset: usize,
         deadline: Instant,
@@ -293,6 +295,7 @@ impl<'a> State<'a> {
             name: &block.id,
             filename: &file,
             offset,
+            flags,
         };
         let reply = interpreter.ask(&request, deadline, cancel);
         let output = interpreter.take_stderr();
