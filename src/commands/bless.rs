@@ -1,6 +1,7 @@
-//! `lessonprobe bless`: runs a lesson's document probes (after the steps they continue) and
-//! rewrites the expected stdout and stderr blocks and exit codes of those whose only fault is
-//! these, then prints the diff.
+//! `lessonprobe bless`: runs a lesson's document probes (after the steps they continue) and its
+//! session blocks (after the blocks before them), rewrites the expected stdout and stderr blocks
+//! and exit codes, and the sessions' expected lines, of those whose only fault is these, then
+//! prints the diff.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use super::course::OpenCourse;
 use crate::checkpoint::{Catalog, ProbeKind, Selection};
 use crate::cli::BlessArgs;
 use crate::exit::{Code, Error};
+use crate::lesson::session::{self, BlockRun, SessionBody, SessionProbe};
 use crate::lesson::{self, CodeProbe, DocBody, DocProbe, DocRun, DocVerdict, Rewrite};
 
 pub fn bless(args: BlessArgs) -> Result<Code, Error> {
@@ -23,7 +25,20 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     // The probes to bless, and every step they continue, run first.
     let mut wanted: Vec<&DocProbe> = Vec::new();
     let mut probes: Vec<(&DocProbe, &CodeProbe)> = Vec::new();
+    let mut sessions: Vec<(&DocProbe, &SessionProbe)> = Vec::new();
     for (checkpoint, selected) in &selection.checkpoints {
+        sessions.extend(
+            documents(selected)
+                .into_iter()
+                .filter_map(|d| match &d.body {
+                    DocBody::Session(s)
+                        if !matches!(s.block().body, SessionBody::PythonCode { .. }) =>
+                    {
+                        Some((d, s))
+                    }
+                    _ => None,
+                }),
+        );
         let blessable: Vec<&DocProbe> = documents(selected)
             .into_iter()
             .filter(|d| {
@@ -37,7 +52,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         probes.extend(steps.into_iter().filter_map(|d| Some((d, code_of(d)?))));
         wanted.extend(blessable);
     }
-    if wanted.is_empty() {
+    if wanted.is_empty() && sessions.is_empty() {
         return Err(Error::Usage(format!(
             "lesson {}'s document has no selected probe with an expected output to bless",
             args.lesson
@@ -48,6 +63,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         usize::from,
     );
     let runs = run_all(&probes, jobs, args.timeout);
+    let session_runs = run_sessions(&sessions, args.timeout);
 
     // Per lesson file (as read): how it is shown, and its rewrites.
     let mut by_file: BTreeMap<PathBuf, (PathBuf, Vec<Rewrite>)> = BTreeMap::new();
@@ -60,6 +76,29 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
             (DocVerdict::Pass, _) => {}
             (_, Some(rewrites)) => by_file
                 .entry(code.source.clone())
+                .or_insert_with(|| (doc.file.clone(), Vec::new()))
+                .1
+                .extend(rewrites.iter().cloned()),
+            _ => {
+                unblessed += 1;
+                println!(
+                    "not blessed: {} {}: {}",
+                    doc.id,
+                    doc.name,
+                    run.message.as_deref().unwrap_or("failed")
+                );
+            }
+        }
+    }
+    for ((doc, session), run) in sessions.iter().zip(&session_runs) {
+        let transcript = &session.transcript;
+        let source = transcript
+            .testdir
+            .join(transcript.file.file_name().unwrap_or_default());
+        match (&run.verdict, &run.blessable) {
+            (DocVerdict::Pass, _) => {}
+            (DocVerdict::Fail, Some(rewrites)) => by_file
+                .entry(source)
                 .or_insert_with(|| (doc.file.clone(), Vec::new()))
                 .1
                 .extend(rewrites.iter().cloned()),
@@ -151,5 +190,43 @@ fn run_all(
         .unwrap_or_default()
         .into_iter()
         .map(|r| r.unwrap_or_else(|| DocRun::not_run("the probe's thread ended early")))
+        .collect()
+}
+
+/// Runs the documents of the selected session blocks, each once, from its first block to the
+/// last selected one (the blocks before a block make its state); results in `sessions`' order.
+fn run_sessions(
+    sessions: &[(&DocProbe, &SessionProbe)],
+    default_timeout: std::time::Duration,
+) -> Vec<BlockRun> {
+    let cancel = lessonprobe_probes::Cancel::new();
+    let mut done: Vec<(*const session::Transcript, Vec<BlockRun>)> = Vec::new();
+    sessions
+        .iter()
+        .map(|(_, s)| {
+            let key = std::sync::Arc::as_ptr(&s.transcript);
+            if !done.iter().any(|(k, _)| *k == key) {
+                let upto = sessions
+                    .iter()
+                    .filter(|(_, o)| std::sync::Arc::ptr_eq(&o.transcript, &s.transcript))
+                    .map(|(_, o)| o.index)
+                    .max()
+                    .unwrap_or(s.index);
+                let timeout = s.transcript.timeout.unwrap_or(default_timeout);
+                let runs = session::run_transcript(&s.transcript, upto, timeout, &cancel);
+                done.push((key, runs));
+            }
+            done.iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, runs)| runs.get(s.index).cloned())
+                .unwrap_or_else(|| BlockRun {
+                    verdict: DocVerdict::Error,
+                    message: Some("its document's sessions stopped before it".into()),
+                    details: None,
+                    output: String::new(),
+                    duration: std::time::Duration::ZERO,
+                    blessable: None,
+                })
+        })
         .collect()
 }

@@ -1,6 +1,7 @@
-//! Bless: rewrites the expected stdout and stderr blocks of a lesson with the actual output and
-//! an expected exit code with the actual status, touching no byte of the file outside those
-//! blocks' content and that value, and shows the change as a diff.
+//! Bless: rewrites the expected stdout and stderr blocks of a lesson with the actual output, an
+//! expected exit code with the actual status, and a session's expected lines (a command's
+//! output and status, a Python example's output), touching no other byte of the file, and
+//! shows the change as a diff.
 
 use std::path::Path;
 
@@ -20,6 +21,18 @@ pub enum Rewrite {
         range: std::ops::Range<usize>,
         text: String,
     },
+    /// Inside a session: the `count` document lines from `line` (1-based; `count` 0 inserts
+    /// before it) become `content`'s lines, each indented as document line `like` is up to its
+    /// prompt (`$ ` or `>>>`).
+    Lines {
+        line: usize,
+        count: usize,
+        content: String,
+        like: usize,
+    },
+    /// Inside a terminal session: the number of the `? N` or `[N]` line at `line` becomes
+    /// `status`.
+    Status { line: usize, status: i32 },
 }
 
 /// A lesson file after blessing.
@@ -34,6 +47,20 @@ pub struct Blessed {
 /// quote marker cannot be rewritten safely and is refused.
 pub fn bless(shown: &Path, text: &str, rewrites: &[Rewrite]) -> Result<Blessed, CourseError> {
     let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::with_capacity(rewrites.len());
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    // The bytes of document line `n` (1-based), its newline included.
+    let line_range = |n: usize| -> Option<std::ops::Range<usize>> {
+        let start = *starts.get(n.checked_sub(1)?)?;
+        let end = starts.get(n).copied().unwrap_or(text.len());
+        (start < text.len() || n == 1).then_some(start..end)
+    };
+    let refused = |line: usize, why: &str| CourseError::Lesson {
+        path: shown.to_owned(),
+        line,
+        message: format!("cannot bless this session: {why}; update it by hand"),
+    };
     for rewrite in rewrites {
         let (block, output) = match rewrite {
             Rewrite::Block { block, content } => (block, content),
@@ -41,6 +68,62 @@ pub fn bless(shown: &Path, text: &str, rewrites: &[Rewrite]) -> Result<Blessed, 
                 range, text: value, ..
             } => {
                 edits.push((range.clone(), value.clone()));
+                continue;
+            }
+            Rewrite::Lines {
+                line,
+                count,
+                content,
+                like,
+            } => {
+                let prompt = line_range(*like)
+                    .map(|r| &text[r])
+                    .ok_or_else(|| refused(*like, "the document changed while it ran"))?;
+                let indent: String = prompt.chars().take_while(|c| *c == ' ').collect();
+                if !prompt[indent.len()..].starts_with('$')
+                    && !prompt[indent.len()..].starts_with(">>>")
+                {
+                    return Err(refused(
+                        *like,
+                        "its prompt is inside a quote or the document changed",
+                    ));
+                }
+                let start = line_range(*line)
+                    .ok_or_else(|| refused(*line, "the document changed while it ran"))?
+                    .start;
+                let end = match count {
+                    0 => start,
+                    n => {
+                        line_range(line + n - 1)
+                            .ok_or_else(|| refused(*line, "the document changed while it ran"))?
+                            .end
+                    }
+                };
+                let lines: String = content
+                    .lines()
+                    .map(|l| match l.is_empty() {
+                        true => "\n".to_owned(),
+                        false => format!("{indent}{l}\n"),
+                    })
+                    .collect();
+                edits.push((start..end, lines));
+                continue;
+            }
+            Rewrite::Status { line, status } => {
+                let range = line_range(*line)
+                    .ok_or_else(|| refused(*line, "the document changed while it ran"))?;
+                let old = &text[range.clone()];
+                let digits = old
+                    .char_indices()
+                    .find(|(_, c)| c.is_ascii_digit())
+                    .map(|(i, _)| i)
+                    .ok_or_else(|| refused(*line, "its exit status line changed while it ran"))?;
+                let len = old[digits..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .count();
+                let at = range.start + digits;
+                edits.push((at..at + len, status.to_string()));
                 continue;
             }
         };

@@ -112,6 +112,7 @@ fn not_run(doc: &DocProbe, why: &str) -> BlockRun {
         details: None,
         output: String::new(),
         duration: Duration::ZERO,
+        blessable: None,
     }
 }
 

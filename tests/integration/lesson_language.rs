@@ -496,6 +496,125 @@ fn bless_writes_the_courses_placeholders_back_not_the_runs_values() {
     run(&dir, &course, "46", &xml).success();
 }
 
+/// Sessions whose expected lines went stale: a changed line with a redacted value, a wrong
+/// `? N`, a command that now prints and one that now fails (no status line), doctest examples
+/// that print other output, a blank line, an exception, and an indented block.
+const STALE_SESSIONS: &str = "# Sessions
+
+- In a list:
+
+  ```console
+  $ printf 'event evt-%s\\nsame\\n' \"$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')\"
+  event [EVENT_ID] (old)
+  same
+  $ echo one; exit_with() { return $1; }; exit_with 3
+  one
+  ? 2
+  $ echo quiet
+  $ false
+  ```
+
+```pycon
+>>> print(\"a\\n\\nb\")
+a
+b
+>>> 1 + 1
+3
+>>> {}[\"k\"]
+>>> x = 5
+>>> x
+5
+```
+
+    >>> x * 2
+    11
+";
+
+/// The same, as bless must leave it: the run's lines with `[EVENT_ID]` passed back, `? 3`,
+/// `[1]` added, doctest's "Got" (with `<BLANKLINE>` and the traceback's header) in place.
+const BLESSED_SESSIONS: &str = "# Sessions
+
+- In a list:
+
+  ```console
+  $ printf 'event evt-%s\\nsame\\n' \"$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')\"
+  event [EVENT_ID]
+  same
+  $ echo one; exit_with() { return $1; }; exit_with 3
+  one
+  ? 3
+  $ echo quiet
+  quiet
+  $ false
+  [1]
+  ```
+
+```pycon
+>>> print(\"a\\n\\nb\")
+a
+<BLANKLINE>
+b
+>>> 1 + 1
+2
+>>> {}[\"k\"]
+Traceback (most recent call last):
+  ...
+KeyError: 'k'
+>>> x = 5
+>>> x
+5
+```
+
+    >>> x * 2
+    10
+";
+
+#[test]
+fn bless_rewrites_a_failing_sessions_expected_lines_in_place() {
+    if !tool("python3") {
+        return;
+    }
+    let dir = Dir::new();
+    let config = "[redactions]\n\"[EVENT_ID]\" = \"evt-[0-9a-f]{8}\"\n";
+    let (course, lesson) = course_with(&dir, config, "47-sessions.md", STALE_SESSIONS);
+    let xml = dir.join("47.xml");
+    run(&dir, &course, "47", &xml).failure();
+    let report = parse_junit(&xml);
+    assert_eq!(
+        verdicts(&report),
+        [
+            (
+                "47-sessions.md:5 terminal session".to_owned(),
+                "FAIL".to_owned()
+            ),
+            (
+                "47-sessions.md:16 python session".to_owned(),
+                "FAIL".to_owned()
+            ),
+            (
+                "47-sessions.md:28 python session".to_owned(),
+                "FAIL".to_owned()
+            ),
+        ]
+    );
+    lessonprobe()
+        .current_dir(&dir)
+        .args(["bless", "--lesson", "47", "--course"])
+        .arg(&course)
+        .stdout_has("-  event [EVENT_ID] (old)\n+  event [EVENT_ID]\n")
+        .stdout_has("-    11\n+    10\n")
+        .success();
+    assert_eq!(std::fs::read_to_string(&lesson).unwrap(), BLESSED_SESSIONS);
+    run(&dir, &course, "47", &xml).success();
+    lessonprobe()
+        .current_dir(&dir)
+        .args(["bless", "--lesson", "47", "--course"])
+        .arg(&course)
+        .stdout_has("nothing to bless")
+        .success();
+    assert_eq!(std::fs::read_to_string(&lesson).unwrap(), BLESSED_SESSIONS);
+}
+
 const SETUP: &str = "# Setup
 
 ### Answer EX-44-01 [code]

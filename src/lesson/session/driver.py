@@ -2,7 +2,8 @@
 # own doctest module, one namespace for the whole document, in the order the blocks arrive.
 # Protocol: one JSON request a line on stdin ({"kind": "session"|"code", "text", "name", "flags",
 # "filename", "offset"}), one JSON reply a line on the stdout it started with
-# ({"attempted": N, "failures": [{"line": L, "report": doctest's text}], "error": null|str}).
+# ({"attempted": N, "failures": [{"line": L, "report": doctest's text, "want_line", "want_lines",
+# "got"}], "error": null|str}).
 import doctest
 import json
 import os
@@ -17,19 +18,38 @@ class Runner(doctest.DocTestRunner):
         super().__init__(verbose=False, optionflags=optionflags)
         self.found = []
 
-    def _keep(self, test, example, report):
+    def _keep(self, test, example, report, got):
         text = []
         report(text.append)
-        self.found.append({"line": test.lineno + example.lineno + 1, "report": "".join(text)})
+        line = test.lineno + example.lineno + 1
+        if not self.optionflags & doctest.DONT_ACCEPT_BLANKLINE:
+            got = "".join(
+                "<BLANKLINE>\n" if not l.strip() else l for l in got.splitlines(True)
+            )
+        self.found.append({
+            "line": line,
+            "report": "".join(text),
+            # Where the example's expected output is, and what bless writes there.
+            "want_line": line + example.source.count("\n"),
+            "want_lines": example.want.count("\n"),
+            "got": got,
+        })
 
     def report_failure(self, out, test, example, got):
-        self._keep(test, example, lambda w: super(Runner, self).report_failure(w, test, example, got))
+        self._keep(
+            test,
+            example,
+            lambda w: super(Runner, self).report_failure(w, test, example, got),
+            got,
+        )
 
     def report_unexpected_exception(self, out, test, example, exc_info):
+        exception = "".join(traceback.format_exception_only(exc_info[0], exc_info[1]))
         self._keep(
             test,
             example,
             lambda w: super(Runner, self).report_unexpected_exception(w, test, example, exc_info),
+            "Traceback (most recent call last):\n  ...\n" + exception,
         )
 
 

@@ -49,6 +49,8 @@ pub struct Command {
     pub output_line: usize,
     /// The exit status it must end with (`? N` or `[N]`; 0 when absent).
     pub status: u8,
+    /// The document line of its `? N` or `[N]` line, if it has one (for bless).
+    pub status_line: Option<usize>,
 }
 
 /// A terminal session's text, whose first line is document line `first_line`, as its commands;
@@ -74,6 +76,7 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
             output.pop();
         }
         let mut status = open.status.map(|(_, s)| s);
+        let mut status_at = open.status.map(|(l, _)| l);
         if let Some(&(line, last)) = output.last() {
             if let Some(code) = status_line(last, line)? {
                 if let Some((first, _)) = open.status {
@@ -83,6 +86,7 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
                     ));
                 }
                 status = Some(code);
+                status_at = Some(line);
                 output.pop();
                 while output.last().is_some_and(|(_, l)| l.trim().is_empty()) {
                     output.pop();
@@ -95,6 +99,7 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
             output_line: output.first().map_or(open.line, |(l, _)| *l),
             expected: output.iter().map(|(_, l)| format!("{l}\n")).collect(),
             status: status.unwrap_or(0),
+            status_line: status_at,
         })
     };
     let mut commands = Vec::new();

@@ -42,6 +42,15 @@ pub struct Reply {
 pub struct Failure {
     pub line: usize,
     pub report: String,
+    /// For a failing example: the document line of its expected output (where it would go when
+    /// it shows none), how many lines that output has, and doctest's "Got" as it would be
+    /// written there (bless).
+    #[serde(default)]
+    pub want_line: Option<usize>,
+    #[serde(default)]
+    pub want_lines: Option<usize>,
+    #[serde(default)]
+    pub got: Option<String>,
 }
 
 /// Why a block got no reply.

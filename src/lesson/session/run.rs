@@ -11,6 +11,7 @@ use lessonprobe_probes::Cancel;
 use super::python::{self, Interpreter, Request};
 use super::terminal::{self, Shell};
 use super::{Command, SessionBlock, SessionBody, Transcript};
+use crate::lesson::bless::Rewrite;
 use crate::lesson::matcher::{self, Rules};
 use crate::lesson::scratch::{self, DocVerdict, Workspace, PINNED_ENV};
 
@@ -25,6 +26,8 @@ pub struct BlockRun {
     /// What the block printed, as a transcript.
     pub output: String,
     pub duration: Duration,
+    /// On a FAIL whose every fault is an expected line: how bless rewrites them.
+    pub blessable: Option<Vec<Rewrite>>,
 }
 
 impl BlockRun {
@@ -35,6 +38,7 @@ impl BlockRun {
             details: None,
             output: String::new(),
             duration: Duration::ZERO,
+            blessable: None,
         }
     }
 }
@@ -191,6 +195,7 @@ impl<'a> State<'a> {
         };
         let mut output = String::new();
         let mut faults: Vec<(String, String)> = Vec::new();
+        let mut rewrites: Vec<Rewrite> = Vec::new();
         let mut stopped: Option<String> = None;
         for cmd in commands {
             let ran = shell.run(&cmd.script, deadline, cancel);
@@ -221,6 +226,7 @@ impl<'a> State<'a> {
                     break;
                 }
             };
+            rewrites.extend(blessed(cmd, &ran.output, status, rules));
             if let Err(mismatch) = matcher::check_with(&cmd.expected, &ran.output, rules) {
                 faults.push((
                     format!(
@@ -248,7 +254,11 @@ impl<'a> State<'a> {
         if stopped.is_some() {
             self.shell = None;
         }
-        judged(stopped, faults, output)
+        let mut run = judged(stopped, faults, output);
+        if run.verdict == DocVerdict::Fail {
+            run.blessable = Some(rewrites);
+        }
+        run
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -354,8 +364,68 @@ impl<'a> State<'a> {
                 (format!("{}: {what}", at(t, f.line)), f.report.clone())
             })
             .collect();
-        judged(None, faults, output)
+        let mut run = judged(None, faults, output);
+        if run.verdict == DocVerdict::Fail && kind == "session" {
+            // doctest's own "Got" for each failing example, in place of what it expected.
+            run.blessable = reply
+                .failures
+                .iter()
+                .map(|f| {
+                    Some(Rewrite::Lines {
+                        line: f.want_line?,
+                        count: f.want_lines?,
+                        content: f.got.clone()?,
+                        like: f.line,
+                    })
+                })
+                .collect();
+        }
+        run
     }
+}
+
+/// How bless rewrites one command of a terminal session that printed `actual` and ended with
+/// `status`: its output lines, with the course's redactions passed back and what still matches
+/// kept, and its exit status (`[N]` added after the output when the session shows none).
+fn blessed(cmd: &Command, actual: &str, status: i32, rules: Rules<'_>) -> Vec<Rewrite> {
+    let shown = cmd.expected.lines().count();
+    // Where its output lines are, or go when it shows none: under the command's last line.
+    let (line, count) = match shown {
+        0 => (cmd.line + cmd.script.lines().count(), 0),
+        n => (cmd.output_line, n),
+    };
+    let mut content = match matcher::check_with(&cmd.expected, actual, rules) {
+        Ok(()) => None,
+        Err(mismatch) if matcher::check_with(&mismatch.blessed, actual, rules).is_ok() => {
+            Some(mismatch.blessed)
+        }
+        Err(_) => Some(
+            actual
+                .lines()
+                .map(|l| format!("{}\n", rules.redactions.redact(l.trim_end())))
+                .collect(),
+        ),
+    };
+    let mut out = Vec::new();
+    if status != i32::from(cmd.status) {
+        match cmd.status_line {
+            Some(line) => out.push(Rewrite::Status { line, status }),
+            None => {
+                let mut lines = content.take().unwrap_or_else(|| cmd.expected.clone());
+                lines.push_str(&format!("[{status}]\n"));
+                content = Some(lines);
+            }
+        }
+    }
+    if let Some(content) = content {
+        out.push(Rewrite::Lines {
+            line,
+            count,
+            content,
+            like: cmd.line,
+        });
+    }
+    out
 }
 
 /// A block's verdict from what stopped it and the faults found.
@@ -374,6 +444,7 @@ fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String
             details,
             output,
             duration: Duration::ZERO,
+            blessable: None,
         };
     }
     let message = faults.first().map(|(m, _)| match faults.len() {
@@ -390,6 +461,7 @@ fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String
         details,
         output,
         duration: Duration::ZERO,
+        blessable: None,
     }
 }
 
