@@ -95,13 +95,13 @@ id [..] at [..]
 fn terminal_sessions_carry_state_from_block_to_block_and_pass_when_right() {
     let dir = Dir::new();
     let file = dir.write("guide.md", TERMINAL);
-    let ran = doc(&dir)
-        .arg(&file)
-        .args(["--format", "json"])
-        .success();
+    let ran = doc(&dir).arg(&file).args(["--format", "json"]).success();
     let all = outcomes(&ran);
     let ids: Vec<&str> = all.iter().map(|o| o.0.as_str()).collect();
-    assert_eq!(ids, ["guide.md:3", "guide.md:9", "guide.md:17", "guide.md:27"]);
+    assert_eq!(
+        ids,
+        ["guide.md:3", "guide.md:9", "guide.md:17", "guide.md:27"]
+    );
     for o in &all {
         assert_eq!(o.1, "PASS", "{o:?}");
         assert!(o.2.ends_with("guide.md"), "{o:?}");
@@ -117,22 +117,29 @@ fn terminal_sessions_carry_state_from_block_to_block_and_pass_when_right() {
 fn a_wrong_output_or_status_fails_at_the_command_and_the_next_blocks_still_run() {
     let dir = Dir::new();
     let file = dir.write("guide.md", TERMINAL);
-    dir.edit("guide.md", "$ basename \"$PWD\"\nwork\n", "$ basename \"$PWD\"\nplay\n");
+    dir.edit(
+        "guide.md",
+        "$ basename \"$PWD\"\nwork\n",
+        "$ basename \"$PWD\"\nplay\n",
+    );
     dir.edit("guide.md", "err\n[3]\n", "err\n[4]\n");
-    let ran = doc(&dir)
-        .arg(&file)
-        .args(["--format", "json"])
-        .failure();
+    let ran = doc(&dir).arg(&file).args(["--format", "json"]).failure();
     let all = outcomes(&ran);
     let text = dir.read("guide.md");
     let (verdict, message) = verdict_of(&all, "guide.md:9");
     assert_eq!(verdict, "FAIL");
     let at = line_of(&text, "$ basename \"$PWD\"");
     assert!(
-        message.starts_with(&format!("{}:{at}: `basename \"$PWD\"` printed other output", file.display())),
+        message.starts_with(&format!(
+            "{}:{at}: `basename \"$PWD\"` printed other output",
+            file.display()
+        )),
         "{message}"
     );
-    let diff = ran.json()["outcomes"][1]["diff"].as_str().unwrap_or("").to_owned();
+    let diff = ran.json()["outcomes"][1]["diff"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     assert!(diff.contains("-play\n+work"), "{diff}");
     let (verdict, message) = verdict_of(&all, "guide.md:17");
     assert_eq!(verdict, "FAIL");
@@ -144,7 +151,10 @@ fn a_wrong_output_or_status_fails_at_the_command_and_the_next_blocks_still_run()
 
     // State is real: without the export, the next block sees no NAME.
     let dir = Dir::new();
-    let file = dir.write("guide.md", TERMINAL.replace("$ export NAME=ticketflow\n", ""));
+    let file = dir.write(
+        "guide.md",
+        TERMINAL.replace("$ export NAME=ticketflow\n", ""),
+    );
     let all = outcomes(&doc(&dir).arg(&file).args(["--format", "json"]).failure());
     assert_eq!(verdict_of(&all, "guide.md:3").0, "PASS");
     assert_eq!(verdict_of(&all, "guide.md:8").0, "FAIL");
@@ -163,10 +173,7 @@ fn doc_runs_each_document_in_a_fresh_empty_folder_and_writes_nothing_in_the_tree
         "# B\n\n```console\n$ ls\n$ test -e made-by-a.txt\n? 1\n```\n",
     );
     let before = snapshot(dir.path());
-    let ran = doc(&dir)
-        .arg("docs")
-        .args(["--format", "json"])
-        .success();
+    let ran = doc(&dir).arg("docs").args(["--format", "json"]).success();
     let all = outcomes(&ran);
     assert_eq!(all.len(), 2, "{all:?}");
     assert!(all.iter().all(|o| o.1 == "PASS"), "{all:?}");
@@ -268,10 +275,16 @@ fn a_failing_example_fails_with_its_line_and_doctests_own_report() {
     let (verdict, message) = verdict_of(&all, "py.md:10");
     assert_eq!(verdict, "FAIL");
     assert!(
-        message.starts_with(&format!("{}:12: the example printed other output", file.display())),
+        message.starts_with(&format!(
+            "{}:12: the example printed other output",
+            file.display()
+        )),
         "{message}"
     );
-    let diff = ran.json()["outcomes"][1]["diff"].as_str().unwrap_or("").to_owned();
+    let diff = ran.json()["outcomes"][1]["diff"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     assert!(diff.contains("line 12, in py.md:10"), "{diff}");
     assert!(diff.contains("Expected:\n    41\nGot:\n    42"), "{diff}");
     // The other blocks still pass, in the same namespace.
@@ -291,7 +304,10 @@ fn a_failing_example_fails_with_its_line_and_doctests_own_report() {
     );
     let (verdict, message) = verdict_of(&all, "py.md:9");
     assert_eq!(verdict, "FAIL");
-    assert!(message.contains("py.md:10: the example raised an exception"), "{message}");
+    assert!(
+        message.contains("py.md:10: the example raised an exception"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -304,7 +320,10 @@ fn selecting_one_block_runs_the_blocks_before_it_and_reports_only_it() {
         .success();
     let all = outcomes(&ran);
     assert_eq!(all.len(), 1, "{all:?}");
-    assert_eq!((all[0].0.as_str(), all[0].1.as_str()), ("guide.md:9", "PASS"));
+    assert_eq!(
+        (all[0].0.as_str(), all[0].1.as_str()),
+        ("guide.md:9", "PASS")
+    );
     // A failure's rerun command selects the block alone, through doc and its paths.
     dir.edit("guide.md", "hello\nticketflow\n", "hello\nother\n");
     doc(&dir)
@@ -326,7 +345,10 @@ fn selecting_one_block_runs_the_blocks_before_it_and_reports_only_it() {
 
 /// A course whose lesson 45 (`name`) holds `lesson`, with `project/data.txt`.
 fn course(dir: &Dir, name: &str, lesson: &str) -> std::path::PathBuf {
-    dir.write("course/lessonprobe.toml", "[redactions]\n\"[EVENT_ID]\" = \"evt-[0-9a-f]{8}\"\n");
+    dir.write(
+        "course/lessonprobe.toml",
+        "[redactions]\n\"[EVENT_ID]\" = \"evt-[0-9a-f]{8}\"\n",
+    );
     dir.write("course/project/data.txt", "from the project\n");
     dir.write(Path::new("course/lessons").join(name), lesson);
     dir.join("course")
@@ -377,7 +399,9 @@ fn sessions_in_a_chinese_lesson_run_in_one_copy_of_run_from_beside_its_labelled_
         .lessonprobe()
         .arg("--course")
         .arg(&course)
-        .args(["--lesson", "45", "--python", &python, "--format", "json", "--junit"])
+        .args([
+            "--lesson", "45", "--python", &python, "--format", "json", "--junit",
+        ])
         .arg(&xml)
         .failure();
     let all = outcomes(&ran);
@@ -387,15 +411,25 @@ fn sessions_in_a_chinese_lesson_run_in_one_copy_of_run_from_beside_its_labelled_
     // Named redactions do not apply to doctest's own comparison: doctest is the judge.
     let (verdict, message) = verdict_of(&all, "45-会话.md:27");
     assert_eq!(verdict, "FAIL");
-    assert!(message.contains("45-会话.md:30: the example printed other output"), "{message}");
-    assert_eq!(snapshot(&course), before, "the course checkout was written to");
+    assert!(
+        message.contains("45-会话.md:30: the example printed other output"),
+        "{message}"
+    );
+    assert_eq!(
+        snapshot(&course),
+        before,
+        "the course checkout was written to"
+    );
     let report = parse_junit(&xml);
     let names: Vec<String> = report.test_suites[0]
         .test_cases
         .iter()
         .map(|c| c.name.to_string())
         .collect();
-    assert!(names.iter().any(|n| n.contains("45-会话.md:5")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.contains("45-会话.md:5")),
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -413,24 +447,39 @@ fn an_english_lesson_checks_its_sessions_with_the_courses_redactions() {
     assert_eq!(verdict_of(&all, "46-sessions.md:3").0, "PASS");
     let (verdict, message) = verdict_of(&all, "46-sessions.md:9");
     assert_eq!(verdict, "FAIL");
-    assert!(message.contains("lessons/46-sessions.md:10: `echo stored evt-zz`"), "{message}");
+    assert!(
+        message.contains("lessons/46-sessions.md:10: `echo stored evt-zz`"),
+        "{message}"
+    );
 }
 
 #[test]
 fn malformed_sessions_are_refused_with_file_and_line() {
     let dir = Dir::new();
     for (name, text, wanted) in [
-        ("before.md", "# A\n\n```console\nhello\n$ ls\n```\n", "before.md:4: output before the first `$ ` command"),
-        ("status.md", "# A\n\n```console\n$ ls\n? abc\n```\n", "status.md:5: exit status \"abc\" is not an integer in 0-255"),
-        ("open.md", "# A\n\ntext\n\n```console\n$ ls\n", "open.md:5: unterminated fence"),
+        (
+            "before.md",
+            "# A\n\n```console\nhello\n$ ls\n```\n",
+            "before.md:4: output before the first `$ ` command",
+        ),
+        (
+            "status.md",
+            "# A\n\n```console\n$ ls\n? abc\n```\n",
+            "status.md:5: exit status \"abc\" is not an integer in 0-255",
+        ),
+        (
+            "open.md",
+            "# A\n\ntext\n\n```console\n$ ls\n",
+            "open.md:5: unterminated fence",
+        ),
     ] {
         let file = dir.write(name, text);
-        doc(&dir)
-            .arg(&file)
-            .stderr_has(wanted)
-            .status(2);
+        doc(&dir).arg(&file).stderr_has(wanted).status(2);
     }
-    let file = dir.write("latin1.md", b"# A\n\n```console\n$ echo \xe9\n```\n".as_slice());
+    let file = dir.write(
+        "latin1.md",
+        b"# A\n\n```console\n$ echo \xe9\n```\n".as_slice(),
+    );
     doc(&dir)
         .arg(&file)
         .stderr_has("latin1.md:4: not valid UTF-8")
@@ -472,7 +521,10 @@ fn a_session_past_its_deadline_is_an_error_and_the_blocks_after_it_are_not_run()
     let all = outcomes(&ran);
     let (verdict, message) = verdict_of(&all, "slow.md:3");
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains("slow.md:6: `sleep 60` exceeded the deadline of 1s"), "{message}");
+    assert!(
+        message.contains("slow.md:6: `sleep 60` exceeded the deadline of 1s"),
+        "{message}"
+    );
     let (verdict, message) = verdict_of(&all, "slow.md:9");
     assert_eq!(verdict, "ERROR");
     assert!(message.contains("not run"), "{message}");
@@ -482,7 +534,10 @@ fn a_session_past_its_deadline_is_an_error_and_the_blocks_after_it_are_not_run()
 fn a_syntax_error_in_an_example_fails_and_a_missing_interpreter_is_an_error() {
     let Some(python) = python() else { return };
     let dir = Dir::new();
-    let file = dir.write("syntax.md", "# A\n\n```pycon\n>>> def f(:\n...     pass\n```\n");
+    let file = dir.write(
+        "syntax.md",
+        "# A\n\n```pycon\n>>> def f(:\n...     pass\n```\n",
+    );
     let all = outcomes(
         &doc(&dir)
             .arg(&file)
@@ -491,7 +546,10 @@ fn a_syntax_error_in_an_example_fails_and_a_missing_interpreter_is_an_error() {
     );
     let (verdict, message) = verdict_of(&all, "syntax.md:3");
     assert_eq!(verdict, "FAIL");
-    assert!(message.contains("syntax.md:4: the example raised"), "{message}");
+    assert!(
+        message.contains("syntax.md:4: the example raised"),
+        "{message}"
+    );
     let all = outcomes(
         &doc(&dir)
             .arg(&file)
@@ -500,7 +558,10 @@ fn a_syntax_error_in_an_example_fails_and_a_missing_interpreter_is_an_error() {
     );
     let (verdict, message) = verdict_of(&all, "syntax.md:3");
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains("python interpreter \"/no/such/python\" not found"), "{message}");
+    assert!(
+        message.contains("python interpreter \"/no/such/python\" not found"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -514,14 +575,26 @@ fn the_sample_courses_session_lessons_pass_and_fail_when_their_output_changes() 
             .lessonprobe()
             .arg("--course")
             .arg(&course)
-            .args(["--lesson", lesson, "--python", &python, "--no-junit", "--format", "json"])
+            .args([
+                "--lesson",
+                lesson,
+                "--python",
+                &python,
+                "--no-junit",
+                "--format",
+                "json",
+            ])
             .success();
         let all = outcomes(&ran);
         assert!(all.len() >= 4, "{all:?}");
         assert!(all.iter().all(|o| o.1 == "PASS"), "{all:?}");
     }
     dir.edit("course/lessons/32-sessions.md", "(2, 2)", "(3, 2)");
-    dir.edit("course/lessons/33-sessions-zh.md", ">>> store.count()\n1\n", ">>> store.count()\n2\n");
+    dir.edit(
+        "course/lessons/33-sessions-zh.md",
+        ">>> store.count()\n1\n",
+        ">>> store.count()\n2\n",
+    );
     for lesson in ["32", "33"] {
         dir.lessonprobe()
             .arg("--course")
