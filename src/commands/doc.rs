@@ -86,7 +86,8 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
                 .map_or_else(|_| f.display().to_string(), |p| p.display().to_string()))
             .collect::<Vec<_>>()
             .join(","),
-        run.lesson.map_or_else(|| "all".to_owned(), |n| n.to_string()),
+        run.lesson
+            .map_or_else(|| "all".to_owned(), |n| n.to_string()),
         run.select.join(","),
     );
     // Kept outside the user's tree: `doc` writes nothing there unless told to (--junit, --html).

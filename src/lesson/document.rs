@@ -854,7 +854,8 @@ impl<'a> Parse<'a> {
             .any(|b| matches!(b.body, SessionBody::Python { .. }));
         if has_python {
             let code = std::mem::take(&mut self.python_code);
-            self.uncollected.retain(|l| !code.iter().any(|c| c.line == *l));
+            self.uncollected
+                .retain(|l| !code.iter().any(|c| c.line == *l));
             self.sessions.extend(code);
             self.sessions.sort_by_key(|b| b.line);
         }

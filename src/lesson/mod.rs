@@ -22,7 +22,8 @@ pub use bless::{bless, write_atomically, Blessed, Rewrite};
 pub use chain::{groups as chain_groups, run_after, run_in_order, with_predecessors, Left};
 pub use course::{Course, CONFIG_FILE};
 pub use document::{
-    parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile, Setup,
+    parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
+    Setup,
 };
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};

@@ -108,7 +108,11 @@ impl Sessions {
 fn not_run(doc: &DocProbe, why: &str) -> BlockRun {
     BlockRun {
         verdict: DocVerdict::Error,
-        message: Some(format!("{}:{}: not run: {why}", doc.file.display(), doc.line)),
+        message: Some(format!(
+            "{}:{}: not run: {why}",
+            doc.file.display(),
+            doc.line
+        )),
         details: None,
         output: String::new(),
         duration: Duration::ZERO,

@@ -23,3 +23,4 @@ mod replay_verify;
 mod replay_workers;
 mod reports;
 mod student_loop;
+mod transcripts;

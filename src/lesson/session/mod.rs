@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::matcher::Redactions;
 
-pub use parse::{kind_of, terminal as terminal_commands, without_directive_options, Command, Kind};
 pub(crate) use parse::PYTHON_CODE;
+pub use parse::{kind_of, terminal as terminal_commands, without_directive_options, Command, Kind};
 pub use run::{run as run_transcript, BlockRun};
 
 /// One session block of a document, or a plain Python block run in its sessions' namespace.

@@ -19,7 +19,11 @@ pub enum Kind {
 /// The session kind of a block with info string `info` holding `content`, if it is one.
 /// `fenced` is false for an indented code block, a session only when it starts with `>>>`.
 pub fn kind_of(info: &str, content: &str, fenced: bool) -> Option<Kind> {
-    let lang = info.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+    let lang = info
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let prompt = content
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -107,7 +111,9 @@ pub fn terminal(content: &str, first_line: usize) -> Result<Vec<Command>, (usize
     for (i, raw) in content.lines().enumerate() {
         let line = first_line + i;
         let text = raw.trim_end_matches('\r');
-        let command = text.strip_prefix("$ ").or((text.trim_end() == "$").then_some(""));
+        let command = text
+            .strip_prefix("$ ")
+            .or((text.trim_end() == "$").then_some(""));
         if let Some(command) = command {
             if let Some(done) = open.take() {
                 commands.push(finish(done)?);
@@ -221,10 +227,19 @@ mod tests {
         let cmds = terminal(text, 10).unwrap();
         assert_eq!(cmds.len(), 4);
         assert_eq!(cmds[0].script, "cat <<EOF > a.txt\none\nEOF\n");
-        assert_eq!((cmds[0].line, cmds[0].status, cmds[0].expected.as_str()), (10, 0, ""));
+        assert_eq!(
+            (cmds[0].line, cmds[0].status, cmds[0].expected.as_str()),
+            (10, 0, "")
+        );
         assert_eq!(cmds[1].script, "cat a.txt \\\nb.txt \\\n  c.txt\n");
-        assert_eq!(cmds[1].expected, "one\ncat: b.txt: No such file or directory\n");
-        assert_eq!((cmds[1].line, cmds[1].output_line, cmds[1].status), (13, 16, 1));
+        assert_eq!(
+            cmds[1].expected,
+            "one\ncat: b.txt: No such file or directory\n"
+        );
+        assert_eq!(
+            (cmds[1].line, cmds[1].output_line, cmds[1].status),
+            (13, 16, 1)
+        );
         assert_eq!((cmds[2].status, cmds[2].expected.as_str()), (1, ""));
         assert_eq!(cmds[3].status, 3);
     }
@@ -232,7 +247,10 @@ mod tests {
     #[test]
     fn trycmd_status_before_the_output() {
         let cmds = terminal("$ lessonprobe x\n? 2\nlessonprobe: [..]\n", 1).unwrap();
-        assert_eq!((cmds[0].status, cmds[0].expected.as_str()), (2, "lessonprobe: [..]\n"));
+        assert_eq!(
+            (cmds[0].status, cmds[0].expected.as_str()),
+            (2, "lessonprobe: [..]\n")
+        );
     }
 
     #[test]
@@ -240,7 +258,11 @@ mod tests {
         assert!(terminal("only output\n", 5).unwrap().is_empty());
         let e = terminal("hello\n$ ls\n", 5).unwrap_err();
         assert_eq!(e.0, 5);
-        assert!(e.1.contains("output before the first `$ ` command"), "{}", e.1);
+        assert!(
+            e.1.contains("output before the first `$ ` command"),
+            "{}",
+            e.1
+        );
         let e = terminal("$ ls\nx\n? abc\n", 5).unwrap_err();
         assert_eq!(e.0, 7);
         assert!(e.1.contains("\"abc\" is not an integer"), "{}", e.1);

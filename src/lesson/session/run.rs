@@ -59,7 +59,12 @@ impl Folder {
 }
 
 /// Runs blocks `0..=upto` of `transcript`, each under `deadline`, stopping when `cancel` is set.
-pub fn run(transcript: &Transcript, upto: usize, deadline: Duration, cancel: &Cancel) -> Vec<BlockRun> {
+pub fn run(
+    transcript: &Transcript,
+    upto: usize,
+    deadline: Duration,
+    cancel: &Cancel,
+) -> Vec<BlockRun> {
     let blocks = &transcript.blocks[..(upto + 1).min(transcript.blocks.len())];
     let folder = match &transcript.run_from {
         Some(from) => scratch::fresh_copy(from).map(Folder::Scratch),
@@ -119,17 +124,14 @@ impl<'a> State<'a> {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let testdir = std::path::absolute(&transcript.testdir)
-            .unwrap_or_else(|_| transcript.testdir.clone());
+        let testdir =
+            std::path::absolute(&transcript.testdir).unwrap_or_else(|_| transcript.testdir.clone());
         env.insert("TESTDIR".into(), testdir.display().to_string());
         let python = resolve(&transcript.python);
         let tools = python.as_deref().and_then(|p| tools(p).ok());
         if let Some(tools) = &tools {
             let path = std::env::var("PATH").unwrap_or_default();
-            env.insert(
-                "PATH".into(),
-                format!("{}:{path}", tools.path().display()),
-            );
+            env.insert("PATH".into(), format!("{}:{path}", tools.path().display()));
         }
         State {
             transcript,
@@ -152,12 +154,22 @@ impl<'a> State<'a> {
         cancel: &Cancel,
     ) -> BlockRun {
         match &block.body {
-            SessionBody::Terminal(commands) => self.terminal(block, commands, deadline, limit, cancel),
+            SessionBody::Terminal(commands) => {
+                self.terminal(block, commands, deadline, limit, cancel)
+            }
             SessionBody::Python {
                 text,
                 offset,
                 flags,
-            } => self.python(block, ("session", flags), text, *offset, deadline, limit, cancel),
+            } => self.python(
+                block,
+                ("session", flags),
+                text,
+                *offset,
+                deadline,
+                limit,
+                cancel,
+            ),
             SessionBody::PythonCode { text, offset } => {
                 self.python(block, ("code", &[]), text, *offset, deadline, limit, cancel)
             }
@@ -233,7 +245,10 @@ impl<'a> State<'a> {
                         "{}: `{first}` printed other output than the session shows",
                         at(t, cmd.line)
                     ),
-                    mismatch.diff(&cmd.expected, &format!("expected {}", at(t, cmd.output_line))),
+                    mismatch.diff(
+                        &cmd.expected,
+                        &format!("expected {}", at(t, cmd.output_line)),
+                    ),
                 ));
             }
             if status != i32::from(cmd.status) {
@@ -354,7 +369,12 @@ impl<'a> State<'a> {
             .iter()
             .map(|f| {
                 let what = if kind == "code" {
-                    let last = f.report.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                    let last = f
+                        .report
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("");
                     format!("the python block raised {}", last.trim())
                 } else if f.report.contains("\nException raised:\n") {
                     "the example raised an exception the session does not show".to_owned()
@@ -494,8 +514,13 @@ fn resolve(python: &str) -> Option<PathBuf> {
 /// environment's interpreter still finds its environment.
 fn tools(interpreter: &Path) -> std::io::Result<tempfile::TempDir> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new().prefix("lessonprobe-bin-").tempdir()?;
-    let quoted = format!("'{}'", interpreter.display().to_string().replace('\'', r"'\''"));
+    let dir = tempfile::Builder::new()
+        .prefix("lessonprobe-bin-")
+        .tempdir()?;
+    let quoted = format!(
+        "'{}'",
+        interpreter.display().to_string().replace('\'', r"'\''")
+    );
     for name in ["python", "python3"] {
         let path = dir.path().join(name);
         std::fs::write(&path, format!("#!/bin/sh\nexec {quoted} \"$@\"\n"))?;
