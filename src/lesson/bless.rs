@@ -251,6 +251,61 @@ mod tests {
     }
 
     #[test]
+    fn session_lines_are_replaced_inserted_and_indented_as_their_prompt() {
+        let text = "- x\n\n  ```console\n  $ a\n  old\n  ? 2\n  $ b\n  ```\n\n    >>> 1\n    3\n";
+        let rewrites = [
+            Rewrite::Lines {
+                line: 5,
+                count: 1,
+                content: "new\n\nnewer\n".into(),
+                like: 4,
+            },
+            Rewrite::Status {
+                line: 6,
+                status: 13,
+            },
+            Rewrite::Lines {
+                line: 8,
+                count: 0,
+                content: "b\n[1]\n".into(),
+                like: 7,
+            },
+            Rewrite::Lines {
+                line: 11,
+                count: 1,
+                content: "1\n".into(),
+                like: 10,
+            },
+        ];
+        let blessed = bless(Path::new("l.md"), text, &rewrites).unwrap();
+        assert_eq!(
+            blessed.text,
+            "- x\n\n  ```console\n  $ a\n  new\n\n  newer\n  ? 13\n  $ b\n  b\n  [1]\n  ```\n\n    >>> 1\n    1\n"
+        );
+        // A prompt inside a quote, or a document that changed under the run, is refused.
+        let quoted = "> ```console\n> $ a\n> x\n> ```\n";
+        let e = bless(
+            Path::new("l.md"),
+            quoted,
+            &[Rewrite::Lines {
+                line: 3,
+                count: 1,
+                content: "y\n".into(),
+                like: 2,
+            }],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("l.md:2"), "{e}");
+        let e = bless(
+            Path::new("l.md"),
+            "x\n",
+            &[Rewrite::Status { line: 9, status: 1 }],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("changed while it ran"), "{e}");
+    }
+
+    #[test]
     fn several_blocks_indented_blocks_and_quotes() {
         let text = "1. x\n\n   ```text\n   a\n   ```\n\n```text\nb\n```\n";
         let first = block(text, "   a\n", "   ");

@@ -7,18 +7,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lessonprobe_testkit::{bin, lessonprobe, services, Dir};
-
-/// This checkout (the test kit's `repo()` is where the kit was built, maybe another worktree).
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use lessonprobe_testkit::{bin, lessonprobe, repo, services, Dir};
 
 /// The pages whose examples are verified, and how many `console` blocks each holds at the top
 /// level (a line that is exactly the opening fence), counted here without lessonprobe's reader.
 fn pages() -> Vec<(PathBuf, usize)> {
-    let mut pages = vec![root().join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+    let mut pages = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
         .expect("docs/ is readable")
         .map(|e| e.expect("a docs/ entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
@@ -53,7 +48,7 @@ fn every_console_example_in_the_docs_holds_under_lessonprobe_doc() {
         &wrapper,
         format!(
             "#!/bin/sh\ncd {} && exec {} \"$@\"\n",
-            quoted(root()),
+            quoted(repo()),
             quoted(bin())
         ),
     )

@@ -1,14 +1,9 @@
 //! `lessonprobe doc` on a README someone else wrote: addict 2.4.0's, vendored with its package
 //! and license under `tests/readmes/`, judged block by block against Python's own doctest.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lessonprobe_testkit::*;
-
-/// This checkout (the test kit's `repo()` is where the kit was built, maybe another worktree).
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// (line of the opening fence, verdict, line of the failing example or statement).
 type Verdict = (u64, String, Option<u64>);
@@ -19,7 +14,7 @@ type Verdict = (u64, String, Option<u64>);
 fn reference(readme: &Path, package: &Path, dir: &Dir) -> Vec<Verdict> {
     let out = dir.join("reference.json");
     Test::new("python3")
-        .arg(root().join("benches/doctest_agreement.py"))
+        .arg(repo().join("benches/doctest_agreement.py"))
         .arg("--reference")
         .arg(readme)
         .arg("--out")
@@ -51,7 +46,7 @@ fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
     if !tool("python3") {
         return;
     }
-    let package = root().join("tests/readmes/addict-2.4.0");
+    let package = repo().join("tests/readmes/addict-2.4.0");
     let readme = package.join("README.md");
     let dir = Dir::new();
     let doctest = reference(&readme, &package, &dir);
