@@ -152,8 +152,11 @@ fn probe_of(doc: DocProbe) -> Probe {
             let block = session.block();
             let what = match &block.body {
                 SessionBody::Terminal(commands) => format!(
-                    "each of its {} command(s) prints and exits as it shows, in the document's shell after the blocks before it",
-                    commands.len()
+                    "{} as it shows, in the document's shell after the blocks before it",
+                    match commands.len() {
+                        1 => "its command prints and exits".to_owned(),
+                        n => format!("each of its {n} commands prints and exits"),
+                    }
                 ),
                 SessionBody::Python { .. } => "its examples print what it shows (Python's doctest), in the document's namespace after the blocks before it".to_owned(),
                 SessionBody::PythonCode { .. } => "it runs without an exception, in the namespace of the document's Python sessions".to_owned(),

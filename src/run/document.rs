@@ -83,13 +83,13 @@ impl Sessions {
         cancel: &Cancel,
     ) -> BlockRun {
         let key = (doc.lesson, doc.file.clone());
-        let run = self.runs.lock().ok().and_then(|mut runs| {
-            Some(Arc::clone(runs.entry(key).or_insert_with(|| {
+        let run = self.runs.lock().ok().map(|mut runs| {
+            Arc::clone(runs.entry(key).or_insert_with(|| {
                 Arc::new(TranscriptRun {
                     upto: session.index,
                     results: OnceLock::new(),
                 })
-            })))
+            }))
         });
         let transcript: &Transcript = &session.transcript;
         let results = match &run {
