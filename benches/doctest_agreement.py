@@ -53,12 +53,13 @@ PINNED = {
 SESSION_LANGS = {"pycon", "python-repl", "doctest", "{doctest}"}
 CODE_LANGS = {"python", "py", "python3"}
 FENCE = re.compile(r"^( *)(`{3,}|~{3,})(.*)$")
+QUOTE = re.compile(r"^ {0,3}> ?")
 LIST_ITEM = re.compile(r"^( {0,3})([-+*]|[0-9]{1,9}[.)])( {1,4})(?=\S)")
 
 
 # ---------------------------------------------------------------------------------------------
 # The reference: a Markdown reader of its own (CommonMark's fences, indented code blocks, HTML
-# comments and list items, enough for READMEs), and doctest.
+# comments, block quotes and list items, enough for READMEs), and doctest.
 
 
 def blocks_of(text):
@@ -112,6 +113,20 @@ def blocks_of(text):
                 i += 1
             i += 1
             add_fenced(found, opened + 1, info, body)
+            previous = "other"
+            continue
+        quote = QUOTE.match(line[base:]) if indent - base <= 3 else None
+        if quote:
+            # A block quote: its lines without their markers, read as a document of their own.
+            opened = i
+            inner = []
+            while i < len(lines) and QUOTE.match(lines[i][base:]):
+                inner.append(QUOTE.sub("", lines[i][base:], count=1))
+                i += 1
+            for block in blocks_of("\n".join(inner)):
+                block["line"] += opened
+                block["offset"] += opened
+                found.append(block)
             previous = "other"
             continue
         if stripped.startswith("<!--") and indent - base <= 3:
