@@ -79,7 +79,8 @@ def blocks_of(text):
             previous = "blank"
             i += 1
             continue
-        if list_indent is not None and previous == "blank" and indent < list_indent:
+        # Only a paragraph's lazy continuation stays in a list item from further left.
+        if list_indent is not None and previous != "paragraph" and indent < list_indent:
             list_indent = None
         base = list_indent or 0
         item = LIST_ITEM.match(line[base:]) if indent - base <= 3 else None
@@ -176,6 +177,8 @@ def add_fenced(found, line, info, body):
             body[head] = ""
             head += 1
     if lang in SESSION_LANGS or (lang in CODE_LANGS and prompt):
+        if not any(l.lstrip().startswith(">>>") for l in body):
+            return  # no example: nothing doctest checks (lessonprobe's lint reports it)
         kind = "session"
     elif lang in CODE_LANGS and "no-run" not in words[1:]:
         kind = "code"
