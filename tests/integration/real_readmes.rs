@@ -1,5 +1,6 @@
-//! `lessonprobe doc` on a README someone else wrote: addict 2.4.0's, vendored with its package
-//! and license under `tests/readmes/`, judged block by block against Python's own doctest.
+//! `lessonprobe doc` on a README someone else wrote (addict 2.4.0's, vendored with its package
+//! and license under `tests/readmes/`) and on every form of Python session, judged block by
+//! block against Python's own doctest.
 
 use std::path::Path;
 
@@ -41,16 +42,8 @@ fn reference(readme: &Path, package: &Path, dir: &Dir) -> Vec<Verdict> {
         .collect()
 }
 
-#[test]
-fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
-    if !tool("python3") {
-        return;
-    }
-    let package = repo().join("tests/readmes/addict-2.4.0");
-    let readme = package.join("README.md");
-    let dir = Dir::new();
-    let doctest = reference(&readme, &package, &dir);
-
+/// What `lessonprobe doc` says of each block, in the same terms.
+fn lessonprobe_doc(readme: &Path, package: &Path) -> Vec<Verdict> {
     let ran = lessonprobe()
         .args([
             "doc",
@@ -60,11 +53,10 @@ fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
             "json",
             "--no-junit",
         ])
-        .arg(&readme)
-        .env("PYTHONPATH", &package)
+        .arg(readme)
+        .env("PYTHONPATH", package)
         .failure();
-    let report = ran.json();
-    let ours: Vec<Verdict> = report["outcomes"]
+    ran.json()["outcomes"]
         .as_array()
         .unwrap()
         .iter()
@@ -82,7 +74,20 @@ fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
             });
             (o["line"].as_u64().unwrap(), verdict, failing)
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
+    if !tool("python3") {
+        return;
+    }
+    let package = repo().join("tests/readmes/addict-2.4.0");
+    let readme = package.join("README.md");
+    let dir = Dir::new();
+    let doctest = reference(&readme, &package, &dir);
+
+    let ours = lessonprobe_doc(&readme, &package);
     assert_eq!(ours, doctest, "lessonprobe doc against Python's doctest");
 
     // What doctest says today, written out, so that neither side drifts unseen: five of the
@@ -110,4 +115,24 @@ fn a_real_readme_gets_python_doctests_verdict_for_every_block() {
         pass(189),
     ];
     assert_eq!(doctest, expected, "Python's doctest on addict's README");
+}
+
+#[test]
+fn every_python_session_form_gets_python_doctests_verdict() {
+    if !tool("python3") {
+        return;
+    }
+    // ~~~ fences, python-repl, doctest, MyST {doctest} with :options:, a list item's fenced and
+    // indented sessions, a longer fence holding ```, no-run, a tab doctest expands, a block
+    // quote, an HTML comment, an indented session right under a fence, a capitalised PyCon.
+    let readme = repo().join("tests/readmes/forms.md");
+    let dir = Dir::new();
+    let doctest = reference(&readme, dir.path(), &dir);
+    assert_eq!(doctest.len(), 16, "{doctest:?}");
+    assert_eq!(
+        doctest.iter().filter(|v| v.1 == "FAIL").count(),
+        3,
+        "{doctest:?}"
+    );
+    assert_eq!(lessonprobe_doc(&readme, dir.path()), doctest);
 }
