@@ -15,7 +15,7 @@ use super::ReplayConsumer as _;
 use super::{
     ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayOptions, ReplaySummary,
 };
-use crate::kafka::{Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
+use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaReplayConsumer};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
 /// How long opening a connection to the audit database may take, unless the URL's
@@ -203,7 +203,8 @@ type Upcoming = Option<(usize, Option<ReadAhead>)>;
 /// lanes (threads), each taking the next partition not yet taken; `progress` follows each
 /// batch.
 pub(crate) struct DayRun<'a> {
-    kafka: &'a KafkaTarget,
+    /// The broker, its lookup and group clients shared by every lane.
+    kafka: BrokerAddress,
     plan: &'a DayPlan,
     options: ExecuteOptions,
     to: &'a WriteTarget<'a>,
@@ -221,7 +222,7 @@ pub(crate) struct DayRun<'a> {
 
 impl<'a> DayRun<'a> {
     pub(crate) fn new(
-        kafka: &'a KafkaTarget,
+        kafka: BrokerAddress,
         plan: &'a DayPlan,
         options: ExecuteOptions,
         to: &'a WriteTarget<'a>,
@@ -350,9 +351,13 @@ impl<'a> DayRun<'a> {
         }
     }
 
-    /// A lane's connections, made for its first partition and reused for the next ones.
+    /// A lane's connections, made for its first partition and reused for the next ones: its
+    /// own fetching consumer and database connection; the lookup client and the replay
+    /// group's client are the run's.
     fn connect(&self, group: &ReplayGroup) -> Result<Worker, SetupError> {
-        let broker = Broker::for_target(self.kafka, self.remaining().max(Duration::from_secs(1)))?;
+        let broker = self
+            .kafka
+            .broker(self.remaining().max(Duration::from_secs(1)));
         let consumer = KafkaReplayConsumer::new(&broker, group)?;
         let mut target = self.to.db.open_target(timeouts_within(self.remaining()))?;
         target.prepare(&self.adoption)?;

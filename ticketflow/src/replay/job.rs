@@ -204,7 +204,7 @@ impl ReplayJob {
             plan_id: &recorded.plan_id,
             owner: &owner,
         };
-        let run = DayRun::new(&self.kafka, plan, options, &to, progress);
+        let run = DayRun::new(self.broker.address(), plan, options, &to, progress);
         let lanes = run.lanes();
         let mut results = run.run();
         let mut report = self.report(plan, &recorded.plan_id, started, lanes, |p| {
