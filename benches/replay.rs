@@ -1351,6 +1351,39 @@ fn main() {
             }
         })
         .collect();
+        let by_hand_run = (backend == "sqlite" && !skip("h") && !e.is_empty())
+            .then(|| by_hand(&servers, &dir.path().join("d.db"), dir.path()))
+            .flatten();
+        // (h) and (e) as --compare auto chooses, paired round after round: one pair alone
+        // says little on a machine whose speed drifts from minute to minute.
+        if let (Some((h1, _)), Some(e1)) = (by_hand_run, e.first().filter(|_| rounds > 1)) {
+            let mut pairs = vec![(h1, e1.seconds)];
+            for round in 2..=rounds {
+                let Some((h, _)) = by_hand(&servers, &dir.path().join("d.db"), dir.path()) else {
+                    break;
+                };
+                let mut args = verify_args(&servers, &db_d);
+                args.extend(["--compare".to_owned(), "auto".to_owned()]);
+                let v = run_measured(&args);
+                let secs = v.wall.as_secs_f64();
+                eprintln!(
+                    "{backend} round {round}: (h) by hand {h:.2} s, (e) verify {secs:.2} s (CPU {:.2} s): by hand / verify = {:.2}",
+                    v.cpu,
+                    h / secs
+                );
+                pairs.push((h, secs));
+            }
+            println!(
+                "{backend}: by hand (h) / verify (e, --compare auto) over {} paired rounds (round 1 is the table's): median {:.2}; each round's: {}",
+                pairs.len(),
+                median(pairs.iter().map(|(h, v)| h / v).collect()),
+                pairs
+                    .iter()
+                    .map(|(h, v)| format!("{h:.2}/{v:.2} s = {:.2}", h / v))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         figures.push(Figures {
             backend,
             i_delivery,
@@ -1362,9 +1395,7 @@ fn main() {
             planning: d_run.planning,
             rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
-            by_hand: (backend == "sqlite" && !skip("h") && !e.is_empty())
-                .then(|| by_hand(&servers, &dir.path().join("d.db"), dir.path()))
-                .flatten(),
+            by_hand: by_hand_run,
             e,
         });
     }

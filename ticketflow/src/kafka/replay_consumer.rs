@@ -182,7 +182,7 @@ impl PartitionQueue {
         into.resize(max, std::ptr::null_mut());
         let wait_ms = |d: Duration| d.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `into` has room for `max` pointers; librdkafka fills the first n of them
-        // with messages this side must destroy (see `Taken`).
+        // with messages this side must destroy (see `taken`).
         let mut n =
             unsafe { rdsys::rd_kafka_consume_batch_queue(self.0, 0, into.as_mut_ptr(), max) };
         if n == 0 && !wait.is_zero() {
@@ -252,9 +252,11 @@ fn taken(
                 topic,
                 partition: m.partition,
                 offset: m.offset,
+                // As rdkafka's `Timestamp::to_millis` reads it: none when its type says so or
+                // it is -1.
                 timestamp: (kind
                     != rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
-                    && timestamp >= 0)
+                    && timestamp != -1)
                     .then_some(timestamp),
                 key: bytes(m.key, m.key_len),
                 payload: bytes(m.payload, m.len).unwrap_or_default(),
