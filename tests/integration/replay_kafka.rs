@@ -1123,8 +1123,12 @@ on_each_broker! {
         let db = OwnDatabase::create(&admin, "clients");
         let dir = Dir::new();
         let sqlite = format!("sqlite:{}", dir.join("clients.db").display());
-        for target in [db.url(), sqlite] {
-            let ran = replay(&dir, s, "clients", &target, &["--since", SINCE, "--until", UNTIL, "--execute"])
+        // A replay group per target: a group with offsets and no plan in the target is refused.
+        for (target, group) in [(db.url(), "clients-pg"), (sqlite, "clients-sqlite")] {
+            let ran = dir
+                .lessonprobe()
+                .args(replay_args(s, "clients", LIVE, group, &target))
+                .args(["--since", SINCE, "--until", UNTIL, "--execute"])
                 .env("RUST_LOG", "warn,ticketflow::kafka::clients=debug")
                 .status(0);
             let lanes: usize = ran
@@ -1146,8 +1150,8 @@ on_each_broker! {
                 ran.stderr
             );
             let count = |f: &dyn Fn(&str) -> bool| clients.iter().filter(|c| f(&c.1)).count();
-            let fetching = count(&|r| r.contains(&format!("group {REPLAY}, read_committed, fetch wait 10 ms")));
-            let replay_group = count(&|r| r.contains(&format!("group {REPLAY},"))) - fetching;
+            let fetching = count(&|r| r.contains(&format!("group {group}, read_committed, fetch wait 10 ms")));
+            let replay_group = count(&|r| r.contains(&format!("group {group},"))) - fetching;
             let live = count(&|r| r.contains(&format!("group {LIVE},")));
             let lookup = count(&|r| r.contains("group lessonprobe-utility, read_committed"));
             // The mock cluster answers no timestamp lookup: planning reads the partitions once.
