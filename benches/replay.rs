@@ -1358,7 +1358,26 @@ fn main() {
         // says little on a machine whose speed drifts from minute to minute.
         if let (Some((h1, _)), Some(e1)) = (by_hand_run, e.first().filter(|_| rounds > 1)) {
             let mut pairs = vec![(h1, e1.seconds)];
-            for round in 2..=rounds {
+            // With a baseline binary, its verify too, each round, and the CPU of both.
+            let mut cpus = Vec::new();
+            for round in 1..=rounds {
+                if let Some(baseline) = &baseline {
+                    let mut args = verify_args(&servers, &db_d);
+                    args.extend(["--compare".to_owned(), "auto".to_owned()]);
+                    let ours = run_measured(&args);
+                    let theirs = run_measured_with(baseline, &args);
+                    eprintln!(
+                        "{backend} round {round}: (e) verify {:.2} s, CPU {:.2} s; the baseline's {:.2} s, CPU {:.2} s",
+                        ours.wall.as_secs_f64(),
+                        ours.cpu,
+                        theirs.wall.as_secs_f64(),
+                        theirs.cpu
+                    );
+                    cpus.push((ours.cpu, theirs.cpu));
+                }
+                if round == 1 {
+                    continue;
+                }
                 let Some((h, _)) = by_hand(&servers, &dir.path().join("d.db"), dir.path()) else {
                     break;
                 };
@@ -1383,6 +1402,15 @@ fn main() {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            if !cpus.is_empty() {
+                println!(
+                    "{backend}: CPU (user + system) of verify (e, --compare auto), this binary / the baseline, over {} rounds: median {:.2}; this binary {} s, the baseline {} s",
+                    cpus.len(),
+                    median(cpus.iter().map(|(a, b)| a / b).collect()),
+                    cpus.iter().map(|c| format!("{:.2}", c.0)).collect::<Vec<_>>().join(", "),
+                    cpus.iter().map(|c| format!("{:.2}", c.1)).collect::<Vec<_>>().join(", "),
+                );
+            }
         }
         figures.push(Figures {
             backend,
