@@ -38,9 +38,12 @@
 //! parts among p,a,i,b,c,e to leave out of a long run: without i and b the events are not kept
 //! in this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE
 //! (another lessonprobe binary whose (d) runs beside this one's, in the same run),
-//! LESSONPROBE_BENCH_JOBS (--jobs of (d), default 1), LESSONPROBE_BENCH_ROUNDS (3: rounds of
+//! LESSONPROBE_BENCH_JOBS (--jobs of (d); unset, the replay's own default, and each round also
+//! runs (d) with --jobs 1, the single-lane figure), LESSONPROBE_BENCH_ROUNDS (3: rounds of
 //! (i) in delivery order and (d) run one right after the other, each pair's ratio printed and
-//! the median of the rounds' ratios). Each figure is also printed to standard
+//! the median of the rounds' ratios; with LESSONPROBE_BENCH_BASELINE, each round on PostgreSQL
+//! also runs this binary's and the baseline's (d) with --jobs 1 one after the other, and
+//! prints the CPU (user + system) each process used). Each figure is also printed to standard
 //! error as soon as it is measured.
 
 use std::io::{BufRead, BufReader};
@@ -69,6 +72,10 @@ const BATCH_RECORDS: usize = ticketflow::replay::BATCH_RECORDS;
 
 struct Finished {
     wall: Duration,
+    /// CPU seconds (user + system) the process used, its threads and children included.
+    cpu: f64,
+    /// Partitions the replay ran at once, as it reported (0: not reported).
+    lanes: usize,
     peak_rss_mib: f64,
     stdout: String,
     stderr: String,
@@ -87,7 +94,21 @@ fn run_measured(args: &[String]) -> Finished {
     run_measured_with(env!("CARGO_BIN_EXE_lessonprobe"), args)
 }
 
+/// CPU seconds (user + system) of this process's children that have been waited for.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
 fn run_measured_with(binary: &str, args: &[String]) -> Finished {
+    // The one child waited for while it runs (the broker of the mock is waited for at the
+    // end), so the difference is this process's CPU.
+    let cpu_before = children_cpu();
     let started = Instant::now();
     let mut child = Command::new(binary)
         .args(args)
@@ -118,6 +139,7 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
         peak_kib = peak_kib.max(hwm.unwrap_or(0));
         std::thread::sleep(Duration::from_millis(20));
     };
+    let cpu = children_cpu() - cpu_before;
     let out = reader.join().unwrap_or_default();
     let err = errors.join().unwrap_or_default();
     assert!(status.success(), "lessonprobe {args:?} failed:\n{out}{err}");
@@ -138,8 +160,22 @@ fn run_measured_with(binary: &str, args: &[String]) -> Finished {
     let execute_rate = after(" s (");
     let planning = after("after planning in ");
     let reported = after(" records in ");
+    let lanes = err
+        .lines()
+        .find_map(|l| {
+            l.split(" partition(s) at once")
+                .next()
+                .filter(|head| head.len() < l.len())?
+                .rsplit(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
     Finished {
         wall: started.elapsed(),
+        cpu,
+        lanes,
         peak_rss_mib: peak_kib as f64 / 1024.0,
         stdout: out,
         stderr: err,
@@ -683,7 +719,7 @@ fn replay_args(
     group: &str,
     partitions: Option<&str>,
     batch: usize,
-    jobs: usize,
+    jobs: Option<usize>,
 ) -> Vec<String> {
     let mut args = vec!["replay".to_owned()];
     args.extend(window_args(servers, db));
@@ -700,7 +736,9 @@ fn replay_args(
         .map(String::from),
     );
     args.extend(["--batch".into(), batch.to_string()]);
-    args.extend(["--jobs".into(), jobs.to_string()]);
+    if let Some(jobs) = jobs {
+        args.extend(["--jobs".into(), jobs.to_string()]);
+    }
     if let Some(p) = partitions {
         args.extend(["--partitions".into(), p.to_owned()]);
     }
@@ -715,81 +753,182 @@ struct Paired<'a> {
     table: Table,
     rows: &'a [&'a Row],
     servers: &'a str,
-    jobs: usize,
+    jobs: Option<usize>,
+    /// Another lessonprobe binary whose (d) with --jobs 1 runs beside this one's, each round.
+    baseline: Option<&'a str>,
 }
 
-/// Rounds 2..=`rounds` of (i) in delivery order and (d), one right after the other, each into
-/// a fresh table (`first` is round 1's (i), (d) execution and (d) whole rates): the shared
-/// machine's speed drifts from minute to minute, so the ratio is given per round and as the
-/// median of the rounds.
+/// A fresh target for one more replay of a round: `name`'s SQLite file or PostgreSQL schema.
+fn fresh_target(at: &Paired<'_>, name: &str) -> String {
+    match at.backend {
+        "sqlite" => {
+            let path = at.dir.join(format!("{name}.db"));
+            let _ = std::fs::remove_file(&path);
+            at.table.before_replay_sqlite(&path);
+            format!("sqlite:{}", path.display())
+        }
+        _ => {
+            let schema = format!("lessonprobe_bench_{name}");
+            let mut client = postgres::Client::connect(at.url, postgres::NoTls).expect("postgres");
+            at.table.fresh_postgres_schema(&mut client, &schema);
+            in_schema(at.url, &schema)
+        }
+    }
+}
+
+/// Of an even number of values, the mean of the two middle ones.
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 0 {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    }
+}
+
+/// Rounds 1..=`rounds` of (i) in delivery order and (d), one right after the other, each into
+/// a fresh table (`first` is round 1's (i), (d) execution and (d) whole rates, measured
+/// before): the shared machine's speed drifts from minute to minute, so the ratio is given per
+/// round and as the median of the rounds. On PostgreSQL, with the replay's default lanes, each
+/// round also runs (d) with --jobs 1 (the single-lane figure); with a baseline binary, that
+/// binary's (d) with --jobs 1 right after, and the CPU of both processes.
 fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
     let n = at.rows.len() as u64;
-    let mut seen = vec![first];
-    for round in 2..=rounds {
-        let (i, db) = match at.backend {
-            "sqlite" => {
-                let i = rate(
-                    n,
-                    independent_sqlite(&at.dir.join("i-round.db"), at.table, at.rows),
-                );
-                let _ = std::fs::remove_file(at.dir.join("i-round.db"));
-                let path = at.dir.join("d-round.db");
-                let _ = std::fs::remove_file(&path);
-                at.table.before_replay_sqlite(&path);
-                (i, format!("sqlite:{}", path.display()))
-            }
-            _ => {
-                let i = rate(
+    let mut seen = Vec::new();
+    let mut single = Vec::new();
+    let mut cpus = Vec::new();
+    let postgres = at.backend == "postgres";
+    for round in 1..=rounds {
+        let (i, exec, whole) = if round == 1 {
+            first
+        } else {
+            let i = match at.backend {
+                "sqlite" => {
+                    let i = rate(
+                        n,
+                        independent_sqlite(&at.dir.join("i-round.db"), at.table, at.rows),
+                    );
+                    let _ = std::fs::remove_file(at.dir.join("i-round.db"));
+                    i
+                }
+                _ => rate(
                     n,
                     independent_postgres(at.url, "lessonprobe_bench_copy", at.table, at.rows),
-                );
-                let mut client =
-                    postgres::Client::connect(at.url, postgres::NoTls).expect("postgres");
-                at.table
-                    .fresh_postgres_schema(&mut client, "lessonprobe_bench_round");
-                (i, in_schema(at.url, "lessonprobe_bench_round"))
-            }
+                ),
+            };
+            let db = fresh_target(at, "round");
+            let d = run_measured(&replay_args(
+                at.servers,
+                &db,
+                &format!("bench-round{round}-{}", at.backend),
+                None,
+                DEFAULT_BATCH,
+                at.jobs,
+            ));
+            let whole = rate(replayed(&d.stdout), d.wall);
+            eprintln!(
+                "{} round {round}: (i) delivery order {i:.0}/s; (d) {whole:.0}/s whole, {:.0}/s execution, {} partition(s) at once, CPU {:.2} s; (d)/(i) = {:.2} (execution), {:.2} (whole)",
+                at.backend,
+                d.execute_rate,
+                d.lanes,
+                d.cpu,
+                d.execute_rate / i,
+                whole / i
+            );
+            (i, d.execute_rate, whole)
         };
-        let d = run_measured(&replay_args(
+        seen.push((i, exec, whole));
+        if !postgres || (at.jobs.is_some() && at.baseline.is_none()) {
+            continue;
+        }
+        // One lane, this binary: beside the default's figure, and the CPU it took.
+        let db = fresh_target(at, "single");
+        let d1 = run_measured(&replay_args(
             at.servers,
             &db,
-            &format!("bench-round{round}-{}", at.backend),
+            &format!("bench-single{round}-{}", at.backend),
             None,
             DEFAULT_BATCH,
-            at.jobs,
+            Some(1),
         ));
-        let whole = rate(replayed(&d.stdout), d.wall);
+        let whole1 = rate(replayed(&d1.stdout), d1.wall);
         eprintln!(
-            "{} round {round}: (i) delivery order {i:.0}/s; (d) {whole:.0}/s whole, {:.0}/s execution; (d)/(i) = {:.2} (execution), {:.2} (whole)",
+            "{} round {round}: (d) --jobs 1 {whole1:.0}/s whole, {:.0}/s execution, CPU {:.2} s; (d --jobs 1)/(i) = {:.2} (execution), {:.2} (whole)",
             at.backend,
-            d.execute_rate,
-            d.execute_rate / i,
-            whole / i
+            d1.execute_rate,
+            d1.cpu,
+            d1.execute_rate / i,
+            whole1 / i
         );
-        seen.push((i, d.execute_rate, whole));
-    }
-    // Of an even number of rounds, the mean of the two middle ones.
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        if v.len() % 2 == 0 {
-            (v[m - 1] + v[m]) / 2.0
-        } else {
-            v[m]
+        single.push((i, d1.execute_rate, whole1));
+        if let Some(baseline) = at.baseline {
+            let db = fresh_target(at, "base");
+            let b = run_measured_with(
+                baseline,
+                &replay_args(
+                    at.servers,
+                    &db,
+                    &format!("bench-base{round}-{}", at.backend),
+                    None,
+                    DEFAULT_BATCH,
+                    Some(1),
+                ),
+            );
+            let whole_b = rate(replayed(&b.stdout), b.wall);
+            eprintln!(
+                "{} round {round}: the baseline's (d) --jobs 1 {whole_b:.0}/s whole, {:.0}/s execution, CPU {:.2} s; this binary's CPU / the baseline's = {:.2}",
+                at.backend,
+                b.execute_rate,
+                b.cpu,
+                d1.cpu / b.cpu
+            );
+            cpus.push((d1.cpu, b.cpu, whole1, whole_b));
         }
-    };
-    let exec = median(seen.iter().map(|(i, e, _)| e / i).collect());
-    let whole = median(seen.iter().map(|(i, _, w)| w / i).collect());
+    }
     let low = seen
         .iter()
         .map(|(i, e, _)| e / i)
         .fold(f64::INFINITY, f64::min);
     let high = seen.iter().map(|(i, e, _)| e / i).fold(0.0, f64::max);
     println!(
-        "{}: (d)/(i) over {} paired rounds (round 1 is the table's): median {exec:.2} (execution), {whole:.2} (whole process); execution ratios from {low:.2} to {high:.2}",
+        "{}: (d)/(i) over {} paired rounds (round 1 is the table's), {}: median {:.2} (execution), {:.2} (whole process); execution ratios from {low:.2} to {high:.2}",
         at.backend,
-        seen.len()
+        seen.len(),
+        at.jobs
+            .map_or_else(|| "the replay's default lanes".to_owned(), |j| format!("--jobs {j}")),
+        median(seen.iter().map(|(i, e, _)| e / i).collect()),
+        median(seen.iter().map(|(i, _, w)| w / i).collect()),
     );
+    if !single.is_empty() {
+        println!(
+            "{}: (d --jobs 1)/(i) over the same {} rounds: median {:.2} (execution), {:.2} (whole process), each round's: {}",
+            at.backend,
+            single.len(),
+            median(single.iter().map(|(i, e, _)| e / i).collect()),
+            median(single.iter().map(|(i, _, w)| w / i).collect()),
+            single
+                .iter()
+                .map(|(i, _, w)| format!("{:.2}", w / i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !cpus.is_empty() {
+        println!(
+            "{}: CPU (user + system) of (d) --jobs 1, this binary / the baseline, over {} rounds: median {:.2}; this binary {} s, the baseline {} s; whole rates {} vs {} records/s",
+            at.backend,
+            cpus.len(),
+            median(cpus.iter().map(|(a, b, _, _)| a / b).collect()),
+            cpus.iter().map(|c| format!("{:.2}", c.0)).collect::<Vec<_>>().join(", "),
+            cpus.iter().map(|c| format!("{:.2}", c.1)).collect::<Vec<_>>().join(", "),
+            cpus.iter().map(|c| format!("{:.0}", c.2)).collect::<Vec<_>>().join(", "),
+            cpus.iter().map(|c| format!("{:.0}", c.3)).collect::<Vec<_>>().join(", "),
+        );
+    }
 }
 
 /// `replay verify` of the window every (d) replays, against `db`.
@@ -829,6 +968,8 @@ fn planned_records(stdout: &str) -> u64 {
 struct Verified {
     /// Records/s of the whole process and of its reading and comparing.
     whole: f64,
+    /// CPU seconds (user + system) of the process.
+    cpu: f64,
     exec: f64,
     /// Peak RSS, MiB.
     rss: f64,
@@ -866,7 +1007,10 @@ fn main() {
     let n = setting("LESSONPROBE_BENCH_EVENTS", 1_000_000);
     let partitions = setting("LESSONPROBE_BENCH_PARTITIONS", 100);
     let batch1 = setting("LESSONPROBE_BENCH_BATCH1_EVENTS", 20_000);
-    let jobs = setting("LESSONPROBE_BENCH_JOBS", 1);
+    let jobs = std::env::var_os("LESSONPROBE_BENCH_JOBS")
+        .is_some()
+        .then(|| setting("LESSONPROBE_BENCH_JOBS", 1));
+    let baseline = std::env::var("LESSONPROBE_BENCH_BASELINE").ok();
     let rounds = setting("LESSONPROBE_BENCH_ROUNDS", 3);
     let skip = std::env::var("LESSONPROBE_BENCH_SKIP").unwrap_or_default();
     let skip = |part: &str| skip.split(',').any(|s| s.trim() == part);
@@ -1073,7 +1217,7 @@ fn main() {
                 &format!("bench-c-{backend}"),
                 Some(&c_list),
                 1,
-                1,
+                Some(1),
             ))
         });
         let d_run = run_measured(&replay_args(
@@ -1085,13 +1229,16 @@ fn main() {
             jobs,
         ));
         eprintln!(
-            "{backend} (d) {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+            "{backend} (d) {:.0}/s whole, {:.0}/s execution, planning {:.2} s, {} partition(s) at once, CPU {:.2} s, RSS {:.1} MiB",
             rate(replayed(&d_run.stdout), d_run.wall),
             d_run.execute_rate,
             d_run.planning,
+            d_run.lanes,
+            d_run.cpu,
             d_run.peak_rss_mib
         );
-        if let Some(i) = i_delivery.filter(|_| rounds > 1) {
+        let paired = i_delivery.filter(|_| rounds > 1);
+        if let Some(i) = paired {
             paired_rounds(
                 &Paired {
                     backend,
@@ -1101,6 +1248,7 @@ fn main() {
                     rows: &delivery,
                     servers: &servers,
                     jobs,
+                    baseline: baseline.as_deref(),
                 },
                 rounds,
                 (
@@ -1110,7 +1258,7 @@ fn main() {
                 ),
             );
         }
-        if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
+        if let Some(baseline) = baseline.as_ref().filter(|_| paired.is_none()) {
             if backend == "postgres" {
                 let mut client =
                     postgres::Client::connect(&url, postgres::NoTls).expect("postgres");
@@ -1123,7 +1271,7 @@ fn main() {
                 _ => in_schema(&url, "lessonprobe_bench_base"),
             };
             let run = run_measured_with(
-                &baseline,
+                baseline,
                 &replay_args(
                     &servers,
                     &db,
@@ -1134,10 +1282,12 @@ fn main() {
                 ),
             );
             eprintln!(
-                "{backend} (d) of the baseline binary: {:.0}/s whole, {:.0}/s execution, planning {:.2} s, RSS {:.1} MiB",
+                "{backend} (d) of the baseline binary: {:.0}/s whole, {:.0}/s execution, planning {:.2} s, CPU {:.2} s (this binary's (d): {:.2} s), RSS {:.1} MiB",
                 rate(replayed(&run.stdout), run.wall),
                 run.execute_rate,
                 run.planning,
+                run.cpu,
+                d_run.cpu,
                 run.peak_rss_mib
             );
             let _ = std::fs::remove_file(dir.path().join("base.db"));
@@ -1190,6 +1340,7 @@ fn main() {
                 outside: e_run.wall.as_secs_f64() - e_run.reported,
                 seconds: e_run.wall.as_secs_f64(),
                 whole: rate(total as u64, e_run.wall),
+                cpu: e_run.cpu,
                 exec: e_run.execute_rate,
                 rss: e_run.peak_rss_mib,
                 compared: if e_run.stderr.contains("the table scanned whole") {
@@ -1200,6 +1351,67 @@ fn main() {
             }
         })
         .collect();
+        let by_hand_run = (backend == "sqlite" && !skip("h") && !e.is_empty())
+            .then(|| by_hand(&servers, &dir.path().join("d.db"), dir.path()))
+            .flatten();
+        // (h) and (e) as --compare auto chooses, paired round after round: one pair alone
+        // says little on a machine whose speed drifts from minute to minute.
+        if let (Some((h1, _)), Some(e1)) = (by_hand_run, e.first().filter(|_| rounds > 1)) {
+            let mut pairs = vec![(h1, e1.seconds)];
+            // With a baseline binary, its verify too, each round, and the CPU of both.
+            let mut cpus = Vec::new();
+            for round in 1..=rounds {
+                if let Some(baseline) = &baseline {
+                    let mut args = verify_args(&servers, &db_d);
+                    args.extend(["--compare".to_owned(), "auto".to_owned()]);
+                    let ours = run_measured(&args);
+                    let theirs = run_measured_with(baseline, &args);
+                    eprintln!(
+                        "{backend} round {round}: (e) verify {:.2} s, CPU {:.2} s; the baseline's {:.2} s, CPU {:.2} s",
+                        ours.wall.as_secs_f64(),
+                        ours.cpu,
+                        theirs.wall.as_secs_f64(),
+                        theirs.cpu
+                    );
+                    cpus.push((ours.cpu, theirs.cpu));
+                }
+                if round == 1 {
+                    continue;
+                }
+                let Some((h, _)) = by_hand(&servers, &dir.path().join("d.db"), dir.path()) else {
+                    break;
+                };
+                let mut args = verify_args(&servers, &db_d);
+                args.extend(["--compare".to_owned(), "auto".to_owned()]);
+                let v = run_measured(&args);
+                let secs = v.wall.as_secs_f64();
+                eprintln!(
+                    "{backend} round {round}: (h) by hand {h:.2} s, (e) verify {secs:.2} s (CPU {:.2} s): by hand / verify = {:.2}",
+                    v.cpu,
+                    h / secs
+                );
+                pairs.push((h, secs));
+            }
+            println!(
+                "{backend}: by hand (h) / verify (e, --compare auto) over {} paired rounds (round 1 is the table's): median {:.2}; each round's: {}",
+                pairs.len(),
+                median(pairs.iter().map(|(h, v)| h / v).collect()),
+                pairs
+                    .iter()
+                    .map(|(h, v)| format!("{h:.2}/{v:.2} s = {:.2}", h / v))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if !cpus.is_empty() {
+                println!(
+                    "{backend}: CPU (user + system) of verify (e, --compare auto), this binary / the baseline, over {} rounds: median {:.2}; this binary {} s, the baseline {} s",
+                    cpus.len(),
+                    median(cpus.iter().map(|(a, b)| a / b).collect()),
+                    cpus.iter().map(|c| format!("{:.2}", c.0)).collect::<Vec<_>>().join(", "),
+                    cpus.iter().map(|c| format!("{:.2}", c.1)).collect::<Vec<_>>().join(", "),
+                );
+            }
+        }
         figures.push(Figures {
             backend,
             i_delivery,
@@ -1211,9 +1423,7 @@ fn main() {
             planning: d_run.planning,
             rss_c: c_run.as_ref().map(|c| c.peak_rss_mib),
             rss_d: d_run.peak_rss_mib,
-            by_hand: (backend == "sqlite" && !skip("h") && !e.is_empty())
-                .then(|| by_hand(&servers, &dir.path().join("d.db"), dir.path()))
-                .flatten(),
+            by_hand: by_hand_run,
             e,
         });
     }
@@ -1266,7 +1476,7 @@ fn main() {
             f.planning
         );
     }
-    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} --jobs {jobs}", c_parts * per_partition);
+    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} {}", c_parts * per_partition, jobs.map_or_else(|| "with the replay's default lanes".to_owned(), |j| format!("--jobs {j}")));
     if a.is_none() && figures.iter().all(|f| f.e.is_empty()) {
         println!("(a) and (e) left out");
     } else {
@@ -1418,7 +1628,7 @@ fn by_hand(servers: &str, db: &std::path::Path, dir: &std::path::Path) -> Option
 fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
     println!();
     println!(
-        "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10} {:>9}",
+        "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10} {:>9} {:>7}",
         "backend",
         "(e) by",
         "(a) consume/s",
@@ -1428,12 +1638,13 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
         "e/a",
         "e/a*",
         "RSS e MiB",
-        "outside s"
+        "outside s",
+        "CPU s"
     );
     for f in figures {
         for e in &f.e {
             println!(
-                "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10.1} {:>9.2}",
+                "{:<9} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7} {:>7} {:>10.1} {:>9.2} {:>7.2}",
                 f.backend,
                 e.compared,
                 opt(a),
@@ -1443,7 +1654,8 @@ fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
                 ratio(Some(e.whole), a),
                 ratio(Some(e.whole), a_all),
                 e.rss,
-                e.outside
+                e.outside,
+                e.cpu
             );
         }
     }

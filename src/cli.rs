@@ -472,9 +472,11 @@ pub struct ReplayArgs {
     /// Exit 0 even when records were quarantined.
     #[arg(long)]
     pub allow_quarantine: bool,
-    /// Partitions replayed at once.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub jobs: u16,
+    /// Partitions replayed at once [default: into PostgreSQL, the machine's cores, at least 2
+    /// and at most 4; into SQLite, 1; never more than the partitions with work left]. `--jobs 1`
+    /// replays one partition at a time.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: Option<u16>,
     /// Run as one of several workers of this plan (start the same command on each machine):
     /// the replay group's members share its partitions, one partition at a time per worker.
     #[arg(long, requires = "execute", conflicts_with = "jobs")]

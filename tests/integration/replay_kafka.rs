@@ -1092,3 +1092,78 @@ on_each_broker! {
         );
     }
 }
+
+/// The Kafka clients a run opened, as the debug log of `ticketflow::kafka::clients` lists them:
+/// `(librdkafka's number of the client, its role)`.
+fn clients_opened(stderr: &str) -> Vec<(u32, String)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("kafka client opened: ").nth(1)?;
+            let (name, role) = rest.split_once(" (")?;
+            let number = name.rsplit('-').next()?.parse().ok()?;
+            Some((number, role.rsplit_once("), ")?.0.to_owned()))
+        })
+        .collect()
+}
+
+on_each_broker! {
+    /// One client per role: the lookup client, one client of the live group (read before and
+    /// after), one of the replay group (read while planning, committing for every lane), and one
+    /// fetching consumer per lane — counted against librdkafka's own numbering of the clients
+    /// it made in the process, so a client opened anywhere else would show.
+    fn a_replay_opens_one_client_per_role_and_one_consumer_per_lane(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let broker = kind.start();
+        let s = &broker.servers;
+        let records: Vec<(i32, i64)> = (0..4).flat_map(|p| (0..5).map(move |i| (p, T0 + i))).collect();
+        produce_at(s, "clients", &records);
+        let db = OwnDatabase::create(&admin, "clients");
+        let dir = Dir::new();
+        let sqlite = format!("sqlite:{}", dir.join("clients.db").display());
+        // A replay group per target: a group with offsets and no plan in the target is refused.
+        for (target, group) in [(db.url(), "clients-pg"), (sqlite, "clients-sqlite")] {
+            let ran = dir
+                .lessonprobe()
+                .args(replay_args(s, "clients", LIVE, group, &target))
+                .args(["--since", SINCE, "--until", UNTIL, "--execute"])
+                .env("RUST_LOG", "warn,ticketflow::kafka::clients=debug")
+                .status(0);
+            let lanes: usize = ran
+                .stderr
+                .split(" partition(s) at once")
+                .next()
+                .and_then(|head| head.rsplit(' ').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("no lane count:\n{}", ran.stderr));
+            let postgres = target.starts_with("postgres");
+            // The default: several lanes into PostgreSQL (4 partitions here), one into SQLite.
+            assert_eq!(lanes > 1, postgres, "{target}: {lanes} lanes");
+            let clients = clients_opened(&ran.stderr);
+            let mut numbers: Vec<u32> = clients.iter().map(|c| c.0).collect();
+            numbers.sort_unstable();
+            assert_eq!(
+                numbers,
+                (1..=clients.len() as u32).collect::<Vec<_>>(),
+                "every client librdkafka made is counted once:\n{}",
+                ran.stderr
+            );
+            let count = |f: &dyn Fn(&str) -> bool| clients.iter().filter(|c| f(&c.1)).count();
+            let fetching = count(&|r| r.contains(&format!("group {group}, read_committed, fetch wait 10 ms")));
+            let replay_group = count(&|r| r.contains(&format!("group {group},"))) - fetching;
+            let live = count(&|r| r.contains(&format!("group {LIVE},")));
+            let lookup = count(&|r| r.contains("group lessonprobe-utility, read_committed"));
+            // The mock cluster answers no timestamp lookup: planning reads the partitions once.
+            let scan = count(&|r| r.contains("group lessonprobe-utility, read_uncommitted"));
+            assert_eq!(
+                (fetching, replay_group, live, lookup),
+                (lanes, 1, 1, 1),
+                "{target}: {clients:?}"
+            );
+            assert_eq!(clients.len(), lanes + 3 + scan, "{target}: {clients:?}");
+            assert!(scan <= usize::from(matches!(kind, BrokerKind::MockCluster)), "{clients:?}");
+        }
+        drop(broker);
+    }
+}

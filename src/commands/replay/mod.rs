@@ -73,7 +73,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         deadline: args.deadline,
         since: started,
         idle_timeout: args.idle_timeout,
-        jobs: args.jobs as usize,
+        jobs: args.jobs.map(usize::from),
     };
     let bars = PartitionBars::new(&prepared.plan);
     let report = prepared

@@ -100,9 +100,10 @@ pub(super) fn report(
     println!("{text}");
     let (records, secs) = (report.records(), report.elapsed.as_secs_f64());
     eprintln!(
-        "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s",
+        "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s, {} partition(s) at once",
         records as f64 / secs.max(1e-9),
-        planned.as_secs_f64()
+        planned.as_secs_f64(),
+        report.lanes
     );
     Ok(())
 }

@@ -70,9 +70,12 @@ impl Broker {
     }
 
     pub(crate) fn admin(&self) -> Result<AdminClient<DefaultClientContext>, KafkaError> {
-        self.config()
+        let admin: AdminClient<DefaultClientContext> = self
+            .config()
             .create()
-            .map_err(|e| self.error("creating an admin client", e))
+            .map_err(|e| self.error("creating an admin client", e))?;
+        super::broker::opened(admin.inner().native_ptr(), "admin");
+        Ok(admin)
     }
 
     fn deletions(

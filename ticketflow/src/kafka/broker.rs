@@ -1,7 +1,9 @@
 //! A Kafka-protocol broker for the system, its tools and tests: started in process (librdkafka's
 //! mock cluster) or reached by bootstrap address, with topic creation and clean-up.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
@@ -104,9 +106,70 @@ pub struct Broker {
     created: Vec<String>,
     /// Bound on every single broker call.
     pub op_timeout: Duration,
-    /// One consumer, made on first use, for metadata, watermarks and short reads: creating a
-    /// client per call costs a connection each time.
-    utility: std::sync::Mutex<Option<BaseConsumer>>,
+    /// The clients this handle shares with every handle made from it by
+    /// [`same_address`](Self::same_address) or [`address`](Self::address).
+    shared: Shared,
+}
+
+/// A slot for the lookup client, made on first use.
+type Slot = Arc<Mutex<Option<BaseConsumer>>>;
+
+/// The clients one broker's handles share, one per role: the lookup client (metadata,
+/// watermarks, ListOffsets; it never fetches, so its answers never wait behind a fetch), and one
+/// client per consumer group whose offsets are read or committed (a group's offsets are asked
+/// and committed by a member of it).
+#[derive(Clone, Default)]
+struct Shared {
+    utility: Slot,
+    groups: Arc<Mutex<HashMap<String, Arc<BaseConsumer>>>>,
+}
+
+/// Kafka clients this process has opened (each one its connections and threads).
+static CLIENTS_OPENED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many Kafka clients this process has opened so far.
+pub fn clients_opened() -> usize {
+    CLIENTS_OPENED.load(Ordering::Relaxed)
+}
+
+/// Counts a client just made and says so at debug level with librdkafka's own name for it
+/// (`rdkafka#consumer-N`, numbered by librdkafka across the process), so that a test can check
+/// the count against librdkafka's numbering.
+pub(crate) fn opened(native: *mut rdkafka::bindings::rd_kafka_t, role: &str) {
+    let n = CLIENTS_OPENED.fetch_add(1, Ordering::Relaxed) + 1;
+    // SAFETY: `native` is a live client; rd_kafka_name returns its NUL-terminated name, owned
+    // by the client, read here before the client can go.
+    let name = unsafe { std::ffi::CStr::from_ptr(rdkafka::bindings::rd_kafka_name(native)) };
+    tracing::debug!(
+        target: "ticketflow::kafka::clients",
+        "kafka client opened: {} ({role}), {n} in this process",
+        name.to_string_lossy()
+    );
+}
+
+/// A broker's address, properties and shared clients, to be sent to threads: each makes its
+/// [`Broker`] handle with [`broker`](Self::broker), sharing the lookup and group clients.
+#[derive(Clone)]
+pub struct BrokerAddress {
+    servers: String,
+    properties: Vec<(String, String)>,
+    op_timeout: Duration,
+    shared: Shared,
+}
+
+impl BrokerAddress {
+    /// A handle on this address that owns nothing, its calls bounded by `timeout` (at most
+    /// the original handle's bound).
+    pub fn broker(&self, timeout: Duration) -> Broker {
+        Broker {
+            servers: self.servers.clone(),
+            properties: self.properties.clone(),
+            mock: None,
+            created: Vec::new(),
+            op_timeout: self.op_timeout.min(timeout),
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 impl Broker {
@@ -123,7 +186,7 @@ impl Broker {
             mock: Some(mock),
             created: Vec::new(),
             op_timeout: Duration::from_secs(10),
-            utility: std::sync::Mutex::new(None),
+            shared: Shared::default(),
         })
     }
 
@@ -140,7 +203,7 @@ impl Broker {
                 mock: None,
                 created: Vec::new(),
                 op_timeout: Duration::from_secs(10),
-                utility: std::sync::Mutex::new(None),
+                shared: Shared::default(),
             },
         };
         broker.op_timeout = timeout.min(Duration::from_secs(10));
@@ -162,7 +225,8 @@ impl Broker {
     }
 
     /// A handle on the same address and properties that owns nothing (no mock cluster, no
-    /// topics to delete): for clients made later by something that outlives a borrow.
+    /// topics to delete), sharing this one's clients: for clients made later by something that
+    /// outlives a borrow.
     pub(crate) fn same_address(&self) -> Broker {
         Broker {
             servers: self.servers.clone(),
@@ -170,8 +234,34 @@ impl Broker {
             mock: None,
             created: Vec::new(),
             op_timeout: self.op_timeout,
-            utility: std::sync::Mutex::new(None),
+            shared: self.shared.clone(),
         }
+    }
+
+    /// This handle's address and shared clients, for threads (see [`BrokerAddress`]).
+    pub fn address(&self) -> BrokerAddress {
+        BrokerAddress {
+            servers: self.servers.clone(),
+            properties: self.properties.clone(),
+            op_timeout: self.op_timeout,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The client of consumer group `group` (made on first use, shared by every handle of this
+    /// broker): it reads and commits the group's offsets, and never subscribes or fetches.
+    pub(crate) fn group_client(&self, group: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
+        let mut groups = self
+            .shared
+            .groups
+            .lock()
+            .map_err(|_| self.error("group clients", "a previous call panicked"))?;
+        if let Some(client) = groups.get(group) {
+            return Ok(Arc::clone(client));
+        }
+        let client = Arc::new(self.consumer(group, "earliest")?);
+        groups.insert(group.to_owned(), Arc::clone(&client));
+        Ok(client)
     }
 
     pub fn servers(&self) -> &str {
@@ -230,6 +320,7 @@ impl Broker {
         f: impl FnOnce(&BaseConsumer) -> Result<T, KafkaError>,
     ) -> Result<T, KafkaError> {
         let mut slot = self
+            .shared
             .utility
             .lock()
             .map_err(|_| self.error("utility consumer", "a previous call panicked"))?;
@@ -301,6 +392,13 @@ impl Broker {
         let consumer: BaseConsumer = config
             .create()
             .map_err(|e| self.error(format!("creating a consumer for group {group}"), e))?;
+        opened(
+            consumer.client().native_ptr(),
+            &format!(
+                "consumer of group {group}, {}, fetch wait {fetch_wait_ms} ms",
+                isolation.as_str()
+            ),
+        );
         // The group looks for its coordinator as the client starts. If no broker is connected
         // yet, the next look waits for librdkafka's main loop, which sleeps up to a second
         // between its timers: a commit or an assignment at stored offsets then took a second
@@ -332,9 +430,11 @@ impl Broker {
             "message.timeout.ms",
             patience.as_millis().max(1000).to_string(),
         );
-        config
+        let producer: BaseProducer<C> = config
             .create_with_context(context)
-            .map_err(|e| self.error("creating a producer", e))
+            .map_err(|e| self.error("creating a producer", e))?;
+        opened(producer.client().native_ptr(), "producer");
+        Ok(producer)
     }
 
     /// Creates `topic` with at least `partitions` partitions and returns how many it has. On a
@@ -668,10 +768,24 @@ pub const CLOSED_ON_DROP: &str =
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        // Clients go before the mock cluster does, or they log failed reconnects.
-        if let Ok(mut utility) = self.utility.lock() {
-            if let Some(consumer) = utility.take() {
-                close_consumer(&consumer, self.op_timeout);
+        // Clients go before the mock cluster does, or they log failed reconnects; shared ones
+        // with the last handle that shares them.
+        if Arc::strong_count(&self.shared.utility) == 1 {
+            if let Ok(mut utility) = self.shared.utility.lock() {
+                if let Some(consumer) = utility.take() {
+                    close_consumer(&consumer, self.op_timeout);
+                }
+            }
+        }
+        if Arc::strong_count(&self.shared.groups) == 1 {
+            if let Ok(mut groups) = self.shared.groups.lock() {
+                for (_, client) in groups.drain() {
+                    // One still held elsewhere (a commit left waiting on its thread) is left to
+                    // the process's end rather than waited for.
+                    if let Ok(client) = Arc::try_unwrap(client) {
+                        close_consumer(&client, self.op_timeout);
+                    }
+                }
             }
         }
         // What could not be deleted is said where the user sees it, naming each topic.

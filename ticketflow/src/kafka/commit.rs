@@ -11,7 +11,6 @@ use std::time::Duration;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::TopicPartitionList;
 
-use super::broker::close_consumer;
 use super::{Broker, KafkaError};
 
 /// A client of one group that only commits, each commit answered within `timeout` or failed.
@@ -28,7 +27,9 @@ impl Committer {
     /// A committer for `group` on `broker`, its answers awaited at most the broker's operation
     /// timeout.
     pub fn new(broker: &Broker, group: &str) -> Result<Committer, KafkaError> {
-        let consumer = broker.consumer(group, "error")?;
+        // The broker's client of the group: the one that read its offsets while planning, shared
+        // by every lane's committer.
+        let consumer = broker.group_client(group)?;
         let (asks, asked) = sync_channel::<TopicPartitionList>(0);
         let (answer, answers) = sync_channel(1);
         let timeout = broker.op_timeout;
@@ -43,9 +44,9 @@ impl Committer {
                         break;
                     }
                 }
-                // Asked nothing more: every commit was answered, so closing does not wait on
-                // a coordinator that is gone.
-                close_consumer(&consumer, timeout);
+                // Asked nothing more: every commit was answered. The client is closed with the
+                // broker's last handle.
+                drop(consumer);
             })
             .map_err(|e| broker.error(format!("starting a committer for group {group}"), e))?;
         Ok(Committer {

@@ -129,6 +129,10 @@ impl GroupMember {
         let consumer: BaseConsumer<MemberContext> = config
             .create_with_context(context)
             .map_err(|e| broker.error(format!("joining group {}", group.as_str()), e))?;
+        super::broker::opened(
+            consumer.client().native_ptr(),
+            &format!("member of group {}", group.as_str()),
+        );
         consumer
             .subscribe(&[topic])
             .map_err(|e| broker.error(format!("subscribing to {topic}"), e))?;

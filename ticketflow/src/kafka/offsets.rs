@@ -5,19 +5,19 @@
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::broker::close_consumer;
 use super::scan::scan_windows;
 use super::{Broker, KafkaError};
 
 /// The committed offset of `group` for each of `partitions` (`None`: nothing committed).
-/// Read through a consumer in that group that never subscribes, so the group is not disturbed.
+/// Read through the broker's client of that group, which never subscribes, so the group is not
+/// disturbed (the same client reads it again after a run, and commits for a replay group).
 pub fn committed_offsets(
     broker: &Broker,
     group: &str,
     topic: &str,
     partitions: &[i32],
 ) -> Result<Vec<Option<i64>>, KafkaError> {
-    let consumer = broker.consumer(group, "earliest")?;
+    let consumer = broker.group_client(group)?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition(topic, p);
@@ -47,7 +47,6 @@ pub fn committed_offsets(
     // The list must go before the consumer: dropping a consumer while a list it returned is
     // alive can hang inside librdkafka.
     drop(answer);
-    close_consumer(&consumer, broker.op_timeout);
     Ok(offsets)
 }
 

@@ -1,15 +1,17 @@
 //! The consumer side of a replay: the `ReplayConsumer` trait the bounded replay reads and
 //! commits through (over a real client or a scripted one), the records and re-readings it hands
 //! over, the replay group it commits for; and `KafkaReplayConsumer`, the trait over an rdkafka
-//! consumer: manual assign and seek, read_committed, commits of
-//! explicit offsets for its own group (each answered within the operation timeout, through a
-//! `Committer`), end offsets from the high watermark (the last stable offset for a
-//! read_committed client), and re-reads of offsets it jumped over.
+//! consumer: manual assign and seek, read_committed, records taken from the partition's own
+//! queue in batches, commits of explicit offsets for its own group (each answered within the
+//! operation timeout, through a `Committer`), end offsets from the high watermark (the last
+//! stable offset for a read_committed client) asked on the broker's lookup client, and re-reads
+//! of offsets it jumped over.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -133,12 +135,148 @@ pub enum GroupError {
 /// The replay consumer's fetch wait, in milliseconds.
 const REPLAY_FETCH_WAIT_MS: u32 = 10;
 
+/// Records taken from the partition's queue at once: one call into librdkafka per this many
+/// records instead of one per record (and no event, clock read or reference count per record).
+const TAKE: usize = 1024;
+
+/// The fetch queue of the one assigned partition, no longer forwarded to the consumer's own
+/// queue: its records are taken from it in batches, while the consumer's queue keeps what is
+/// not a record (errors, logs) and is served on every wait.
+struct PartitionQueue(*mut rdsys::rd_kafka_queue_t);
+
+// SAFETY: a librdkafka queue handle may be used from any thread (librdkafka locks the queue);
+// this one is used by one thread at a time, through `&mut KafkaReplayConsumer`.
+unsafe impl Send for PartitionQueue {}
+
+impl PartitionQueue {
+    /// `topic[partition]`'s fetch queue on `consumer`, taken out of the consumer's queue
+    /// before the partition is assigned (as rdkafka's `split_partition_queue` does). `None`
+    /// when librdkafka has no such partition.
+    fn split(consumer: &BaseConsumer, topic: &str, partition: i32) -> Option<PartitionQueue> {
+        let topic = std::ffi::CString::new(topic).ok()?;
+        // SAFETY: the client is alive; the queue returned is a new reference, destroyed in drop.
+        let queue = unsafe {
+            rdsys::rd_kafka_queue_get_partition(
+                consumer.client().native_ptr(),
+                topic.as_ptr(),
+                partition,
+            )
+        };
+        if queue.is_null() {
+            return None;
+        }
+        // SAFETY: `queue` is the live reference just taken.
+        unsafe { rdsys::rd_kafka_queue_forward(queue, std::ptr::null_mut()) };
+        Some(PartitionQueue(queue))
+    }
+
+    /// Takes up to `max` records (or errors) into `into`, waiting at most `wait` for the
+    /// first one.
+    fn take(
+        &self,
+        wait: Duration,
+        max: usize,
+        into: &mut Vec<*mut rdsys::rd_kafka_message_t>,
+    ) -> usize {
+        into.clear();
+        into.resize(max, std::ptr::null_mut());
+        let wait_ms = |d: Duration| d.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `into` has room for `max` pointers; librdkafka fills the first n of them
+        // with messages this side must destroy (see `taken`).
+        let mut n =
+            unsafe { rdsys::rd_kafka_consume_batch_queue(self.0, 0, into.as_mut_ptr(), max) };
+        if n == 0 && !wait.is_zero() {
+            // librdkafka waits for the whole batch or the whole timeout: the first record is
+            // waited for alone, then what arrived with it is taken at once.
+            n = unsafe {
+                rdsys::rd_kafka_consume_batch_queue(
+                    self.0,
+                    wait_ms(wait).max(1),
+                    into.as_mut_ptr(),
+                    1,
+                )
+            };
+            if n == 1 && max > 1 {
+                let more = unsafe {
+                    rdsys::rd_kafka_consume_batch_queue(
+                        self.0,
+                        0,
+                        into.as_mut_ptr().add(1),
+                        max - 1,
+                    )
+                };
+                n += more.max(0);
+            }
+        }
+        let n = n.max(0) as usize;
+        into.truncate(n);
+        n
+    }
+}
+
+impl Drop for PartitionQueue {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken in `split`, destroyed once.
+        unsafe { rdsys::rd_kafka_queue_destroy(self.0) };
+    }
+}
+
+/// One message taken from a partition queue: what the replay keeps of it, then destroyed.
+fn taken(
+    message: *mut rdsys::rd_kafka_message_t,
+) -> Result<ReplayRecord, rdkafka::error::KafkaError> {
+    // SAFETY: `message` is a live message librdkafka handed over, read and then destroyed once
+    // here; the slices read from it are copied before that.
+    unsafe {
+        let m = &*message;
+        let result = if m.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            Err(rdkafka::error::KafkaError::MessageConsumption(m.err.into()))
+        } else {
+            let bytes = |ptr: *mut std::ffi::c_void, len: usize| {
+                if ptr.is_null() {
+                    None
+                } else {
+                    Some(std::slice::from_raw_parts(ptr as *const u8, len).to_vec())
+                }
+            };
+            let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+            let timestamp = rdsys::rd_kafka_message_timestamp(message, &mut kind);
+            let topic = if m.rkt.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(rdsys::rd_kafka_topic_name(m.rkt))
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            Ok(ReplayRecord {
+                topic,
+                partition: m.partition,
+                offset: m.offset,
+                // As rdkafka's `Timestamp::to_millis` reads it: none when its type says so or
+                // it is -1.
+                timestamp: (kind
+                    != rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+                    && timestamp != -1)
+                    .then_some(timestamp),
+                key: bytes(m.key, m.key_len),
+                payload: bytes(m.payload, m.len).unwrap_or_default(),
+            })
+        };
+        rdsys::rd_kafka_message_destroy(message);
+        result
+    }
+}
+
 pub struct KafkaReplayConsumer {
     group: String,
     servers: String,
+    /// The assigned partition's queue, records taken from it in batches; `None` before the
+    /// first seek (or when librdkafka could not give it: then records come one per poll).
+    queue: Option<PartitionQueue>,
+    /// Records taken from the queue and not handed over yet, and an error met after them.
+    taken: VecDeque<ReplayRecord>,
+    failed: Option<rdkafka::error::KafkaError>,
     consumer: BaseConsumer,
-    /// For metadata and watermarks only.
-    meta: BaseConsumer,
     /// Re-readers of jumped-over offsets, made on the first jump.
     uncommitted: Option<BaseConsumer>,
     committed: Option<BaseConsumer>,
@@ -163,11 +301,13 @@ impl KafkaReplayConsumer {
         Ok(KafkaReplayConsumer {
             group: group.to_owned(),
             servers: broker.servers().to_owned(),
+            queue: None,
+            taken: VecDeque::new(),
+            failed: None,
             // A replay reads a range that is there: a short fetch wait costs a real broker
             // nothing while records come, and the mock cluster, which holds each fetch for
             // the whole wait, then keeps up with the database.
             consumer: broker.consumer_waiting(group, "error", REPLAY_FETCH_WAIT_MS)?,
-            meta: broker.consumer("lessonprobe-utility", "error")?,
             uncommitted: None,
             committed: None,
             committer: None,
@@ -264,6 +404,39 @@ impl KafkaReplayConsumer {
     }
 }
 
+impl KafkaReplayConsumer {
+    /// What one poll found, in the replay's terms.
+    fn polled(
+        &self,
+        polled: Option<Result<ReplayRecord, rdkafka::error::KafkaError>>,
+    ) -> Result<Option<ReplayRecord>, ConsumerError> {
+        match polled {
+            None => Ok(None),
+            Some(Err(e)) if one_connection_lost(&e) => {
+                tracing::debug!(
+                    "{}: {e}; the client reconnects or follows the leader",
+                    self.servers
+                );
+                Ok(None)
+            }
+            Some(Err(e)) => Err(self.error("polling".into(), e)),
+            Some(Ok(record)) => Ok(Some(record)),
+        }
+    }
+}
+
+/// A message polled the ordinary way, in the replay's terms.
+fn record_of(m: &rdkafka::message::BorrowedMessage<'_>) -> ReplayRecord {
+    ReplayRecord {
+        topic: m.topic().to_owned(),
+        partition: m.partition(),
+        offset: m.offset(),
+        timestamp: m.timestamp().to_millis(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+    }
+}
+
 /// Whether a consumer error only says that one broker connection failed. librdkafka delivers
 /// it to the poll as information and recovers by itself: it reconnects, and the partitions that
 /// broker led follow their new leaders (a cluster that lost one broker). Waiting on is bounded
@@ -276,7 +449,10 @@ fn one_connection_lost(e: &rdkafka::error::KafkaError) -> bool {
 impl Drop for KafkaReplayConsumer {
     /// Closes its clients ahead of their drops: each would otherwise wait 100 ms.
     fn drop(&mut self) {
-        let clients = [Some(&self.consumer), Some(&self.meta)]
+        // Messages and the queue reference go before the client they belong to.
+        self.taken.clear();
+        self.queue = None;
+        let clients = [Some(&self.consumer)]
             .into_iter()
             .chain([self.uncommitted.as_ref(), self.committed.as_ref()]);
         for client in clients.flatten() {
@@ -291,13 +467,19 @@ impl ReplayConsumer for KafkaReplayConsumer {
     }
 
     fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
-        // Asked on a client of its own: behind this consumer's outstanding fetch the broker's
-        // answer could wait for the whole fetch wait.
+        // Asked on the broker's lookup client: behind this consumer's outstanding fetch the
+        // broker's answer could wait for the whole fetch wait.
         let partitions = match self.partitions.get(topic) {
             Some(&known) if partition < known => known,
             _ => {
-                let count = partition_count(&self.meta, topic, self.timeout)
-                    .map_err(|e| self.error(format!("reading metadata of {topic}"), e))?;
+                let timeout = self.timeout;
+                let count = self
+                    .broker_config
+                    .with_utility(|c| {
+                        partition_count(c, topic, timeout)
+                            .map_err(|e| self.broker_config.error("", e))
+                    })
+                    .map_err(|e| self.error(format!("reading metadata of {topic}"), e.reason))?;
                 self.partitions.insert(topic.to_owned(), count);
                 count
             }
@@ -309,10 +491,15 @@ impl ReplayConsumer for KafkaReplayConsumer {
                 partition,
             });
         }
-        self.meta
-            .fetch_watermarks(topic, partition, self.timeout)
+        self.broker_config
+            .watermarks(topic, partition)
             .map(|(_, high)| high)
-            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
+            .map_err(|e| {
+                self.error(
+                    format!("reading watermarks of {topic}[{partition}]"),
+                    e.reason,
+                )
+            })
     }
 
     fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
@@ -330,30 +517,55 @@ impl ReplayConsumer for KafkaReplayConsumer {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
             .map_err(|e| self.error(what(), e))?;
+        // What was taken of the partition read before is not this one's; its queue goes back.
+        self.taken.clear();
+        self.failed = None;
+        self.queue = None;
+        self.queue = PartitionQueue::split(&self.consumer, topic, partition);
         self.consumer
             .assign(&tpl)
             .map_err(|e| self.error(what(), e))
     }
 
     fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-        match self.consumer.poll(timeout) {
-            None => Ok(None),
-            Some(Err(e)) if one_connection_lost(&e) => {
-                tracing::debug!(
-                    "{}: {e}; the client reconnects or follows the leader",
-                    self.servers
-                );
-                Ok(None)
+        if let Some(record) = self.taken.pop_front() {
+            return Ok(Some(record));
+        }
+        if let Some(e) = self.failed.take() {
+            return self.polled(Some(Err(e)));
+        }
+        let Some(queue) = &self.queue else {
+            let polled = self
+                .consumer
+                .poll(timeout)
+                .map(|m| m.map(|m| record_of(&m)));
+            return self.polled(polled);
+        };
+        // The consumer's own queue first, without waiting: errors and logs are served there.
+        match self.consumer.poll(Duration::ZERO) {
+            Some(Err(e)) => return self.polled(Some(Err(e))),
+            // Not expected (the assigned partition's records go to its own queue), but a record
+            // is never dropped: the reader judges it.
+            Some(Ok(m)) => return Ok(Some(record_of(&m))),
+            None => {}
+        }
+        let mut slots = Vec::new();
+        queue.take(timeout, TAKE, &mut slots);
+        for message in slots {
+            match taken(message) {
+                Ok(record) if self.failed.is_none() => self.taken.push_back(record),
+                Ok(_) => {}
+                Err(e) => {
+                    self.failed.get_or_insert(e);
+                }
             }
-            Some(Err(e)) => Err(self.error("polling".into(), e)),
-            Some(Ok(m)) => Ok(Some(ReplayRecord {
-                topic: m.topic().to_owned(),
-                partition: m.partition(),
-                offset: m.offset(),
-                timestamp: m.timestamp().to_millis(),
-                key: m.key().map(<[u8]>::to_vec),
-                payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-            })),
+        }
+        match self.taken.pop_front() {
+            Some(record) => Ok(Some(record)),
+            None => {
+                let failed = self.failed.take().map(Err);
+                self.polled(failed)
+            }
         }
     }
 
@@ -384,9 +596,14 @@ impl ReplayConsumer for KafkaReplayConsumer {
         to: i64,
     ) -> Result<Option<GapReading>, ConsumerError> {
         let (log_start, _) = self
-            .meta
-            .fetch_watermarks(topic, partition, self.timeout)
-            .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))?;
+            .broker_config
+            .watermarks(topic, partition)
+            .map_err(|e| {
+                self.error(
+                    format!("reading watermarks of {topic}[{partition}]"),
+                    e.reason,
+                )
+            })?;
         if log_start > from || from >= to {
             return Ok(Some(GapReading {
                 log_start,

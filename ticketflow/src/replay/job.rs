@@ -204,8 +204,10 @@ impl ReplayJob {
             plan_id: &recorded.plan_id,
             owner: &owner,
         };
-        let mut results = DayRun::new(&self.kafka, plan, options, &to, progress).run();
-        let mut report = self.report(plan, &recorded.plan_id, started, |p| {
+        let run = DayRun::new(self.broker.address(), plan, options, &to, progress);
+        let lanes = run.lanes();
+        let mut results = run.run();
+        let mut report = self.report(plan, &recorded.plan_id, started, lanes, |p| {
             let result = results
                 .iter()
                 .position(|r| r.partition == p.partition)
@@ -262,6 +264,7 @@ impl ReplayJob {
         plan: &DayPlan,
         plan_id: &str,
         started: Instant,
+        lanes: usize,
         mut outcome: impl FnMut(&PartitionPlan) -> (ReplaySummary, PartitionOutcome),
     ) -> ReplayReport {
         let elapsed = started.elapsed();
@@ -291,6 +294,7 @@ impl ReplayJob {
             live_group: r.live_group.clone(),
             partitions,
             elapsed,
+            lanes,
             live_unread,
         }
     }
@@ -368,7 +372,8 @@ impl ReplayJob {
                 },
             },
         )?;
-        let mut report = self.report(plan, &recorded.plan_id, started, |p| {
+        // A worker reads one partition at a time.
+        let mut report = self.report(plan, &recorded.plan_id, started, 1, |p| {
             let at = run.checkpoints.get(&p.partition).copied();
             let failed = run
                 .failed

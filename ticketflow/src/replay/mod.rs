@@ -20,7 +20,8 @@ pub use apply::{BatchWriter, SharedTransaction, StoreWriter, TargetWriter};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{
-    timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, CONNECT_TIMEOUT,
+    default_lanes, timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError,
+    CONNECT_TIMEOUT,
 };
 pub use job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
 pub use prepare::{timeouts_for, PrepareError, Prepared, ReplayRequest};

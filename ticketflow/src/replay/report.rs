@@ -92,6 +92,8 @@ pub struct ReplayReport {
     pub partitions: Vec<PartitionReport>,
     /// Wall time of the execution.
     pub elapsed: Duration,
+    /// Partitions replayed at once.
+    pub lanes: usize,
     /// Why the live group's committed offsets could not be read after the run (a broker gone
     /// meanwhile): then no partition's `live_after` is known, and nothing is compared.
     pub live_unread: Option<String>,

@@ -26,7 +26,7 @@ use runs::{FactEntry, IdEntry, Runs, UndecodableEntry};
 use scan::Scanner;
 
 use crate::event::EventRecord;
-use crate::kafka::{Broker, KafkaError, KafkaTarget};
+use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaTarget};
 use crate::replay::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, ReplayError, ReplayErrorKind, ReplayLimits,
     Window,
@@ -228,8 +228,9 @@ pub fn verify(
         findings: Findings::new(options.limit)?,
         runs: Runs::new(),
     };
+    let address = broker.address();
     let on = Reading {
-        kafka,
+        kafka: &address,
         plan: &plan,
         topic: &request.topic,
         limits: ReplayLimits {
@@ -323,7 +324,7 @@ fn plan_window(
 
 /// The planned window and how to read it.
 struct Reading<'a> {
-    kafka: &'a KafkaTarget,
+    kafka: &'a BrokerAddress,
     plan: &'a DayPlan,
     topic: &'a str,
     limits: ReplayLimits,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::VerifyError;
 use crate::event::EventRecord;
-use crate::kafka::{Broker, KafkaReplayConsumer, KafkaTarget};
+use crate::kafka::{BrokerAddress, KafkaReplayConsumer};
 use crate::replay::read::Reader;
 use crate::replay::{DayPlan, ReplayLimits};
 
@@ -32,7 +32,7 @@ pub(crate) struct Batch {
 /// from them in the same turn sees the window in order); stops at the first error (sent too,
 /// in its turn), or when a receiver is gone.
 pub(crate) fn read_window(
-    kafka: &KafkaTarget,
+    kafka: &BrokerAddress,
     plan: &DayPlan,
     limits: ReplayLimits,
     batch: usize,
@@ -48,7 +48,8 @@ pub(crate) fn read_window(
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1))
         };
-        let broker = Broker::for_target(kafka, remaining().min(Duration::from_secs(10)))?;
+        // The planning's broker and lookup client: only the fetching consumer is this reader's.
+        let broker = kafka.broker(remaining().min(Duration::from_secs(10)));
         let mut consumer: Option<KafkaReplayConsumer> = None;
         for p in plan.partitions.iter().filter(|p| p.records() > 0) {
             let Some(bounded) = plan.bounded(p) else {
