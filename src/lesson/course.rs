@@ -27,6 +27,8 @@ struct RawConfig {
     python: Option<Spanned<String>>,
     timeout: Option<Spanned<String>>,
     #[serde(default)]
+    shared: Vec<Spanned<String>>,
+    #[serde(default)]
     labels: RawLabels,
     #[serde(default)]
     redactions: BTreeMap<Spanned<String>, Spanned<String>>,
@@ -118,6 +120,30 @@ impl Course {
         };
         let (lessons, lessons_configured) = folder(raw.lessons, "lessons", "lessons")?;
         let (run_from, _) = folder(raw.run_from, "project", "run_from")?;
+        let mut shared = Vec::new();
+        for value in raw.shared {
+            let path = PathBuf::from(value.get_ref().trim_end_matches('/'));
+            if !is_inside(&path) {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "shared {:?} must be a path inside the course",
+                        value.get_ref()
+                    ),
+                ));
+            }
+            if std::fs::symlink_metadata(root.join(&path)).is_err() {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "shared {:?} does not exist in the course (make it first, e.g. python3 -m venv {})",
+                        value.get_ref(),
+                        value.get_ref()
+                    ),
+                ));
+            }
+            shared.push(path);
+        }
         let python = match raw.python {
             Some(p) if p.get_ref().trim().is_empty() => {
                 return Err(at(p.span(), "python must name an interpreter".into()))
@@ -148,6 +174,7 @@ impl Course {
                 root: root.to_owned(),
                 shown: shown.to_owned(),
                 run_from,
+                shared,
                 python,
                 timeout,
                 labels,

@@ -75,6 +75,9 @@ pub struct CodeProbe {
     pub run_from: PathBuf,
     /// The same folder as named in the lesson (`project/`).
     pub run_from_label: String,
+    /// Paths of `run_from` the course declares shared and read-only (`shared` in
+    /// lessonprobe.toml), relative to it: linked into the scratch copy, not copied.
+    pub shared: Vec<PathBuf>,
     pub files: Vec<SavedFile>,
     pub command: Block,
     pub expected: Option<Block>,
@@ -850,9 +853,19 @@ impl<'a> Parse<'a> {
                 format!("{id}: saved files run from {run_from_label:?} and {other:?}; one exercise runs from one folder"),
             ));
         }
+        let folder = PathBuf::from(run_from_label.trim_end_matches('/'));
+        let shared = self
+            .course
+            .shared
+            .iter()
+            .filter_map(|s| s.strip_prefix(&folder).ok())
+            .filter(|s| !s.as_os_str().is_empty())
+            .map(PathBuf::from)
+            .collect();
         Ok(CodeProbe {
-            run_from: self.course.root.join(run_from_label.trim_end_matches('/')),
+            run_from: self.course.root.join(&folder),
             run_from_label,
+            shared,
             files: parts.files.into_iter().map(|(f, _, _)| f).collect(),
             command,
             expected: parts.expected,
