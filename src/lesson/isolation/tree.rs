@@ -151,7 +151,10 @@ pub fn copy_into(layout: &Layout, rel: &Path, root: &Path, reflink: bool) -> io:
         for entry in fs::read_dir(&from)? {
             let entry = entry?;
             let name = entry.file_name();
-            if entry.file_type()?.is_dir() && NOT_COPIED.contains(&name.to_string_lossy().as_ref())
+            let shared = layout.shared.iter().any(|s| *s == rel.join(&name));
+            if !shared
+                && entry.file_type()?.is_dir()
+                && NOT_COPIED.contains(&name.to_string_lossy().as_ref())
             {
                 continue;
             }
