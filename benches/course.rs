@@ -29,8 +29,8 @@ struct Course {
 
 /// `files` files of about 4 KiB (the 2,000 files are 8 MB) in folders of 100.
 fn write_project(project: &Path, files: usize) {
-    let filler: String = "# filler line of a project module, as long as a real one\n"
-        .repeat(4096 / 56);
+    let filler: String =
+        "# filler line of a project module, as long as a real one\n".repeat(4096 / 56);
     for i in 0..files {
         let folder = project.join(format!("pkg{:03}", i / 100));
         if i % 100 == 0 {
@@ -91,11 +91,7 @@ impl Course {
                     50 + lesson, ex.number, ex.file, ex.body, ex.command, ex.expected
                 ));
             }
-            std::fs::write(
-                root.join(format!("lessons/{}-bench.md", 50 + lesson)),
-                text,
-            )
-            .unwrap();
+            std::fs::write(root.join(format!("lessons/{}-bench.md", 50 + lesson)), text).unwrap();
         }
         Course {
             root: root.to_owned(),
@@ -260,10 +256,15 @@ fn main() {
     println!();
     println!(
         "| project files | {} | lessonprobe / limit | overhead per probe (ms) |",
-        rows.iter().map(|r| r.name).collect::<Vec<_>>().join(" (s) | ") + " (s)"
+        rows.iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+            .join(" (s) | ")
+            + " (s)"
     );
     println!("|---:|{}---:|---:|", "---:|".repeat(rows.len()));
-    let overhead = |m: &[Duration]| (m[1].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
+    let overhead =
+        |m: &[Duration]| (m[1].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
     for (files, m) in &results {
         let cells: Vec<String> = m
             .iter()

@@ -30,7 +30,10 @@ fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
             let meta = std::fs::symlink_metadata(&path).unwrap();
             let mode = meta.permissions().mode() & 0o7777;
             let what = if meta.is_symlink() {
-                format!("link {mode:o} -> {}", std::fs::read_link(&path).unwrap().display())
+                format!(
+                    "link {mode:o} -> {}",
+                    std::fs::read_link(&path).unwrap().display()
+                )
             } else if meta.is_dir() {
                 stack.push(path.clone());
                 format!("dir {mode:o}")
@@ -298,7 +301,10 @@ fn no_scratch_folder_outlives_a_run() {
         running.signal(signal);
         running.within(Duration::from_secs(30)).status(code);
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
-        assert!(left.is_empty(), "left behind after signal {signal}: {left:?}");
+        assert!(
+            left.is_empty(),
+            "left behind after signal {signal}: {left:?}"
+        );
     }
 }
 
