@@ -241,3 +241,56 @@ pub fn walk(root: &Path, rel: &Path, visit: &mut dyn FnMut(&Path, &Stamp)) -> io
 
 /// The stamps of a tree, by path relative to its root.
 pub type Snapshot = HashMap<PathBuf, Stamp>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_keep_links_skip_caches_and_link_shared_folders() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("pkg/__pycache__")).unwrap();
+        std::fs::create_dir_all(from.path().join(".venv/bin")).unwrap();
+        std::fs::create_dir_all(from.path().join("node_modules/x")).unwrap();
+        std::fs::write(from.path().join("pkg/a.py"), "x").unwrap();
+        std::fs::write(from.path().join("pkg/__pycache__/a.pyc"), "x").unwrap();
+        std::os::unix::fs::symlink("pkg/a.py", from.path().join("link.py")).unwrap();
+        let layout = Layout {
+            source: from.path().to_owned(),
+            shared: vec![PathBuf::from(".venv")],
+        };
+        let to = tempfile::tempdir().unwrap();
+        let root = to.path().join("p");
+        copy_into(&layout, Path::new(""), &root, true).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("pkg/a.py")).unwrap(), "x");
+        assert!(!root.join("pkg/__pycache__").exists());
+        assert!(!root.join("node_modules").exists());
+        assert_eq!(
+            std::fs::read_link(root.join("link.py")).unwrap(),
+            PathBuf::from("pkg/a.py")
+        );
+        assert_eq!(
+            std::fs::read_link(root.join(".venv")).unwrap(),
+            from.path().join(".venv")
+        );
+        // A copy shares no inode with its source: a write in place cannot reach the course.
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_ne!(ino(&root.join("pkg/a.py")), ino(&from.path().join("pkg/a.py")));
+    }
+
+    #[test]
+    fn a_rewrite_in_place_with_its_mtime_put_back_changes_the_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "abc").unwrap();
+        let before = Stamp::of(&file).unwrap().unwrap();
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&file, "xyz").unwrap();
+        let f = File::options().write(true).open(&file).unwrap();
+        f.set_modified(mtime).unwrap();
+        let after = Stamp::of(&file).unwrap().unwrap();
+        assert_eq!((before.size, before.mtime), (after.size, after.mtime));
+        assert!(!before.unchanged(&after));
+    }
+}
