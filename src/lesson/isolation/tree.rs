@@ -275,7 +275,10 @@ mod tests {
         );
         // A copy shares no inode with its source: a write in place cannot reach the course.
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
-        assert_ne!(ino(&root.join("pkg/a.py")), ino(&from.path().join("pkg/a.py")));
+        assert_ne!(
+            ino(&root.join("pkg/a.py")),
+            ino(&from.path().join("pkg/a.py"))
+        );
     }
 
     #[test]
