@@ -509,7 +509,10 @@ mod tests {
         let super::super::DocBody::Code(code) = &probe.body else {
             panic!()
         };
-        run(probe, code, Duration::from_secs(10), &Cancel::new())
+        let done = run(probe, code, Duration::from_secs(10), &Cancel::new());
+        // The pooled copies are temp folders; the binary releases them as it ends.
+        crate::lesson::isolation::release_all();
+        done
     }
 
     #[test]
