@@ -32,7 +32,10 @@ use clap::Parser;
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logging::init();
-    match commands::dispatch(cli) {
+    let result = commands::dispatch(cli);
+    // The scratch copies kept for reuse are temp folders: none may outlive the process.
+    lesson::isolation::release_all();
+    match result {
         Ok(code) => code.into(),
         Err(err) => {
             eprintln!("lessonprobe: {err}");

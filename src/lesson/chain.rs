@@ -162,6 +162,7 @@ mod tests {
     fn each_step_sees_what_the_one_it_continues_left_and_others_start_fresh() {
         let d = doc(CHAIN);
         let runs = run_in_order(&steps(&d), Duration::from_secs(10), &Cancel::new());
+        crate::lesson::isolation::release_all();
         let verdicts: Vec<_> = runs
             .iter()
             .map(|r| (r.verdict, r.message.clone()))
@@ -177,6 +178,7 @@ mod tests {
     fn a_failed_predecessor_leaves_its_successors_not_run() {
         let d = doc(&CHAIN.replace("echo one > step.txt", "exit 4"));
         let runs = run_in_order(&steps(&d), Duration::from_secs(10), &Cancel::new());
+        crate::lesson::isolation::release_all();
         assert_eq!(runs[0].verdict, DocVerdict::Fail);
         assert_eq!(runs[1].verdict, DocVerdict::Error);
         assert_eq!(runs[1].message.as_deref(), Some("not run: EX-31-01 failed"));

@@ -27,6 +27,8 @@ struct RawConfig {
     python: Option<Spanned<String>>,
     timeout: Option<Spanned<String>>,
     #[serde(default)]
+    shared: Vec<Spanned<String>>,
+    #[serde(default)]
     labels: RawLabels,
     #[serde(default)]
     redactions: BTreeMap<Spanned<String>, Spanned<String>>,
@@ -118,6 +120,30 @@ impl Course {
         };
         let (lessons, lessons_configured) = folder(raw.lessons, "lessons", "lessons")?;
         let (run_from, _) = folder(raw.run_from, "project", "run_from")?;
+        let mut shared = Vec::new();
+        for value in raw.shared {
+            let path = PathBuf::from(value.get_ref().trim_end_matches('/'));
+            if !is_inside(&path) {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "shared {:?} must be a path inside the course",
+                        value.get_ref()
+                    ),
+                ));
+            }
+            if std::fs::symlink_metadata(root.join(&path)).is_err() {
+                return Err(at(
+                    value.span(),
+                    format!(
+                        "shared {:?} does not exist in the course (make it first, e.g. python3 -m venv {})",
+                        value.get_ref(),
+                        value.get_ref()
+                    ),
+                ));
+            }
+            shared.push(path);
+        }
         let python = match raw.python {
             Some(p) if p.get_ref().trim().is_empty() => {
                 return Err(at(p.span(), "python must name an interpreter".into()))
@@ -148,6 +174,7 @@ impl Course {
                 root: root.to_owned(),
                 shown: shown.to_owned(),
                 run_from,
+                shared,
                 python,
                 timeout,
                 labels,
@@ -287,7 +314,7 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `labels`, `redactions`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`"
         );
         assert_eq!(
             err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),

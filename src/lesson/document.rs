@@ -12,6 +12,7 @@ use std::time::Duration;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
+use super::isolation::Layout;
 use super::labels::Label;
 use super::matcher::Redactions;
 use super::session::{self, SessionBlock, SessionBody, SessionProbe, Transcript};
@@ -80,6 +81,9 @@ pub struct CodeProbe {
     pub run_from: PathBuf,
     /// The same folder as named in the lesson (`project/`).
     pub run_from_label: String,
+    /// Paths of `run_from` the course declares shared and read-only (`shared` in
+    /// lessonprobe.toml), relative to it: linked into the scratch copy, not copied.
+    pub shared: Vec<PathBuf>,
     pub files: Vec<SavedFile>,
     pub command: Block,
     pub expected: Option<Block>,
@@ -871,7 +875,10 @@ impl<'a> Parse<'a> {
         let transcript = Arc::new(Transcript {
             file: self.file.clone(),
             blocks: std::mem::take(&mut self.sessions),
-            run_from: self.sessions_run_from.clone(),
+            run_from: self.sessions_run_from.clone().map(|source| Layout {
+                shared: shared_under(&self.course.shared, &self.course.run_from),
+                source,
+            }),
             testdir,
             python: self.course.python.clone(),
             redactions: self.course.redactions.clone(),
@@ -1034,9 +1041,12 @@ impl<'a> Parse<'a> {
                 format!("{id}: saved files run from {run_from_label:?} and {other:?}; one exercise runs from one folder"),
             ));
         }
+        let folder = PathBuf::from(run_from_label.trim_end_matches('/'));
+        let shared = shared_under(&self.course.shared, &folder);
         Ok(CodeProbe {
-            run_from: self.course.root.join(run_from_label.trim_end_matches('/')),
+            run_from: self.course.root.join(&folder),
             run_from_label,
+            shared,
             files: parts.files.into_iter().map(|(f, _, _)| f).collect(),
             command,
             expected: parts.expected,
@@ -1147,6 +1157,18 @@ fn file_name(path: &Path) -> String {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+
+/// The course's `shared` paths that lie inside `folder` (both relative to the course root),
+/// relative to `folder`: what a copy of `folder` links instead of copying.
+fn shared_under(shared: &[PathBuf], folder: &Path) -> Vec<PathBuf> {
+    shared
+        .iter()
+        .filter_map(|s| s.strip_prefix(folder).ok())
+        .filter(|s| !s.as_os_str().is_empty())
+        .map(PathBuf::from)
+        .collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod bless;
 mod chain;
 mod course;
 mod document;
+pub mod isolation;
 mod labels;
 mod matcher;
 mod revision;
@@ -25,11 +26,14 @@ pub use document::{
     parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
     Setup,
 };
+pub use isolation::Scratch;
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{fresh_copy, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
+pub use scratch::{
+    checkout, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV,
+};
 pub use settings::{is_inside, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

@@ -1,5 +1,5 @@
 //! Runs a document probe in a scratch copy of its run-from folder (or of the folder the step it
-//! continues left): the saved files written there, its hidden setup run, the command run by the
+//! continues left; the copies come from `isolation`): the saved files written there, its hidden setup run, the command run by the
 //! shell with the course's interpreter for a leading `python`/`python3`, in a pinned
 //! environment, under a deadline, its process group killed; exit status, stdout and stderr
 //! judged.
@@ -10,21 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::bless::Rewrite;
 use super::document::{Block, CodeProbe, DocProbe};
+use super::isolation::{Delta, Layout, Scratch};
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};
 use crate::process::{self, Finished, Tail};
-
-/// Folders never copied into a scratch run: version control, caches, virtual environments.
-const NOT_COPIED: &[&str] = &[
-    ".git",
-    "__pycache__",
-    ".venv",
-    "venv",
-    ".mypy_cache",
-    ".pytest_cache",
-    "node_modules",
-];
 
 /// Lines of each stream's tail shown with a failure.
 const SHOWN_LINES: usize = 20;
@@ -68,11 +58,10 @@ pub struct DocRun {
     pub blessable: Option<Vec<Rewrite>>,
 }
 
-/// The scratch copy of a run-from folder a step ran in, kept for the steps that continue it.
+/// What a step that passed left in its scratch copy, kept for the steps that continue it.
 #[derive(Debug)]
 pub struct Workspace {
-    _dir: tempfile::TempDir,
-    cwd: PathBuf,
+    left: Delta,
 }
 
 impl DocRun {
@@ -130,11 +119,11 @@ pub fn run_step(
             None,
         );
     };
-    let workspace = match prepare(probe, code, after) {
-        Ok(w) => w,
+    let scratch = match checkout(probe, code, after) {
+        Ok(s) => s,
         Err(message) => return (DocRun::error(message), None),
     };
-    let cwd = workspace.cwd.clone();
+    let cwd = scratch.cwd().to_owned();
     let env: BTreeMap<String, String> = PINNED_ENV
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -151,7 +140,7 @@ pub fn run_step(
                     "{setup_at}: cannot start the hidden setup's {}: {e}",
                     setup.lang
                 );
-                return (DocRun::error(message), Some(workspace));
+                return (DocRun::error(message), None);
             }
         };
         let shown: String = setup.script.lines().map(|l| format!("$ {l}\n")).collect();
@@ -165,7 +154,7 @@ pub fn run_step(
             result.stderr = done.stderr;
             result.details = tails(&result);
             result.setup = Some(transcript);
-            return (result, Some(workspace));
+            return (result, None);
         }
         setup_transcript = Some(transcript);
     }
@@ -182,33 +171,42 @@ pub fn run_step(
         Err(e) => {
             return (
                 DocRun::error(format!("{at}: cannot start {shell}: {e}")),
-                Some(workspace),
+                None,
             )
         }
     };
     let mut result = judge(probe, code, done, deadline);
     result.setup = setup_transcript;
-    (result, Some(workspace))
+    if result.verdict != DocVerdict::Pass {
+        return (result, None);
+    }
+    match scratch.keep() {
+        Ok(left) => (result, Some(Workspace { left })),
+        Err(e) => {
+            result.verdict = DocVerdict::Error;
+            result.message = Some(format!(
+                "{at}: cannot keep what it left in {} for the steps that continue it: {e}",
+                cwd.display()
+            ));
+            (result, None)
+        }
+    }
 }
 
-/// A scratch folder holding a copy of the folder the step starts from, its files saved.
-fn prepare(
+/// A scratch copy of the folder `code` runs from (as the step `after` left it, when it continues
+/// one) with the probe's saved files written in it: the folder a document probe runs in. The
+/// copy goes back to its pool, reset, when the [`Scratch`] is dropped.
+pub fn checkout(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
-) -> Result<Workspace, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("lessonprobe-doc-")
-        .tempdir()
-        .map_err(|e| format!("cannot create a scratch folder: {e}"))?;
-    let folder_name = code
-        .run_from
-        .file_name()
-        .map_or_else(|| PathBuf::from("project"), PathBuf::from);
-    let cwd = dir.path().join(folder_name);
-    let from = after.map_or(code.run_from.as_path(), |w| w.cwd.as_path());
-    copy_tree(from, &cwd)
-        .map_err(|e| format!("cannot copy {} into a scratch folder: {e}", from.display()))?;
+) -> Result<Scratch, String> {
+    let layout = Layout {
+        source: code.run_from.clone(),
+        shared: code.shared.clone(),
+    };
+    let scratch = Scratch::checkout(&layout, after.map(|w| &w.left)).map_err(|e| e.to_string())?;
+    let cwd = scratch.cwd();
     for file in &code.files {
         let to = cwd.join(&file.path);
         let written = to
@@ -224,7 +222,7 @@ fn prepare(
             ));
         }
     }
-    Ok(Workspace { _dir: dir, cwd })
+    Ok(scratch)
 }
 
 /// Why a hidden setup did not succeed, if it did not.
@@ -464,27 +462,6 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Copies a folder tree; symbolic links stay links.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let name = entry.file_name();
-        let target = to.join(&name);
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else if kind.is_dir() {
-            if !NOT_COPIED.contains(&name.to_string_lossy().as_ref()) {
-                copy_tree(&entry.path(), &target)?;
-            }
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 fn last_line(tail: &Tail) -> String {
     tail.text
         .lines()
@@ -515,33 +492,6 @@ fn tails(run: &DocRun) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// A fresh scratch copy of `run_from`, for the session transcripts of a lesson document (they
-/// run in one folder from the first block to the last).
-pub fn fresh_copy(run_from: &Path) -> Result<Workspace, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("lessonprobe-doc-")
-        .tempdir()
-        .map_err(|e| format!("cannot create a scratch folder: {e}"))?;
-    let folder_name = run_from
-        .file_name()
-        .map_or_else(|| PathBuf::from("project"), PathBuf::from);
-    let cwd = dir.path().join(folder_name);
-    copy_tree(run_from, &cwd).map_err(|e| {
-        format!(
-            "cannot copy {} into a scratch folder: {e}",
-            run_from.display()
-        )
-    })?;
-    Ok(Workspace { _dir: dir, cwd })
-}
-
-impl Workspace {
-    /// The folder the blocks run in.
-    pub fn path(&self) -> &Path {
-        &self.cwd
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,7 +510,10 @@ mod tests {
         let super::super::DocBody::Code(code) = &probe.body else {
             panic!()
         };
-        run(probe, code, Duration::from_secs(10), &Cancel::new())
+        let done = run(probe, code, Duration::from_secs(10), &Cancel::new());
+        // The pooled copies are temp folders; the binary releases them as it ends.
+        crate::lesson::isolation::release_all();
+        done
     }
 
     #[test]
@@ -628,25 +581,5 @@ mod tests {
         assert!(resolve("/bin/sh").is_some());
         assert!(resolve("no-such-python-3.99").is_none());
         assert!(resolve("./no/such/python").is_none());
-    }
-
-    #[test]
-    fn copies_keep_links_and_skip_caches() {
-        let from = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(from.path().join("pkg/__pycache__")).unwrap();
-        std::fs::write(from.path().join("pkg/a.py"), "x").unwrap();
-        std::fs::write(from.path().join("pkg/__pycache__/a.pyc"), "x").unwrap();
-        std::os::unix::fs::symlink("pkg/a.py", from.path().join("link.py")).unwrap();
-        let to = tempfile::tempdir().unwrap();
-        copy_tree(from.path(), &to.path().join("p")).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(to.path().join("p/pkg/a.py")).unwrap(),
-            "x"
-        );
-        assert!(!to.path().join("p/pkg/__pycache__").exists());
-        assert_eq!(
-            std::fs::read_link(to.path().join("p/link.py")).unwrap(),
-            PathBuf::from("pkg/a.py")
-        );
     }
 }

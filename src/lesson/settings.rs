@@ -16,6 +16,9 @@ pub struct Settings {
     pub shown: PathBuf,
     /// The default run-from folder, relative to the root.
     pub run_from: PathBuf,
+    /// Folders (or files) the course declares shared and read-only (`shared` in
+    /// lessonprobe.toml), relative to the root: linked into scratch copies instead of copied.
+    pub shared: Vec<PathBuf>,
     /// The interpreter put in place of a leading `python`/`python3` of a run command.
     pub python: String,
     /// The deadline of each document probe, when the course sets one.

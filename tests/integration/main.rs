@@ -9,6 +9,7 @@ mod cli;
 mod docs;
 mod inputs;
 mod interrupt;
+mod isolation;
 mod kafka;
 mod lesson_docs;
 mod lesson_kafka;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::isolation::Layout;
 use super::matcher::Redactions;
 
 pub(crate) use parse::PYTHON_CODE;
@@ -60,8 +61,9 @@ pub struct Transcript {
     /// The document as shown in messages.
     pub file: PathBuf,
     pub blocks: Vec<SessionBlock>,
-    /// The folder copied to run in (a lesson's run-from folder); `None`: an empty folder.
-    pub run_from: Option<PathBuf>,
+    /// The folder copied to run in (a lesson's run-from folder and what of it is shared);
+    /// `None`: an empty folder.
+    pub run_from: Option<Layout>,
     /// The document's own folder, given to the commands as `TESTDIR`.
     pub testdir: PathBuf,
     /// The interpreter of Python sessions, and of `python`/`python3` in terminal sessions.

@@ -12,8 +12,9 @@ use super::python::{self, Interpreter, Request};
 use super::terminal::{self, Shell};
 use super::{Command, SessionBlock, SessionBody, Transcript};
 use crate::lesson::bless::Rewrite;
+use crate::lesson::isolation::Scratch;
 use crate::lesson::matcher::{self, Rules};
-use crate::lesson::scratch::{self, DocVerdict, Workspace, PINNED_ENV};
+use crate::lesson::scratch::{DocVerdict, PINNED_ENV};
 
 /// One block's result.
 #[derive(Debug, Clone)]
@@ -45,14 +46,14 @@ impl BlockRun {
 
 /// The folder the blocks run in, kept until they are done.
 enum Folder {
-    Scratch(Workspace),
+    Scratch(Scratch),
     Empty(tempfile::TempDir),
 }
 
 impl Folder {
     fn path(&self) -> &Path {
         match self {
-            Folder::Scratch(w) => w.path(),
+            Folder::Scratch(w) => w.cwd(),
             Folder::Empty(d) => d.path(),
         }
     }
@@ -67,7 +68,9 @@ pub fn run(
 ) -> Vec<BlockRun> {
     let blocks = &transcript.blocks[..(upto + 1).min(transcript.blocks.len())];
     let folder = match &transcript.run_from {
-        Some(from) => scratch::fresh_copy(from).map(Folder::Scratch),
+        Some(layout) => Scratch::checkout(layout, None)
+            .map(Folder::Scratch)
+            .map_err(|e| e.to_string()),
         None => tempfile::Builder::new()
             .prefix("lessonprobe-doc-")
             .tempdir()

@@ -1,0 +1,319 @@
+//! A course at scale: synthetic courses of N lessons × M small exercises (shell and Python,
+//! each saving a file and printing) over projects of 1, 200, 2,000 and 20,000 files, verified
+//! by `lessonprobe --jobs J` and, in the same run, by the independent limit: the same saved
+//! files and commands run in place in one copy of the project by `xargs -P J`, no isolation.
+//! `cargo test --release --bench course` (see benches/README.md for the settings).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lessonprobe_testkit::bench::setting;
+
+/// One exercise: the file it saves and what its run command prints.
+struct Exercise {
+    lesson: usize,
+    number: usize,
+    file: String,
+    body: String,
+    command: String,
+    expected: String,
+}
+
+/// A synthetic course on disk: its root, its exercises, and the in-place limit's scripts.
+struct Course {
+    root: PathBuf,
+    files: usize,
+    exercises: Vec<Exercise>,
+}
+
+/// `files` files of about 4 KiB (the issue's 2,000 files are 8 MB) in folders of 100.
+fn write_project(project: &Path, files: usize) {
+    let filler: String =
+        "# filler line of a project module, as long as a real one\n".repeat(4096 / 56);
+    for i in 0..files {
+        let folder = project.join(format!("pkg{:03}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&folder).unwrap();
+        }
+        std::fs::write(folder.join(format!("mod{i:05}.py")), &filler).unwrap();
+    }
+    std::fs::write(project.join("pkg000/__init__.py"), "").unwrap();
+}
+
+fn exercises(lessons: usize, per_lesson: usize) -> Vec<Exercise> {
+    let mut all = Vec::new();
+    for lesson in 1..=lessons {
+        for number in 1..=per_lesson {
+            let tag = format!("{lesson}-{number}");
+            all.push(if number % 2 == 0 {
+                Exercise {
+                    lesson,
+                    number,
+                    file: format!("ex_{lesson}_{number}.py"),
+                    body: format!(
+                        "from pathlib import Path\nPath('out_{lesson}_{number}.txt').write_text('{tag}')\nprint('python', Path('out_{lesson}_{number}.txt').read_text())\n"
+                    ),
+                    command: format!("python3 ex_{lesson}_{number}.py"),
+                    expected: format!("python {tag}\n"),
+                }
+            } else {
+                Exercise {
+                    lesson,
+                    number,
+                    file: format!("ex_{lesson}_{number}.sh"),
+                    body: format!("echo {tag} > out_{lesson}_{number}.txt\necho shell $(cat out_{lesson}_{number}.txt)\n"),
+                    command: format!("sh ex_{lesson}_{number}.sh"),
+                    expected: format!("shell {tag}\n"),
+                }
+            });
+        }
+    }
+    all
+}
+
+impl Course {
+    fn write(root: &Path, files: usize, lessons: usize, per_lesson: usize) -> Course {
+        let _ = std::fs::remove_dir_all(root);
+        std::fs::create_dir_all(root.join("lessons")).unwrap();
+        write_project(&root.join("project"), files);
+        let exercises = exercises(lessons, per_lesson);
+        for lesson in 1..=lessons {
+            let mut text = format!("# Lesson {}\n\n", 99 + lesson);
+            for ex in exercises.iter().filter(|e| e.lesson == lesson) {
+                let fence = if ex.file.ends_with(".py") {
+                    "python"
+                } else {
+                    "sh"
+                };
+                text.push_str(&format!(
+                    "### Answer EX-{}-{:02} [code]\n\nSave as `{}`, run from `project/`:\n\n```{fence}\n{}```\n\nRun:\n\n```sh\n{}\n```\n\nExpected output:\n\n```text\n{}```\n\n",
+                    99 + lesson, ex.number, ex.file, ex.body, ex.command, ex.expected
+                ));
+            }
+            std::fs::write(root.join(format!("lessons/{}-bench.md", 99 + lesson)), text).unwrap();
+        }
+        Course {
+            root: root.to_owned(),
+            files,
+            exercises,
+        }
+    }
+
+    /// The independent limit: a copy of the project made once (not timed), then every saved
+    /// file written and every command run in place, `jobs` at a time, output compared.
+    fn in_place(&self, jobs: usize) -> Duration {
+        let place = self.root.join("in-place");
+        let _ = std::fs::remove_dir_all(&place);
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(self.root.join("project"))
+            .arg(&place)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let scripts = self.root.join("in-place-scripts");
+        let _ = std::fs::remove_dir_all(&scripts);
+        std::fs::create_dir_all(&scripts).unwrap();
+        let mut list = String::new();
+        for ex in &self.exercises {
+            let script = scripts.join(format!("{}-{}.sh", ex.lesson, ex.number));
+            std::fs::write(
+                &script,
+                format!(
+                    "cat > {} <<'EOF_SAVED'\n{}EOF_SAVED\ntest \"$({})\" = '{}'\n",
+                    ex.file,
+                    ex.body,
+                    ex.command,
+                    ex.expected.trim_end()
+                ),
+            )
+            .unwrap();
+            list.push_str(&format!("{}\n", script.display()));
+        }
+        std::fs::write(scripts.join("list"), list).unwrap();
+        let started = Instant::now();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "xargs -P {jobs} -n 1 sh -e < {}",
+                scripts.join("list").display()
+            ))
+            .current_dir(&place)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .status()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(status.success(), "the in-place limit failed");
+        took
+    }
+
+    /// `lessonprobe --course ROOT --jobs J`, every probe passing.
+    fn lessonprobe(&self, bin: &Path, jobs: usize) -> Duration {
+        let started = Instant::now();
+        let out = Command::new(bin)
+            .arg("--course")
+            .arg(&self.root)
+            // Only the synthetic lessons (100 and up), not the built-in checkpoints.
+            .args([
+                "--select",
+                "EX-1*",
+                "--no-junit",
+                "--jobs",
+                &jobs.to_string(),
+            ])
+            .current_dir(&self.root)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let want = format!("{} passed, 0 failed, 0 errors", self.exercises.len());
+        assert!(
+            out.status.success() && stdout.contains(&want),
+            "lessonprobe did not pass every probe:\n{}",
+            stdout.lines().rev().take(5).collect::<Vec<_>>().join("\n")
+        );
+        took
+    }
+}
+
+/// One measured row: a name, and how long it took on a course.
+struct Row {
+    name: &'static str,
+    run: Box<dyn Fn(&Course) -> Duration>,
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// CPU time (user + system) of every child process waited for so far, and of theirs: a
+/// figure the load of other processes on a shared machine moves far less than wall time.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+fn main() {
+    let lessons = setting("LESSONPROBE_BENCH_LESSONS", 20);
+    let per_lesson = setting("LESSONPROBE_BENCH_EXERCISES", 20);
+    let jobs = setting("LESSONPROBE_BENCH_JOBS", 2);
+    let rounds = setting("LESSONPROBE_BENCH_ROUNDS", 3);
+    let sizes: Vec<usize> = std::env::var("LESSONPROBE_BENCH_FILES")
+        .unwrap_or_else(|_| "1,200,2000,20000".into())
+        .split(',')
+        .map(|s| {
+            s.trim().replace('_', "").parse().unwrap_or_else(|_| {
+                panic!("LESSONPROBE_BENCH_FILES={s}: whole numbers separated by commas are needed")
+            })
+        })
+        .collect();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lessonprobe"));
+    let probes = lessons * per_lesson;
+    let mut rows: Vec<Row> = vec![
+        Row {
+            name: "in place (limit)",
+            run: Box::new(move |c: &Course| c.in_place(jobs)),
+        },
+        Row {
+            name: "lessonprobe",
+            run: Box::new(move |c: &Course| c.lessonprobe(&bin, jobs)),
+        },
+    ];
+    // Another binary beside this one (e.g. the previous release), on projects up to a size.
+    if let Ok(baseline) = std::env::var("LESSONPROBE_BENCH_BASELINE") {
+        let up_to = setting("LESSONPROBE_BENCH_BASELINE_FILES", 200);
+        let baseline = PathBuf::from(baseline);
+        rows.push(Row {
+            name: "baseline binary",
+            run: Box::new(move |c: &Course| {
+                if c.files > up_to {
+                    Duration::ZERO
+                } else {
+                    c.lessonprobe(&baseline, jobs)
+                }
+            }),
+        });
+    }
+    println!(
+        "course benchmark: {lessons} lessons x {per_lesson} exercises = {probes} probes, --jobs {jobs}, median of {rounds} rounds (rows interleaved in each round), python3 and sh"
+    );
+    let scratch = tempfile::Builder::new()
+        .prefix("lessonprobe-bench-course-")
+        .tempdir()
+        .unwrap();
+    let mut results: Vec<(usize, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    for &files in &sizes {
+        let made = Instant::now();
+        let course = Course::write(&scratch.path().join("course"), files, lessons, per_lesson);
+        eprintln!(
+            "project of {files} files written in {:.1}s",
+            made.elapsed().as_secs_f64()
+        );
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
+        let mut cpu: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
+        for _ in 0..rounds {
+            for ((row, t), c) in rows.iter().zip(times.iter_mut()).zip(cpu.iter_mut()) {
+                let before = children_cpu();
+                t.push((row.run)(&course));
+                c.push(children_cpu().saturating_sub(before));
+            }
+        }
+        let medians: Vec<Duration> = times.into_iter().map(median).collect();
+        let cpu: Vec<Duration> = cpu.into_iter().map(median).collect();
+        let shown: Vec<String> = rows
+            .iter()
+            .zip(&medians)
+            .map(|(r, t)| format!("{} {:.2}s", r.name, t.as_secs_f64()))
+            .collect();
+        eprintln!("  {files} files: {}", shown.join(", "));
+        results.push((files, medians, cpu));
+    }
+    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+    let per_probe =
+        |m: &[Duration]| (m[1].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
+    let seconds = |m: &[Duration]| {
+        m.iter()
+            .map(|t| match t.is_zero() {
+                true => "-".to_owned(),
+                false => format!("{:.2}", t.as_secs_f64()),
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    println!();
+    println!(
+        "| project files | wall: {} (s) | lessonprobe / limit (wall) | CPU: {} (s) | lessonprobe / limit (CPU) | overhead per probe, wall (ms) | overhead per probe, CPU (ms) |",
+        names.join(" (s) | wall: "),
+        names.join(" (s) | CPU: ")
+    );
+    println!("|---:|{}", "---:|".repeat(2 * rows.len() + 4));
+    for (files, wall, cpu) in &results {
+        println!(
+            "| {files} | {} | {:.2} | {} | {:.2} | {:.1} | {:.1} |",
+            seconds(wall),
+            wall[1].as_secs_f64() / wall[0].as_secs_f64(),
+            seconds(cpu),
+            cpu[1].as_secs_f64() / cpu[0].as_secs_f64(),
+            per_probe(wall),
+            per_probe(cpu)
+        );
+    }
+    if let (Some((_, w1, c1)), Some((_, wn, cn))) = (results.first(), results.last()) {
+        println!(
+            "\noverhead per probe, largest project against smallest: wall {:+.1} ms -> {:+.1} ms, CPU {:+.1} ms -> {:+.1} ms",
+            per_probe(w1),
+            per_probe(wn),
+            per_probe(c1),
+            per_probe(cn)
+        );
+    }
+}

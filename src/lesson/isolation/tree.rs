@@ -1,0 +1,299 @@
+//! A project folder's entries as the isolation sees them: the stamp of each entry (what any
+//! change to it alters), copies that reflink where the filesystem can, and walks.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Folders never copied into a scratch run: version control, caches, virtual environments.
+pub const NOT_COPIED: &[&str] = &[
+    ".git",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+    "node_modules",
+];
+
+/// What a project folder is made of: where its pristine files are, and which of its paths are
+/// linked rather than copied (the course's `shared` folders).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub source: PathBuf,
+    /// Paths relative to `source`.
+    pub shared: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink(PathBuf),
+    /// A FIFO, socket or device: never copied, removed when a probe makes one.
+    Other,
+}
+
+/// What a change to an entry alters. The inode and ctime catch a rewrite in place that kept
+/// size and mtime (`touch -d`), and a write through a hard link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub kind: Kind,
+    pub ino: u64,
+    pub mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    /// The stamp of `path` (not followed), `None` when nothing is there.
+    pub fn of(path: &Path) -> io::Result<Option<Stamp>> {
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if is_gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let ft = meta.file_type();
+        let kind = if ft.is_symlink() {
+            Kind::Symlink(fs::read_link(path)?)
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        };
+        Ok(Some(Stamp {
+            kind,
+            ino: meta.ino(),
+            mode: meta.mode() & 0o7777,
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }))
+    }
+
+    /// Whether `now` is the entry this stamp was taken of, unchanged. A folder's times move
+    /// with its entries, which are compared one by one, so a folder compares its inode and mode.
+    pub fn unchanged(&self, now: &Stamp) -> bool {
+        match self.kind {
+            Kind::Dir => now.kind == Kind::Dir && self.ino == now.ino && self.mode == now.mode,
+            _ => self == now,
+        }
+    }
+}
+
+/// NotFound, or a path through something that is no longer a folder.
+pub fn is_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// Whether reflinks are still worth trying: cleared at the first filesystem that refuses one.
+static REFLINKS: AtomicBool = AtomicBool::new(true);
+
+/// Copies the file `from` to the new file `to` with permission bits `mode`: a reflink
+/// (`FICLONE`) where the filesystem shares blocks, a byte copy otherwise. `reflink` false
+/// forces the byte copy.
+pub fn clone_file(from: &Path, to: &Path, mode: u32, reflink: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut src = File::open(from)?;
+    let mut dst = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(to)?;
+    let mut cloned = false;
+    if reflink && REFLINKS.load(Ordering::Relaxed) {
+        // SAFETY: both descriptors are open for the duration of the call; FICLONE takes the
+        // source descriptor by value.
+        let done = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) };
+        if done == 0 {
+            cloned = true;
+        } else {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EOPNOTSUPP | libc::EXDEV | libc::EINVAL | libc::ENOTTY) => {
+                    REFLINKS.store(false, Ordering::Relaxed);
+                }
+                _ => return Err(err),
+            }
+        }
+    }
+    if !cloned {
+        io::copy(&mut src, &mut dst)?;
+    }
+    // The process's umask narrowed the mode given at creation.
+    dst.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+/// Copies `rel` of `layout`'s source into `root/rel`: folders made, files cloned, symbolic
+/// links kept as links, shared paths linked to the source, the folders of [`NOT_COPIED`]
+/// left out, FIFOs and devices skipped.
+pub fn copy_into(layout: &Layout, rel: &Path, root: &Path, reflink: bool) -> io::Result<()> {
+    let from = layout.source.join(rel);
+    let to = root.join(rel);
+    if layout.shared.iter().any(|s| s == rel) {
+        return std::os::unix::fs::symlink(&from, &to);
+    }
+    let meta = fs::symlink_metadata(&from)?;
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(&from)?, &to)
+    } else if ft.is_dir() {
+        match fs::create_dir(&to) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && rel.as_os_str().is_empty() => {}
+            other => other?,
+        }
+        for entry in fs::read_dir(&from)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let shared = layout.shared.iter().any(|s| *s == rel.join(&name));
+            if !shared
+                && entry.file_type()?.is_dir()
+                && NOT_COPIED.contains(&name.to_string_lossy().as_ref())
+            {
+                continue;
+            }
+            copy_into(layout, &rel.join(name), root, reflink)?;
+        }
+        fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o7777))
+    } else if ft.is_file() {
+        clone_file(&from, &to, meta.mode() & 0o7777, reflink)
+    } else {
+        Ok(())
+    }
+}
+
+/// Copies the tree at `from` to `to` as it is (no folder left out): what a step left, into the
+/// copy of a step that continues it.
+pub fn copy_plain(from: &Path, to: &Path, reflink: bool) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(from)?, to)
+    } else if ft.is_dir() {
+        fs::create_dir(to)?;
+        for entry in fs::read_dir(from)? {
+            let name = entry?.file_name();
+            copy_plain(&from.join(&name), &to.join(&name), reflink)?;
+        }
+        fs::set_permissions(to, fs::Permissions::from_mode(meta.mode() & 0o7777))
+    } else if ft.is_file() {
+        clone_file(from, to, meta.mode() & 0o7777, reflink)
+    } else {
+        Ok(())
+    }
+}
+
+/// Removes whatever is at `path` (a folder with its contents); nothing there is not an error.
+pub fn remove(path: &Path) -> io::Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            // A probe may have taken its own write permission away from a folder.
+            make_writable(path);
+            fs::remove_dir_all(path)
+        }
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if is_gone(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// Gives the owner write and search permission on every folder under `dir`, so it can be
+/// emptied.
+fn make_writable(dir: &Path) {
+    if let Ok(meta) = fs::symlink_metadata(dir) {
+        if meta.is_dir() {
+            let mode = meta.mode() & 0o7777;
+            if mode & 0o700 != 0o700 {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700));
+            }
+            if let Ok(entries) = fs::read_dir(dir) {
+                for entry in entries.flatten() {
+                    make_writable(&entry.path());
+                }
+            }
+        }
+    }
+}
+
+/// Every entry under `root/rel` (`rel` included), not following links: its path relative to
+/// `root` and its stamp.
+pub fn walk(root: &Path, rel: &Path, visit: &mut dyn FnMut(&Path, &Stamp)) -> io::Result<()> {
+    let Some(stamp) = Stamp::of(&root.join(rel))? else {
+        return Ok(());
+    };
+    visit(rel, &stamp);
+    if stamp.kind == Kind::Dir {
+        for entry in fs::read_dir(root.join(rel))? {
+            walk(root, &rel.join(entry?.file_name()), visit)?;
+        }
+    }
+    Ok(())
+}
+
+/// The stamps of a tree, by path relative to its root.
+pub type Snapshot = HashMap<PathBuf, Stamp>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_keep_links_skip_caches_and_link_shared_folders() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("pkg/__pycache__")).unwrap();
+        std::fs::create_dir_all(from.path().join(".venv/bin")).unwrap();
+        std::fs::create_dir_all(from.path().join("node_modules/x")).unwrap();
+        std::fs::write(from.path().join("pkg/a.py"), "x").unwrap();
+        std::fs::write(from.path().join("pkg/__pycache__/a.pyc"), "x").unwrap();
+        std::os::unix::fs::symlink("pkg/a.py", from.path().join("link.py")).unwrap();
+        let layout = Layout {
+            source: from.path().to_owned(),
+            shared: vec![PathBuf::from(".venv")],
+        };
+        let to = tempfile::tempdir().unwrap();
+        let root = to.path().join("p");
+        copy_into(&layout, Path::new(""), &root, true).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("pkg/a.py")).unwrap(), "x");
+        assert!(!root.join("pkg/__pycache__").exists());
+        assert!(!root.join("node_modules").exists());
+        assert_eq!(
+            std::fs::read_link(root.join("link.py")).unwrap(),
+            PathBuf::from("pkg/a.py")
+        );
+        assert_eq!(
+            std::fs::read_link(root.join(".venv")).unwrap(),
+            from.path().join(".venv")
+        );
+        // A copy shares no inode with its source: a write in place cannot reach the course.
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_ne!(
+            ino(&root.join("pkg/a.py")),
+            ino(&from.path().join("pkg/a.py"))
+        );
+    }
+
+    #[test]
+    fn a_rewrite_in_place_with_its_mtime_put_back_changes_the_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "abc").unwrap();
+        let before = Stamp::of(&file).unwrap().unwrap();
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&file, "xyz").unwrap();
+        let f = File::options().write(true).open(&file).unwrap();
+        f.set_modified(mtime).unwrap();
+        let after = Stamp::of(&file).unwrap().unwrap();
+        assert_eq!((before.size, before.mtime), (after.size, after.mtime));
+        assert!(!before.unchanged(&after));
+    }
+}

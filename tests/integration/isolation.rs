@@ -1,0 +1,327 @@
+//! Probe isolation through the built binary: whatever a document probe writes to its scratch
+//! copy (new, changed, deleted files, modes, links, a rewrite in place with its mtime put back,
+//! a write through a hard link, folders made, removed or moved) reaches neither the next probe
+//! that reuses the copy nor the course; on inotify (`watch`) and on the full comparison
+//! (`scan`) it falls back to. Continued steps still see what their predecessor left, shared
+//! folders are linked, and no scratch folder outlives a run.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lessonprobe_testkit::*;
+
+/// The modes a reset finds changes with: inotify, and the comparison of every entry.
+const MODES: &[&str] = &["watch", "scan"];
+
+/// Lists every entry of the folder it runs in (type, mode, links, target) and every file's
+/// bytes: the same text for two folders means the same tree.
+const LISTING: &str = "find . -printf '%p %y %m %n %l\\n' | LC_ALL=C sort\nfind . -type f | LC_ALL=C sort | while read -r f; do echo \"== $f\"; cat \"$f\"; done\n";
+
+/// Every entry under `dir` (not following links): type, permissions, link count, link target,
+/// bytes.
+fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut all = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let what = if meta.is_symlink() {
+                format!(
+                    "link {mode:o} -> {}",
+                    std::fs::read_link(&path).unwrap().display()
+                )
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {mode:o}")
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                format!(
+                    "file {mode:o} n{} {:?}",
+                    meta.nlink(),
+                    String::from_utf8_lossy(&bytes)
+                )
+            };
+            all.insert(path.strip_prefix(dir).unwrap().to_owned(), what);
+        }
+    }
+    all
+}
+
+/// A course whose project holds files at two depths, an executable, a symbolic link and an
+/// empty folder.
+fn course(dir: &Path, config: &str) -> PathBuf {
+    let course = dir.join("course");
+    let project = course.join("project");
+    std::fs::create_dir_all(project.join("sub/deep")).unwrap();
+    std::fs::create_dir_all(project.join("empty")).unwrap();
+    std::fs::create_dir_all(course.join("lessons")).unwrap();
+    std::fs::write(project.join("a.txt"), "pristine-a\n").unwrap();
+    std::fs::write(project.join("sub/b.txt"), "pristine-b\n").unwrap();
+    std::fs::write(project.join("sub/deep/c.txt"), "pristine-c\n").unwrap();
+    std::fs::write(project.join("sub/tool.sh"), "echo tool\n").unwrap();
+    std::fs::set_permissions(
+        project.join("sub/tool.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("a.txt", project.join("link")).unwrap();
+    std::fs::write(course.join("lessonprobe.toml"), config).unwrap();
+    course
+}
+
+/// What `LISTING` prints in the pristine project.
+fn pristine_listing(project: &Path) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-e", "-c", LISTING])
+        .current_dir(project)
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Lesson 41: the copy checked, `mutation` run, the copy checked again; each step notes the
+/// folder it ran in.
+fn lesson(mutation: &str, listing: &str) -> String {
+    let check = format!(
+        "Run:\n\n```sh\npwd >> \"$ISOLATION_LOG\"\n{LISTING}```\n\nExpected output:\n\n```text\n{listing}```\n"
+    );
+    format!(
+        "# Isolation\n\n### Answer EX-41-01 [code]\n\n{check}\n### Answer EX-41-02 [code]\n\nRun:\n\n```sh\npwd >> \"$ISOLATION_LOG\"\n{mutation}\n```\n\n### Answer EX-41-03 [code]\n\n{check}"
+    )
+}
+
+/// Runs `mutation` between two checks on one worker, on every mode: both checks pass (the
+/// second probe found the pristine copy again), all three ran in the same reused copy, and the
+/// course is as it was.
+fn leaves_no_trace(mutation: &str) {
+    for mode in MODES {
+        let dir = Dir::new();
+        let course = course(&dir, "");
+        let project = course.join("project");
+        let listing = pristine_listing(&project);
+        std::fs::write(
+            course.join("lessons/41-isolation.md"),
+            lesson(mutation, &listing),
+        )
+        .unwrap();
+        let before = fingerprint(&course);
+        let log = dir.join("folders.log");
+        dir.lessonprobe()
+            .args(["--lesson", "41", "--jobs", "1", "--no-junit", "--course"])
+            .arg(&course)
+            .env("LESSONPROBE_ISOLATION", mode)
+            .env("ISOLATION_LOG", &log)
+            .within(Duration::from_secs(30))
+            .stdout_has("3 passed, 0 failed, 0 errors")
+            .success();
+        let folders: Vec<String> = dir.read(&log).lines().map(str::to_owned).collect();
+        assert_eq!(folders.len(), 3, "{mode}: {folders:?}");
+        assert!(
+            folders.iter().all(|f| f == &folders[0]),
+            "{mode}: the probes did not share one reused copy: {folders:?}"
+        );
+        assert_eq!(fingerprint(&course), before, "{mode}: the course changed");
+    }
+}
+
+#[test]
+fn a_new_file() {
+    leaves_no_trace("echo leaked > new.txt\necho leaked > sub/deep/new.txt");
+}
+
+#[test]
+fn a_changed_file() {
+    leaves_no_trace("echo leaked >> sub/deep/c.txt");
+}
+
+#[test]
+fn a_deleted_file() {
+    leaves_no_trace("rm a.txt sub/deep/c.txt");
+}
+
+#[test]
+fn a_changed_mode() {
+    leaves_no_trace("chmod 600 sub/tool.sh\nchmod 644 a.txt\nchmod 700 sub/deep\nchmod 1777 empty");
+}
+
+#[test]
+fn a_symlink_created() {
+    leaves_no_trace("ln -s ../b.txt sub/deep/newlink");
+}
+
+#[test]
+fn a_symlink_changed() {
+    leaves_no_trace("ln -sfn sub/b.txt link\ntest \"$(cat link)\" = pristine-b");
+}
+
+#[test]
+fn a_file_rewritten_in_place_with_its_size_and_mtime_kept() {
+    leaves_no_trace(
+        "t=$(stat -c %y sub/b.txt)\nprintf 'PRISTINE-B\\n' | dd of=sub/b.txt conv=notrunc status=none\ntouch -d \"$t\" sub/b.txt\ntest \"$(stat -c %s%y sub/b.txt)\" = \"11$t\"\ngrep -q PRISTINE-B sub/b.txt",
+    );
+}
+
+#[test]
+fn a_file_written_through_a_hard_link_inside_the_copy() {
+    leaves_no_trace("ln a.txt hard\necho leaked >> hard\ngrep -q leaked a.txt");
+}
+
+#[test]
+fn a_file_written_through_a_hard_link_outside_the_copy() {
+    // The copy's parent is the scratch folder: no watch of the copy's folders sees this path.
+    leaves_no_trace(
+        "ln sub/b.txt ../outside\necho leaked >> ../outside\nrm ../outside\ngrep -q leaked sub/b.txt",
+    );
+}
+
+#[test]
+fn a_new_directory() {
+    leaves_no_trace("mkdir -p newdir/inner sub/deep/d2\necho leaked > newdir/inner/f");
+}
+
+#[test]
+fn a_deleted_directory() {
+    leaves_no_trace("rm -rf sub empty");
+}
+
+#[test]
+fn a_moved_directory() {
+    leaves_no_trace("mv sub moved\necho leaked >> moved/deep/c.txt");
+}
+
+#[test]
+fn a_file_replaced_by_a_directory_and_a_directory_by_a_file() {
+    leaves_no_trace("rm a.txt\nmkdir a.txt\necho x > a.txt/y\nrm -rf sub/deep\necho x > sub/deep");
+}
+
+#[test]
+fn a_folder_made_unwritable() {
+    leaves_no_trace("mkdir locked\necho x > locked/f\nchmod 0 locked sub/deep");
+}
+
+/// A continued step sees what its predecessor changed (made, changed, removed, a mode), a
+/// fresh step after it does not, on every mode.
+#[test]
+fn continued_steps_see_what_their_predecessor_left() {
+    let text = "# Steps\n\n### Answer EX-42-01 [code]\n\nRun:\n\n```sh\necho made > made.txt\necho more >> a.txt\nrm sub/b.txt\nchmod 700 sub/tool.sh\nmkdir -p new/dir\necho deep > new/dir/f\n```\n\n### Answer EX-42-02 [code]\n\nContinues: EX-42-01\n\nRun:\n\n```sh\ncat made.txt a.txt new/dir/f; test ! -e sub/b.txt; stat -c %a sub/tool.sh; echo again >> made.txt\n```\n\nExpected output:\n\n```text\nmade\npristine-a\nmore\ndeep\n700\n```\n\n### Answer EX-42-03 [code]\n\nContinues: EX-42-02\n\nRun:\n\n```sh\ncat made.txt\n```\n\nExpected output:\n\n```text\nmade\nagain\n```\n\n### Answer EX-42-04 [code]\n\nRun:\n\n```sh\ntest ! -e made.txt; test ! -e new; cat a.txt sub/b.txt; stat -c %a sub/tool.sh\n```\n\nExpected output:\n\n```text\npristine-a\npristine-b\n755\n```\n";
+    for mode in MODES {
+        for jobs in ["1", "2"] {
+            let dir = Dir::new();
+            let course = course(&dir, "");
+            std::fs::write(course.join("lessons/42-steps.md"), text).unwrap();
+            let before = fingerprint(&course);
+            dir.lessonprobe()
+                .args(["--lesson", "42", "--no-junit", "--jobs", jobs, "--course"])
+                .arg(&course)
+                .env("LESSONPROBE_ISOLATION", mode)
+                .within(Duration::from_secs(30))
+                .stdout_has("4 passed, 0 failed, 0 errors")
+                .success();
+            assert_eq!(fingerprint(&course), before, "{mode}: the course changed");
+        }
+    }
+}
+
+/// `shared` folders are linked into the copy (never copied), other virtual environments are
+/// left out as before, and a shared path the course lacks is refused at its line.
+#[test]
+fn shared_folders_are_linked_and_must_exist() {
+    let dir = Dir::new();
+    let course = course(&dir, "shared = [\"project/.venv\"]\n");
+    std::fs::create_dir_all(course.join("project/.venv/bin")).unwrap();
+    std::fs::write(course.join("project/.venv/bin/marker"), "venv\n").unwrap();
+    std::fs::create_dir_all(course.join("project/venv")).unwrap();
+    let text = "# Shared\n\n### Answer EX-43-01 [code]\n\nRun:\n\n```sh\ntest -L .venv && cat .venv/bin/marker && test ! -e venv && readlink .venv\n```\n\nExpected output:\n\n```text\nvenv\n[..]/course/project/.venv\n```\n";
+    std::fs::write(course.join("lessons/43-shared.md"), text).unwrap();
+    dir.lessonprobe()
+        .args(["--lesson", "43", "--no-junit", "--course"])
+        .arg(&course)
+        .within(Duration::from_secs(30))
+        .stdout_has("1 passed, 0 failed")
+        .success();
+    std::fs::write(
+        course.join("lessonprobe.toml"),
+        "shared = [\"project/.venv\", \"project/missing\"]\n",
+    )
+    .unwrap();
+    dir.lessonprobe()
+        .args(["--lesson", "43", "--no-junit", "--course"])
+        .arg(&course)
+        .stderr_matches("lessonprobe: [..]lessonprobe.toml:1:[..]: shared \"project/missing\" does not exist in the course[..]\n")
+        .status(2);
+}
+
+/// No scratch folder outlives a run: after a run of several workers, and after Ctrl-C and
+/// SIGTERM in the middle of one.
+#[test]
+fn no_scratch_folder_outlives_a_run() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    let mut text = String::from("# Many\n\n");
+    for i in 1..=6 {
+        text.push_str(&format!(
+            "### Answer EX-44-{i:02} [code]\n\nRun:\n\n```sh\necho {i} > step.txt\n```\n\n"
+        ));
+    }
+    text.push_str("### Answer EX-44-07 [code]\n\nContinues: EX-44-01\n\nRun:\n\n```sh\ncat step.txt\n```\n\nExpected output:\n\n```text\n1\n```\n");
+    std::fs::write(course.join("lessons/44-many.md"), &text).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    dir.lessonprobe()
+        .args(["--lesson", "44", "--no-junit", "--jobs", "3", "--course"])
+        .arg(&course)
+        .env("TMPDIR", &tmp)
+        .within(Duration::from_secs(30))
+        .stdout_has("7 passed")
+        .success();
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    let sleeper = text.replace(
+        "echo 6 > step.txt",
+        "echo 6 > step.txt; touch \"$TMPDIR/../started\"; sleep 60",
+    );
+    std::fs::write(course.join("lessons/44-many.md"), sleeper).unwrap();
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let started = dir.join("started");
+        let _ = std::fs::remove_file(&started);
+        let mut running = dir
+            .lessonprobe()
+            .args(["--lesson", "44", "--no-junit", "--jobs", "2", "--course"])
+            .arg(&course)
+            .env("TMPDIR", &tmp)
+            .spawn();
+        wait_for(&started, Duration::from_secs(30));
+        running.signal(signal);
+        running.within(Duration::from_secs(30)).status(code);
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(
+            left.is_empty(),
+            "left behind after signal {signal}: {left:?}"
+        );
+    }
+}
+
+/// A mode the program does not know is an ERROR that names the variable.
+#[test]
+fn an_unknown_mode_is_an_error_naming_it() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    std::fs::write(
+        course.join("lessons/45-x.md"),
+        "# X\n\n### Answer EX-45-01 [code]\n\nRun:\n\n```sh\ntrue\n```\n",
+    )
+    .unwrap();
+    dir.lessonprobe()
+        .args(["--lesson", "45", "--no-junit", "--course"])
+        .arg(&course)
+        .env("LESSONPROBE_ISOLATION", "reflink")
+        .stdout_has("LESSONPROBE_ISOLATION=\"reflink\" is not a mode (write watch or scan)")
+        .failure();
+}
