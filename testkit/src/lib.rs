@@ -26,6 +26,7 @@
 pub mod bench;
 pub mod kafka;
 pub mod kills;
+pub mod load;
 pub mod net;
 pub mod postgres;
 pub mod process;
