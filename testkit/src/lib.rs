@@ -34,6 +34,7 @@ pub mod replay;
 pub mod services;
 pub mod sqlite;
 pub mod ssh;
+pub mod toxiproxy;
 
 mod files;
 mod junit;

@@ -16,6 +16,7 @@ mod lesson_language;
 mod postgres;
 mod remote;
 mod replay;
+mod replay_faults;
 mod replay_kafka;
 mod replay_target;
 mod replay_verify;
