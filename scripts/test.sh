@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what is missing, starts a throwaway
-# PostgreSQL cluster and sshd on loopback, fetches the pinned Apache Kafka (tests start their own
+# PostgreSQL cluster, sshd and a Toxiproxy server on loopback, fetches the pinned Apache Kafka (tests start their own
 # brokers from it through scripts/kafka.sh, and one is started here for the lesson runs), makes a
 # Python virtual environment for the sample course, runs every test in release mode, stops
 # everything and fails if a broker JVM outlived the tests.
@@ -162,6 +162,29 @@ export LESSONPROBE_TEST_SSH_KEY="$ssh_dir/client_key"
 export LESSONPROBE_TEST_SSH_OTHER_KEY="$ssh_dir/other_key"
 export LESSONPROBE_TEST_SSH_KNOWN_HOSTS="$ssh_dir/known_hosts"
 export LESSONPROBE_TEST_SSH_LOG="$ssh_dir/sshd.log"
+
+# --- Toxiproxy: the fault-injecting TCP proxy of the fault suite (tests/integration/replay_faults.rs),
+# built once through the Go module proxy into a cache, started on loopback ------------------------
+TOXIPROXY_VERSION=v2.12.0
+toxi_dir="${XDG_CACHE_HOME:-$HOME/.cache}/lessonprobe/toxiproxy/$TOXIPROXY_VERSION"
+if [ ! -x "$toxi_dir/server" ]; then
+  go_bin=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$go_bin" ]; then
+    printf 'FAILED: Go is needed once to build Toxiproxy %s (go install); install Go 1.22 or newer\n' "$TOXIPROXY_VERSION" >&2
+    exit 1
+  fi
+  log "building Toxiproxy $TOXIPROXY_VERSION (go install, once, into $toxi_dir)"
+  GOBIN="$toxi_dir" "$go_bin" install \
+    "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    "github.com/Shopify/toxiproxy/v2/cmd/cli@$TOXIPROXY_VERSION"
+fi
+toxiport=$(free_port)
+log "starting Toxiproxy on 127.0.0.1:$toxiport"
+"$toxi_dir/server" -host 127.0.0.1 -port "$toxiport" >"$work/toxiproxy.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$toxiport") 2>/dev/null && break; sleep 0.1; done
+export LESSONPROBE_TEST_TOXIPROXY="127.0.0.1:$toxiport"
+export LESSONPROBE_TEST_TOXIPROXY_CLI="$toxi_dir/cli"
 
 # --- Apache Kafka: the pinned jars, and one broker for the lesson runs ----------------------------
 log "fetching Apache Kafka ($(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)) through Maven"

@@ -26,6 +26,7 @@
 pub mod bench;
 pub mod kafka;
 pub mod kills;
+pub mod load;
 pub mod net;
 pub mod postgres;
 pub mod process;
@@ -33,6 +34,7 @@ pub mod replay;
 pub mod services;
 pub mod sqlite;
 pub mod ssh;
+pub mod toxiproxy;
 
 mod files;
 mod junit;

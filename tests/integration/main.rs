@@ -18,6 +18,7 @@ mod postgres;
 mod real_readmes;
 mod remote;
 mod replay;
+mod replay_faults;
 mod replay_kafka;
 mod replay_target;
 mod replay_verify;

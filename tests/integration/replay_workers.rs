@@ -283,6 +283,55 @@ on_each_broker! {
     }
 }
 
+/// Contention is waiting, not failure: `n` workers started at the same moment on one fresh
+/// target, every core busy with a CPU hog (the load under which a worker once gave up with
+/// "database is locked"), each waiting for the others' locks: every worker exits 0, every
+/// event lands once and every checkpoint reaches its stop.
+fn workers_at_once_under_load(kind: BrokerKind, target: Target, n: usize) {
+    let broker = kind.sample_day(TOPIC, EVENTS / 2, PARTITIONS);
+    let db = target.url();
+    let _hog = load::CpuHog::on_every_core();
+    let workers: Vec<Running> = (0..n)
+        .map(|_| {
+            worker_in_session(&broker.servers, &db, "50", "150s", Duration::from_secs(6)).spawn()
+        })
+        .collect();
+    for w in workers {
+        let ran = w.within(Duration::from_secs(160)).success();
+        assert!(ran.stdout.contains("partition,records"), "{}", ran.text());
+    }
+    assert_eq!(
+        target.count("SELECT COUNT(DISTINCT event_id) FROM audit_events"),
+        (EVENTS / 2) as i64
+    );
+    assert_eq!(
+        target.count("SELECT COUNT(*) FROM audit_events"),
+        (EVENTS / 2) as i64
+    );
+    assert_eq!(
+        target.count(
+            "SELECT COUNT(*) FROM lessonprobe_replay_partitions WHERE next_offset = stop_offset"
+        ),
+        PARTITIONS as i64
+    );
+}
+
+on_each_broker! {
+    fn workers_started_at_once_on_one_sqlite_file_wait_for_each_other_under_load(kind) {
+        let dir = Dir::new();
+        let file = dir.join("contended.db");
+        workers_at_once_under_load(kind, Target::Sqlite { _dir: dir, file }, 4);
+    }
+
+    fn workers_started_at_once_on_one_postgres_database_wait_for_each_other_under_load(kind) {
+        let Some(admin) = services::postgres() else {
+            return;
+        };
+        let target = Target::Postgres(OwnDatabase::create(&admin, "contended"));
+        workers_at_once_under_load(kind, target, 4);
+    }
+}
+
 /// On Apache Kafka's own group coordinator, with a session timeout of 1.5 s (its minimum here is
 /// 1 s): a SIGKILLed worker's partitions move to the others about one session timeout after the
 /// kill (not at once: nobody may claim them while the group still counts it alive; not after

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::backend::Backend;
 use super::error::StoreError;
 use super::inspect::Inspection;
+use super::patience::{Patience, Patient};
 use super::postgres::{describe, PostgresTarget};
 use super::replay_target::{ReplayTarget, Timeouts};
 use super::sqlite::SqliteTarget;
@@ -59,10 +60,17 @@ impl FromStr for AuditDb {
 
 impl AuditDb {
     /// Opens the target for a replay: a SQLite file is created when missing.
+    /// Its calls wait out other writers until `timeouts.statement` from now (see [`Patient`]).
     pub fn open_target(&self, timeouts: Timeouts) -> Result<Box<dyn ReplayTarget>, StoreError> {
+        let patience = Patience::within(timeouts.statement);
         Ok(match self {
-            AuditDb::Sqlite(path) => Box::new(SqliteTarget::open(path, timeouts, false)?),
-            AuditDb::Postgres(url) => Box::new(PostgresTarget::open(url, timeouts)?),
+            AuditDb::Sqlite(path) => Box::new(Patient::new(
+                SqliteTarget::open(path, timeouts, false)?,
+                patience,
+            )),
+            AuditDb::Postgres(url) => {
+                Box::new(Patient::new(PostgresTarget::open(url, timeouts)?, patience))
+            }
         })
     }
 
@@ -74,8 +82,14 @@ impl AuditDb {
     ) -> Result<Option<Box<dyn ReplayTarget>>, StoreError> {
         Ok(match self {
             AuditDb::Sqlite(path) if !path.exists() => None,
-            AuditDb::Sqlite(path) => Some(Box::new(SqliteTarget::open(path, timeouts, true)?)),
-            AuditDb::Postgres(url) => Some(Box::new(PostgresTarget::open(url, timeouts)?)),
+            AuditDb::Sqlite(path) => Some(Box::new(Patient::new(
+                SqliteTarget::open(path, timeouts, true)?,
+                Patience::within(timeouts.statement),
+            ))),
+            AuditDb::Postgres(url) => Some(Box::new(Patient::new(
+                PostgresTarget::open(url, timeouts)?,
+                Patience::within(timeouts.statement),
+            ))),
         })
     }
 

@@ -50,10 +50,21 @@ impl StoreError {
         }
     }
 
-    /// Whether the server ended the statement only because it ran into another transaction —
-    /// a deadlock (40P01) or a serialization failure (40001) — so that the same work, done
-    /// again, may succeed.
+    /// Whether the database ended the work only because it ran into another transaction, so
+    /// that the same work, done again, may succeed: on PostgreSQL a deadlock (40P01), a
+    /// serialization failure (40001) or a lock wait past `lock_timeout` (55P03); on SQLite a
+    /// busy or locked file (which the busy timeout does not wait out when waiting could
+    /// deadlock, e.g. a read transaction that wants to write after another writer committed).
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Postgres { code, .. } if code == "40P01" || code == "40001")
+        match self {
+            StoreError::Postgres { code, .. } => {
+                matches!(code.as_str(), "40P01" | "40001" | "55P03")
+            }
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            _ => false,
+        }
     }
 }

@@ -9,6 +9,7 @@ mod bookkeeping_sql;
 mod error;
 pub mod inspect;
 pub mod ledger;
+mod patience;
 pub mod postgres;
 mod replay_target;
 pub mod schema;

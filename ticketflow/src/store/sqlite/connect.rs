@@ -12,6 +12,9 @@ pub(super) const PAGE_CACHE_KIB: i64 = 65_536;
 
 /// WAL, durable commits, a bounded wait for the file.
 pub(super) fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> {
+    // First: switching a new file to WAL, which the workers of one plan may do at once,
+    // waits for the run's time too, not rusqlite's default of 5 s.
+    conn.busy_timeout(busy)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // synchronous stays FULL: an offset is committed to Kafka right after the SQL commit,
     // so that commit must survive power loss too. A 64 MiB page cache keeps the event_id
@@ -22,6 +25,52 @@ pub(super) fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> 
     // every commit also copied the WAL back into the file; a larger WAL is copied back less
     // often and each page once for many commits. Durability is the WAL's, unchanged.
     conn.pragma_update(None, "wal_autocheckpoint", 16_384)?;
-    conn.busy_timeout(busy)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use rusqlite::Connection;
+
+    use crate::store::{AuditDb, PlanStatus, Timeouts};
+
+    /// Another process holding the file's write lock longer than rusqlite's default busy
+    /// timeout (5 s): a target opened meanwhile reads at once (opening takes no write lock),
+    /// and its write waits for the lock, then succeeds — contention is waiting, not failure.
+    #[test]
+    fn a_target_opened_while_another_writer_holds_the_file_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("contended.db");
+        let db = AuditDb::Sqlite(path.clone());
+        {
+            let mut target = db
+                .open_target(Timeouts::all(Duration::from_secs(5)))
+                .unwrap();
+            let adoption = target.inspect().unwrap().adopt().unwrap();
+            target.prepare(&adoption).unwrap();
+        }
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let opening = Instant::now();
+        let mut target = db
+            .open_target(Timeouts::all(Duration::from_secs(30)))
+            .unwrap();
+        assert!(
+            opening.elapsed() < Duration::from_secs(1),
+            "opening waited {:?} for the other writer",
+            opening.elapsed()
+        );
+        assert!(target.plans().unwrap().is_empty());
+        let held = Duration::from_millis(5_500);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(held);
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        let writing = Instant::now();
+        target.finish("no-such-plan", PlanStatus::Complete).unwrap();
+        assert!(writing.elapsed() >= held - Duration::from_millis(600));
+        release.join().unwrap();
+    }
 }

@@ -18,6 +18,7 @@ use crate::store::ledger::{
     now, Batch, Claim, Counters, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
+use crate::store::patience::Patience;
 use crate::store::replay_target::{ReplayTarget, Timeouts};
 use crate::store::schema::{self, AUDIT_TABLE, BOOKKEEPING, LEGACY};
 
@@ -31,20 +32,24 @@ pub struct SqliteTarget {
 }
 
 impl SqliteTarget {
-    /// Opens `path` (created when missing unless `look_only`); waits for a locked file at
-    /// most `timeouts.statement`.
+    /// Opens `path` (created when missing unless `look_only`); waits for a locked file, and
+    /// tries again a call that met another writer, for at most `timeouts.statement`.
     pub fn open(path: &Path, timeouts: Timeouts, look_only: bool) -> Result<Self, StoreError> {
         let place = format!("sqlite {}", path.display());
-        let conn = if look_only {
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
-        } else {
-            Connection::open(path)?
-        };
-        if look_only {
-            conn.busy_timeout(timeouts.statement)?;
-        } else {
-            tune(&conn, timeouts.statement)?;
-        }
+        let patience = Patience::within(timeouts.statement);
+        let conn = patience.run(&place, || {
+            let conn = if look_only {
+                Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+            } else {
+                Connection::open(path)?
+            };
+            if look_only {
+                conn.busy_timeout(timeouts.statement)?;
+            } else {
+                tune(&conn, timeouts.statement)?;
+            }
+            Ok::<_, StoreError>(conn)
+        })?;
         Ok(SqliteTarget {
             conn,
             place,
