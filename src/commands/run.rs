@@ -107,6 +107,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             retries: args.retries.unwrap_or(0),
             retry_documents: args.retry_documents,
         },
+        preflight: Vec::new(),
     };
     let report = Reporting {
         junit: (!args.no_junit).then(|| {

@@ -103,6 +103,11 @@ impl<W: Write> Terminal<W> {
         if !fails {
             return;
         }
+        if o.kind == crate::run::ENVIRONMENT {
+            self.failing
+                .push((o.verdict, format!("environment: {}", o.name)));
+            return;
+        }
         let mut name = o.id.clone();
         if let Some(backend) = o.backend {
             name.push_str(&format!(" [{backend}]"));
@@ -162,6 +167,13 @@ impl<W: Write> Terminal<W> {
         } else {
             label
         };
+        // A failed preflight check: what is wrong and the fix, on one line.
+        if o.kind == crate::run::ENVIRONMENT {
+            return format!(
+                "{label} environment: {}",
+                o.message.as_deref().unwrap_or("")
+            );
+        }
         let mut line = format!(
             "{label} [{:>7.3}s] lesson {} {}",
             o.duration.as_secs_f64(),
@@ -187,7 +199,8 @@ impl<W: Write> Terminal<W> {
 
     fn details(&self, o: &Outcome) -> Vec<String> {
         let mut lines = Vec::new();
-        if matches!(o.verdict, Verdict::Fail | Verdict::Error) {
+        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::ENVIRONMENT
+        {
             if let Some(message) = &o.message {
                 lines.push(format!("        {message}"));
             }
