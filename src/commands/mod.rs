@@ -7,6 +7,7 @@ pub mod clean;
 mod course;
 pub mod hosts;
 pub mod list;
+mod preflight;
 pub mod remote;
 pub mod replay;
 pub mod run;

@@ -86,7 +86,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         .iter()
         .flat_map(|(_, probes)| probes)
         .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
-    let config = RunConfig {
+    let mut config = RunConfig {
         jobs: args.jobs.map_or_else(
             || std::thread::available_parallelism().map_or(2, |n| n.get()),
             usize::from,
@@ -109,6 +109,12 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         },
         preflight: Vec::new(),
     };
+    config.preflight = super::preflight::checks(
+        course.as_ref().map(|c| &c.course),
+        &config.sql,
+        &config.kafka,
+        &config.remote,
+    );
     let report = Reporting {
         junit: (!args.no_junit).then(|| {
             args.junit.clone().unwrap_or_else(|| match args.lesson {

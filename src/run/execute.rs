@@ -111,7 +111,9 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     };
     let mut outcome = Outcome::of(case);
     if matches!(case.decision, Decision::Broken(_)) {
+        // Its message says what and where; no manifest line is its place.
         outcome.kind = ENVIRONMENT;
+        outcome.file = None;
     }
     outcome.verdict = verdict;
     outcome.message = Some(reason.clone());

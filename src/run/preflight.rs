@@ -212,8 +212,8 @@ pub fn apply<'a>(
             let needs = needs(&case, config);
             if let Some(f) = failed.iter().find(|f| needs.contains(&f.need)) {
                 case.decision = Decision::NotRun(format!(
-                    "needs {}, which the preflight found broken: {}",
-                    f.name, f.problem.what
+                    "needs {}, which the preflight found broken (its ERROR says why)",
+                    f.name
                 ));
             }
         }
