@@ -14,6 +14,7 @@ mod lesson_docs;
 mod lesson_kafka;
 mod lesson_language;
 mod postgres;
+mod preflight;
 mod remote;
 mod replay;
 mod replay_kafka;

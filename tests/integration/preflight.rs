@@ -1,0 +1,220 @@
+//! The preflight before any probe: a course's declared requirements checked against the
+//! interpreter (one ERROR naming what is missing and the fix, its code blocks NOT RUN, no
+//! traceback), a broker and a PostgreSQL that do not answer reported once, the probes that need
+//! nothing broken still run; `[environment]` mistakes refused with file:line.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lessonprobe_testkit::net::free_port;
+use lessonprobe_testkit::*;
+
+/// A lesson whose one code block needs nothing but a shell.
+const LESSON: &str = "# Echo
+
+### Answer EX-41-01 [code]
+
+Run:
+
+```sh
+echo hello
+```
+
+Expected output:
+
+```text
+hello
+```
+";
+
+/// A course declaring `requirements` in `dir/course`.
+fn course(dir: &Path, requirements: &str, python: Option<&str>) -> PathBuf {
+    let course = dir.join("course");
+    std::fs::create_dir_all(course.join("lessons")).unwrap();
+    std::fs::create_dir_all(course.join("project")).unwrap();
+    std::fs::write(course.join("lessons/41-echo.md"), LESSON).unwrap();
+    std::fs::write(course.join("requirements.txt"), requirements).unwrap();
+    let mut config = "[environment]\nrequirements = \"requirements.txt\"\n".to_owned();
+    if let Some(p) = python {
+        config.push_str(&format!("python = {p:?}\n"));
+    }
+    std::fs::write(course.join("lessonprobe.toml"), config).unwrap();
+    course
+}
+
+/// A virtual environment without pip whose site-packages holds a hand-made distribution
+/// `lessonprobe-tiny` at `version`: what importlib.metadata reads, nothing installed.
+fn interpreter_with_tiny(dir: &Path, version: &str) -> PathBuf {
+    let venv = dir.join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success(), "python3 -m venv");
+    let lib = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages/lessonprobe_tiny-0.dist-info");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(
+        lib.join("METADATA"),
+        format!("Metadata-Version: 2.1\nName: lessonprobe-tiny\nVersion: {version}\n"),
+    )
+    .unwrap();
+    venv.join("bin/python")
+}
+
+/// The lesson of the course in `dir/course`, named as the student would: `--course course`.
+fn run(dir: &Path, _course: &Path, python: &Path) -> Test {
+    lessonprobe()
+        .current_dir(dir)
+        .args(["--course", "course"])
+        .args(["--lesson", "41", "--junit", "r.xml", "--python"])
+        .arg(python)
+}
+
+#[test]
+fn a_missing_requirement_is_one_environment_error_and_the_code_blocks_are_not_run() {
+    let dir = Dir::new();
+    let course = course(dir.path(), "# needs\nlessonprobe-tiny>=1\n", None);
+    let python = interpreter_with_tiny(dir.path(), "1.0");
+    std::fs::remove_dir_all(
+        std::fs::read_dir(dir.join("venv/lib"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("site-packages/lessonprobe_tiny-0.dist-info"),
+    )
+    .unwrap();
+    let ran = run(dir.path(), &course, &python)
+        .stdout_has("ERROR   environment: ")
+        .stdout_has(
+            " lacks lessonprobe-tiny (course/requirements.txt:2) — run lessonprobe env, or pip install -r course/requirements.txt\n",
+        )
+        .stdout_has("NOT RUN [  0.000s] lesson 41 EX-41-01")
+        .stdout_lacks("Traceback")
+        .within(Duration::from_secs(10))
+        .failure();
+    let errors = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ERROR"))
+        .count();
+    assert_eq!(errors, 1, "{}", ran.stdout);
+    validate_junit(&dir.join("r.xml"));
+    let report = parse_junit(&dir.join("r.xml"));
+    let suite = &report.test_suites[0];
+    assert_eq!(suite.name.as_str(), "environment");
+    assert_eq!(suite.test_cases[0].name.as_str(), "environment: python");
+    assert_eq!(verdict(&suite.test_cases[0]), "ERROR");
+    assert_eq!(verdict(&report.test_suites[1].test_cases[0]), "NOT RUN");
+}
+
+#[test]
+fn an_installed_requirement_at_an_allowed_version_lets_the_lesson_run() {
+    let dir = Dir::new();
+    let course = course(dir.path(), "lessonprobe-tiny>=1,<2\n", Some(">=3.8"));
+    let python = interpreter_with_tiny(dir.path(), "1.4");
+    run(dir.path(), &course, &python)
+        .stdout_has("PASS ")
+        .stdout_lacks("environment")
+        .success();
+    // Another version, or a Python the course does not accept: the fix is named.
+    std::fs::write(course.join("requirements.txt"), "lessonprobe-tiny>=2\n").unwrap();
+    run(dir.path(), &course, &python)
+        .stdout_has("lessonprobe-tiny 1.4, not >=2 (course/requirements.txt:1)")
+        .failure();
+    std::fs::write(
+        course.join("lessonprobe.toml"),
+        "[environment]\nrequirements = \"requirements.txt\"\npython = \"<3\"\n",
+    )
+    .unwrap();
+    run(dir.path(), &course, &python)
+        .stdout_has("is not a Python the course accepts (<3 in lessonprobe.toml) — give --python a Python <3")
+        .failure();
+}
+
+#[test]
+fn environment_mistakes_are_refused_with_their_line() {
+    let dir = Dir::new();
+    let course = course(dir.path(), "ok\nbad>>=1\n", None);
+    run(dir.path(), &course, Path::new("python3"))
+        .stderr_has("course/requirements.txt:2:")
+        .status(2);
+    std::fs::write(course.join("requirements.txt"), "ok\n").unwrap();
+    std::fs::write(
+        course.join("lessonprobe.toml"),
+        "[environment]\nrequirements = \"requirements.txt\"\npython = \"three\"\n",
+    )
+    .unwrap();
+    run(dir.path(), &course, Path::new("python3"))
+        .stderr_has("course/lessonprobe.toml:3:")
+        .status(2);
+    std::fs::write(
+        course.join("lessonprobe.toml"),
+        "[environment]\nrequirements = \"missing.txt\"\n",
+    )
+    .unwrap();
+    run(dir.path(), &course, Path::new("python3"))
+        .stderr_has("course/lessonprobe.toml:2:")
+        .stderr_has("cannot read requirements file course/missing.txt")
+        .status(2);
+}
+
+#[test]
+fn a_broker_that_does_not_answer_is_one_error_quickly_and_the_sql_probes_still_run() {
+    let port = free_port();
+    let ran = lessonprobe()
+        .in_repo()
+        .args([
+            "--lesson",
+            "30",
+            "--select",
+            "L30-01",
+            "--select",
+            "L30-13",
+            "--no-junit",
+        ])
+        .args(["--kafka", &format!("127.0.0.1:{port}")])
+        .stdout_has(format!("ERROR   environment: kafka 127.0.0.1:{port}: "))
+        .stdout_has("PASS    [")
+        .stdout_has("NOT RUN [  0.000s] lesson 30 L30-13")
+        .stdout_lacks("rdkafka")
+        .stderr_lacks("rdkafka")
+        .within(Duration::from_secs(4))
+        .failure();
+    let errors = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ERROR"))
+        .count();
+    assert_eq!(errors, 1, "{}", ran.stdout);
+}
+
+#[test]
+fn a_closed_postgres_port_is_one_error_not_one_per_probe() {
+    let port = free_port();
+    let ran = lessonprobe()
+        .in_repo()
+        .args(["--lesson", "30", "--no-junit", "--db", "sqlite"])
+        .args(["--db", &format!("postgres://lp@127.0.0.1:{port}/lp")])
+        .stdout_has(format!(
+            "ERROR   environment: cannot connect to postgres 127.0.0.1:{port}/lp: "
+        ))
+        .stdout_has("NOT RUN [  0.000s] lesson 30 L30-01 sql-audit-probe [postgres]")
+        .stdout_has("PASS    [")
+        .within(Duration::from_secs(10))
+        .failure();
+    let errors = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ERROR"))
+        .count();
+    assert_eq!(errors, 1, "{}", ran.stdout);
+}
