@@ -66,6 +66,20 @@ pub enum Command {
     /// Find what earlier probe runs left (scratch schemas, Kafka topics and groups, SQLite
     /// files) by the run-id naming rule, and drop it with --execute.
     Clean(CleanArgs),
+    /// Make the course's declared environment ([environment] of lessonprobe.toml) in the user's
+    /// cache folder, unless it is made already; print its interpreter.
+    Env(EnvArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// The course checkout [default: .].
+    #[arg(long, env = "LESSONPROBE_COURSE", value_name = "DIR")]
+    pub course: Option<PathBuf>,
+    /// The interpreter to build the environment from [default: the course's `python`, else
+    /// python3].
+    #[arg(long, value_name = "INTERP")]
+    pub python: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -54,7 +54,14 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         .transpose()
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
-    let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    let mut course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    // Without --python, a course that declares its environment runs in it, made when missing.
+    if let (Some(open), None) = (course.as_mut(), &args.course.python) {
+        let base = open.course.settings.python.clone();
+        if let Some(python) = super::env::ensure(&open.course, &base)? {
+            open.course.settings.python = python.display().to_string();
+        }
+    }
     let uncollected = match &course {
         Some(course) => course.attach(&mut catalog, args.strict)?,
         None => Vec::new(),

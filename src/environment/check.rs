@@ -111,6 +111,10 @@ pub fn check(
             python: python.to_owned(),
         });
     };
+    // The cached environment of these very requirements: made and checked by its installer.
+    if super::provision::is_made_for(python, declared) {
+        return Ok(());
+    }
     let mut args = vec!["-c".to_owned(), ASK.to_owned()];
     args.extend(
         declared

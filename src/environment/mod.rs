@@ -3,6 +3,7 @@
 //! and the cached virtual environment `lessonprobe env` makes from them.
 
 pub mod check;
+pub mod provision;
 pub mod requirements;
 
 use std::path::{Path, PathBuf};

@@ -218,3 +218,152 @@ fn a_closed_postgres_port_is_one_error_not_one_per_probe() {
         .count();
     assert_eq!(errors, 1, "{}", ran.stdout);
 }
+
+/// Writes a wheel of `lessonprobe-tiny` 1.0 (a module saying hello) into `dir`: a zip made by
+/// hand, so pip installs it offline with no build tools.
+fn tiny_wheel(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = r#"
+import sys, zipfile, os
+name, ver = "lessonprobe_tiny", "1.0"
+info = f"{name}-{ver}.dist-info"
+files = {
+    "lessonprobe_tiny/__init__.py": "GREETING = 'hello from tiny'\n",
+    f"{info}/METADATA": f"Metadata-Version: 2.1\nName: lessonprobe-tiny\nVersion: {ver}\n",
+    f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+with zipfile.ZipFile(os.path.join(sys.argv[1], f"{name}-{ver}-py3-none-any.whl"), "w") as z:
+    for p, t in files.items():
+        z.writestr(p, t)
+"#;
+    let made = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+const TINY_LESSON: &str = "# Tiny
+
+### Answer EX-41-01 [code]
+
+Save as `show.py`, run from `project/`:
+
+```python
+import lessonprobe_tiny
+print(lessonprobe_tiny.GREETING)
+```
+
+Run:
+
+```sh
+python show.py
+```
+
+Expected output:
+
+```text
+hello from tiny
+```
+";
+
+/// A course needing `lessonprobe-tiny` `pin`, found offline in its own `wheels/` folder.
+fn tiny_course(dir: &Path, pin: &str) -> PathBuf {
+    let course = course(
+        dir,
+        &format!("--no-index\n--find-links wheels\nlessonprobe-tiny{pin}\n"),
+        None,
+    );
+    std::fs::write(course.join("lessons/41-echo.md"), TINY_LESSON).unwrap();
+    tiny_wheel(&course.join("wheels"));
+    course
+}
+
+fn in_cache(dir: &Dir, args: &[&str]) -> Test {
+    lessonprobe()
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .args(args)
+        .within(Duration::from_secs(300))
+}
+
+#[test]
+fn env_makes_the_environment_once_in_the_cache_and_a_plain_run_uses_it() {
+    let dir = Dir::new();
+    let course = tiny_course(dir.path(), "==1.0");
+    let first = in_cache(&dir, &["env", "--course", "course"])
+        .stderr_has("lessonprobe: making the environment of course/requirements.txt in ")
+        .stderr_has("environment ready")
+        .success();
+    let python = PathBuf::from(first.stdout.trim());
+    assert!(
+        python.starts_with(dir.join("cache/lessonprobe/envs")),
+        "{python:?}"
+    );
+    assert!(python.exists());
+    let second = in_cache(&dir, &["env", "--course", "course"])
+        .stderr_lacks("making")
+        .success();
+    assert_eq!(
+        second.stdout, first.stdout,
+        "the same environment, untouched"
+    );
+    // Nothing half-made beside it, nothing written into the course.
+    let envs: Vec<_> = std::fs::read_dir(dir.join("cache/lessonprobe/envs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    assert!(!course.join(".venv").exists() && !course.join("env").exists());
+    // A run without --python uses it, and says nothing of making it.
+    in_cache(
+        &dir,
+        &["--course", "course", "--lesson", "41", "--no-junit"],
+    )
+    .stdout_has("PASS ")
+    .stderr_lacks("making")
+    .success();
+    // An interpreter given is used as given, unprovisioned: the preflight names what it lacks.
+    in_cache(
+        &dir,
+        &[
+            "--course",
+            "course",
+            "--lesson",
+            "41",
+            "--no-junit",
+            "--python",
+            "python3",
+        ],
+    )
+    .stdout_has("lacks lessonprobe-tiny (course/requirements.txt:3)")
+    .failure();
+}
+
+#[test]
+fn a_plain_run_makes_a_missing_environment_first_and_a_failed_install_keeps_nothing() {
+    let dir = Dir::new();
+    tiny_course(dir.path(), "==1.0");
+    in_cache(
+        &dir,
+        &["--course", "course", "--lesson", "41", "--no-junit"],
+    )
+    .stderr_has("lessonprobe: making the environment of course/requirements.txt")
+    .stdout_has("PASS ")
+    .success();
+
+    let dir = Dir::new();
+    tiny_course(dir.path(), "==9.9");
+    in_cache(&dir, &["env", "--course", "course"])
+        .stderr_has("cannot make the course's environment: pip install failed")
+        .stderr_has("lessonprobe-tiny==9.9")
+        .stderr_has("nothing was kept")
+        .status(4);
+    let left: Vec<_> = std::fs::read_dir(dir.join("cache/lessonprobe/envs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "no half-made environment: {left:?}");
+}
