@@ -69,6 +69,25 @@ pub enum Command {
     /// Make the course's declared environment ([environment] of lessonprobe.toml) in the user's
     /// cache folder, unless it is made already; print its interpreter.
     Env(EnvArgs),
+    /// Check the environment a run would use — the course's interpreter and packages, the
+    /// broker, the databases, the remote host — and print each check with its fix.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub course: CourseArgs,
+    /// The SQL backends a run would use (as `run --db`); repeatable.
+    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB", default_value = "sqlite", value_parser = DbChoice::from_str)]
+    pub db: Vec<DbChoice>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub hosts: HostArgs,
+    /// A table, or JSON.
+    #[arg(long, value_enum, default_value_t = crate::render::TableFormat::Table)]
+    pub format: crate::render::TableFormat,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ pub mod broker;
 mod ci_reports;
 pub mod clean;
 mod course;
+mod doctor;
 mod env;
 pub mod hosts;
 pub mod list;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Broker(args)) => broker::broker(args),
         Some(Command::Clean(args)) => clean::clean(args),
         Some(Command::Env(args)) => env::env(args),
+        Some(Command::Doctor(args)) => doctor::doctor(args),
         Some(Command::Bless(args)) => bless::bless(args),
         Some(Command::Replay(mut args)) => match args.action.take() {
             Some(ReplayAction::Status(status)) => replay::status(status),

@@ -24,7 +24,7 @@ use super::ci_reports::Extras;
 use super::course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
-fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
+pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
     let postgres_env = std::env::var("LESSONPROBE_POSTGRES").ok();
     let targets = db::probe_databases(choices, postgres_env.as_deref())
         .map_err(|e| Error::Usage(e.to_string()))?;

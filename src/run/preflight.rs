@@ -105,6 +105,20 @@ pub fn check(plan: &Plan<'_>, config: &RunConfig) -> Vec<Failed> {
             })
         })
         .collect();
+    run_all(&wanted)
+        .into_iter()
+        .filter_map(|(check, problem)| {
+            problem.map(|problem| Failed {
+                need: check.need.clone(),
+                name: check.name.clone(),
+                problem,
+            })
+        })
+        .collect()
+}
+
+/// Runs `wanted` all at once, each bounded by [`CHECK_LIMIT`]: each with its problem, if any.
+pub fn run_all<'c>(wanted: &[&'c Check]) -> Vec<(&'c Check, Option<Problem>)> {
     let (tx, rx) = mpsc::channel();
     for (i, check) in wanted.iter().enumerate() {
         let (sender, run) = (tx.clone(), check.run.clone());
@@ -137,9 +151,9 @@ pub fn check(plan: &Plan<'_>, config: &RunConfig) -> Vec<Failed> {
     wanted
         .iter()
         .zip(answers)
-        .filter_map(|(check, answer)| {
+        .map(|(check, answer)| {
             let problem = match answer {
-                Some(Ok(())) => return None,
+                Some(Ok(())) => return (*check, None),
                 Some(Err(problem)) => problem,
                 None => Problem {
                     what: format!(
@@ -150,11 +164,7 @@ pub fn check(plan: &Plan<'_>, config: &RunConfig) -> Vec<Failed> {
                     fix: "check that the service is up and reachable from this machine".into(),
                 },
             };
-            Some(Failed {
-                need: check.need.clone(),
-                name: check.name.clone(),
-                problem,
-            })
+            (*check, Some(problem))
         })
         .collect()
 }

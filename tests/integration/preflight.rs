@@ -367,3 +367,45 @@ fn a_plain_run_makes_a_missing_environment_first_and_a_failed_install_keeps_noth
         .collect();
     assert!(left.is_empty(), "no half-made environment: {left:?}");
 }
+
+#[test]
+fn doctor_lists_every_check_with_its_fix_and_fails_when_one_fails() {
+    let dir = Dir::new();
+    course(dir.path(), "lessonprobe-tiny>=1\n", None);
+    let python = interpreter_with_tiny(dir.path(), "1.0");
+    let python = python.display().to_string();
+    let port = free_port();
+    let kafka = format!("127.0.0.1:{port}");
+    let ran = lessonprobe()
+        .current_dir(dir.path())
+        .args([
+            "doctor", "--course", "course", "--python", &python, "--format", "json",
+        ])
+        .args(["--kafka", &kafka])
+        .within(Duration::from_secs(10))
+        .failure();
+    let rows = ran.json();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["check"], "python");
+    assert_eq!(rows[0]["result"], "ok");
+    assert_eq!(rows[1]["check"], format!("kafka {kafka}"));
+    assert_eq!(rows[1]["result"], "FAILED");
+    assert!(rows[1]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("start the broker"));
+    lessonprobe()
+        .current_dir(dir.path())
+        .args(["doctor", "--course", "course", "--python", &python])
+        .stdout_has("python")
+        .stdout_has("ok")
+        .success();
+    lessonprobe()
+        .current_dir(dir.path())
+        .args(["doctor", "--course", "course", "--python", "python3"])
+        .stdout_has("FAILED")
+        .stdout_has("lacks lessonprobe-tiny (course/requirements.txt:1)")
+        .stdout_has("run lessonprobe env, or pip install -r course/requirements.txt")
+        .failure();
+}
