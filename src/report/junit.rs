@@ -168,7 +168,7 @@ pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
         // It became a folder while the run went on: a failed write, not a usage error.
         OutputError::IsFolder { path } => OutputError::Io {
             path,
-            source: std::io::ErrorKind::IsADirectory.into(),
+            source: std::io::Error::other("is a folder"),
         },
         e => e,
     });

@@ -51,10 +51,8 @@ impl Destination {
                 Ok(meta) => meta,
                 // Nothing there yet; a file in its way is met when its folder is made.
                 Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                    ) =>
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
                 {
                     return Ok(Destination::File(at))
                 }
@@ -195,7 +193,7 @@ impl OutputError {
     /// The path the error is about and the OS error, for a report that names them its way.
     pub fn into_parts(self) -> (PathBuf, std::io::Error) {
         match self {
-            OutputError::IsFolder { path } => (path, std::io::ErrorKind::IsADirectory.into()),
+            OutputError::IsFolder { path } => (path, std::io::Error::other("is a folder")),
             OutputError::Folder { dir, source } => (dir, source),
             OutputError::Io { path, source } => (path, source),
         }
