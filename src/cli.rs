@@ -69,6 +69,12 @@ pub enum Command {
     /// Verify the terminal and Python sessions (and labelled blocks) of any Markdown files and
     /// folders, no lessonprobe.toml needed; each document runs in a fresh temporary folder.
     Doc(DocArgs),
+    /// Make the course's declared environment ([environment] of lessonprobe.toml) in the user's
+    /// cache folder, unless it is made already; print its interpreter.
+    Env(EnvArgs),
+    /// Check the environment a run would use — the course's interpreter and packages, the
+    /// broker, the databases, the remote host — and print each check with its fix.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +86,33 @@ pub struct DocArgs {
     /// --changed-since are refused).
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub course: CourseArgs,
+    /// The SQL backends a run would use (as `run --db`); repeatable.
+    #[arg(long, env = "LESSONPROBE_DB", value_name = "DB", default_value = "sqlite", value_parser = DbChoice::from_str)]
+    pub db: Vec<DbChoice>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub hosts: HostArgs,
+    /// A table, or JSON.
+    #[arg(long, value_enum, default_value_t = crate::render::TableFormat::Table)]
+    pub format: crate::render::TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// The course checkout [default: .].
+    #[arg(long, env = "LESSONPROBE_COURSE", value_name = "DIR")]
+    pub course: Option<PathBuf>,
+    /// The interpreter to build the environment from [default: the course's `python`, else
+    /// python3].
+    #[arg(long, value_name = "INTERP")]
+    pub python: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod diagnostics;
+pub mod environment;
 pub mod exit;
 pub mod exit_code;
 pub mod history;

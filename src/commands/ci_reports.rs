@@ -84,11 +84,25 @@ impl Extras {
     /// Adds the reporters, before the one of standard output: the recap and the annotations
     /// are written before its closing lines, which stay the last of the output. Machine
     /// formats keep standard output to themselves: notices and annotations go to standard
-    /// error then.
-    pub fn add_to(&self, reporters: &mut Reporters, format: Format, strict: bool) {
+    /// error then, and so do the human lines when a report is written to standard output
+    /// (`stdout_taken`).
+    pub fn add_to(
+        &self,
+        reporters: &mut Reporters,
+        format: Format,
+        strict: bool,
+        stdout_taken: bool,
+    ) {
         let human = format == Format::Human;
+        let human_out = || -> Box<dyn std::io::Write> {
+            if stdout_taken {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            }
+        };
         if let Some(after) = self.slow_after {
-            if human {
+            if human && !stdout_taken {
                 let terminal = std::io::stdout().is_terminal();
                 reporters.add(Slow::new(after, std::io::stdout(), terminal));
             } else {
@@ -96,14 +110,14 @@ impl Extras {
             }
         }
         if human {
-            reporters.add(Recap::stdout(self.rerun.clone()).strict(strict));
+            reporters.add(Recap::to(human_out(), self.rerun.clone()).strict(strict));
         }
         if let Some(path) = &self.html {
             reporters.add(Html::new(path, self.environment.clone()).strict(strict));
         }
         if self.github {
             let out: Box<dyn std::io::Write> = if human {
-                Box::new(std::io::stdout())
+                human_out()
             } else {
                 Box::new(std::io::stderr())
             };

@@ -111,6 +111,12 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
             retries: run.retries.unwrap_or(0),
             retry_documents: run.retry_documents,
         },
+        preflight: Vec::new(),
+    };
+    // No course: the documents' interpreter is as given; the services are checked as in a run.
+    let config = RunConfig {
+        preflight: super::preflight::checks(None, &config.sql, &config.kafka, &config.remote),
+        ..config
     };
     let reporting = Reporting {
         junit: run.junit.clone(),

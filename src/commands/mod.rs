@@ -6,8 +6,11 @@ mod ci_reports;
 pub mod clean;
 mod course;
 pub mod doc;
+mod doctor;
+mod env;
 pub mod hosts;
 pub mod list;
+mod preflight;
 pub mod remote;
 pub mod replay;
 pub mod run;
@@ -32,6 +35,8 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::List(args)) => list::list(args),
         Some(Command::Broker(args)) => broker::broker(args),
         Some(Command::Clean(args)) => clean::clean(args),
+        Some(Command::Env(args)) => env::env(args),
+        Some(Command::Doctor(args)) => doctor::doctor(args),
         Some(Command::Bless(args)) => bless::bless(args),
         Some(Command::Replay(mut args)) => match args.action.take() {
             Some(ReplayAction::Status(status)) => replay::status(status),

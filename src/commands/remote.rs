@@ -47,6 +47,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         kafka: lessonprobe_probes::KafkaTarget::Embedded,
         remote: super::remote_host(&args.hosts, true)?,
         failure: crate::run::FailurePolicy::default(),
+        preflight: Vec::new(),
     };
     let reporting = Reporting {
         junit: Some(args.junit.clone().unwrap_or_else(|| {

@@ -15,6 +15,7 @@ use crate::history::{History, Recorder};
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
 use crate::report::ndjson::Ndjson;
+use crate::report::output::{self, Delivered};
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
@@ -23,7 +24,7 @@ use super::ci_reports::Extras;
 use super::course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
-fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
+pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
     let postgres_env = std::env::var("LESSONPROBE_POSTGRES").ok();
     let targets = db::probe_databases(choices, postgres_env.as_deref())
         .map_err(|e| Error::Usage(e.to_string()))?;
@@ -53,7 +54,14 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         .transpose()
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
-    let course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    let mut course = OpenCourse::find(&args.course, args.rev.as_deref())?;
+    // Without --python, a course that declares its environment runs in it, made when missing.
+    if let (Some(open), None) = (course.as_mut(), &args.course.python) {
+        let base = open.course.settings.python.clone();
+        if let Some(python) = super::env::ensure(&open.course, &base)? {
+            open.course.settings.python = python.display().to_string();
+        }
+    }
     let uncollected = match &course {
         Some(course) => course.attach(&mut catalog, args.strict)?,
         None => Vec::new(),
@@ -85,7 +93,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         .iter()
         .flat_map(|(_, probes)| probes)
         .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
-    let config = RunConfig {
+    let mut config = RunConfig {
         jobs: args.jobs.map_or_else(
             || std::thread::available_parallelism().map_or(2, |n| n.get()),
             usize::from,
@@ -106,7 +114,14 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             retries: args.retries.unwrap_or(0),
             retry_documents: args.retry_documents,
         },
+        preflight: Vec::new(),
     };
+    config.preflight = super::preflight::checks(
+        course.as_ref().map(|c| &c.course),
+        &config.sql,
+        &config.kafka,
+        &config.remote,
+    );
     let report = Reporting {
         junit: (!args.no_junit).then(|| {
             args.junit.clone().unwrap_or_else(|| match args.lesson {
@@ -182,6 +197,38 @@ pub(super) struct Reporting {
     pub extras: Extras,
 }
 
+impl Reporting {
+    /// Whether a report is written to standard output (`-`): then the human lines go to
+    /// standard error. Two writers of standard output are refused.
+    fn stdout_taken(&self) -> Result<bool, Error> {
+        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new(output::STDOUT));
+        let mut takers: Vec<&str> = Vec::new();
+        if dash(&self.junit) {
+            takers.push("--junit -");
+        }
+        if dash(&self.extras.html) {
+            takers.push("--html -");
+        }
+        if self.format != Format::Human && !takers.is_empty() {
+            takers.push(match self.format {
+                Format::Json => "--format json",
+                _ => "--format ndjson",
+            });
+        }
+        match takers.as_slice() {
+            [] => Ok(false),
+            [_] => Ok(true),
+            [a, b] => Err(Error::Usage(format!(
+                "{a} and {b} both write to standard output; send one of them to a file"
+            ))),
+            _ => Err(Error::Usage(format!(
+                "{} all write to standard output; send all but one to a file",
+                takers.join(", ")
+            ))),
+        }
+    }
+}
+
 /// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into
 /// an interruption, feeds the run's events to the reporters (every one finishes, so the results
 /// are printed even when the JUnit report cannot be written), drops what an interrupted run
@@ -203,26 +250,36 @@ pub(super) fn execute_and_record(
     reporting: &Reporting,
     recorder: Option<Recorder>,
 ) -> Result<Code, Error> {
+    let stdout_taken = reporting.stdout_taken()?;
     if let Some(path) = &reporting.junit {
         junit::prepare(path)?;
     }
     let plan = Plan::new(selection, config);
     let mut reporters = Reporters::default();
+    let delivered = Delivered::default();
     if let Some(path) = &reporting.junit {
         reporters.add(
             Junit::new(path)
                 .with_family(reporting.junit_family)
-                .strict(reporting.strict),
+                .strict(reporting.strict)
+                .delivered(delivered.clone()),
         );
     }
     // Before the terminal's: the recap and the annotations come before its closing lines.
-    reporting
-        .extras
-        .add_to(&mut reporters, reporting.format, reporting.strict);
+    reporting.extras.add_to(
+        &mut reporters,
+        reporting.format,
+        reporting.strict,
+        stdout_taken,
+    );
+    let junit = reporting.junit.clone().map(|path| (path, delivered));
     match reporting.format {
-        Format::Human => reporters.add(
-            Terminal::stdout(reporting.verbose, reporting.junit.clone()).strict(reporting.strict),
-        ),
+        Format::Human if stdout_taken => {
+            reporters.add(Terminal::stderr(reporting.verbose, junit).strict(reporting.strict))
+        }
+        Format::Human => {
+            reporters.add(Terminal::stdout(reporting.verbose, junit).strict(reporting.strict))
+        }
         Format::Json => reporters.add(Json::stdout().strict(reporting.strict)),
         Format::Ndjson => reporters.add(Ndjson::stdout().strict(reporting.strict)),
     }

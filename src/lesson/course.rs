@@ -32,6 +32,7 @@ struct RawConfig {
     labels: RawLabels,
     #[serde(default)]
     redactions: BTreeMap<Spanned<String>, Spanned<String>>,
+    environment: Option<crate::environment::RawEnvironment>,
 }
 
 #[derive(Deserialize, Default)]
@@ -169,6 +170,10 @@ impl Course {
         })
         .map_err(|e| at(0..0, format!("[labels] {e}")))?;
         let redactions = redactions(&raw.redactions).map_err(|(span, e)| at(span, e))?;
+        let environment = match raw.environment {
+            Some(env) => Some(env.declare(root, shown, &source)?),
+            None => None,
+        };
         Ok(Course {
             settings: Settings {
                 root: root.to_owned(),
@@ -180,6 +185,7 @@ impl Course {
                 labels,
                 no_run: ["no-run".to_owned()].into_iter().chain(l.no_run).collect(),
                 redactions,
+                environment,
             },
             lessons,
             lessons_configured,
@@ -314,7 +320,7 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`"
         );
         assert_eq!(
             err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),

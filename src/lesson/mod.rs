@@ -31,10 +31,9 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{
-    checkout, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV,
-};
-pub use settings::{is_inside, Settings};
+pub use scratch::resolve as resolve_interpreter;
+pub use scratch::{checkout, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
+pub use settings::{is_inside, show as show_path, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to
 /// fix and stops the run before anything runs.

@@ -414,7 +414,9 @@ fn with_newline(mut text: String) -> String {
 }
 
 /// The interpreter as a path the shell can run from any folder, if it exists.
-fn resolve(python: &str) -> Option<PathBuf> {
+/// The interpreter `python` names: a path, or a program found on PATH; `None` when there is
+/// no such executable.
+pub fn resolve(python: &str) -> Option<PathBuf> {
     let path = Path::new(python);
     if python.contains('/') {
         let abs = std::path::absolute(path).ok()?;

@@ -28,6 +28,8 @@ pub struct Settings {
     pub no_run: Vec<String>,
     /// Placeholders an expected block may use for output that varies between runs.
     pub redactions: Redactions,
+    /// What the course declares it needs of Python (`[environment]`), if it does.
+    pub environment: Option<crate::environment::Declared>,
 }
 
 impl Settings {

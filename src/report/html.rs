@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use html_escape::encode_text as esc;
 
 use super::environment::Environment;
+use super::output::Destination;
 use super::{failed_itself, Gathered, ReportError, Reporter};
 use crate::run::RunEvent;
 use crate::run::{Counts, Outcome, Verdict};
@@ -57,15 +58,16 @@ impl Reporter for Html {
             outcomes: self.gathered.outcomes(),
         };
         let text = page.render(&self.environment);
-        let fail = |source| ReportError::WriteOther {
-            what: "the HTML report",
-            path: self.path.clone(),
-            source,
-        };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(fail)?;
-        }
-        std::fs::write(&self.path, text).map_err(fail)
+        Destination::of(&self.path)
+            .and_then(|to| to.write(text.as_bytes()))
+            .map_err(|e| {
+                let (path, source) = e.into_parts();
+                ReportError::WriteOther {
+                    what: "the HTML report",
+                    path,
+                    source,
+                }
+            })
     }
 }
 

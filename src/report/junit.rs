@@ -14,6 +14,7 @@ use quick_junit::{
     TestRerun, TestSuite,
 };
 
+use super::output::{Delivered, Destination, OutputError};
 use super::{Gathered, ReportError, Reporter};
 use crate::run::{Attempt, Outcome, RunEvent, Verdict};
 
@@ -23,6 +24,7 @@ pub struct Junit {
     family: Family,
     strict: bool,
     gathered: Gathered,
+    delivered: Delivered,
 }
 
 impl Junit {
@@ -32,7 +34,14 @@ impl Junit {
             family: Family::default(),
             strict: false,
             gathered: Gathered::default(),
+            delivered: Delivered::default(),
         }
+    }
+
+    /// Marks `delivered` once the report is written.
+    pub fn delivered(mut self, delivered: Delivered) -> Self {
+        self.delivered = delivered;
+        self
     }
 
     /// Writes this dialect instead of the default xunit2.
@@ -61,7 +70,9 @@ impl Reporter for Junit {
                 source,
             },
         )?;
-        write(&self.path, &xml)
+        write(&self.path, &xml)?;
+        self.delivered.mark();
+        Ok(())
     }
 }
 
@@ -92,7 +103,10 @@ pub fn render(
     for lesson in lessons {
         let cases: Vec<&Outcome> = outcomes.iter().filter(|o| o.lesson == lesson).collect();
         let title = cases.first().map_or("", |o| o.checkpoint.as_str());
-        let mut suite = TestSuite::new(format!("lesson {lesson}: {title}"));
+        let mut suite = TestSuite::new(match cases.first() {
+            Some(o) if o.kind == crate::run::ENVIRONMENT => title.to_owned(),
+            _ => format!("lesson {lesson}: {title}"),
+        });
         suite.set_timestamp(now);
         suite.set_time(cases.iter().map(|o| o.duration).sum());
         suite
@@ -142,59 +156,34 @@ fn attempt_properties(o: &Outcome) -> Vec<(String, String)> {
 /// folder created and writable. A report left there by an earlier run is removed, so that a
 /// run that cannot finish leaves no stale report behind.
 pub fn prepare(path: &Path) -> Result<(), ReportError> {
-    if path.is_dir() {
-        return Err(ReportError::IsFolder {
-            path: path.to_owned(),
-        });
-    }
-    new_file_beside(path)?;
-    match std::fs::remove_file(path) {
-        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(ReportError::Write {
-            path: path.to_owned(),
-            source,
-        }),
-        _ => Ok(()),
-    }
+    Destination::of(path)
+        .and_then(|to| to.prepare())
+        .map_err(|e| junit_error(path, e))
 }
 
-/// Writes the report whole or not at all: into a new file beside `path`, renamed over it, so a
-/// consumer never reads half a report and a failed write leaves no file at `path`.
+/// Writes the report whole or not at all where `path` leads ([`Destination`]): a consumer
+/// never reads half a report, and a failed write leaves no file at `path`.
 pub fn write(path: &Path, xml: &str) -> Result<(), ReportError> {
-    use std::io::Write;
-
-    let mut file = new_file_beside(path)?;
-    let write_error = |source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    file.write_all(xml.as_bytes()).map_err(write_error)?;
-    file.persist(path).map_err(|e| write_error(e.error))?;
-    Ok(())
+    let to = Destination::of(path).map_err(|e| match e {
+        // It became a folder while the run went on: a failed write, not a usage error.
+        OutputError::IsFolder { path } => OutputError::Io {
+            path,
+            source: std::io::Error::other("is a folder"),
+        },
+        e => e,
+    });
+    to.and_then(|to| to.write(xml.as_bytes()))
+        .map_err(|e| junit_error(path, e))
 }
 
-/// A new temporary file in the folder of `path` (created if missing), removed when dropped.
-fn new_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, ReportError> {
-    use std::os::unix::fs::PermissionsExt;
-
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|source| ReportError::Folder {
-                dir: dir.to_owned(),
-                source,
-            })?;
-            dir
-        }
-        None => Path::new("."),
-    };
-    // The mode std::fs::write gives a new file (before the umask), not a temp file's 0600.
-    tempfile::Builder::new()
-        .prefix(".lessonprobe-")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(|source| ReportError::Write {
-            path: path.to_owned(),
-            source,
-        })
+fn junit_error(given: &Path, e: OutputError) -> ReportError {
+    match e {
+        OutputError::IsFolder { .. } => ReportError::IsFolder {
+            path: given.to_owned(),
+        },
+        OutputError::Folder { dir, source } => ReportError::Folder { dir, source },
+        OutputError::Io { path, source } => ReportError::Write { path, source },
+    }
 }
 
 fn test_case(lesson: u32, o: &Outcome, strict: bool) -> TestCase {

@@ -8,6 +8,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod ndjson;
+pub mod output;
 pub mod recap;
 pub mod slow;
 pub mod terminal;

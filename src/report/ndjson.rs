@@ -75,7 +75,8 @@ struct Case<'a> {
     id: &'a str,
     name: &'a str,
     backend: Option<&'static str>,
-    /// `run`, `skip` or `pending` (with `reason`), `from_document`.
+    /// `run`, `skip` or `pending` (with `reason`), `from_document`; `not_run` (a case whose
+    /// environment failed the preflight) and `environment_error` (that check), with `reason`.
     plan: &'static str,
     reason: Option<&'a str>,
 }
@@ -87,6 +88,8 @@ impl<'a> Case<'a> {
             Decision::Skip(why) => ("skip", Some(why.as_str())),
             Decision::Pending(why) => ("pending", Some(why.as_str())),
             Decision::FromDocument => ("from_document", None),
+            Decision::NotRun(why) => ("not_run", Some(why.as_str())),
+            Decision::Broken(why) => ("environment_error", Some(why.as_str())),
         };
         Case {
             index,

@@ -112,7 +112,8 @@ impl<W: Write> Reporter for Recap<W> {
         };
         for o in outcomes
             .iter()
-            .filter(|o| failed_itself(o.verdict, self.strict))
+            // A failed preflight check says its fix on its own line; nothing reruns it alone.
+            .filter(|o| failed_itself(o.verdict, self.strict) && o.kind != crate::run::ENVIRONMENT)
         {
             let place = o.location().unwrap_or_else(|| "(no file)".into());
             self.failed.push(Failed {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::output::Delivered;
 use super::{ReportError, Reporter};
 use crate::run::{Outcome, RunEvent, RunSummary, Verdict};
 
@@ -21,8 +22,8 @@ pub struct Terminal<W: Write> {
     /// Whether to keep a status line of running cases (stdout is a terminal).
     status_line: bool,
     live: Option<Live>,
-    /// Named in the closing lines.
-    junit: Option<PathBuf>,
+    /// Named in the closing lines, with whether it was written.
+    junit: Option<(PathBuf, Delivered)>,
     strict: bool,
     /// Verdict and name of every case the closing line names (those that fail the run, and
     /// FLAKY ones), in the order they finished.
@@ -37,7 +38,7 @@ const RECAP: usize = 10;
 
 impl Terminal<Stdout> {
     /// On standard output: a status line and colour when it is a terminal.
-    pub fn stdout(verbose: bool, junit: Option<PathBuf>) -> Self {
+    pub fn stdout(verbose: bool, junit: Option<(PathBuf, Delivered)>) -> Self {
         let tty = std::io::stdout().is_terminal();
         let mut terminal = Terminal::to(std::io::stdout(), verbose, junit, colour(tty));
         terminal.status_line = tty;
@@ -45,9 +46,18 @@ impl Terminal<Stdout> {
     }
 }
 
+impl Terminal<std::io::Stderr> {
+    /// On standard error, when a report takes standard output: colour when it is a terminal,
+    /// no status line.
+    pub fn stderr(verbose: bool, junit: Option<(PathBuf, Delivered)>) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        Terminal::to(std::io::stderr(), verbose, junit, colour(tty))
+    }
+}
+
 impl<W: Write> Terminal<W> {
     /// To `out`, never with a status line.
-    pub fn to(out: W, verbose: bool, junit: Option<PathBuf>, colour: bool) -> Self {
+    pub fn to(out: W, verbose: bool, junit: Option<(PathBuf, Delivered)>, colour: bool) -> Self {
         Terminal {
             out,
             colour,
@@ -91,6 +101,11 @@ impl<W: Write> Terminal<W> {
             Verdict::Pass | Verdict::Skip => false,
         };
         if !fails {
+            return;
+        }
+        if o.kind == crate::run::ENVIRONMENT {
+            self.failing
+                .push((o.verdict, format!("environment: {}", o.name)));
             return;
         }
         let mut name = o.id.clone();
@@ -152,6 +167,13 @@ impl<W: Write> Terminal<W> {
         } else {
             label
         };
+        // A failed preflight check: what is wrong and the fix, on one line.
+        if o.kind == crate::run::ENVIRONMENT {
+            return format!(
+                "{label} environment: {}",
+                o.message.as_deref().unwrap_or("")
+            );
+        }
         let mut line = format!(
             "{label} [{:>7.3}s] lesson {} {}",
             o.duration.as_secs_f64(),
@@ -177,7 +199,8 @@ impl<W: Write> Terminal<W> {
 
     fn details(&self, o: &Outcome) -> Vec<String> {
         let mut lines = Vec::new();
-        if matches!(o.verdict, Verdict::Fail | Verdict::Error) {
+        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::ENVIRONMENT
+        {
             if let Some(message) = &o.message {
                 lines.push(format!("        {message}"));
             }
@@ -270,8 +293,8 @@ impl<W: Write> Reporter for Terminal<W> {
     /// the wall time and why the run failed.
     fn finish(&mut self) -> Result<(), ReportError> {
         let mut lines = Vec::new();
-        if let Some(path) = &self.junit {
-            lines.push(if path.is_file() {
+        if let Some((path, delivered)) = &self.junit {
+            lines.push(if delivered.get() {
                 format!("JUnit report: {}", path.display())
             } else {
                 format!("JUnit report not written: {}", path.display())
@@ -341,8 +364,9 @@ mod tests {
     fn output(interrupt_at: Option<usize>, colour: bool) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let report = dir.path().join("r.xml");
-        std::fs::write(&report, "<testsuites/>").unwrap();
-        let mut terminal = Terminal::to(Vec::new(), false, Some(report), colour);
+        let delivered = Delivered::default();
+        delivered.mark();
+        let mut terminal = Terminal::to(Vec::new(), false, Some((report, delivered)), colour);
         testing::run(interrupt_at, |e| terminal.event(e));
         terminal.finish().unwrap();
         String::from_utf8(terminal.out)

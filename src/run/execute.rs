@@ -96,14 +96,25 @@ impl From<ProbeError> for CaseError {
     }
 }
 
-/// The outcome of a case decided SKIP or PENDING; `None` for a case to run.
+/// The kind of the outcome of a failed preflight check.
+pub const ENVIRONMENT: &str = "environment";
+
+/// The outcome of a case decided SKIP, PENDING, NOT RUN (its environment is broken) or ERROR
+/// (a failed preflight check); `None` for a case to run.
 pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     let (verdict, reason) = match &case.decision {
         Decision::Skip(reason) => (Verdict::Skip, reason),
         Decision::Pending(reason) => (Verdict::Pending, reason),
+        Decision::NotRun(reason) => (Verdict::NotRun, reason),
+        Decision::Broken(reason) => (Verdict::Error, reason),
         Decision::Run | Decision::FromDocument => return None,
     };
     let mut outcome = Outcome::of(case);
+    if matches!(case.decision, Decision::Broken(_)) {
+        // Its message says what and where; no manifest line is its place.
+        outcome.kind = ENVIRONMENT;
+        outcome.file = None;
+    }
     outcome.verdict = verdict;
     outcome.message = Some(reason.clone());
     Some(outcome)

@@ -8,6 +8,7 @@ mod execute;
 mod outcome;
 mod partition;
 mod plan;
+pub mod preflight;
 mod remote;
 mod remote_host;
 mod retry;
@@ -16,9 +17,11 @@ mod schedule;
 pub(crate) mod testing;
 
 pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
+pub use execute::ENVIRONMENT;
 pub use outcome::{Attempt, Counts, Outcome, Verdict};
 pub use partition::{Partition, PartitionError};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
+pub use preflight::{Check, Need, Problem};
 pub use remote_host::{RemoteFlag, RemoteHost};
 pub use schedule::execute;
 
@@ -41,6 +44,8 @@ pub struct RunConfig {
     pub remote: RemoteHost,
     /// When the run stops starting probes, and how often a failing one is tried again.
     pub failure: FailurePolicy,
+    /// The environment checks made before any probe, those that some case needs.
+    pub preflight: Vec<Check>,
 }
 
 /// What a run does about failing probes: stop starting new ones after some (`--max-fail`),

@@ -24,6 +24,10 @@ pub enum Decision {
     /// The course's own verifier is absent: the verdicts of the lesson document's probes
     /// answer this probe, once they are known.
     FromDocument,
+    /// A preflight check this case needs failed: NOT RUN, with its message.
+    NotRun(String),
+    /// This case is a failed preflight check: ERROR, with what is wrong and the fix.
+    Broken(String),
 }
 
 #[derive(Debug, Clone)]

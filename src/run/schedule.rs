@@ -40,6 +40,15 @@ pub fn execute(
     mut sink: impl FnMut(&RunEvent<'_>),
 ) -> RunSummary {
     let started = Instant::now();
+    let failed = super::preflight::check(plan, config);
+    let environment = super::preflight::checkpoint(&failed);
+    let checked;
+    let plan = if failed.is_empty() {
+        plan
+    } else {
+        checked = super::preflight::apply(plan, config, &failed, &environment);
+        &checked
+    };
     let cases = &plan.cases;
     sink(&RunEvent::RunStarted { run_id, cases });
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();

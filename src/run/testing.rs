@@ -73,6 +73,7 @@ pub(crate) fn run_manifest(
             host: None,
         },
         failure,
+        preflight: Vec::new(),
     };
     let plan = Plan::new(&selection, &config);
     let interrupt = Interrupt::new();

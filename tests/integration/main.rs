@@ -16,6 +16,7 @@ mod lesson_kafka;
 mod lesson_language;
 mod postgres;
 mod real_readmes;
+mod preflight;
 mod remote;
 mod replay;
 mod replay_faults;

@@ -199,3 +199,144 @@ fn help_lists_the_exit_codes() {
     }
     help.success();
 }
+
+/// Lesson 93: one probe that passes.
+const PASSES: &str = r#"
+[checkpoint]
+lesson = 93
+title = "one pass"
+
+[[probe]]
+id = "P-1"
+name = "passes"
+claim = "c"
+kind = "command"
+argv = ["echo", "ok"]
+expect = "ok"
+"#;
+
+fn passing() -> Dir {
+    let dir = Dir::new();
+    dir.write("checkpoints/93-pass.toml", PASSES);
+    dir
+}
+
+#[test]
+fn a_report_through_a_symlink_writes_its_target_and_keeps_the_link() {
+    let dir = passing();
+    std::fs::create_dir(dir.join("out")).unwrap();
+    std::os::unix::fs::symlink("out/real.xml", dir.join("link.xml")).unwrap();
+    std::os::unix::fs::symlink("out/real.html", dir.join("link.html")).unwrap();
+    dir.lessonprobe()
+        .args([
+            "--lesson",
+            "93",
+            "--junit",
+            "link.xml",
+            "--html",
+            "link.html",
+        ])
+        .stdout_has("JUnit report: link.xml")
+        .success();
+    for link in ["link.xml", "link.html"] {
+        let meta = std::fs::symlink_metadata(dir.join(link)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{link} is still a link");
+    }
+    validate_junit(&dir.join("out/real.xml"));
+    assert_eq!(parse_junit(&dir.join("out/real.xml")).tests, 1);
+    let page = std::fs::read_to_string(dir.join("out/real.html")).unwrap();
+    assert!(page.contains("P-1"), "{page}");
+}
+
+#[test]
+fn a_fifos_reader_gets_the_whole_report_and_the_fifo_stays() {
+    let dir = passing();
+    let fifo = dir.join("pipe.xml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    dir.lessonprobe()
+        .args(["--lesson", "93", "--junit", "pipe.xml"])
+        .stdout_has("JUnit report: pipe.xml")
+        .within(std::time::Duration::from_secs(30))
+        .success();
+    // Before joining: a FIFO replaced by a file would leave the reader waiting for ever.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    let xml = reader.join().unwrap();
+    assert!(xml.trim_end().ends_with("</testsuites>"), "{xml}");
+    let copy = dir.join("copy.xml");
+    std::fs::write(&copy, &xml).unwrap();
+    validate_junit(&copy);
+}
+
+#[test]
+fn junit_dash_prints_the_report_and_the_lines_go_to_stderr() {
+    let dir = passing();
+    let ran = dir
+        .lessonprobe()
+        .args(["--lesson", "93", "--junit", "-"])
+        .stderr_has("lesson 93 P-1 passes")
+        .stderr_has("1 passed, 0 failed")
+        .stdout_lacks("PASS ")
+        .success();
+    let copy = dir.join("copy.xml");
+    std::fs::write(&copy, &ran.stdout).unwrap();
+    validate_junit(&copy);
+    assert_eq!(parse_junit(&copy).tests, 1);
+    dir.lessonprobe()
+        .args(["--lesson", "93", "--junit", "-", "--format", "json"])
+        .stderr_has("--junit - and --format json both write to standard output")
+        .status(2);
+}
+
+/// A character device made in the test's folder, never the machine's own /dev.
+fn device(dir: &Dir, name: &str, minor: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let made = std::process::Command::new("mknod")
+        .arg(&path)
+        .args(["c", "1", minor])
+        .status()
+        .unwrap();
+    assert!(made.success(), "mknod needs root");
+    path
+}
+
+fn is_char_device(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .file_type()
+        .is_char_device()
+}
+
+#[test]
+fn a_character_device_stays_one_and_a_full_one_exits_3_naming_it() {
+    let dir = passing();
+    let null = device(&dir, "null", "3");
+    let full = device(&dir, "full", "7");
+    dir.lessonprobe()
+        .args(["--lesson", "93", "--junit", "null", "--html", "null"])
+        .success();
+    assert!(is_char_device(&null));
+    dir.lessonprobe()
+        .args(["--lesson", "93", "--junit", "full"])
+        .stderr_has("full: cannot write JUnit report: No space left on device")
+        .stdout_has("JUnit report not written: full")
+        .status(3);
+    assert!(is_char_device(&full));
+    dir.lessonprobe()
+        .args(["--lesson", "93", "--no-junit", "--html", "full"])
+        .stderr_has("full: cannot write the HTML report: No space left on device")
+        .status(3);
+    assert!(is_char_device(&full));
+}

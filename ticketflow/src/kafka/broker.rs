@@ -224,6 +224,36 @@ impl Broker {
         })
     }
 
+    /// Whether the broker of `target` answers a metadata request within `timeout`, for a run's
+    /// preflight: asked by a client of its own whose librdkafka logs and errors go nowhere (the
+    /// answer says what failed). The embedded broker always answers.
+    pub fn answers(target: &KafkaTarget, timeout: Duration) -> Result<(), KafkaError> {
+        let KafkaTarget::Bootstrap {
+            servers,
+            properties,
+        } = target
+        else {
+            return Ok(());
+        };
+        let broker = Broker {
+            servers: servers.clone(),
+            properties: properties.clone(),
+            mock: None,
+            created: Vec::new(),
+            op_timeout: timeout,
+            shared: Shared::default(),
+        };
+        let consumer: BaseConsumer<Quiet> = broker
+            .config()
+            .set("group.id", "lessonprobe-preflight")
+            .create_with_context(Quiet)
+            .map_err(|e| broker.error("connecting", e))?;
+        consumer
+            .fetch_metadata(None, timeout)
+            .map(drop)
+            .map_err(|e| broker.error("asking for metadata", format!("{e}")))
+    }
+
     /// A handle on the same address and properties that owns nothing (no mock cluster, no
     /// topics to delete), sharing this one's clients: for clients made later by something that
     /// outlives a borrow.
@@ -697,6 +727,17 @@ struct Deliveries {
 }
 
 impl ClientContext for Deliveries {}
+
+/// A client context that logs nothing: its caller reports the one failure that matters.
+struct Quiet;
+
+impl ClientContext for Quiet {
+    fn log(&self, _: rdkafka::config::RDKafkaLogLevel, _: &str, _: &str) {}
+
+    fn error(&self, _: rdkafka::error::KafkaError, _: &str) {}
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = ();

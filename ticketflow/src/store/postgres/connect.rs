@@ -113,6 +113,21 @@ pub fn connect(url: &str, timeout: Duration) -> Result<(Client, String), StoreEr
     connect_bounded(url, timeout, Duration::from_secs(300).max(timeout))
 }
 
+/// Where `url` points, without its password ("postgres HOST:PORT/DB"), for naming a check.
+pub fn place_of(url: &str) -> String {
+    ConnectSpec::parse(url).map_or_else(|_| "postgres".to_owned(), |s| describe(&s.config))
+}
+
+/// Whether the server at `url` accepts the connection and its credentials, and answers,
+/// within `timeout`: a run's preflight.
+pub fn answers(url: &str, timeout: Duration) -> Result<(), StoreError> {
+    let (mut client, place) = connect_bounded(url, timeout, timeout)?;
+    client
+        .simple_query("SELECT 1")
+        .map(drop)
+        .map_err(|e| StoreError::postgres(&place, e))
+}
+
 /// `name` as a PostgreSQL identifier, quoted.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))

@@ -9,5 +9,5 @@ mod target;
 
 pub use audit_store::{insert_audit, PostgresAuditStore};
 pub(crate) use batch::stored_event;
-pub use connect::{connect, connect_bounded, describe, quote_ident};
+pub use connect::{answers, connect, connect_bounded, describe, place_of, quote_ident};
 pub use target::PostgresTarget;
