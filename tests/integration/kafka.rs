@@ -255,13 +255,16 @@ fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_star
 #[test]
 fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
     let addr = format!("127.0.0.1:{}", net::free_port()); // nothing listens there now
+    // The preflight finds it before any probe starts: one environment ERROR naming the
+    // address, and the probe that needs the broker NOT RUN.
     lessonprobe()
         .in_repo()
         .args(["--lesson", "30", "--select", "L30-13", "--no-junit"])
         .args(["--kafka", &addr])
         .within(Duration::from_secs(60))
-        .stdout_has("ERROR")
-        .stdout_has(format!("kafka {addr}: connecting"))
+        .stdout_has(format!("ERROR   environment: kafka {addr}: "))
+        .stdout_has("NOT RUN [")
+        .stdout_has(format!("L30-13 kafka-stop-beyond-end [sqlite]: needs kafka {addr}"))
         .failure();
 }
 

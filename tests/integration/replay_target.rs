@@ -486,7 +486,8 @@ fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
         .status(4);
     assert!(!ran.text().contains("s3cret"), "{}", ran.text());
 
-    // Probe runs against it: each SQL case ERRORs with the same words, as soon.
+    // Probe runs against it: the preflight finds it once, as soon, and the SQL cases behind it
+    // are NOT RUN.
     let dir = Dir::new();
     let junit = dir.join("r.xml");
     let ran = lessonprobe()
@@ -516,7 +517,19 @@ fn a_black_hole_database_ends_the_run_within_the_connect_timeout_naming_it() {
         .iter()
         .flat_map(|s| s.test_cases.iter())
         .collect();
-    assert_eq!(cases.len(), 2, "{said}");
+    assert_eq!(cases.len(), 3, "{said}");
+    let verdicts: Vec<_> = cases
+        .iter()
+        .map(|c| (c.name.to_string(), verdict(c)))
+        .collect();
+    assert!(
+        verdicts[0].0.starts_with("environment: postgres ") && verdicts[0].1 == "ERROR",
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts[1..].iter().all(|(_, v)| v == "NOT RUN"),
+        "{verdicts:?}"
+    );
     for case in cases {
         let time = case.time.map_or(0.0, |t| t.as_secs_f64());
         assert!(time < 2.0, "{:?} took {time} s", case.name);
