@@ -264,6 +264,11 @@ pub struct RunArgs {
     /// Same as --max-fail 1: stop starting probes at the first failure.
     #[arg(long, conflicts_with = "max_fail")]
     pub fail_fast: bool,
+    /// Run the selected probes again whenever a lesson, the course's project or a file of the
+    /// current folder changes (what git ignores and the run's own reports aside), the failed
+    /// ones first; Ctrl-C stops.
+    #[arg(long, conflicts_with = "rev")]
+    pub watch: bool,
     /// Run only the probes that failed or errored in the previous run of this course and
     /// selection (kept in ./.lessonprobe/); all of them when no run is recorded.
     #[arg(long)]

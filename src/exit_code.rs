@@ -33,7 +33,8 @@ impl Code {
     /// How a run of probes ends: interrupted, failed (PENDING too under `strict`), or not.
     pub fn of_run(summary: &RunSummary, strict: bool) -> Code {
         match summary.interrupted {
-            Some(Interruption::Interrupt) => Code::Interrupted,
+            // A restart only ends a run inside `--watch`, which goes on.
+            Some(Interruption::Interrupt | Interruption::Restart) => Code::Interrupted,
             Some(Interruption::Terminate) => Code::Terminated,
             None if summary.counts.succeeded(strict) => Code::Ok,
             None => Code::ProbesFailed,

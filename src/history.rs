@@ -92,6 +92,17 @@ impl History {
         History { path, key, state }
     }
 
+    /// The probes that failed or errored in the previous run of this key, as (lesson, id).
+    pub fn failed(&self) -> BTreeSet<(u32, String)> {
+        self.state
+            .selections
+            .get(&self.key)
+            .into_iter()
+            .flatten()
+            .map(|p| (p.lesson, p.id.clone()))
+            .collect()
+    }
+
     /// Keeps in `selection` only the probes that failed in the previous run of this key.
     pub fn keep_failed(&self, selection: &mut Selection<'_>) -> LastFailed {
         let selected = selection.checkpoints.iter().map(|(_, p)| p.len()).sum();

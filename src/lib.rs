@@ -1,6 +1,7 @@
 //! lessonprobe turns a course's lesson claims into numbered checkpoint probes, runs them on
 //! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
 
+pub mod changes;
 pub mod checkpoint;
 pub mod clean;
 pub mod cli;

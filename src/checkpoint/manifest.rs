@@ -371,7 +371,7 @@ impl Kind<'_> {
             &["argv", "cwd", "env", "requires", "expect", "doc", "retries"],
         )?;
         let argv = f.argv.take().ok_or_else(|| self.missing("argv"))?;
-        if argv.get_ref().first().map_or(true, String::is_empty) {
+        if argv.get_ref().first().is_none_or(String::is_empty) {
             return Err(self.src.error(
                 argv.span(),
                 format!("probe {}: argv needs a program", self.id),

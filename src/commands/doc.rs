@@ -25,6 +25,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         (run.rev.is_some(), "--rev"),
         (run.changed_since.is_some(), "--changed-since"),
         (run.partition.is_some(), "--partition"),
+        (run.watch, "--watch"),
     ] {
         if given {
             return Err(Error::Usage(format!(
@@ -112,6 +113,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
             retry_documents: run.retry_documents,
         },
         preflight: Vec::new(),
+        first: Default::default(),
     };
     // No course: the documents' interpreter is as given; the services are checked as in a run.
     let config = RunConfig {
@@ -137,6 +139,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         &config,
         &run_id,
         &reporting,
+        &super::run::interruptible()?,
         Some(Recorder::new(history)),
     )
 }

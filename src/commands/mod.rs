@@ -15,6 +15,7 @@ pub mod remote;
 pub mod replay;
 pub mod run;
 pub mod verify;
+mod watch;
 
 use lessonprobe_probes::registry;
 use ticketflow::kafka::{KafkaTarget, KafkaTargetError};

@@ -48,6 +48,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         remote: super::remote_host(&args.hosts, true)?,
         failure: crate::run::FailurePolicy::default(),
         preflight: Vec::new(),
+        first: Default::default(),
     };
     let reporting = Reporting {
         junit: Some(args.junit.clone().unwrap_or_else(|| {

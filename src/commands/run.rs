@@ -47,6 +47,32 @@ pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error>
 }
 
 pub fn run(args: RunArgs) -> Result<Code, Error> {
+    let interrupt = interruptible()?;
+    if args.watch {
+        return super::watch::watch(&args, &interrupt);
+    }
+    run_once(&args, &interrupt, Order::AsPlanned)
+}
+
+/// The order a run takes its cases in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    /// The lessons' order.
+    AsPlanned,
+    /// The probes that failed in the previous run of the same selection first.
+    FailedFirst,
+}
+
+/// An interruption that Ctrl-C and SIGTERM request, for the rest of the process's life.
+pub(super) fn interruptible() -> Result<Interrupt, Error> {
+    let interrupt = Interrupt::new();
+    crate::signals::watch(&interrupt)
+        .map_err(|e| Error::Operation(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
+    Ok(interrupt)
+}
+
+/// One run of the selection of `args`, stopped by `interrupt`.
+pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> Result<Code, Error> {
     let partition = args
         .partition
         .as_deref()
@@ -74,7 +100,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
             let why = format!("no lesson file or project file changed since {rev}");
             println!("nothing to verify: {why}");
-            Extras::nothing_to_verify(&args, &why)?;
+            Extras::nothing_to_verify(args, &why)?;
             return Ok(Code::Ok);
         }
     }
@@ -82,7 +108,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
     if let Some(partition) = partition {
         partition.keep(&mut selection);
     }
-    let key = selection_key(&args, course.is_some(), partition);
+    let key = selection_key(args, course.is_some(), partition);
     let history = History::open(Path::new("."), key);
     if args.last_failed {
         let what = history.keep_failed(&mut selection);
@@ -115,6 +141,10 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
             retry_documents: args.retry_documents,
         },
         preflight: Vec::new(),
+        first: match order {
+            Order::AsPlanned => Default::default(),
+            Order::FailedFirst => history.failed(),
+        },
     };
     config.preflight = super::preflight::checks(
         course.as_ref().map(|c| &c.course),
@@ -133,7 +163,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         verbose: args.verbose,
         strict: args.strict,
         junit_family: args.junit_family,
-        extras: Extras::of(&args, course.as_ref(), uncollected, &config)?,
+        extras: Extras::of(args, course.as_ref(), uncollected, &config)?,
     };
     let run_id = match &args.run_id {
         Some(id) => {
@@ -148,6 +178,7 @@ pub fn run(args: RunArgs) -> Result<Code, Error> {
         &config,
         &run_id,
         &report,
+        interrupt,
         Some(Recorder::new(history)),
     )
 }
@@ -239,15 +270,24 @@ pub(super) fn execute_and_report(
     run_id: &str,
     reporting: &Reporting,
 ) -> Result<Code, Error> {
-    execute_and_record(selection, config, run_id, reporting, None)
+    execute_and_record(
+        selection,
+        config,
+        run_id,
+        reporting,
+        &interruptible()?,
+        None,
+    )
 }
 
-/// [`execute_and_report`], recording the run's failures for `--last-failed` with `recorder`.
+/// [`execute_and_report`], stopped by `interrupt`, recording the run's failures for
+/// `--last-failed` with `recorder`.
 pub(super) fn execute_and_record(
     selection: &Selection<'_>,
     config: &RunConfig,
     run_id: &str,
     reporting: &Reporting,
+    interrupt: &Interrupt,
     recorder: Option<Recorder>,
 ) -> Result<Code, Error> {
     let stdout_taken = reporting.stdout_taken()?;
@@ -286,10 +326,7 @@ pub(super) fn execute_and_record(
     if let Some(recorder) = recorder {
         reporters.add(recorder);
     }
-    let interrupt = Interrupt::new();
-    crate::signals::watch(&interrupt)
-        .map_err(|e| Error::Operation(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
-    let summary = run::execute(&plan, config, run_id, &interrupt, |event| {
+    let summary = run::execute(&plan, config, run_id, interrupt, |event| {
         reporters.event(event)
     });
     if summary.interrupted.is_some() {

@@ -145,7 +145,7 @@ impl Reporter for Github {
             .gathered
             .summary
             .and_then(|s| s.interrupted)
-            .map(|i| i.signal_name());
+            .map(|i| i.name());
         let outcomes = self.gathered.outcomes();
         for line in self.commands(&outcomes) {
             let _ = writeln!(self.commands, "{line}");

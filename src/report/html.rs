@@ -52,7 +52,7 @@ impl Reporter for Html {
                 .gathered
                 .summary
                 .and_then(|s| s.interrupted)
-                .map(|i| i.signal_name()),
+                .map(|i| i.name()),
             wall: self.gathered.wall().as_secs_f64(),
             strict: self.strict,
             outcomes: self.gathered.outcomes(),

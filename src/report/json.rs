@@ -53,7 +53,7 @@ impl<W: Write> Reporter for Json<W> {
             strict: self.strict,
             interrupted: summary
                 .and_then(|s| s.interrupted)
-                .map(Interruption::signal_name),
+                .map(Interruption::name),
             wall_seconds: summary.map_or(0.0, |s| (s.wall.as_secs_f64() * 1000.0).round() / 1000.0),
             counts,
             outcomes: &outcomes,

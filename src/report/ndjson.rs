@@ -129,7 +129,7 @@ impl<W: Write> Reporter for Ndjson<W> {
                 running,
                 not_started,
             } => Line::RunInterrupted {
-                signal: reason.signal_name(),
+                signal: reason.name(),
                 running: *running,
                 not_started: *not_started,
             },
@@ -138,7 +138,7 @@ impl<W: Write> Reporter for Ndjson<W> {
                 Line::RunFinished {
                     succeeded: code == Code::Ok,
                     exit_code: code as u8,
-                    interrupted: summary.interrupted.map(|i| i.signal_name()),
+                    interrupted: summary.interrupted.map(|i| i.name()),
                     wall_seconds: (summary.wall.as_secs_f64() * 1000.0).round() / 1000.0,
                     counts: summary.counts,
                 }

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::output::Delivered;
 use super::{ReportError, Reporter};
-use crate::run::{Outcome, RunEvent, RunSummary, Verdict};
+use crate::run::{Interruption, Outcome, RunEvent, RunSummary, Verdict};
 
 pub struct Terminal<W: Write> {
     out: W,
@@ -149,7 +149,7 @@ impl<W: Write> Terminal<W> {
             closing.push_str(&format!("; {label}: {recap}"));
         }
         if let Some(why) = summary.interrupted {
-            closing.push_str(&format!("; interrupted ({})", why.signal_name()));
+            closing.push_str(&format!("; interrupted ({})", why.name()));
         }
         closing
     }
@@ -273,10 +273,15 @@ impl<W: Write> Reporter for Terminal<W> {
                 running,
                 not_started,
             } => {
-                let line = format!(
-                    "INTERRUPTED ({}): {running} running and {not_started} waiting cases end as ERROR; stopping what runs (interrupt again to exit at once)",
-                    reason.signal_name()
-                );
+                let line = match reason {
+                    Interruption::Restart => format!(
+                        "RESTARTING: a watched file changed; {running} running and {not_started} waiting cases end as ERROR; stopping what runs"
+                    ),
+                    _ => format!(
+                        "INTERRUPTED ({}): {running} running and {not_started} waiting cases end as ERROR; stopping what runs (interrupt again to exit at once)",
+                        reason.name()
+                    ),
+                };
                 self.print(&[line]);
             }
             RunEvent::RunFinished { summary } => {
@@ -310,7 +315,7 @@ impl<W: Write> Reporter for Terminal<W> {
 
 /// Whether a stream gets colour: only a terminal, and never when NO_COLOR is set to anything.
 pub fn colour(is_terminal: bool) -> bool {
-    is_terminal && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
+    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// The status line: cases finished of all, and the names of those running.

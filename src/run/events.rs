@@ -58,13 +58,17 @@ pub enum Interruption {
     Interrupt,
     /// SIGTERM.
     Terminate,
+    /// A file `--watch` looks at changed: the run starts again.
+    Restart,
 }
 
 impl Interruption {
-    pub fn signal_name(self) -> &'static str {
+    /// As reports name it: the signal, or `restart` for a change `--watch` saw.
+    pub fn name(self) -> &'static str {
         match self {
             Interruption::Interrupt => "SIGINT",
             Interruption::Terminate => "SIGTERM",
+            Interruption::Restart => "restart",
         }
     }
 
@@ -72,6 +76,7 @@ impl Interruption {
         match self {
             Interruption::Interrupt => 1,
             Interruption::Terminate => 2,
+            Interruption::Restart => 3,
         }
     }
 
@@ -79,6 +84,7 @@ impl Interruption {
         match code {
             1 => Some(Interruption::Interrupt),
             2 => Some(Interruption::Terminate),
+            3 => Some(Interruption::Restart),
             _ => None,
         }
     }

@@ -25,6 +25,7 @@ pub use preflight::{Check, Need, Problem};
 pub use remote_host::{RemoteFlag, RemoteHost};
 pub use schedule::execute;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -46,6 +47,9 @@ pub struct RunConfig {
     pub failure: FailurePolicy,
     /// The environment checks made before any probe, those that some case needs.
     pub preflight: Vec<Check>,
+    /// Probes to run before the others, as (lesson, probe id): those that failed in the
+    /// previous run, under `--watch`. Empty: the plan keeps the lessons' order.
+    pub first: BTreeSet<(u32, String)>,
 }
 
 /// What a run does about failing probes: stop starting new ones after some (`--max-fail`),

@@ -1,6 +1,7 @@
 //! The run plan: every selected probe becomes one case per backend, each decided up front as
 //! Run, SKIP(reason) or PENDING(reason). Nothing selected ever disappears from the plan.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use lessonprobe_probes::DbTarget;
@@ -88,7 +89,31 @@ impl<'a> Plan<'a> {
                 }
             }
         }
-        Plan { cases }
+        let mut plan = Plan { cases };
+        plan.put_first(&config.first);
+        plan
+    }
+
+    /// Moves the cases of the probes in `first` to the front, each with what runs beside it:
+    /// a probe of a lesson document brings all of that lesson's document probes, so a step
+    /// still follows the steps it continues and its document's sessions keep their order.
+    /// The order within both parts stays the plan's.
+    fn put_first(&mut self, first: &BTreeSet<(u32, String)>) {
+        if first.is_empty() {
+            return;
+        }
+        let group = |case: &PlannedCase<'_>| match case.probe.kind {
+            ProbeKind::Document(_) => (case.checkpoint.lesson, None),
+            _ => (case.checkpoint.lesson, Some(case.probe.id.clone())),
+        };
+        let leading: BTreeSet<_> = self
+            .cases
+            .iter()
+            .filter(|c| first.contains(&(c.checkpoint.lesson, c.probe.id.clone())))
+            .map(group)
+            .collect();
+        // A stable sort: false (leading) before true.
+        self.cases.sort_by_key(|c| !leading.contains(&group(c)));
     }
 }
 

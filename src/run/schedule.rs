@@ -273,7 +273,7 @@ fn end_not_run(
 fn interrupted(case: &PlannedCase<'_>, why: Interruption, when: &str) -> Outcome {
     let mut outcome = Outcome::of(case);
     outcome.verdict = Verdict::Error;
-    outcome.message = Some(format!("interrupted ({}) {when}", why.signal_name()));
+    outcome.message = Some(format!("interrupted ({}) {when}", why.name()));
     outcome
 }
 
@@ -308,7 +308,7 @@ mod tests {
                 not_started,
             } => format!(
                 "interrupted {} running={running} not_started={not_started}",
-                reason.signal_name()
+                reason.name()
             ),
             RunEvent::RunFinished { summary } => format!("finished {}", summary.counts),
         }

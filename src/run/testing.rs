@@ -74,6 +74,7 @@ pub(crate) fn run_manifest(
         },
         failure,
         preflight: Vec::new(),
+        first: Default::default(),
     };
     let plan = Plan::new(&selection, &config);
     let interrupt = Interrupt::new();

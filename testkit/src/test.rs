@@ -388,6 +388,32 @@ impl Running {
         self.child.id()
     }
 
+    /// What it has written to standard error so far, for a test that acts on its progress.
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.bytes.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until `done` holds of its standard error so far, failing the test (and saying what
+    /// it printed) when `limit` passes first or the program ends.
+    #[track_caller]
+    pub fn wait_for_stderr(&mut self, what: &str, limit: Duration, done: impl Fn(&str) -> bool) {
+        let started = Instant::now();
+        loop {
+            let so_far = self.stderr_so_far();
+            if done(&so_far) {
+                return;
+            }
+            let ended = !self.is_running();
+            assert!(
+                !ended && started.elapsed() < limit,
+                "{}: {what}: {} within {limit:?}; its stderr so far:\n{so_far}",
+                self.shown,
+                if ended { "ended before" } else { "not" },
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Whether it has not ended yet.
     pub fn is_running(&mut self) -> bool {
         self.reap(false).is_none()

@@ -27,3 +27,4 @@ mod replay_workers;
 mod reports;
 mod student_loop;
 mod transcripts;
+mod watch;

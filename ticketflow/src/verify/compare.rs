@@ -60,7 +60,7 @@ fn differing(a: &EventRecord, b: &EventRecord) -> Vec<&'static str> {
         }
     }
     let json = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
-    if a.payload != b.payload && json(&a.payload).map_or(true, |v| Some(v) != json(&b.payload)) {
+    if a.payload != b.payload && json(&a.payload).is_none_or(|v| Some(v) != json(&b.payload)) {
         fields.push("payload");
     }
     fields

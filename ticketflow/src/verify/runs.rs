@@ -583,7 +583,7 @@ mod tests {
 
     impl TableSide for Table {
         fn fields(&mut self, event_id: &str) -> Result<Option<[u64; 5]>, VerifyError> {
-            assert!(self.asked.last().map_or(true, |l| l.as_str() <= event_id));
+            assert!(self.asked.last().is_none_or(|l| l.as_str() <= event_id));
             self.asked.push(event_id.to_owned());
             while self.rows.get(self.next).is_some_and(|r| r.0 < event_id) {
                 self.next += 1;

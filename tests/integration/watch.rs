@@ -1,0 +1,230 @@
+//! `--watch` through the built binary: a change reruns the selection exactly once, the probes
+//! that failed first; a change during a run stops its probes and starts the next run; a change
+//! to the course's project reaches the next run; what git ignores and the run's own reports
+//! start nothing; Ctrl-C ends the loop with no process and no temporary folder left.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lessonprobe_testkit::process::group_gone;
+use lessonprobe_testkit::*;
+
+/// Lesson 94: a probe that passes, then one that fails until `fixed` exists; each notes its
+/// run in `$WATCH_LOG`, outside the watched folder.
+const TWO: &str = r#"
+[checkpoint]
+lesson = 94
+title = "watch"
+
+[[probe]]
+id = "W-B"
+name = "passes"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "echo B >> \"$WATCH_LOG\""]
+
+[[probe]]
+id = "W-A"
+name = "fails-until-fixed"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "echo A >> \"$WATCH_LOG\"; test -f fixed"]
+"#;
+
+/// Lesson 95: a probe that notes its process group in `$WATCH_LOG` and sleeps past any test.
+const SLEEPER: &str = r#"
+[checkpoint]
+lesson = 95
+title = "watch"
+
+[[probe]]
+id = "W-SLEEP"
+name = "sleeps"
+claim = "c"
+kind = "command"
+argv = ["sh", "-c", "echo $$ >> \"$WATCH_LOG\"; exec sleep 97"]
+timeout = "120s"
+"#;
+
+/// How long a step of a test may take on a loaded machine.
+const STEP: Duration = Duration::from_secs(60);
+
+/// How long nothing must happen for a test to conclude that nothing will: well past the quiet
+/// time the changes are debounced with.
+const SETTLE: Duration = Duration::from_secs(3);
+
+fn waits(stderr: &str) -> usize {
+    stderr.matches("waiting for a change").count()
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The verdicts of a JUnit report, in its order.
+fn report_verdicts(path: &Path) -> Vec<String> {
+    verdicts(&parse_junit(path))
+        .into_iter()
+        .map(|(_, verdict)| verdict)
+        .collect()
+}
+
+/// Every entry of the folder the run's temporary files went to.
+fn left_in(tmp: &Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A watch of `lesson` in `dir`, its probes' notes in `outside/watch.log`, its temporary
+/// files in `outside/tmp`.
+fn watch(dir: &Dir, outside: &Dir, lesson: &str) -> Running {
+    std::fs::create_dir_all(outside.join("tmp")).unwrap();
+    dir.lessonprobe()
+        .args(["--lesson", lesson, "--jobs", "1", "--watch"])
+        .env("WATCH_LOG", outside.join("watch.log"))
+        .env("TMPDIR", outside.join("tmp"))
+        .spawn()
+}
+
+#[test]
+fn a_change_reruns_once_the_failed_probe_first_and_ctrl_c_leaves_nothing() {
+    let (dir, outside) = (Dir::new(), Dir::new());
+    dir.write("checkpoints/94-watch.toml", TWO);
+    std::fs::write(dir.join(".gitignore"), "build/\n").unwrap();
+    let log = outside.join("watch.log");
+    let mut running = watch(&dir, &outside, "94");
+    running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1);
+    assert_eq!(lines(&log), ["B", "A"]);
+    assert!(
+        dir.join("reports/lesson-94.xml").exists(),
+        "the first run wrote no JUnit report"
+    );
+
+    // What git ignores, editors' swap files and the run's own reports start nothing.
+    dir.write("build/out.bin", "x");
+    dir.write(".fixed.swp", "x");
+    dir.write("reports/lesson-94.xml", "<testsuites/>");
+    std::thread::sleep(SETTLE);
+    assert_eq!(waits(&running.stderr_so_far()), 1, "an ignored change reran");
+
+    dir.write("fixed", "");
+    running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
+    std::thread::sleep(SETTLE);
+    let stderr = running.stderr_so_far();
+    assert_eq!(waits(&stderr), 2, "one change, more than one rerun:\n{stderr}");
+    assert!(
+        stderr.contains("run 2, after a change to fixed"),
+        "the rerun does not say why:\n{stderr}"
+    );
+    // The probe that failed ran first, and now passes.
+    assert_eq!(lines(&log), ["B", "A", "A", "B"]);
+    assert_eq!(
+        report_verdicts(&dir.join("reports/lesson-94.xml")),
+        ["PASS", "PASS"]
+    );
+
+    running.signal(libc::SIGINT);
+    let ran = running.within(Duration::from_secs(30)).status(130);
+    assert!(ran.stdout.contains("2 passed, 0 failed"), "{}", ran.stdout);
+    assert_eq!(left_in(&outside.join("tmp")), Vec::<String>::new());
+}
+
+#[test]
+fn a_change_during_a_run_stops_its_probes_and_starts_the_next_run() {
+    let (dir, outside) = (Dir::new(), Dir::new());
+    dir.write("checkpoints/95-watch.toml", SLEEPER);
+    let log = outside.join("watch.log");
+    let mut running = watch(&dir, &outside, "95");
+    running.wait_for_stderr("the sleeper", STEP, |_| lines(&log).len() == 1);
+    let first: i32 = lines(&log)[0].parse().unwrap();
+
+    dir.write("notes.txt", "edited");
+    running.wait_for_stderr("the restarted sleeper", STEP, |_| lines(&log).len() == 2);
+    assert!(
+        group_gone(first),
+        "the first run's probe outlived its restart"
+    );
+    let second: i32 = lines(&log)[1].parse().unwrap();
+    let stderr = running.stderr_so_far();
+    assert!(
+        stderr.contains("run 2, after a change to notes.txt"),
+        "{stderr}"
+    );
+
+    running.signal(libc::SIGINT);
+    let ran = running.within(Duration::from_secs(30)).status(130);
+    assert!(
+        ran.stdout.contains("RESTARTING: a watched file changed"),
+        "{}",
+        ran.stdout
+    );
+    assert!(group_gone(second), "the probe outlived Ctrl-C");
+    assert_eq!(waits(&ran.stderr), 0, "a run ran to its end:\n{}", ran.stderr);
+    assert_eq!(left_in(&outside.join("tmp")), Vec::<String>::new());
+}
+
+#[test]
+fn a_change_to_the_courses_project_reaches_the_next_run() {
+    let (dir, outside) = (Dir::new(), Dir::new());
+    dir.write("lessonprobe.toml", "");
+    dir.write("project/data.txt", "first\n");
+    dir.write(
+        "lessons/96-data.md",
+        "# Data\n\n### Answer EX-96-01 [code]\n\nRun:\n\n```sh\ncat data.txt\n```\n\nExpected output:\n\n```text\nfirst\n```\n",
+    );
+    let mut running = watch(&dir, &outside, "96");
+    running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1);
+    assert_eq!(report_verdicts(&dir.join("reports/lesson-96.xml")), ["PASS"]);
+
+    dir.write("project/data.txt", "second\n");
+    running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
+    // The pooled copy of the project was made again: the probe saw the new content.
+    assert_eq!(report_verdicts(&dir.join("reports/lesson-96.xml")), ["FAIL"]);
+
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(30)).status(130);
+    assert_eq!(left_in(&outside.join("tmp")), Vec::<String>::new());
+}
+
+#[test]
+fn a_broken_manifest_is_said_and_the_watch_goes_on() {
+    let (dir, outside) = (Dir::new(), Dir::new());
+    dir.write("checkpoints/94-watch.toml", TWO);
+    dir.write("fixed", "");
+    let mut running = watch(&dir, &outside, "94");
+    running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1);
+    dir.write("checkpoints/94-watch.toml", "[checkpoint\n");
+    running.wait_for_stderr("the error", STEP, |e| waits(e) == 2);
+    let stderr = running.stderr_so_far();
+    assert!(
+        stderr.contains("94-watch.toml:1"),
+        "the error does not name the file and line:\n{stderr}"
+    );
+    dir.write("checkpoints/94-watch.toml", TWO);
+    running.wait_for_stderr("the mended run", STEP, |e| waits(e) == 3);
+    let ran = {
+        running.signal(libc::SIGINT);
+        running.within(Duration::from_secs(30)).status(130)
+    };
+    assert_eq!(ran.stdout.matches("2 passed, 0 failed").count(), 2, "{}", ran.stdout);
+}
+
+#[test]
+fn watch_is_refused_with_a_fixed_revision_and_by_doc() {
+    lessonprobe()
+        .args(["--watch", "--rev", "HEAD"])
+        .stderr_has("--watch")
+        .status(2);
+    let dir = Dir::new();
+    dir.write("README.md", "# x\n");
+    dir.lessonprobe()
+        .args(["doc", "README.md", "--watch"])
+        .stderr_has("lessonprobe doc takes no --watch")
+        .status(2);
+}
