@@ -157,7 +157,7 @@ pub struct BlessArgs {
     /// Only document probes whose id or name matches (substring, or `*` glob); repeatable.
     #[arg(long, value_name = "PATTERN")]
     pub select: Vec<String>,
-    /// Probes run at once [default: the number of CPUs].
+    /// Probes run at once [default: the number of CPUs, at least 4: probes mostly wait].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Deadline of a probe whose course sets none (e.g. 30s, 2m).
@@ -210,7 +210,7 @@ pub struct RunArgs {
     /// What to print on standard output.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// Probes run at once [default: the number of CPUs].
+    /// Probes run at once [default: the number of CPUs, at least 4: probes mostly wait].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Deadline of a probe whose manifest sets none (e.g. 30s, 2m).

@@ -58,10 +58,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
             args.lesson
         )));
     }
-    let jobs = args.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(2, |n| n.get()),
-        usize::from,
-    );
+    let jobs = super::jobs(args.jobs);
     let runs = run_all(&probes, jobs, args.timeout);
     let session_runs = run_sessions(&sessions, args.timeout);
 

@@ -98,10 +98,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         eprintln!("lessonprobe: {what}");
     }
     let config = RunConfig {
-        jobs: run.jobs.map_or_else(
-            || std::thread::available_parallelism().map_or(2, |n| n.get()),
-            usize::from,
-        ),
+        jobs: super::jobs(run.jobs),
         default_timeout: run.timeout,
         course_root: PathBuf::from("."),
         sql: Vec::new(),

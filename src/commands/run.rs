@@ -120,10 +120,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         .flat_map(|(_, probes)| probes)
         .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
     let mut config = RunConfig {
-        jobs: args.jobs.map_or_else(
-            || std::thread::available_parallelism().map_or(2, |n| n.get()),
-            usize::from,
-        ),
+        jobs: super::jobs(args.jobs),
         default_timeout: args.timeout,
         course_root: course
             .as_ref()

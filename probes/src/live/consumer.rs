@@ -1,7 +1,8 @@
 //! The live service's consumer: from the group's committed positions to the end offsets
-//! captured at start, each event applied with its business effects, then `offset + 1` committed.
+//! captured at start, each event applied with its business effects, then `offset + 1` committed
+//! (sent without waiting; each partition's last position is committed and waited for at the end).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer};
@@ -84,6 +85,7 @@ pub fn run_live_consumer(
         .assign(&tpl)
         .map_err(|e| broker.error("assigning the live consumer", e))?;
     let mut run = LiveRun::default();
+    let mut consumed = BTreeSet::new();
     while ends
         .iter()
         .any(|(p, end)| positions.get(p).is_some_and(|at| at < end))
@@ -120,15 +122,30 @@ pub fn run_live_consumer(
         if new {
             run.new_events += 1;
         }
+        // Sent without waiting, as a live service does in its loop: librdkafka sends a
+        // partition's commits in order, and each leaves only after its effect is stored.
         let mut commit = TopicPartitionList::new();
         commit
             .add_partition_offset(topic, partition, Offset::Offset(offset + 1))
             .map_err(|e| broker.error("live consumer commit", e))?;
         consumer
-            .commit(&commit, CommitMode::Sync)
+            .commit(&commit, CommitMode::Async)
             .map_err(|e| broker.error("live consumer commit", e))?;
         positions.insert(partition, offset + 1);
+        consumed.insert(partition);
         run.records += 1;
+    }
+    // Before it closes, each partition's last position committed again and waited for: the
+    // group's offsets are known to be stored when the run returns.
+    if !consumed.is_empty() {
+        let mut last = TopicPartitionList::new();
+        for p in &consumed {
+            last.add_partition_offset(topic, *p, Offset::Offset(positions[p]))
+                .map_err(|e| broker.error("live consumer commit", e))?;
+        }
+        consumer
+            .commit(&last, CommitMode::Sync)
+            .map_err(|e| broker.error("live consumer commit", e))?;
     }
     close_consumer(&consumer, broker.op_timeout);
     Ok(run)
