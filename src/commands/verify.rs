@@ -7,7 +7,8 @@ use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
-use ticketflow::replay::{timeouts_for, DayPlanError};
+use ticketflow::replay::DayPlanError;
+use ticketflow::store::Timeouts;
 use ticketflow::verify::{
     self, Compare, Compared, Counts, Discrepancy, Findings, VerifyError, VerifyOptions,
     VerifyReport, VerifyRequest,
@@ -27,7 +28,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         partitions: args.partitions,
         live_group: args.live_group,
     };
-    let timeouts = timeouts_for(&db, args.deadline);
+    let timeouts = Timeouts::reading(&db, args.deadline);
     let options = VerifyOptions {
         batch: args.batch as usize,
         limit: args.limit,

@@ -239,3 +239,44 @@ fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exac
         setup.assert_exact();
     });
 }
+
+/// The same silence with no `--deadline` (its default is ten minutes): the server bounds every
+/// statement and lock wait, so a live link answers within that bound, if only with an error;
+/// past it and a grace the run ends by itself, exit 4, naming the database and the call it
+/// waits on, and a rerun of the same plan completes it exactly.
+#[test]
+fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_bound() {
+    on_apache_kafka(|kind| {
+        let Some(setup) = Setup::start(kind) else {
+            return;
+        };
+        let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
+        let running = setup
+            .replay(&["--batch", "20"])
+            .within(Duration::from_secs(120))
+            .spawn();
+        setup.wait_for_execution();
+        std::thread::sleep(Duration::from_millis(500));
+        let silent_since = Instant::now();
+        let silent = setup.proxy.add(Toxic::Timeout { ms: 0 }, Stream::Down);
+        let ran = running.status(4);
+        // 30 s of the server's bound and 5 s of grace, with room for a loaded machine.
+        assert!(
+            silent_since.elapsed() < Duration::from_secs(30 + 5 + 15),
+            "ended {:?} after the link went silent",
+            silent_since.elapsed()
+        );
+        assert!(
+            ran.stderr.contains("has not answered") && ran.stderr.contains(&setup.proxy.listen),
+            "{}",
+            ran.text()
+        );
+        setup.proxy.remove(&silent);
+        setup.proxy.remove(&slow);
+        setup
+            .replay(&["--resume"])
+            .within(Duration::from_secs(150))
+            .success();
+        setup.assert_exact();
+    });
+}

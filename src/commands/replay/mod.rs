@@ -11,6 +11,7 @@ use ticketflow::replay::{
     BadRecords, ConnectError, DayPlanError, DayReplayRequest, ExecuteOptions, FindingsPolicy,
     PrepareError, Refusal, ReplayJob, ReplayOptions, ReplayRequest, Verdict,
 };
+use ticketflow::store::{unanswered, ANSWER_TIMEOUT};
 
 use crate::cli::{OnBadRecord, OnConflict, ReplayArgs};
 use crate::exit::{Code, Error};
@@ -19,14 +20,18 @@ use crate::render::TableFormat;
 
 pub use status::status;
 
-/// How long past `--deadline` a run that is still waiting (a database or broker that stopped
-/// answering in a way no timeout saw) is given before the process ends itself.
-const DEADLINE_GRACE: Duration = Duration::from_secs(5);
+/// How long past `--deadline`, or past [`ANSWER_TIMEOUT`] for one call to the database, a run
+/// still waiting (on a peer that stopped answering in a way no timeout saw) is given before
+/// the process ends itself.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// How often the watchdog looks.
+const WATCHDOG_POLL: Duration = Duration::from_millis(250);
 
 /// `lessonprobe replay` itself: plans a window and, with `--execute`, replays it.
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     let started = Instant::now();
-    arm_deadline(args.deadline);
+    arm_watchdog(args.deadline);
     let kafka = super::real_kafka(&args.kafka, "lessonprobe replay")?;
     let db = super::target_db(args.db)?;
     let required = |v: Option<String>, flag: &str| {
@@ -95,24 +100,41 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     }
 }
 
-/// Ends the process at `deadline` plus a grace period if it is still running: every wait has
-/// a timeout of its own, and this bounds the ones a server can still stretch (one that stops
-/// answering mid-statement). A batch is durable with its checkpoint or not at all, so ending
-/// here loses nothing.
-fn arm_deadline(deadline: Duration) {
+/// Ends the process, exit 4, when the run still waits past `deadline` plus a grace period, or
+/// when a call to the database has waited past [`ANSWER_TIMEOUT`] plus the grace: every wait
+/// has a timeout of its own and the server bounds each statement and lock wait by
+/// `ANSWER_TIMEOUT`, so this only bounds what a silent peer stretches (a link that forwards
+/// nothing while its socket stays open). A batch is durable with its checkpoint or not at
+/// all, so ending here loses nothing.
+fn arm_watchdog(deadline: Duration) {
+    let started = Instant::now();
     let spawned = std::thread::Builder::new()
-        .name("replay-deadline".into())
-        .spawn(move || {
-            std::thread::sleep(deadline + DEADLINE_GRACE);
+        .name("replay-watchdog".into())
+        .spawn(move || loop {
+            std::thread::sleep(WATCHDOG_POLL);
+            let stop = if started.elapsed() > deadline + GRACE {
+                format!(
+                    "the deadline of {} s passed {} s ago and the run is still waiting for the database or the broker",
+                    deadline.as_secs_f64(),
+                    GRACE.as_secs()
+                )
+            } else {
+                match unanswered::longest() {
+                    Some((waited, call)) if waited > ANSWER_TIMEOUT + GRACE => format!(
+                        "{call} has not answered for {} s, though the server ends any statement or lock wait after {} s: the link to it has gone silent",
+                        waited.as_secs(),
+                        ANSWER_TIMEOUT.as_secs()
+                    ),
+                    _ => continue,
+                }
+            };
             eprintln!(
-                "lessonprobe replay: the deadline of {} s passed {} s ago and the run is still waiting for the database or the broker; stopping. Every batch is durable with its checkpoint or not applied: rerun with --resume",
-                deadline.as_secs_f64(),
-                DEADLINE_GRACE.as_secs()
+                "lessonprobe replay: {stop}; stopping. Every batch is durable with its checkpoint or not applied: rerun with --resume"
             );
             std::process::exit(Code::Operation as i32);
         });
     if let Err(e) = spawned {
-        tracing::warn!("no deadline watchdog: {e}");
+        tracing::warn!("no watchdog for the deadline and silent peers: {e}");
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use ticketflow::replay::{timeouts_for, PartitionStatus, ReplayJob, Shown, StatusRow};
+use ticketflow::replay::{PartitionStatus, ReplayJob, Shown, StatusRow};
+use ticketflow::store::Timeouts;
 
 use crate::cli::ReplayStatusArgs;
 use crate::exit::{Code, Error};
@@ -13,7 +14,7 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
     let db = crate::commands::target_db(args.db)?;
-    let plans = ReplayJob::recorded(&db, timeouts_for(&db, STATEMENT_TIMEOUT))
+    let plans = ReplayJob::recorded(&db, Timeouts::reading(&db, STATEMENT_TIMEOUT))
         .map_err(|e| Error::Operation(e.to_string()))?;
     let rendering = |e: render::RenderError| Error::Operation(e.to_string());
     if args.format != TableFormat::Table {

@@ -18,18 +18,6 @@ use super::{
 use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaReplayConsumer};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
 
-/// How long opening a connection to the audit database may take, unless the URL's
-/// `connect_timeout` or the run's deadline says less.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The database's bounds when `remaining` of the run's deadline is left.
-pub fn timeouts_within(remaining: Duration) -> Timeouts {
-    Timeouts {
-        connect: CONNECT_TIMEOUT.min(remaining),
-        statement: remaining,
-    }
-}
-
 /// Where and as whom the partitions are written.
 pub(crate) struct WriteTarget<'a> {
     pub db: &'a AuditDb,
@@ -359,7 +347,7 @@ impl<'a> DayRun<'a> {
             .kafka
             .broker(self.remaining().max(Duration::from_secs(1)));
         let consumer = KafkaReplayConsumer::new(&broker, group)?;
-        let mut target = self.to.db.open_target(timeouts_within(self.remaining()))?;
+        let mut target = self.to.db.open_target(Timeouts::replay(self.to.db, self.remaining()))?;
         target.prepare(&self.adoption)?;
         target.share_with(self.lanes)?;
         Ok(Worker {

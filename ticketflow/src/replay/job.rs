@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::execute::{timeouts_within, DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
+use super::execute::{DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
 use super::identity::{self, Behind, Decision, IdentityRefusal, TargetView};
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan};
@@ -186,7 +186,8 @@ impl ReplayJob {
         let recorded = decision.plan();
         let owner = format!("{} pid {}", identity::who(), std::process::id());
         let mut target = db
-            .open_target(timeouts_within(
+            .open_target(Timeouts::replay(
+                db,
                 options.deadline.saturating_sub(options.since.elapsed()),
             ))
             .map_err(store)?;
@@ -424,7 +425,7 @@ fn close(
     succeeded: bool,
 ) -> Result<(), ExecuteError> {
     let closing = (|| -> Result<Vec<(i32, u64)>, StoreError> {
-        let mut target = db.open_target(timeouts_within(Duration::from_secs(30)))?;
+        let mut target = db.open_target(Timeouts::replay(db, Duration::from_secs(30)))?;
         if let Some(status) = status {
             target.finish(&report.plan_id, status)?;
         }

@@ -19,12 +19,9 @@ pub use crate::kafka::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, R
 pub use apply::{BatchWriter, SharedTransaction, StoreWriter, TargetWriter};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
-pub use execute::{
-    default_lanes, timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError,
-    CONNECT_TIMEOUT,
-};
+pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
 pub use job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
-pub use prepare::{timeouts_for, PrepareError, Prepared, ReplayRequest};
+pub use prepare::{PrepareError, Prepared, ReplayRequest};
 pub use report::{
     Failure, FindingsPolicy, Judgement, LiveMovement, PartitionOutcome, PartitionReport,
     ReplayReport, Verdict,

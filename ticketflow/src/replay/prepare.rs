@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::execute::{ExecuteOptions, Progress, CONNECT_TIMEOUT};
+use super::execute::{ExecuteOptions, Progress};
 use super::identity::{Decision, IdentityRefusal, TargetView};
 use super::job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
 use super::report::ReplayReport;
@@ -58,18 +58,6 @@ pub enum PrepareError {
     Join(#[from] JoinError),
 }
 
-/// The database's bounds under a run's `deadline`: connecting within the URL's
-/// `connect_timeout` (or the default) and the deadline, every statement within the deadline.
-pub fn timeouts_for(db: &AuditDb, deadline: Duration) -> Timeouts {
-    Timeouts {
-        connect: db
-            .connect_timeout()
-            .unwrap_or(CONNECT_TIMEOUT)
-            .min(deadline),
-        statement: deadline,
-    }
-}
-
 impl ReplayJob {
     /// Looks at the target first (one that must not be written to stops the run before
     /// anything is read), reaches the broker, plans, and decides what this run does with the
@@ -85,7 +73,7 @@ impl ReplayJob {
         } = request;
         // A worker joins the plan however far the others got.
         day.resume |= worker;
-        let timeouts = timeouts_for(db, deadline);
+        let timeouts = Timeouts::replay(db, deadline);
         let view = ReplayJob::inspect(db, timeouts)?;
         let job = ReplayJob::connect(kafka, day, BROKER_TIMEOUT)?;
         let mut plan = job.plan()?;

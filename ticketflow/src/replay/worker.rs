@@ -7,14 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::apply::{apply_batch, TargetWriter};
-use super::execute::{
-    timeouts_within, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget,
-};
+use super::execute::{ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget};
 use super::read::Reader;
 use super::window::{DayPlan, PartitionPlan};
 use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, WriteError};
+use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
 
 /// How long a worker with nothing of its own to do waits on the group between looks at the
 /// plan's progress in SQL.
@@ -135,7 +133,7 @@ pub(crate) fn work(
     let left = || options.deadline.saturating_sub(options.since.elapsed());
     let remaining = || left().max(Duration::from_millis(1));
     let broker = Broker::for_target(kafka, remaining().max(Duration::from_secs(1)))?;
-    let mut target = to.db.open_target(timeouts_within(remaining()))?;
+    let mut target = to.db.open_target(Timeouts::replay(to.db, remaining()))?;
     // Writers keep what was prepared; they create nothing.
     target.prepare(&Adoption {
         create_audit_events: false,

@@ -60,9 +60,9 @@ impl FromStr for AuditDb {
 
 impl AuditDb {
     /// Opens the target for a replay: a SQLite file is created when missing.
-    /// Its calls wait out other writers until `timeouts.statement` from now (see [`Patient`]).
+    /// Its calls wait out other writers until `timeouts.contention` from now (see [`Patient`]).
     pub fn open_target(&self, timeouts: Timeouts) -> Result<Box<dyn ReplayTarget>, StoreError> {
-        let patience = Patience::within(timeouts.statement);
+        let patience = Patience::within(timeouts.contention);
         Ok(match self {
             AuditDb::Sqlite(path) => Box::new(Patient::new(
                 SqliteTarget::open(path, timeouts, false)?,
@@ -84,11 +84,11 @@ impl AuditDb {
             AuditDb::Sqlite(path) if !path.exists() => None,
             AuditDb::Sqlite(path) => Some(Box::new(Patient::new(
                 SqliteTarget::open(path, timeouts, true)?,
-                Patience::within(timeouts.statement),
+                Patience::within(timeouts.contention),
             ))),
             AuditDb::Postgres(url) => Some(Box::new(Patient::new(
                 PostgresTarget::open(url, timeouts)?,
-                Patience::within(timeouts.statement),
+                Patience::within(timeouts.contention),
             ))),
         })
     }

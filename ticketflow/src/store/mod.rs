@@ -17,6 +17,7 @@ pub mod schemas;
 pub mod snapshot;
 pub mod sqlite;
 mod tls;
+pub mod unanswered;
 
 pub use self::postgres::PostgresAuditStore;
 pub use audit_db::{AuditDb, AuditDbError};
@@ -29,6 +30,6 @@ pub use ledger::{
     Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-pub use replay_target::{ReplayTarget, Timeouts};
+pub use replay_target::{ReplayTarget, Timeouts, ANSWER_TIMEOUT, CONNECT_TIMEOUT};
 pub use snapshot::{Lookup, Scannable, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;

@@ -1,6 +1,8 @@
 //! Contention is waiting, not failure: a store call that ran into another writer (SQLite's busy
 //! file, PostgreSQL's deadlock, serialization failure or lock timeout) is made again, with a
 //! growing pause, until the run's deadline; only then does the contention become the error.
+//! Every attempt counts as a call waiting for its answer ([`super::unanswered`]) until it
+//! returns.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +11,7 @@ use super::error::StoreError;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::{Batch, Claim, Counters, PlanStatus, RecordedPlan, Recording, WriteError};
 use super::replay_target::ReplayTarget;
+use super::unanswered;
 
 /// The first pause after a contended call, and the longest.
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
@@ -88,6 +91,27 @@ impl<T: ReplayTarget> Patient<T> {
             shared: false,
         }
     }
+
+    /// `call`, made again while it only meets another writer; each attempt counts as waiting
+    /// for its answer (asked to do `what`) until it returns.
+    fn patiently<R, E: Contended + std::fmt::Display>(
+        &mut self,
+        what: &str,
+        mut call: impl FnMut(&mut T) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let (patience, inner) = (self.patience, &mut self.inner);
+        let place = inner.place().to_owned();
+        patience.run(&place, || {
+            let _waiting = unanswered::asking(&place, what);
+            call(inner)
+        })
+    }
+
+    /// `call` made once, counting as waiting for its answer until it returns.
+    fn once<R>(&mut self, what: &str, call: impl FnOnce(&mut T) -> R) -> R {
+        let _waiting = unanswered::asking(self.inner.place(), what);
+        call(&mut self.inner)
+    }
 }
 
 impl<T: ReplayTarget> ReplayTarget for Patient<T> {
@@ -96,33 +120,27 @@ impl<T: ReplayTarget> ReplayTarget for Patient<T> {
     }
 
     fn inspect(&mut self) -> Result<Inspection, StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.inspect())
+        self.patiently("inspect the target", |t| t.inspect())
     }
 
     fn prepare(&mut self, adoption: &Adoption) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.prepare(adoption))
+        self.patiently("prepare the target", |t| t.prepare(adoption))
     }
 
     fn plans(&mut self) -> Result<Vec<RecordedPlan>, StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.plans())
+        self.patiently("read the recorded plans", |t| t.plans())
     }
 
     fn record_plan(&mut self, plan: &RecordedPlan) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.record_plan(plan))
+        self.patiently("record the plan", |t| t.record_plan(plan))
     }
 
     fn claim(&mut self, plan_id: &str, owner: &str) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.claim(plan_id, owner))
+        self.patiently("claim the plan", |t| t.claim(plan_id, owner))
     }
 
     fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.record_plan_once(plan))
+        self.patiently("record the plan", |t| t.record_plan_once(plan))
     }
 
     fn claim_partition(
@@ -131,9 +149,9 @@ impl<T: ReplayTarget> ReplayTarget for Patient<T> {
         partition: i32,
         owner: &str,
     ) -> Result<Option<Claim>, StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience
-            .run(&place, || inner.claim_partition(plan_id, partition, owner))
+        self.patiently("claim a partition", |t| {
+            t.claim_partition(plan_id, partition, owner)
+        })
     }
 
     fn release_partition(
@@ -142,21 +160,17 @@ impl<T: ReplayTarget> ReplayTarget for Patient<T> {
         partition: i32,
         owner: &str,
     ) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || {
-            inner.release_partition(plan_id, partition, owner)
+        self.patiently("release a partition", |t| {
+            t.release_partition(plan_id, partition, owner)
         })
     }
 
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.finish(plan_id, status))
+        self.patiently("finish the plan", |t| t.finish(plan_id, status))
     }
 
     fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience
-            .run(&place, || inner.conflicts_by_partition(plan_id))
+        self.patiently("count the conflicts", |t| t.conflicts_by_partition(plan_id))
     }
 
     fn write_batch(
@@ -165,27 +179,24 @@ impl<T: ReplayTarget> ReplayTarget for Patient<T> {
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError> {
         if self.shared {
-            return self.inner.write_batch(scope, batch);
+            return self.once("write a batch", |t| t.write_batch(scope, batch));
         }
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience
-            .run(&place, || inner.write_batch(scope, batch))
+        self.patiently("write a batch", |t| t.write_batch(scope, batch))
     }
 
     fn share_with(&mut self, writers: usize) -> Result<(), StoreError> {
-        self.inner.share_with(writers)
+        self.once("share its connection", |t| t.share_with(writers))
     }
 
     fn begin(&mut self) -> Result<(), StoreError> {
-        let (place, inner) = (self.inner.place().to_owned(), &mut self.inner);
-        self.patience.run(&place, || inner.begin())?;
+        self.patiently("begin a transaction", |t| t.begin())?;
         self.shared = true;
         Ok(())
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
         self.shared = false;
-        self.inner.commit()
+        self.once("commit", |t| t.commit())
     }
 }
 

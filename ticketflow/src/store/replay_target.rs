@@ -3,10 +3,21 @@
 
 use std::time::Duration;
 
+use super::audit_db::AuditDb;
 use super::batch::PlanScope;
 use super::error::StoreError;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::{Batch, Claim, Counters, PlanStatus, RecordedPlan, Recording, WriteError};
+
+/// How long opening a connection to the audit database may take, unless the URL's
+/// `connect_timeout` or the run's deadline says less.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a replay lets its database work on one statement or wait for one lock: the
+/// server gives up by then and says so, so on a live link an answer (the result, or that
+/// error) always comes within it. A call unanswered well past it means the link went silent
+/// (see [`super::unanswered`]).
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the database may keep the replay waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,16 +26,46 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Any one statement, and any wait for a lock (PostgreSQL) or for the file (SQLite).
     pub statement: Duration,
+    /// How long a call that only met another writer is made again.
+    pub contention: Duration,
 }
 
 impl Timeouts {
-    /// The same bound for both.
+    /// The same bound for all three.
     pub fn all(bound: Duration) -> Timeouts {
         Timeouts {
             connect: bound,
             statement: bound,
+            contention: bound,
         }
     }
+
+    /// A replay's, with `remaining` of its deadline left: connecting within the URL's
+    /// `connect_timeout` (else [`CONNECT_TIMEOUT`]), each statement and lock wait within
+    /// [`ANSWER_TIMEOUT`], contention waited out until the deadline; none past the deadline.
+    pub fn replay(db: &AuditDb, remaining: Duration) -> Timeouts {
+        Timeouts {
+            connect: connect_within(db, remaining),
+            statement: ANSWER_TIMEOUT.min(remaining),
+            contention: remaining,
+        }
+    }
+
+    /// For reading a target whole (`replay verify`, `replay status`): each statement may take
+    /// the whole `deadline`, a scan of every row being one statement.
+    pub fn reading(db: &AuditDb, deadline: Duration) -> Timeouts {
+        Timeouts {
+            connect: connect_within(db, deadline),
+            statement: deadline,
+            contention: deadline,
+        }
+    }
+}
+
+fn connect_within(db: &AuditDb, remaining: Duration) -> Duration {
+    db.connect_timeout()
+        .unwrap_or(CONNECT_TIMEOUT)
+        .min(remaining)
 }
 
 /// What a replay does in its target database. Every call is bounded by the [`Timeouts`] it

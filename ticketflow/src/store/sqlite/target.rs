@@ -33,10 +33,10 @@ pub struct SqliteTarget {
 
 impl SqliteTarget {
     /// Opens `path` (created when missing unless `look_only`); waits for a locked file, and
-    /// tries again a call that met another writer, for at most `timeouts.statement`.
+    /// tries again a call that met another writer, for at most `timeouts.contention`.
     pub fn open(path: &Path, timeouts: Timeouts, look_only: bool) -> Result<Self, StoreError> {
         let place = format!("sqlite {}", path.display());
-        let patience = Patience::within(timeouts.statement);
+        let patience = Patience::within(timeouts.contention);
         let conn = patience.run(&place, || {
             let conn = if look_only {
                 Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
