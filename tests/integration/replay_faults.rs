@@ -204,12 +204,25 @@ fn postgres_link_cut_after_n_bytes_ends_with_exit_4_and_a_rerun_completes_exactl
     broken_link_ends_and_a_rerun_completes(Toxic::LimitData { bytes: 20_000 }, Stream::Up);
 }
 
-/// PostgreSQL stops answering mid-execution while the socket stays open (nothing forwarded,
-/// nothing closed): the server's own statement timeout cannot help, since its answer is lost
-/// too; the run's deadline ends the run (exit 4, at most a 5 s grace after it), and a rerun of
-/// the same plan through the healed link completes it exactly.
-#[test]
-fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exactly() {
+/// When a bound is counted from.
+#[derive(Clone, Copy, Debug)]
+enum Counted {
+    /// The start of the run.
+    FromStart,
+    /// The moment the link went silent.
+    FromSilence,
+}
+
+/// PostgreSQL stops answering mid-execution of a replay run with `flags` while the socket
+/// stays open (nothing forwarded, nothing closed): the run must end with exit 4 within `bound`
+/// counted `from`, its stderr holding each of `says` (`{db}`: the proxy's address), and a
+/// rerun of the same plan with `rerun` through the healed link completes it exactly.
+fn silent_mid_execution(
+    flags: &[&str],
+    (bound, from): (Duration, Counted),
+    says: &[&str],
+    rerun: &[&str],
+) {
     on_apache_kafka(|kind| {
         let Some(setup) = Setup::start(kind) else {
             return;
@@ -217,42 +230,7 @@ fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exac
         let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
         let started = Instant::now();
         let running = setup
-            .replay(&["--deadline", "15s", "--batch", "20"])
-            .within(Duration::from_secs(60))
-            .spawn();
-        setup.wait_for_execution();
-        std::thread::sleep(Duration::from_millis(500));
-        let silent = setup.proxy.add(Toxic::Timeout { ms: 0 }, Stream::Down);
-        let ran = running.status(4);
-        assert!(
-            started.elapsed() < Duration::from_secs(15 + 5 + 5),
-            "ended {:?} after the start, past the deadline and its grace",
-            started.elapsed()
-        );
-        assert!(ran.stderr.contains("deadline"), "{}", ran.text());
-        setup.proxy.remove(&silent);
-        setup.proxy.remove(&slow);
-        setup
-            .replay(&["--deadline", "120s", "--resume"])
-            .within(Duration::from_secs(150))
-            .success();
-        setup.assert_exact();
-    });
-}
-
-/// The same silence with no `--deadline` (its default is ten minutes): the server bounds every
-/// statement and lock wait, so a live link answers within that bound, if only with an error;
-/// past it and a grace the run ends by itself, exit 4, naming the database and the call it
-/// waits on, and a rerun of the same plan completes it exactly.
-#[test]
-fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_bound() {
-    on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind) else {
-            return;
-        };
-        let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
-        let running = setup
-            .replay(&["--batch", "20"])
+            .replay(flags)
             .within(Duration::from_secs(120))
             .spawn();
         setup.wait_for_execution();
@@ -260,23 +238,51 @@ fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_b
         let silent_since = Instant::now();
         let silent = setup.proxy.add(Toxic::Timeout { ms: 0 }, Stream::Down);
         let ran = running.status(4);
-        // 30 s of the server's bound and 5 s of grace, with room for a loaded machine.
+        let since = match from {
+            Counted::FromStart => started,
+            Counted::FromSilence => silent_since,
+        };
         assert!(
-            silent_since.elapsed() < Duration::from_secs(30 + 5 + 15),
-            "ended {:?} after the link went silent",
-            silent_since.elapsed()
+            since.elapsed() < bound,
+            "ended {:?} after the {from:?}, past {bound:?}",
+            since.elapsed()
         );
-        assert!(
-            ran.stderr.contains("has not answered") && ran.stderr.contains(&setup.proxy.listen),
-            "{}",
-            ran.text()
-        );
+        for said in says {
+            let said = said.replace("{db}", &setup.proxy.listen);
+            assert!(ran.stderr.contains(&said), "no {said:?} in:\n{}", ran.text());
+        }
         setup.proxy.remove(&silent);
         setup.proxy.remove(&slow);
         setup
-            .replay(&["--resume"])
+            .replay(rerun)
             .within(Duration::from_secs(150))
             .success();
         setup.assert_exact();
     });
+}
+
+/// The server's own statement timeout cannot help a silent link, since its answer is lost
+/// too: the run's deadline ends the run (exit 4, at most a 5 s grace after it).
+#[test]
+fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exactly() {
+    silent_mid_execution(
+        &["--deadline", "15s", "--batch", "20"],
+        (Duration::from_secs(15 + 5 + 5), Counted::FromStart),
+        &["deadline"],
+        &["--deadline", "120s", "--resume"],
+    );
+}
+
+/// With no `--deadline` (ten minutes by default): the server bounds every statement and lock
+/// wait by 30 s, so a live link answers within it, if only with an error; 5 s past it the
+/// run ends by itself, naming the database and the call it waits on (the bound below leaves
+/// room for a loaded machine).
+#[test]
+fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_bound() {
+    silent_mid_execution(
+        &["--batch", "20"],
+        (Duration::from_secs(30 + 5 + 15), Counted::FromSilence),
+        &["has not answered", "{db}"],
+        &["--resume"],
+    );
 }
