@@ -139,6 +139,10 @@ impl Reporter for Github {
         self.gathered.take(event);
     }
 
+    fn report_failed(&mut self, error: &ReportError) {
+        self.gathered.report_failed(error);
+    }
+
     fn finish(&mut self) -> Result<(), ReportError> {
         let succeeded = self.gathered.succeeded(self.strict);
         let interrupted = self
@@ -159,6 +163,7 @@ impl Reporter for Github {
             succeeded,
             interrupted,
             strict: self.strict,
+            report_error: self.gathered.report_error.as_deref(),
             uncollected: self.uncollected.len(),
             environment: &self.environment,
             relative: &|p| self.relative(p),
@@ -231,6 +236,8 @@ struct Summary<'a> {
     succeeded: bool,
     interrupted: Option<&'static str>,
     strict: bool,
+    /// A report that could not be written, which the run ends with.
+    report_error: Option<&'a str>,
     uncollected: usize,
     environment: &'a Environment,
     relative: &'a dyn Fn(&str) -> String,
@@ -265,6 +272,9 @@ fn markdown(s: &Summary<'_>) -> String {
     }
     if s.strict && counts.pending + counts.flaky > 0 {
         md.push_str("Under `--strict`, PENDING and FLAKY cases fail the run.\n\n");
+    }
+    if let Some(error) = s.report_error {
+        md.push_str(&format!("{error}.\n\n"));
     }
     if s.uncollected > 0 {
         md.push_str(&format!(

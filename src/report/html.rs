@@ -44,6 +44,10 @@ impl Reporter for Html {
         self.gathered.take(event);
     }
 
+    fn report_failed(&mut self, error: &ReportError) {
+        self.gathered.report_failed(error);
+    }
+
     fn finish(&mut self) -> Result<(), ReportError> {
         let page = Page {
             run_id: self.gathered.run_id.clone(),
@@ -55,6 +59,7 @@ impl Reporter for Html {
                 .map(|i| i.name()),
             wall: self.gathered.wall().as_secs_f64(),
             strict: self.strict,
+            report_error: self.gathered.report_error.clone(),
             outcomes: self.gathered.outcomes(),
         };
         let text = page.render(&self.environment);
@@ -77,6 +82,7 @@ struct Page {
     interrupted: Option<&'static str>,
     wall: f64,
     strict: bool,
+    report_error: Option<String>,
     outcomes: Vec<Outcome>,
 }
 
@@ -113,6 +119,9 @@ impl Page {
         }
         if self.strict {
             notes.push("--strict: PENDING cases fail the run".into());
+        }
+        if let Some(error) = &self.report_error {
+            notes.push(error.clone());
         }
         let _ = writeln!(h, "<p>{}</p>", esc(&notes.join("; ")));
         h.push_str("<h2>Environment</h2>\n<table id=\"environment\">\n");
@@ -278,6 +287,7 @@ mod tests {
             interrupted: None,
             wall: 0.0,
             strict: false,
+            report_error: None,
             outcomes: vec![o],
         }
         .render(&Environment::default());

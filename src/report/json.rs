@@ -42,14 +42,19 @@ impl<W: Write> Reporter for Json<W> {
         self.gathered.take(event);
     }
 
+    fn report_failed(&mut self, error: &ReportError) {
+        self.gathered.report_failed(error);
+    }
+
     fn finish(&mut self) -> Result<(), ReportError> {
         let summary = self.gathered.summary;
+        let succeeded = self.gathered.succeeded(self.strict);
         let outcomes = self.gathered.outcomes();
         let counts = Counts::of(&outcomes);
         let doc = Document {
             run_id: &self.gathered.run_id,
-            succeeded: summary.is_some_and(|s| s.interrupted.is_none())
-                && counts.succeeded(self.strict),
+            succeeded,
+            report_error: self.gathered.report_error.as_deref(),
             strict: self.strict,
             interrupted: summary
                 .and_then(|s| s.interrupted)
@@ -71,6 +76,9 @@ struct Document<'a> {
     /// What the exit code says: no FAIL, ERROR or NOT RUN, no PENDING or FLAKY under
     /// `--strict`, not interrupted.
     succeeded: bool,
+    /// A report that could not be written (the run then exits 3), if one could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report_error: Option<&'a str>,
     strict: bool,
     /// The signal that interrupted the run, if one did.
     interrupted: Option<&'static str>,

@@ -40,11 +40,16 @@ pub trait Reporter {
     fn finish(&mut self) -> Result<(), ReportError> {
         Ok(())
     }
+
+    /// Before [`finish`](Reporter::finish), when a report finished before this one could not
+    /// be written: the run then ends with that error (exit 3), whatever its probes did, and a
+    /// reporter that states the run's result says so.
+    fn report_failed(&mut self, _error: &ReportError) {}
 }
 
 /// Several reporters fed the same events; they finish in the order they were added, every one
-/// of them even when an earlier one failed (the results are always printed), and the first
-/// failure is returned.
+/// of them even when an earlier one failed (the results are always printed; those after it are
+/// told of the failure first), and the first failure is returned.
 #[derive(Default)]
 pub struct Reporters(Vec<Box<dyn Reporter>>);
 
@@ -64,12 +69,21 @@ impl Reporter for Reporters {
     fn finish(&mut self) -> Result<(), ReportError> {
         let mut first = Ok(());
         for reporter in &mut self.0 {
+            if let Err(e) = &first {
+                reporter.report_failed(e);
+            }
             let result = reporter.finish();
             if first.is_ok() {
                 first = result;
             }
         }
         first
+    }
+
+    fn report_failed(&mut self, error: &ReportError) {
+        for reporter in &mut self.0 {
+            reporter.report_failed(error);
+        }
     }
 }
 
@@ -116,6 +130,8 @@ struct Gathered {
     run_id: String,
     by_case: Vec<Vec<Outcome>>,
     summary: Option<RunSummary>,
+    /// A report finished before this one that could not be written: the run ends with it.
+    report_error: Option<String>,
 }
 
 impl Gathered {
@@ -138,11 +154,17 @@ impl Gathered {
     }
 
     /// What the exit code says of the run: finished, nothing failed or errored, nothing
-    /// PENDING under `strict`. False before `RunFinished`.
+    /// PENDING under `strict`, every report written before this one. False before
+    /// `RunFinished`.
     fn succeeded(&self, strict: bool) -> bool {
-        self.summary.is_some_and(|s| {
-            crate::exit_code::Code::of_run(&s, strict) == crate::exit_code::Code::Ok
-        })
+        self.report_error.is_none()
+            && self.summary.is_some_and(|s| {
+                crate::exit_code::Code::of_run(&s, strict) == crate::exit_code::Code::Ok
+            })
+    }
+
+    fn report_failed(&mut self, error: &ReportError) {
+        self.report_error = Some(format!("{error} (the run exits 3)"));
     }
 
     fn wall(&self) -> Duration {

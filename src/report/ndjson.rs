@@ -2,7 +2,8 @@
 //! and flushed as the run goes, for editors and dashboards. Every object has an `event`:
 //! `run_started` (the planned cases), `case_started`, `case_finished` (its outcomes, as the
 //! JSON report writes them), `run_interrupted`, and last `run_finished` with the counts and
-//! `succeeded`, which is what the exit code says.
+//! `succeeded`, which is what the exit code says (written when the reports finish, so that a
+//! report that could not be written is in it).
 
 use std::io::Write;
 
@@ -10,11 +11,14 @@ use serde::Serialize;
 
 use super::{ReportError, Reporter};
 use crate::exit_code::Code;
-use crate::run::{Counts, Decision, Outcome, PlannedCase, RunEvent};
+use crate::run::{Counts, Decision, Outcome, PlannedCase, RunEvent, RunSummary};
 
 pub struct Ndjson<W: Write> {
     out: W,
     strict: bool,
+    /// The run's end, written at [`Reporter::finish`].
+    finished: Option<RunSummary>,
+    report_error: Option<String>,
 }
 
 impl Ndjson<std::io::Stdout> {
@@ -25,7 +29,12 @@ impl Ndjson<std::io::Stdout> {
 
 impl<W: Write> Ndjson<W> {
     pub fn to(out: W) -> Self {
-        Ndjson { out, strict: false }
+        Ndjson {
+            out,
+            strict: false,
+            finished: None,
+            report_error: None,
+        }
     }
 
     /// Under `--strict`, PENDING cases fail the run.
@@ -58,9 +67,12 @@ enum Line<'a> {
     },
     RunFinished {
         /// What the exit code says: no FAIL or ERROR, no PENDING under `--strict`, not
-        /// interrupted.
+        /// interrupted, every report written.
         succeeded: bool,
         exit_code: u8,
+        /// A report that could not be written (exit 3), if one could not.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        report_error: Option<&'a str>,
         interrupted: Option<&'static str>,
         wall_seconds: f64,
         counts: Counts,
@@ -134,24 +146,44 @@ impl<W: Write> Reporter for Ndjson<W> {
                 not_started: *not_started,
             },
             RunEvent::RunFinished { summary } => {
-                let code = Code::of_run(summary, self.strict);
-                Line::RunFinished {
-                    succeeded: code == Code::Ok,
-                    exit_code: code as u8,
-                    interrupted: summary.interrupted.map(|i| i.name()),
-                    wall_seconds: (summary.wall.as_secs_f64() * 1000.0).round() / 1000.0,
-                    counts: summary.counts,
-                }
+                self.finished = Some(*summary);
+                return;
             }
         };
-        let text = serde_json::to_string(&line)
-            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":\"{e}\"}}"));
-        let _ = writeln!(self.out, "{text}");
-        let _ = self.out.flush();
+        self.write(&line);
+    }
+
+    fn report_failed(&mut self, error: &ReportError) {
+        self.report_error = Some(format!("{error} (the run exits 3)"));
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
+        let Some(summary) = self.finished else {
+            return Ok(());
+        };
+        let report_error = self.report_error.take();
+        let code = match &report_error {
+            Some(_) => Code::Io,
+            None => Code::of_run(&summary, self.strict),
+        };
+        self.write(&Line::RunFinished {
+            succeeded: code == Code::Ok,
+            exit_code: code as u8,
+            report_error: report_error.as_deref(),
+            interrupted: summary.interrupted.map(|i| i.name()),
+            wall_seconds: (summary.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+            counts: summary.counts,
+        });
         Ok(())
+    }
+}
+
+impl<W: Write> Ndjson<W> {
+    fn write(&mut self, line: &Line<'_>) {
+        let text = serde_json::to_string(line)
+            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":\"{e}\"}}"));
+        let _ = writeln!(self.out, "{text}");
+        let _ = self.out.flush();
     }
 }
 
@@ -164,6 +196,7 @@ mod tests {
     fn one_object_per_event_in_order_ending_with_the_counts() {
         let mut nd = Ndjson::to(Vec::new());
         testing::run(Some(1), |e| nd.event(e));
+        nd.finish().unwrap();
         let lines: Vec<serde_json::Value> = String::from_utf8(nd.out)
             .unwrap()
             .lines()

@@ -157,6 +157,66 @@ fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
     );
 }
 
+/// The JUnit report is written first; when it cannot be, the run exits 3, and the reports
+/// written after it (the HTML page, the GitHub step summary, the JSON and NDJSON verdicts) say
+/// the run failed and why, never "passed".
+#[test]
+fn a_junit_report_that_cannot_be_written_leaves_no_report_saying_passed() {
+    let dir = Dir::new();
+    dir.write("checkpoints/92-taken.toml", TAKES_THE_REPORT_PATH);
+    let summary = dir.join("step-summary.md");
+    let ran = dir
+        .lessonprobe()
+        .args(["--lesson", "92", "--junit", "out/r.xml", "--html", "page.html"])
+        .args(["--format", "ndjson"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stderr_has("out/r.xml: cannot write JUnit report: ")
+        .status(3);
+    let page = dir.read("page.html");
+    assert!(
+        page.contains("<h1 id=\"verdict\" class=\"failed\">")
+            && !page.contains("lessonprobe: passed")
+            && page.contains("cannot write JUnit report"),
+        "{page}"
+    );
+    let step = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        step.contains("## lessonprobe: failed") && !step.contains("passed ✅"),
+        "{step}"
+    );
+    assert!(step.contains("cannot write JUnit report"), "{step}");
+    let last: serde_json::Value = ran
+        .stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    assert_eq!(last["event"], "run_finished", "{}", ran.stdout);
+    assert_eq!(last["succeeded"], false, "{last}");
+    assert_eq!(last["exit_code"], 3, "{last}");
+    assert!(
+        last["report_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cannot write JUnit report")),
+        "{last}"
+    );
+
+    let _ = std::fs::remove_dir_all(dir.join("out"));
+    let doc = dir
+        .lessonprobe()
+        .args(["--lesson", "92", "--junit", "out/r.xml", "--format", "json"])
+        .status(3)
+        .json();
+    assert_eq!(doc["succeeded"], false, "{doc}");
+    assert!(
+        doc["report_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cannot write JUnit report")),
+        "{doc}"
+    );
+}
+
 #[test]
 fn the_closing_line_gives_the_wall_time_and_what_failed() {
     let dir = course();
