@@ -50,7 +50,8 @@ fn chain(e: &postgres::Error) -> String {
 /// Connects to `url` within `timeout` — TCP, TLS and the server's first answers together:
 /// the client library bounds only the TCP connect, so the attempt runs on a thread of its own
 /// and is abandoned (its socket closed when the attempt ends) when the time is up. Then
-/// statements and lock waits are bounded by `statement`. Returns the client and where it is.
+/// statements are bounded by `statement` and lock waits by half of it. Returns the client and
+/// where it is.
 pub fn connect_bounded(
     url: &str,
     timeout: Duration,
@@ -99,9 +100,12 @@ pub fn connect_bounded(
         }
     };
     let ms = statement.as_millis().clamp(1, i32::MAX as u128);
+    // A lock wait ends first, as contention (55P03) that the caller may wait out by asking
+    // again; at the same bound the statement timeout would always end it, as a failure.
+    let lock_ms = (ms / 2).max(1);
     client
         .batch_execute(&format!(
-            "SET statement_timeout = {ms}; SET lock_timeout = {ms}; SET idle_in_transaction_session_timeout = {}",
+            "SET statement_timeout = {ms}; SET lock_timeout = {lock_ms}; SET idle_in_transaction_session_timeout = {}",
             ms.max(60_000)
         ))
         .map_err(|e| StoreError::postgres(&place, e))?;
