@@ -286,3 +286,27 @@ fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_b
         &["--resume"],
     );
 }
+
+/// Contention longer than the bound on one statement is waiting, not failure: another session
+/// holds `audit_events` locked for 40 s (past the 30 s a replay's statement may take) while a
+/// default replay starts; each of its lock waits ends at 15 s as contention and is made again,
+/// and once the lock is released the run completes exactly.
+#[test]
+fn a_lock_held_past_the_statement_bound_is_waited_for_not_failed() {
+    on_apache_kafka(|kind| {
+        let Some(setup) = Setup::start(kind) else {
+            return;
+        };
+        setup.db.foreign_audit_table(true);
+        let mut holder = setup.db.client();
+        let mut lock = holder.transaction().unwrap();
+        lock.batch_execute("LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE")
+            .unwrap();
+        let mut running = setup.replay(&[]).within(Duration::from_secs(150)).spawn();
+        std::thread::sleep(Duration::from_secs(40));
+        assert!(running.is_running(), "the replay ended while the lock was held");
+        lock.commit().unwrap();
+        running.success();
+        setup.assert_exact();
+    });
+}
