@@ -150,12 +150,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         &config.remote,
     );
     let report = Reporting {
-        junit: (!args.no_junit).then(|| {
-            args.junit.clone().unwrap_or_else(|| match args.lesson {
-                Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-                None => PathBuf::from("reports/lessonprobe.xml"),
-            })
-        }),
+        junit: junit_path(args),
         format: args.format,
         verbose: args.verbose,
         strict: args.strict,
@@ -178,6 +173,17 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         interrupt,
         Some(Recorder::new(history)),
     )
+}
+
+/// Where a run's JUnit report goes: `--junit`, else `reports/lesson-NN.xml` for one lesson or
+/// `reports/lessonprobe.xml`; none with `--no-junit`.
+pub(super) fn junit_path(args: &RunArgs) -> Option<PathBuf> {
+    (!args.no_junit).then(|| {
+        args.junit.clone().unwrap_or_else(|| match args.lesson {
+            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
+            None => PathBuf::from("reports/lessonprobe.xml"),
+        })
+    })
 }
 
 /// What names a course and selection in the last-failed state: the course checkout, the

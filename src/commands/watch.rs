@@ -11,7 +11,7 @@ use crate::cli::RunArgs;
 use crate::exit::{Code, Error};
 use crate::run::{Interrupt, Interruption};
 
-use super::run::{run_once, Order};
+use super::run::{junit_path, run_once, Order};
 
 /// How often a running or waiting loop looks at Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -72,13 +72,7 @@ fn folders(args: &RunArgs) -> Vec<PathBuf> {
 
 /// What a run writes in the folders it watches: its reports and its last-failed state.
 fn own_files(args: &RunArgs) -> Vec<PathBuf> {
-    let junit = (!args.no_junit).then(|| {
-        args.junit.clone().unwrap_or_else(|| match args.lesson {
-            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-            None => PathBuf::from("reports/lessonprobe.xml"),
-        })
-    });
-    junit
+    junit_path(args)
         .into_iter()
         .chain(args.html.clone())
         .chain([PathBuf::from(crate::history::FOLDER)])
