@@ -347,7 +347,10 @@ impl<'a> DayRun<'a> {
             .kafka
             .broker(self.remaining().max(Duration::from_secs(1)));
         let consumer = KafkaReplayConsumer::new(&broker, group)?;
-        let mut target = self.to.db.open_target(Timeouts::replay(self.to.db, self.remaining()))?;
+        let mut target = self
+            .to
+            .db
+            .open_target(Timeouts::replay(self.to.db, self.remaining()))?;
         target.prepare(&self.adoption)?;
         target.share_with(self.lanes)?;
         Ok(Worker {

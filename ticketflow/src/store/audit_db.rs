@@ -11,7 +11,7 @@ use super::error::StoreError;
 use super::inspect::Inspection;
 use super::patience::{Patience, Patient};
 use super::postgres::{describe, PostgresTarget};
-use super::replay_target::{ReplayTarget, Timeouts};
+use super::replay_target::{ReplayTarget, Timeouts, ANSWER_TIMEOUT, CONNECT_TIMEOUT};
 use super::sqlite::SqliteTarget;
 use super::tls::ConnectSpec;
 
@@ -118,6 +118,37 @@ impl AuditDb {
                 .and_then(|spec| spec.config.get_connect_timeout().copied()),
         }
     }
+}
+
+// The bounds that depend on the URL's `connect_timeout`; the rest of `Timeouts` stands with
+// `ReplayTarget`, whose calls it bounds.
+impl Timeouts {
+    /// A replay's, with `remaining` of its deadline left: connecting within the URL's
+    /// `connect_timeout` (else [`CONNECT_TIMEOUT`]), each statement and lock wait within
+    /// [`ANSWER_TIMEOUT`], contention waited out until the deadline; none past the deadline.
+    pub fn replay(db: &AuditDb, remaining: Duration) -> Timeouts {
+        Timeouts {
+            connect: connect_within(db, remaining),
+            statement: ANSWER_TIMEOUT.min(remaining),
+            contention: remaining,
+        }
+    }
+
+    /// For reading a target whole (`replay verify`, `replay status`): each statement may take
+    /// the whole `deadline`, a scan of every row being one statement.
+    pub fn reading(db: &AuditDb, deadline: Duration) -> Timeouts {
+        Timeouts {
+            connect: connect_within(db, deadline),
+            statement: deadline,
+            contention: deadline,
+        }
+    }
+}
+
+fn connect_within(db: &AuditDb, remaining: Duration) -> Duration {
+    db.connect_timeout()
+        .unwrap_or(CONNECT_TIMEOUT)
+        .min(remaining)
 }
 
 /// For messages: the file, or host, port and database — never a password.

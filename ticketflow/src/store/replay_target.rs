@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use super::audit_db::AuditDb;
 use super::batch::PlanScope;
 use super::error::StoreError;
 use super::inspect::{Adoption, Inspection};
@@ -30,6 +29,7 @@ pub struct Timeouts {
     pub contention: Duration,
 }
 
+// A replay's and a reader's bounds read the database's URL: they stand beside `AuditDb`.
 impl Timeouts {
     /// The same bound for all three.
     pub fn all(bound: Duration) -> Timeouts {
@@ -39,33 +39,6 @@ impl Timeouts {
             contention: bound,
         }
     }
-
-    /// A replay's, with `remaining` of its deadline left: connecting within the URL's
-    /// `connect_timeout` (else [`CONNECT_TIMEOUT`]), each statement and lock wait within
-    /// [`ANSWER_TIMEOUT`], contention waited out until the deadline; none past the deadline.
-    pub fn replay(db: &AuditDb, remaining: Duration) -> Timeouts {
-        Timeouts {
-            connect: connect_within(db, remaining),
-            statement: ANSWER_TIMEOUT.min(remaining),
-            contention: remaining,
-        }
-    }
-
-    /// For reading a target whole (`replay verify`, `replay status`): each statement may take
-    /// the whole `deadline`, a scan of every row being one statement.
-    pub fn reading(db: &AuditDb, deadline: Duration) -> Timeouts {
-        Timeouts {
-            connect: connect_within(db, deadline),
-            statement: deadline,
-            contention: deadline,
-        }
-    }
-}
-
-fn connect_within(db: &AuditDb, remaining: Duration) -> Duration {
-    db.connect_timeout()
-        .unwrap_or(CONNECT_TIMEOUT)
-        .min(remaining)
 }
 
 /// What a replay does in its target database. Every call is bounded by the [`Timeouts`] it

@@ -79,7 +79,10 @@ mod tests {
         assert!(waited >= Duration::from_millis(20), "{waited:?}");
         assert_eq!(what, "postgres db:1/a (asked to write a batch)");
         drop(first);
-        assert_eq!(calls.longest().unwrap().1, "postgres db:2/b (asked to commit)");
+        assert_eq!(
+            calls.longest().unwrap().1,
+            "postgres db:2/b (asked to commit)"
+        );
         drop(second);
         assert!(calls.longest().is_none());
     }
