@@ -58,6 +58,41 @@ impl Gathered {
     }
 }
 
+/// A batch while [`Reader::next_batch`] gathers it.
+struct Gathering {
+    records: Vec<ReplayRecord>,
+    counts: BatchCounts,
+    stopped_on: Option<ReplayErrorKind>,
+    /// Payload bytes of `records`.
+    bytes: usize,
+    /// The clock is read once per poll, after it: a batch reads it ten thousand times.
+    now: Instant,
+    /// When the position last moved.
+    progress_at: Instant,
+}
+
+impl Gathering {
+    fn new(max: usize) -> Gathering {
+        let now = Instant::now();
+        Gathering {
+            records: Vec::with_capacity(max.min(10_000)),
+            counts: BatchCounts::default(),
+            stopped_on: None,
+            bytes: 0,
+            now,
+            progress_at: now,
+        }
+    }
+}
+
+/// What one poll's outcome means for the batch being gathered.
+enum Step {
+    /// Gather on.
+    More,
+    /// The batch ends here; with what stopped it early, if anything.
+    End(Option<ReplayErrorKind>),
+}
+
 /// A replay consumer positioned at the start of a plan's range.
 pub(crate) struct Reader<'a> {
     plan: &'a ReplayPlan,
@@ -178,132 +213,142 @@ impl<'a> Reader<'a> {
         max_bytes: usize,
         committed: i64,
     ) -> Result<Gathered, ReplayError> {
-        let (plan, limits) = (self.plan, self.limits);
+        let plan = self.plan;
         let fail = |kind: ReplayErrorKind| ReplayError {
             topic: plan.topic().to_owned(),
             partition: plan.partition(),
             committed: Some(committed),
             kind,
         };
-        let mut records: Vec<ReplayRecord> = Vec::with_capacity(max.min(10_000));
-        let mut counts = BatchCounts::default();
-        let mut stopped_on = None;
-        // The clock is read once per poll, after it: a batch reads it ten thousand times.
-        let mut now = Instant::now();
-        let mut progress_at = now;
-        let mut bytes = 0usize;
+        let mut batch = Gathering::new(max);
         while self.next < plan.stop()
-            && records.len() < max
-            && bytes < max_bytes
+            && batch.records.len() < max
+            && batch.bytes < max_bytes
             && self.beyond.is_none()
         {
-            let gathering = !records.is_empty();
-            let remaining = limits
-                .deadline
-                .saturating_sub(now.saturating_duration_since(self.started));
-            if remaining.is_zero() {
-                if gathering {
-                    break;
-                }
-                return Err(fail(ReplayErrorKind::Deadline {
-                    deadline: limits.deadline,
-                    stop: plan.stop(),
-                }));
-            }
-            let idle_left = limits
-                .idle_timeout
-                .saturating_sub(now.saturating_duration_since(progress_at));
-            if idle_left.is_zero() && !gathering {
-                return Err(fail(ReplayErrorKind::Idle {
-                    idle: limits.idle_timeout,
-                    stop: plan.stop(),
-                }));
-            }
-            let wait = if gathering {
-                GATHER_WAIT
-            } else {
-                POLL.min(idle_left)
-            }
-            .min(remaining);
+            let Some(wait) = self.wait(&batch).map_err(fail)? else {
+                break;
+            };
             let polled = self
                 .consumer
                 .poll(wait)
                 .map_err(|e| fail(ReplayErrorKind::Consumer(e)));
-            now = Instant::now();
-            let record = match polled {
-                Ok(Some(record)) => record,
-                Ok(None) => {
-                    // The position may have moved past control markers with no record.
-                    let position = self
-                        .consumer
-                        .position(plan.topic(), plan.partition())
-                        .map_err(|e| fail(ReplayErrorKind::Consumer(e)))?;
-                    match position.filter(|&p| p > self.next) {
-                        Some(p) => match self.account_jump(p, &mut counts) {
-                            Ok(()) => {
-                                now = Instant::now();
-                                progress_at = now;
-                            }
-                            Err(kind) => {
-                                stopped_on = Some(kind);
-                                break;
-                            }
-                        },
-                        None if gathering => break,
-                        None => {}
-                    }
-                    continue;
-                }
+            batch.now = Instant::now();
+            let step = match polled {
+                Ok(Some(record)) => self.take(record, &mut batch),
+                Ok(None) => self.quiet(&mut batch).map_err(fail)?,
                 Err(e) => match self.removed_below_position(&e) {
-                    Some(kind) => {
-                        stopped_on = Some(kind);
-                        break;
-                    }
+                    Some(kind) => Step::End(Some(kind)),
                     None => return Err(e),
                 },
             };
-            progress_at = now;
-            if record.topic != plan.topic() || record.partition != plan.partition() {
-                stopped_on = Some(ReplayErrorKind::ForeignRecord {
-                    topic: record.topic,
-                    partition: record.partition,
-                });
+            if let Step::End(stopped_on) = step {
+                batch.stopped_on = stopped_on;
                 break;
             }
-            if record.offset < self.next {
-                stopped_on = Some(ReplayErrorKind::Gap {
-                    expected: self.next,
-                    got: record.offset,
-                });
-                break;
-            }
-            if record.offset > self.next {
-                if let Err(kind) = self.account_jump(record.offset, &mut counts) {
-                    stopped_on = Some(kind);
-                    break;
-                }
-                // Re-reading the jump took time of its own.
-                now = Instant::now();
-            }
-            if record.offset >= plan.stop() {
-                self.beyond = Some(record);
-                break;
-            }
-            if let Some((since, until)) = plan.window() {
-                if !record.timestamp.is_some_and(|ts| since <= ts && ts < until) {
-                    counts.out_of_window.push(record.offset);
-                }
-            }
-            self.next = record.offset + 1;
-            bytes = bytes.saturating_add(record.payload.len());
-            records.push(record);
         }
         Ok(Gathered {
-            records,
+            records: batch.records,
             next: self.next,
-            counts,
-            stopped_on,
+            counts: batch.counts,
+            stopped_on: batch.stopped_on,
         })
+    }
+
+    /// How long the next poll may wait: `None` when the deadline has run out on a batch that
+    /// has records (it is applied as it is); the deadline or the idle timeout run out on an
+    /// empty one is the error.
+    fn wait(&self, batch: &Gathering) -> Result<Option<Duration>, ReplayErrorKind> {
+        let (plan, limits) = (self.plan, self.limits);
+        let gathering = !batch.records.is_empty();
+        let remaining = limits
+            .deadline
+            .saturating_sub(batch.now.saturating_duration_since(self.started));
+        if remaining.is_zero() {
+            if gathering {
+                return Ok(None);
+            }
+            return Err(ReplayErrorKind::Deadline {
+                deadline: limits.deadline,
+                stop: plan.stop(),
+            });
+        }
+        let idle_left = limits
+            .idle_timeout
+            .saturating_sub(batch.now.saturating_duration_since(batch.progress_at));
+        if idle_left.is_zero() && !gathering {
+            return Err(ReplayErrorKind::Idle {
+                idle: limits.idle_timeout,
+                stop: plan.stop(),
+            });
+        }
+        let wait = if gathering {
+            GATHER_WAIT
+        } else {
+            POLL.min(idle_left)
+        };
+        Ok(Some(wait.min(remaining)))
+    }
+
+    /// A poll that brought no record: the position may have moved past control markers with
+    /// none. A batch that has records ends when it has not.
+    fn quiet(&mut self, batch: &mut Gathering) -> Result<Step, ReplayErrorKind> {
+        let position = self
+            .consumer
+            .position(self.plan.topic(), self.plan.partition())
+            .map_err(ReplayErrorKind::Consumer)?;
+        Ok(match position.filter(|&p| p > self.next) {
+            Some(p) => match self.account_jump(p, &mut batch.counts) {
+                Ok(()) => {
+                    batch.now = Instant::now();
+                    batch.progress_at = batch.now;
+                    Step::More
+                }
+                Err(kind) => Step::End(Some(kind)),
+            },
+            None if !batch.records.is_empty() => Step::End(None),
+            None => Step::More,
+        })
+    }
+
+    /// Takes `record` into the batch, after the offsets it jumped over are accounted for; a
+    /// record of another partition, one behind the position, or one at or past `stop` (kept
+    /// for [`late_records`](Self::late_records)) ends the batch instead.
+    fn take(&mut self, record: ReplayRecord, batch: &mut Gathering) -> Step {
+        let plan = self.plan;
+        batch.progress_at = batch.now;
+        if record.topic != plan.topic() || record.partition != plan.partition() {
+            return Step::End(Some(ReplayErrorKind::ForeignRecord {
+                topic: record.topic,
+                partition: record.partition,
+            }));
+        }
+        if record.offset < self.next {
+            return Step::End(Some(ReplayErrorKind::Gap {
+                expected: self.next,
+                got: record.offset,
+            }));
+        }
+        if record.offset > self.next {
+            if let Err(kind) = self.account_jump(record.offset, &mut batch.counts) {
+                return Step::End(Some(kind));
+            }
+            // Re-reading the jump took time of its own.
+            batch.now = Instant::now();
+        }
+        if record.offset >= plan.stop() {
+            self.beyond = Some(record);
+            return Step::End(None);
+        }
+        if let Some((since, until)) = plan.window() {
+            if !record.timestamp.is_some_and(|ts| since <= ts && ts < until) {
+                batch.counts.out_of_window.push(record.offset);
+            }
+        }
+        self.next = record.offset + 1;
+        batch.bytes = batch.bytes.saturating_add(record.payload.len());
+        batch.records.push(record);
+        Step::More
     }
 
     /// Accounts for offsets `[next, got)` the consumer moved past without a record (up to the
