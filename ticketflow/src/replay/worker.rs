@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::apply::{apply_batch, TargetWriter};
 use super::execute::{ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget};
 use super::read::Reader;
-use super::window::{DayPlan, PartitionPlan};
+use super::window::{DayPlan, DayReplayRequest, PartitionPlan};
 use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
@@ -324,30 +324,7 @@ fn replay_turn(
     options: ExecuteOptions,
     progress: &dyn Progress,
 ) -> Result<Turn, PartitionError> {
-    let plan = share.plan;
-    let r = &plan.request;
-    let left = || options.deadline.saturating_sub(options.since.elapsed());
-    let setup = |cause: SetupError| PartitionError::Setup {
-        cause,
-        committed: claim.next_offset,
-    };
-    let mut bounded = ReplayPlan::new(
-        &r.live_group,
-        &r.replay_group,
-        &r.topic,
-        p,
-        claim.next_offset,
-        claim.stop,
-    )
-    .map_err(|_| {
-        setup(SetupError::InvalidRange {
-            start: claim.next_offset,
-            stop: claim.stop,
-        })
-    })?;
-    if let super::Window::Time { since_ms, until_ms } = r.window {
-        bounded = bounded.timed(since_ms, until_ms);
-    }
+    let bounded = claimed_plan(&share.plan.request, p, &claim)?;
     let as_run_deadline = |mut e: ReplayError| {
         if let ReplayErrorKind::Deadline { deadline, .. } = &mut e.kind {
             *deadline = options.deadline;
@@ -355,7 +332,10 @@ fn replay_turn(
         PartitionError::Replay(e)
     };
     let limits = ReplayLimits {
-        deadline: left().max(Duration::from_millis(1)),
+        deadline: options
+            .deadline
+            .saturating_sub(options.since.elapsed())
+            .max(Duration::from_millis(1)),
         idle_timeout: options.idle_timeout,
     };
     let mut reader = Reader::open(&bounded, limits, reads).map_err(as_run_deadline)?;
@@ -363,69 +343,20 @@ fn replay_turn(
     summary.final_offset = claim.next_offset;
     let result = (|| {
         while summary.final_offset < claim.stop {
-            let committed = summary.final_offset;
-            let gathered = reader.next_batch(
-                options.replay.batch.min(super::BATCH_RECORDS),
-                options.replay.batch_bytes.min(super::BATCH_BYTES),
-                committed,
-            )?;
-            let mut writer = TargetWriter {
+            let mut turn = TurnBatch {
+                plan: &bounded,
+                reader: &mut reader,
                 target: &mut *target,
-                scope: PlanScope {
-                    plan_id: share.to.plan_id,
-                    topic: &r.topic,
-                    ranges: &share.ranges,
-                    owner: Some(share.to.owner),
-                    fail_on_refused: options.replay.bad_records == super::BadRecords::Fail,
-                },
-                // A worker's partition can be revoked between batches, so each batch is its
-                // own transaction: what was handed over is durable at once.
-                shared: None,
+                share: &*share,
+                summary: &mut summary,
             };
-            let applied = match apply_batch(
-                &bounded,
-                options.replay,
-                &gathered,
-                committed,
-                &mut writer,
-                reader.consumer(),
-            ) {
-                Err(ReplayError {
-                    kind: ReplayErrorKind::Checkpoint(WriteError::CheckpointMoved { .. }),
-                    ..
-                }) => return Ok(Turn::Lost),
-                other => other?,
-            };
-            if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
-                summary.add(applied, &gathered);
-                progress.batch_done(p, &summary);
+            if let Some(ended) = turn.apply_next(options, progress)? {
+                return Ok(ended);
             }
-            let stopped = applied.and_then(|a| a.stopped_on).or(gathered.stopped_on);
-            if let Some(kind) = stopped {
-                return Err(ReplayError {
-                    topic: r.topic.clone(),
-                    partition: p,
-                    committed: Some(summary.final_offset),
-                    kind,
-                });
-            }
-            let events = member.poll(Duration::ZERO);
-            share
-                .serve(events, &mut *target, member)
-                .map_err(|e| ReplayError {
-                    topic: r.topic.clone(),
-                    partition: p,
-                    committed: Some(summary.final_offset),
-                    kind: ReplayErrorKind::Effect {
-                        offset: summary.final_offset,
-                        source: e,
-                    },
-                })?;
-            if !share.owned.contains_key(&p) {
-                return Ok(Turn::Revoked);
-            }
-            if let Some(c) = share.owned.get_mut(&p) {
-                c.next_offset = summary.final_offset;
+            if let Some(ended) =
+                serve_between_batches(p, summary.final_offset, share, target, member)?
+            {
+                return Ok(ended);
             }
         }
         if let (Some(skew), Some(window)) = (options.replay.skew, bounded.window()) {
@@ -435,6 +366,128 @@ fn replay_turn(
     })();
     run.replayed.insert(p, summary);
     result.map_err(as_run_deadline)
+}
+
+/// The range `claim` holds of partition `p`, bounded as the request's window says.
+fn claimed_plan(r: &DayReplayRequest, p: i32, claim: &Claim) -> Result<ReplayPlan, PartitionError> {
+    let bounded = ReplayPlan::new(
+        &r.live_group,
+        &r.replay_group,
+        &r.topic,
+        p,
+        claim.next_offset,
+        claim.stop,
+    )
+    .map_err(|_| PartitionError::Setup {
+        cause: SetupError::InvalidRange {
+            start: claim.next_offset,
+            stop: claim.stop,
+        },
+        committed: claim.next_offset,
+    })?;
+    Ok(match r.window {
+        super::Window::Time { since_ms, until_ms } => bounded.timed(since_ms, until_ms),
+        _ => bounded,
+    })
+}
+
+/// One batch of a worker's turn on a partition: what it reads from, writes to and adds up.
+struct TurnBatch<'t, 'r> {
+    plan: &'t ReplayPlan,
+    reader: &'t mut Reader<'r>,
+    target: &'t mut dyn ReplayTarget,
+    share: &'t Share<'t>,
+    summary: &'t mut ReplaySummary,
+}
+
+impl TurnBatch<'_, '_> {
+    /// Gathers the next batch and applies it, as its own transaction, with its checkpoint:
+    /// `Lost` when another worker claimed the partition in SQL meanwhile; an error for what
+    /// stopped the batch early.
+    fn apply_next(
+        &mut self,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<Option<Turn>, ReplayError> {
+        let (plan, share) = (self.plan, self.share);
+        let (topic, p) = (plan.topic(), plan.partition());
+        let committed = self.summary.final_offset;
+        let gathered = self.reader.next_batch(
+            options.replay.batch.min(super::BATCH_RECORDS),
+            options.replay.batch_bytes.min(super::BATCH_BYTES),
+            committed,
+        )?;
+        let mut writer = TargetWriter {
+            target: &mut *self.target,
+            scope: PlanScope {
+                plan_id: share.to.plan_id,
+                topic,
+                ranges: &share.ranges,
+                owner: Some(share.to.owner),
+                fail_on_refused: options.replay.bad_records == super::BadRecords::Fail,
+            },
+            // A worker's partition can be revoked between batches, so each batch is its
+            // own transaction: what was handed over is durable at once.
+            shared: None,
+        };
+        let applied = match apply_batch(
+            plan,
+            options.replay,
+            &gathered,
+            committed,
+            &mut writer,
+            self.reader.consumer(),
+        ) {
+            Err(ReplayError {
+                kind: ReplayErrorKind::Checkpoint(WriteError::CheckpointMoved { .. }),
+                ..
+            }) => return Ok(Some(Turn::Lost)),
+            other => other?,
+        };
+        if let Some(applied) = applied.as_ref().filter(|a| a.next > committed) {
+            self.summary.add(applied, &gathered);
+            progress.batch_done(p, self.summary);
+        }
+        match applied.and_then(|a| a.stopped_on).or(gathered.stopped_on) {
+            Some(kind) => Err(ReplayError {
+                topic: topic.to_owned(),
+                partition: p,
+                committed: Some(self.summary.final_offset),
+                kind,
+            }),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Between two batches of partition `p` (durable up to `committed`): serves what the group
+/// said meanwhile; `Revoked` when it took `p` away, else `p`'s claim moves to `committed`.
+fn serve_between_batches(
+    p: i32,
+    committed: i64,
+    share: &mut Share<'_>,
+    target: &mut dyn ReplayTarget,
+    member: &GroupMember,
+) -> Result<Option<Turn>, ReplayError> {
+    let events = member.poll(Duration::ZERO);
+    share
+        .serve(events, target, member)
+        .map_err(|e| ReplayError {
+            topic: share.plan.request.topic.clone(),
+            partition: p,
+            committed: Some(committed),
+            kind: ReplayErrorKind::Effect {
+                offset: committed,
+                source: e,
+            },
+        })?;
+    match share.owned.get_mut(&p) {
+        Some(c) => {
+            c.next_offset = committed;
+            Ok(None)
+        }
+        None => Ok(Some(Turn::Revoked)),
+    }
 }
 
 #[cfg(test)]
