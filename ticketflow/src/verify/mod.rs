@@ -31,7 +31,7 @@ use crate::replay::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, ReplayError, ReplayErrorKind, ReplayLimits,
     Window,
 };
-use crate::store::{Adoption, AuditDb, Snapshot, StoreError, Timeouts};
+use crate::store::{Adoption, AuditDb, Scannable, Snapshot, StoreError, Timeouts};
 
 /// What to verify.
 #[derive(Debug, Clone)]
@@ -208,26 +208,9 @@ pub fn verify(
             return Err(e);
         }
     };
-    let records: u64 = plan
-        .partitions
-        .iter()
-        .map(|p| p.records().max(0) as u64)
-        .sum();
-    let scan = options.compare == Compare::Scan
-        || scannable
-            .is_some_and(|s| s.rows <= records.saturating_mul(SCAN_FACTOR).max(SCAN_ALWAYS));
-    tracing::debug!(scan, ?scannable, records, "comparing the table");
+    let scan = scans(options.compare, scannable, &plan);
     let started = Instant::now();
-    let mut tally = Tally {
-        counts: plan
-            .partitions
-            .iter()
-            .map(|p| (p.partition, Counts::default()))
-            .collect(),
-        total: Counts::default(),
-        findings: Findings::new(options.limit)?,
-        runs: Runs::new(),
-    };
+    let mut tally = Tally::new(&plan, options.limit)?;
     let address = broker.address();
     let on = Reading {
         kafka: &address,
@@ -276,16 +259,7 @@ pub fn verify(
         servers: broker.servers().to_owned(),
         target: place,
         window: request.window.to_string(),
-        partitions: plan
-            .partitions
-            .iter()
-            .map(|p| PartitionCounts {
-                partition: p.partition,
-                start: p.start,
-                stop: p.stop,
-                counts: counts.get(&p.partition).cloned().unwrap_or_default(),
-            })
-            .collect(),
+        partitions: partition_counts(&plan, &counts),
         total,
         plans: PlanCoverage::of(&plans, &request.topic, &plan.partitions),
         live_group: request.live_group.clone(),
@@ -297,6 +271,34 @@ pub fn verify(
         compared,
         elapsed: started.elapsed(),
     })
+}
+
+/// Whether the table is compared by a scan: when asked to, or when `Compare::Auto` finds the
+/// table small enough beside the records the window `plan` covers.
+fn scans(compare: Compare, scannable: Option<Scannable>, plan: &DayPlan) -> bool {
+    let records: u64 = plan
+        .partitions
+        .iter()
+        .map(|p| p.records().max(0) as u64)
+        .sum();
+    let scan = compare == Compare::Scan
+        || scannable
+            .is_some_and(|s| s.rows <= records.saturating_mul(SCAN_FACTOR).max(SCAN_ALWAYS));
+    tracing::debug!(scan, ?scannable, records, "comparing the table");
+    scan
+}
+
+/// Each partition of the plan, its range and what was counted of it.
+fn partition_counts(plan: &DayPlan, counts: &BTreeMap<i32, Counts>) -> Vec<PartitionCounts> {
+    plan.partitions
+        .iter()
+        .map(|p| PartitionCounts {
+            partition: p.partition,
+            start: p.start,
+            stop: p.stop,
+            counts: counts.get(&p.partition).cloned().unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Plans the window as a replay would, with groups of its own that never commit.
@@ -493,6 +495,20 @@ fn look_up(
 }
 
 impl Tally {
+    /// Nothing counted yet of `plan`'s partitions; `limit` examples kept per kind of finding.
+    fn new(plan: &DayPlan, limit: usize) -> Result<Tally, VerifyError> {
+        Ok(Tally {
+            counts: plan
+                .partitions
+                .iter()
+                .map(|p| (p.partition, Counts::default()))
+                .collect(),
+            total: Counts::default(),
+            findings: Findings::new(limit)?,
+            runs: Runs::new(),
+        })
+    }
+
     /// Counts one compared batch, records its findings and pushes its run entries.
     fn account(&mut self, looked: LookedUp) -> Result<(), VerifyError> {
         let LookedUp {
