@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ticketflow::event::AuditEvent;
 use ticketflow::replay::{
     run_bounded_replay, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
-    ReplaySummary,
+    ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 use ticketflow::KafkaTarget;
@@ -180,21 +180,57 @@ impl System for Naive {
         consumer: &mut dyn ReplayConsumer,
         store: &mut dyn AuditStore,
     ) -> Result<ReplaySummary, ReplayError> {
-        let rules = self.0;
         let started = Instant::now();
-        let (topic, partition) = (plan.topic(), plan.partition());
-        let fail = |committed: Option<i64>, kind: ReplayErrorKind| ReplayError {
-            topic: topic.to_owned(),
-            partition,
-            committed,
-            kind,
+        self.position(plan, consumer)?;
+        let mut summary = ReplaySummary {
+            final_offset: plan.start(),
+            ..ReplaySummary::default()
         };
-        if rules.end_before_seek {
+        while summary.final_offset < plan.stop() {
+            let Some(record) = self.next_record(plan, limits, started, consumer, &summary)? else {
+                return Ok(summary);
+            };
+            let next = record.offset + 1;
+            let applied = self.apply(plan, &record, &summary, consumer, store)?;
+            summary.counters.records += 1;
+            if applied {
+                summary.counters.inserted += 1;
+            } else {
+                summary.counters.duplicates += 1;
+            }
+            summary.final_offset = next;
+        }
+        Ok(summary)
+    }
+}
+
+/// The replay's error on `plan`'s partition, `committed` being its last durable offset.
+fn fail(plan: &ReplayPlan, committed: Option<i64>, kind: ReplayErrorKind) -> ReplayError {
+    ReplayError {
+        topic: plan.topic().to_owned(),
+        partition: plan.partition(),
+        committed,
+        kind,
+    }
+}
+
+#[allow(clippy::result_large_err)] // ticketflow's own error, as its replay returns it
+impl Naive {
+    /// Seeks to the plan's start; first, if the rules say so, captures the end offset and
+    /// refuses `stop > end`.
+    fn position(
+        &self,
+        plan: &ReplayPlan,
+        consumer: &mut dyn ReplayConsumer,
+    ) -> Result<(), ReplayError> {
+        let (topic, partition) = (plan.topic(), plan.partition());
+        if self.0.end_before_seek {
             let end = consumer
                 .end_offset(topic, partition)
-                .map_err(|e| fail(None, ReplayErrorKind::Consumer(e)))?;
+                .map_err(|e| fail(plan, None, ReplayErrorKind::Consumer(e)))?;
             if plan.stop() > end {
                 return Err(fail(
+                    plan,
                     None,
                     ReplayErrorKind::StopBeyondEnd {
                         stop: plan.stop(),
@@ -205,95 +241,94 @@ impl System for Naive {
         }
         consumer
             .seek(topic, partition, plan.start())
-            .map_err(|e| fail(None, ReplayErrorKind::Consumer(e)))?;
-        let mut summary = ReplaySummary {
-            final_offset: plan.start(),
-            ..ReplaySummary::default()
-        };
-        while summary.final_offset < plan.stop() {
-            let committed = Some(summary.final_offset);
-            if rules.deadline && started.elapsed() >= limits.deadline {
-                return Err(fail(
-                    committed,
-                    ReplayErrorKind::Deadline {
-                        deadline: limits.deadline,
-                        stop: plan.stop(),
-                    },
-                ));
-            }
-            let record = consumer
-                .poll(limits.idle_timeout)
-                .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))?;
-            let Some(record) = record else {
-                if rules.idle_is_error {
-                    return Err(fail(
-                        committed,
-                        ReplayErrorKind::Idle {
-                            idle: limits.idle_timeout,
-                            stop: plan.stop(),
-                        },
-                    ));
-                }
-                return Ok(summary);
-            };
-            if rules.own_partition && (record.topic != topic || record.partition != partition) {
-                return Err(fail(
-                    committed,
-                    ReplayErrorKind::ForeignRecord {
-                        topic: record.topic,
-                        partition: record.partition,
-                    },
-                ));
-            }
-            if rules.contiguous && record.offset != summary.final_offset {
-                return Err(fail(
-                    committed,
-                    ReplayErrorKind::Gap {
-                        expected: summary.final_offset,
-                        got: record.offset,
-                    },
-                ));
-            }
-            let event = AuditEvent::decode(&record.payload).map_err(|source| {
-                fail(
-                    committed,
-                    ReplayErrorKind::Undecodable {
-                        offset: record.offset,
-                        source,
-                    },
-                )
-            })?;
-            let next = record.offset + 1;
-            #[allow(clippy::result_large_err)] // ticketflow's own error, as its replay returns it
-            let commit = |consumer: &mut dyn ReplayConsumer| {
-                consumer
-                    .commit(topic, partition, next)
-                    .map_err(|e| fail(committed, ReplayErrorKind::Consumer(e)))
-            };
-            if !rules.commit_after_effect {
-                commit(consumer)?;
-            }
-            let applied = store.apply_once(&event).map_err(|source| {
-                fail(
-                    committed,
-                    ReplayErrorKind::Effect {
-                        offset: record.offset,
-                        source,
-                    },
-                )
-            })?;
-            if rules.commit_after_effect {
-                commit(consumer)?;
-            }
-            summary.counters.records += 1;
-            if applied {
-                summary.counters.inserted += 1;
-            } else {
-                summary.counters.duplicates += 1;
-            }
-            summary.final_offset = next;
+            .map_err(|e| fail(plan, None, ReplayErrorKind::Consumer(e)))
+    }
+
+    /// The next record, checked as the rules say (deadline, idle, partition, contiguity);
+    /// `None` when the partition went idle and the rules end the replay there, done.
+    fn next_record(
+        &self,
+        plan: &ReplayPlan,
+        limits: ReplayLimits,
+        started: Instant,
+        consumer: &mut dyn ReplayConsumer,
+        summary: &ReplaySummary,
+    ) -> Result<Option<ReplayRecord>, ReplayError> {
+        let rules = self.0;
+        let committed = Some(summary.final_offset);
+        let fail = |kind| fail(plan, committed, kind);
+        if rules.deadline && started.elapsed() >= limits.deadline {
+            return Err(fail(ReplayErrorKind::Deadline {
+                deadline: limits.deadline,
+                stop: plan.stop(),
+            }));
         }
-        Ok(summary)
+        let record = consumer
+            .poll(limits.idle_timeout)
+            .map_err(|e| fail(ReplayErrorKind::Consumer(e)))?;
+        let Some(record) = record else {
+            if rules.idle_is_error {
+                return Err(fail(ReplayErrorKind::Idle {
+                    idle: limits.idle_timeout,
+                    stop: plan.stop(),
+                }));
+            }
+            return Ok(None);
+        };
+        if rules.own_partition
+            && (record.topic != plan.topic() || record.partition != plan.partition())
+        {
+            return Err(fail(ReplayErrorKind::ForeignRecord {
+                topic: record.topic,
+                partition: record.partition,
+            }));
+        }
+        if rules.contiguous && record.offset != summary.final_offset {
+            return Err(fail(ReplayErrorKind::Gap {
+                expected: summary.final_offset,
+                got: record.offset,
+            }));
+        }
+        Ok(Some(record))
+    }
+
+    /// Applies `record`'s event once, committing its next offset after the effect returned
+    /// or, if the rules drop that one, before; whether the event was new.
+    fn apply(
+        &self,
+        plan: &ReplayPlan,
+        record: &ReplayRecord,
+        summary: &ReplaySummary,
+        consumer: &mut dyn ReplayConsumer,
+        store: &mut dyn AuditStore,
+    ) -> Result<bool, ReplayError> {
+        let after = self.0.commit_after_effect;
+        let committed = Some(summary.final_offset);
+        let fail = |kind| fail(plan, committed, kind);
+        let event = AuditEvent::decode(&record.payload).map_err(|source| {
+            fail(ReplayErrorKind::Undecodable {
+                offset: record.offset,
+                source,
+            })
+        })?;
+        let commit = |consumer: &mut dyn ReplayConsumer| {
+            consumer
+                .commit(plan.topic(), plan.partition(), record.offset + 1)
+                .map_err(|e| fail(ReplayErrorKind::Consumer(e)))
+        };
+        if !after {
+            commit(consumer)?;
+        }
+        let applied = store.apply_once(&event).map_err(|source| {
+            fail(ReplayErrorKind::Effect {
+                offset: record.offset,
+                source,
+            })
+        })?;
+        if after {
+            commit(consumer)?;
+        }
+        Ok(applied)
     }
 }
 
