@@ -49,4 +49,4 @@ pub use kafka::{on_apache_kafka, ApacheKafka, BrokerKind, BrokerProcess};
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use table::csv_rows;
-pub use test::{bin, lessonprobe, on_a_terminal, Ran, Running, Test};
+pub use test::{bin, git, lessonprobe, on_a_terminal, outcome_ids, Ran, Running, Test};

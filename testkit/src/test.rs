@@ -622,6 +622,37 @@ impl Ran {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
     }
+
+    /// How many lines of stdout start with `prefix`.
+    pub fn stdout_lines_starting(&self, prefix: &str) -> usize {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+}
+
+/// The checkpoint ids of a JSON report's `outcomes`, in its order.
+#[track_caller]
+pub fn outcome_ids(doc: &serde_json::Value) -> Vec<&str> {
+    doc["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect()
+}
+
+/// Runs `git ARGS` in `dir` as a committer of its own (no user configuration needed), and
+/// checks that it succeeds.
+#[track_caller]
+pub fn git(dir: &Path, args: &[&str]) -> Ran {
+    Test::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .success()
 }
 
 #[cfg(test)]

@@ -435,13 +435,7 @@ fn the_recap_lists_each_failure_with_a_command_that_reruns_exactly_it_and_slow_c
             .current_dir(dir.path())
             .failure();
         let doc = rerun.json();
-        let ids: Vec<&str> = doc["outcomes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["id"].as_str().unwrap())
-            .collect();
-        assert_eq!(ids, [id], "{}", pair[1]);
+        assert_eq!(outcome_ids(&doc), [id], "{}", pair[1]);
     }
     // Nothing failed: no recap.
     run41(&dir)
@@ -529,18 +523,10 @@ fn the_html_report_renders_in_a_browser_with_the_counts_the_diff_and_the_verifie
     if !tool("git") {
         return;
     }
-    let git = |args: &[&str]| {
-        Test::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .success()
-    };
-    git(&["init", "-q"]);
-    git(&["add", "course"]);
-    git(&["commit", "-q", "-m", "first"]);
-    let commit = git(&["rev-parse", "HEAD"]).stdout.trim().to_owned();
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "course"]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
+    let commit = git(&dir, &["rev-parse", "HEAD"]).stdout.trim().to_owned();
     let at_rev = dir.join("reports/rev.html");
     run41(&dir)
         .args(["--select", "EX-41-01", "--rev", "HEAD", "--html"])
@@ -560,18 +546,10 @@ fn a_run_with_nothing_to_verify_says_so_in_the_step_summary() {
         return;
     }
     let dir = Dir::new();
-    let git = |args: &[&str]| {
-        Test::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .success()
-    };
     let (course, _) = course(&dir);
-    git(&["init", "-q"]);
-    git(&["add", "course"]);
-    git(&["commit", "-q", "-m", "first"]);
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "course"]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
     let summary = dir.join("summary.md");
     dir.lessonprobe()
         .args(["--no-junit", "--changed-since", "HEAD", "--course"])

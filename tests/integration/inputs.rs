@@ -136,10 +136,7 @@ fn a_manifest_of_20000_probes_lists_in_under_a_second() {
     // stretch as it does wall time (benches/catalog.rs measures wall time, 0.7 s for 20,000
     // probes on a loaded 2-core machine), where the quadratic load took 12 s.
     let ran = dir.lessonprobe().arg("list").success();
-    assert_eq!(
-        ran.stdout.lines().filter(|l| l.starts_with("  P-")).count(),
-        20_000
-    );
+    assert_eq!(ran.stdout_lines_starting("  P-"), 20_000);
     assert!(
         ran.cpu < Duration::from_secs(1),
         "took {:?} of processor time",

@@ -423,15 +423,6 @@ fn an_uncollected_block_is_a_warning_and_fails_under_strict() {
         .success();
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    Test::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .success();
-}
-
 fn echo_lesson(title: &str, expected: &str) -> String {
     format!(
         "# {title}\n\nSave as `show.sh`, run from `project/`:\n\n```sh\ncat data.txt\n```\n\nRun:\n\n```sh\nsh show.sh\n```\n\nExpected output:\n\n```text\n{expected}\n```\n"

@@ -101,11 +101,7 @@ fn a_missing_requirement_is_one_environment_error_and_the_code_blocks_are_not_ru
         .stdout_lacks("Traceback")
         .within(Duration::from_secs(10))
         .failure();
-    let errors = ran
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ERROR"))
-        .count();
+    let errors = ran.stdout_lines_starting("ERROR");
     assert_eq!(errors, 1, "{}", ran.stdout);
     validate_junit(&dir.join("r.xml"));
     let report = parse_junit(&dir.join("r.xml"));
@@ -189,11 +185,7 @@ fn a_broker_that_does_not_answer_is_one_error_quickly_and_the_sql_probes_still_r
         .stderr_lacks("rdkafka")
         .within(Duration::from_secs(4))
         .failure();
-    let errors = ran
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ERROR"))
-        .count();
+    let errors = ran.stdout_lines_starting("ERROR");
     assert_eq!(errors, 1, "{}", ran.stdout);
 }
 
@@ -211,11 +203,7 @@ fn a_closed_postgres_port_is_one_error_not_one_per_probe() {
         .stdout_has("PASS    [")
         .within(Duration::from_secs(10))
         .failure();
-    let errors = ran
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ERROR"))
-        .count();
+    let errors = ran.stdout_lines_starting("ERROR");
     assert_eq!(errors, 1, "{}", ran.stdout);
 }
 
