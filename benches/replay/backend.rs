@@ -107,13 +107,19 @@ impl Bench<'_> {
         }
         let d_records = self.check_d(backend, url, &d_run);
         // A clean window exits 0, which run_measured asserts.
-        let e = verify_runs(self, &before.db_d);
+        let e = verify_runs(settings, self.servers, &before.db_d, self.total);
         let by_hand_run = (backend == "sqlite" && !settings.skip("h") && !e.is_empty())
             .then(|| by_hand(self.servers, &self.dir.join("d.db"), self.dir))
             .flatten();
         if let (Some((h1, _)), Some(e1)) = (by_hand_run, e.first().filter(|_| settings.rounds > 1))
         {
-            by_hand_rounds(self, backend, &before.db_d, (h1, e1.seconds));
+            by_hand_rounds(
+                settings,
+                (self.servers, self.dir),
+                backend,
+                &before.db_d,
+                (h1, e1.seconds),
+            );
         }
         Figures {
             backend,

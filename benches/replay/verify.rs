@@ -1,13 +1,13 @@
 //! (e) `replay verify` and (h) what an operator would do by hand instead.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use super::backend::Bench;
 use super::command::verify_args;
 use super::process::{run_measured, run_measured_with};
 use super::rounds::median;
-use super::{opt, rate, ratio, Figures, TOPIC};
+use super::{opt, rate, ratio, Figures, Settings, TOPIC};
 
 /// One `replay verify` run of (e).
 pub struct Verified {
@@ -32,7 +32,7 @@ pub struct Verified {
 /// that are not JSON skipped), and an anti-join against `audit_events` in the sqlite3 shell.
 /// Seconds as a whole pipeline, and the count of missing ids (0 on (d)'s complete table).
 /// `None`, saying why, when kcat, jq or sqlite3 is not installed.
-pub fn by_hand(servers: &str, db: &std::path::Path, dir: &std::path::Path) -> Option<(f64, u64)> {
+pub fn by_hand(servers: &str, db: &Path, dir: &Path) -> Option<(f64, u64)> {
     for tool in ["kcat", "jq", "sqlite3"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
@@ -120,10 +120,10 @@ pub fn print_verify(figures: &[Figures], a: Option<f64>, a_all: Option<f64>) {
     println!("(e) verify/s is the whole `replay verify` process (start-up, planning, reading, comparing, sorted runs); exec/s its reading and comparing; e/a and e/a* use the whole process; by: as --compare auto chose (scan: the table read whole and merged), then --compare lookup; outside s: seconds of the whole process outside its reading and comparing (start-up, planning, closing; the command prints no planning time of its own)");
 }
 
-/// (e): `replay verify` of (d)'s window against `db_d`, as `--compare auto` chooses, then
-/// looking each event_id up; none when (e) is left out.
-pub fn verify_runs(bench: &Bench<'_>, db_d: &str) -> Vec<Verified> {
-    let compares: &[&str] = if bench.settings.skip("e") {
+/// (e): `replay verify` of (d)'s window of `total` records against `db_d`, as `--compare
+/// auto` chooses, then looking each event_id up; none when (e) is left out.
+pub fn verify_runs(settings: &Settings, servers: &str, db_d: &str, total: i64) -> Vec<Verified> {
+    let compares: &[&str] = if settings.skip("e") {
         &[]
     } else {
         &["auto", "lookup"]
@@ -131,11 +131,11 @@ pub fn verify_runs(bench: &Bench<'_>, db_d: &str) -> Vec<Verified> {
     compares
         .iter()
         .map(|compare| {
-            let e_run = run_measured(&verify_compare(bench.servers, db_d, compare));
+            let e_run = run_measured(&verify_compare(servers, db_d, compare));
             Verified {
                 outside: e_run.wall.as_secs_f64() - e_run.reported,
                 seconds: e_run.wall.as_secs_f64(),
-                whole: rate(bench.total as u64, e_run.wall),
+                whole: rate(total as u64, e_run.wall),
                 cpu: e_run.cpu,
                 exec: e_run.execute_rate,
                 rss: e_run.peak_rss_mib,
@@ -159,13 +159,18 @@ fn verify_compare(servers: &str, db: &str, compare: &str) -> Vec<String> {
 /// (h) and (e) as --compare auto chooses, paired round after round (`first` is round 1's
 /// seconds of each): one pair alone says little on a machine whose speed drifts from minute
 /// to minute. With a baseline binary, its verify too, each round, and the CPU of both.
-pub fn by_hand_rounds(bench: &Bench<'_>, backend: &str, db_d: &str, first: (f64, f64)) {
-    let (servers, dir) = (bench.servers, bench.dir);
+pub fn by_hand_rounds(
+    settings: &Settings,
+    (servers, dir): (&str, &Path),
+    backend: &str,
+    db_d: &str,
+    first: (f64, f64),
+) {
     let auto = verify_compare(servers, db_d, "auto");
     let mut pairs = vec![first];
     let mut cpus = Vec::new();
-    for round in 1..=bench.settings.rounds {
-        if let Some(baseline) = &bench.settings.baseline {
+    for round in 1..=settings.rounds {
+        if let Some(baseline) = &settings.baseline {
             let ours = run_measured(&auto);
             let theirs = run_measured_with(baseline, &auto);
             eprintln!(
