@@ -487,6 +487,17 @@ mod tests {
         at: usize,
         log_start: i64,
         delivered: VecDeque<i64>,
+        rereads: Rereads,
+    }
+
+    /// What re-reading the jumped-over offsets finds.
+    enum Rereads {
+        /// The slots as delivered.
+        Delivered,
+        /// Other slots: a consumer that skipped what a re-read then delivers.
+        Truth(Vec<Slot>),
+        /// Nothing: a consumer that can neither re-read nor tell its position.
+        Blind,
     }
 
     impl Log {
@@ -496,6 +507,7 @@ mod tests {
                 at: 0,
                 log_start: 0,
                 delivered: VecDeque::new(),
+                rereads: Rereads::Delivered,
             }
         }
     }
@@ -530,7 +542,10 @@ mod tests {
             Ok(None)
         }
         fn position(&mut self, _: &str, _: i32) -> Result<Option<i64>, ConsumerError> {
-            Ok(Some(self.at as i64))
+            Ok(match self.rereads {
+                Rereads::Blind => None,
+                _ => Some(self.at as i64),
+            })
         }
         fn reread(
             &mut self,
@@ -539,10 +554,13 @@ mod tests {
             from: i64,
             to: i64,
         ) -> Result<Option<GapReading>, ConsumerError> {
+            let slots = match &self.rereads {
+                Rereads::Delivered => &self.slots,
+                Rereads::Truth(slots) => slots,
+                Rereads::Blind => return Ok(None),
+            };
             let pick = |want: &dyn Fn(Slot) -> bool| -> Vec<i64> {
-                (from..to)
-                    .filter(|&o| want(self.slots[o as usize]))
-                    .collect()
+                (from..to).filter(|&o| want(slots[o as usize])).collect()
             };
             Ok(Some(GapReading {
                 log_start: self.log_start,
@@ -648,41 +666,10 @@ mod tests {
         let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
         let mut skipping = Log::new(transactions());
         skipping.slots[8] = Lost;
-        struct Skips(Log, Vec<Slot>);
-        impl ReplayConsumer for Skips {
-            fn group_id(&self) -> &str {
-                "replay"
-            }
-            fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ConsumerError> {
-                self.0.end_offset(t, p)
-            }
-            fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ConsumerError> {
-                self.0.seek(t, p, o)
-            }
-            fn poll(&mut self, d: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-                self.0.poll(d)
-            }
-            fn position(&mut self, t: &str, p: i32) -> Result<Option<i64>, ConsumerError> {
-                self.0.position(t, p)
-            }
-            fn reread(
-                &mut self,
-                t: &str,
-                p: i32,
-                from: i64,
-                to: i64,
-            ) -> Result<Option<GapReading>, ConsumerError> {
-                let mut truth = Log::new(self.1.clone());
-                truth.reread(t, p, from, to)
-            }
-            fn commit(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
-                Ok(())
-            }
-        }
         let mut truth = transactions();
         truth[8] = Committed(14);
-        let mut consumer = Skips(skipping, truth);
-        let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
+        skipping.rereads = Rereads::Truth(truth);
+        let mut reader = Reader::open(&plan, LIMITS, &mut skipping).unwrap();
         let g = reader.next_batch(100, usize::MAX, 0).unwrap();
         assert_eq!(
             g.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
@@ -716,25 +703,8 @@ mod tests {
 
     #[test]
     fn a_consumer_that_cannot_reread_keeps_every_jump_a_gap() {
-        struct Blind(Log);
-        impl ReplayConsumer for Blind {
-            fn group_id(&self) -> &str {
-                "replay"
-            }
-            fn end_offset(&mut self, t: &str, p: i32) -> Result<i64, ConsumerError> {
-                self.0.end_offset(t, p)
-            }
-            fn seek(&mut self, t: &str, p: i32, o: i64) -> Result<(), ConsumerError> {
-                self.0.seek(t, p, o)
-            }
-            fn poll(&mut self, d: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-                self.0.poll(d)
-            }
-            fn commit(&mut self, _: &str, _: i32, _: i64) -> Result<(), ConsumerError> {
-                Ok(())
-            }
-        }
-        let mut consumer = Blind(Log::new(transactions()));
+        let mut consumer = Log::new(transactions());
+        consumer.rereads = Rereads::Blind;
         let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
         let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
         let g = reader.next_batch(100, usize::MAX, 0).unwrap();
