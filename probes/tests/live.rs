@@ -19,15 +19,19 @@ fn the_live_consumer_commits_after_effects_and_resumes_from_its_committed_offset
     broker.produce_day("live", 3, &records).unwrap();
     let mut store = LiveSqlite::in_memory().unwrap();
     let parts = [0, 1, 2];
-    let first = run_live_consumer(
-        &broker,
-        "live-group",
-        "live",
-        &parts,
-        &mut store,
-        Duration::from_secs(20),
-    )
-    .unwrap();
+    // The live service's run over the three partitions, as a deployment starts it each time.
+    let run = |store: &mut LiveSqlite| {
+        run_live_consumer(
+            &broker,
+            "live-group",
+            "live",
+            &parts,
+            store,
+            Duration::from_secs(20),
+        )
+        .unwrap()
+    };
+    let first = run(&mut store);
     assert_eq!(first.records as usize, records.len());
     let highs: Vec<Option<i64>> = parts
         .iter()
@@ -38,15 +42,7 @@ fn the_live_consumer_commits_after_effects_and_resumes_from_its_committed_offset
         highs
     );
     // A second run has nothing left to read: the group's offsets, not "earliest", decide.
-    let again = run_live_consumer(
-        &broker,
-        "live-group",
-        "live",
-        &parts,
-        &mut store,
-        Duration::from_secs(20),
-    )
-    .unwrap();
+    let again = run(&mut store);
     assert_eq!(again.records, 0);
     let distinct: std::collections::HashSet<_> =
         records.iter().map(|r| &r.event.event_id).collect();

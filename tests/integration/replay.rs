@@ -374,7 +374,8 @@ on_each_broker! {
         let db = dir.join("a.db");
         let p = partition.to_string();
         let (start, stop) = ((offset - 5).max(0).to_string(), (offset + 5).to_string());
-        let args = [
+        // Both runs replay the same range around it.
+        let range = [
             "--partitions",
             &p,
             "--start",
@@ -382,11 +383,8 @@ on_each_broker! {
             "--stop",
             &stop,
             "--execute",
-            "--on-bad-record",
-            "fail",
-            "--batch",
-            "3",
         ];
+        let args = [&range[..], &["--on-bad-record", "fail", "--batch", "3"]].concat();
         replay(&dir, s, &sqlite_target(&db), &args)
             .output_has(format!("last durable offset {offset}"))
             .status(4);
@@ -395,17 +393,7 @@ on_each_broker! {
         assert_eq!(committed(s, REPLAY, TOPIC, 3), want);
 
         // Quarantining it lets the rerun finish; the bad record is kept with its reason.
-        let args = [
-            "--partitions",
-            &p,
-            "--start",
-            &start,
-            "--stop",
-            &stop,
-            "--execute",
-            "--resume",
-            "--allow-quarantine",
-        ];
+        let args = [&range[..], &["--resume", "--allow-quarantine"]].concat();
         replay(&dir, s, &sqlite_target(&db), &args).success();
         let conn = rusqlite::Connection::open(&db).unwrap();
         let (o, reason): (i64, String) = conn
