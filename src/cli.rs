@@ -357,6 +357,15 @@ pub enum OnBadRecord {
     Fail,
 }
 
+impl From<OnBadRecord> for ticketflow::replay::BadRecords {
+    fn from(choice: OnBadRecord) -> Self {
+        match choice {
+            OnBadRecord::Quarantine => ticketflow::replay::BadRecords::Quarantine,
+            OnBadRecord::Fail => ticketflow::replay::BadRecords::Fail,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnConflict {
     /// Record it and end the run with a non-zero exit code.

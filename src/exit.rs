@@ -7,6 +7,7 @@ pub use crate::exit_code::Code;
 use crate::lesson::CourseError;
 use crate::remote::HostsError;
 use crate::report::ReportError;
+use ticketflow::replay::{ConnectError, DayPlanError, PrepareError, Refusal};
 
 /// An error that stops the program before or outside the probes.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,39 @@ impl Error {
         Error::Io {
             path: path.into(),
             message: err.to_string(),
+        }
+    }
+}
+
+/// A table, CSV or JSON document that could not be rendered.
+impl From<crate::render::RenderError> for Error {
+    fn from(e: crate::render::RenderError) -> Error {
+        Error::Operation(e.to_string())
+    }
+}
+
+/// A replay that could not be prepared, in the words of `lessonprobe replay`: the flag that
+/// fixes it, where one does, and usage errors told from refusals of the data.
+impl From<PrepareError> for Error {
+    fn from(e: PrepareError) -> Error {
+        match e {
+            PrepareError::Connect(e @ ConnectError::OwnedProperty { .. }) => {
+                Error::Usage(e.to_string())
+            }
+            PrepareError::Plan(DayPlanError::Refused(
+                why @ (Refusal::DuplicatePartition { .. } | Refusal::NegativeOffset { .. }),
+            )) => Error::Usage(format!("--partitions/--start/--stop: {why}")),
+            PrepareError::Plan(DayPlanError::Refused(why)) => {
+                let hint = match &why {
+                    Refusal::OffsetsNeedOnePartition { .. } => {
+                        ": give exactly one with --partitions"
+                    }
+                    Refusal::WindowBackwards => " (--until must be later than --since)",
+                    _ => "",
+                };
+                Error::Operation(format!("replay refused: {why}{hint}"))
+            }
+            e => Error::Operation(e.to_string()),
         }
     }
 }

@@ -38,6 +38,12 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, RenderError> {
     Ok(serde_json::to_string_pretty(value)?)
 }
 
+/// Any serde value as pretty JSON with the keys of every object in alphabetical order, as the
+/// replay's plan and report documents print them.
+pub fn json_sorted<T: Serialize>(value: &T) -> Result<String, RenderError> {
+    json(&serde_json::to_value(value)?)
+}
+
 /// A header of the field names, then one line per row; `None` is an empty field. Like the
 /// other formats, the text does not end in a line break.
 pub fn csv<T: Serialize>(rows: &[T]) -> Result<String, RenderError> {

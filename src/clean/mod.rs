@@ -4,7 +4,7 @@
 
 mod files;
 mod kafka;
-mod postgres;
+mod schemas;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ pub fn find(place: &Place, runs: &Runs, timeout: Duration) -> Result<Found, Clea
             unlisted: Vec::new(),
         };
         match &place {
-            Place::Postgres(url) => postgres::find(url, &runs, timeout).map(all),
+            Place::Postgres(url) => schemas::find(url, &runs, timeout).map(all),
             Place::SqliteDir(dir) => files::find(dir, &runs).map(all),
             // The embedded broker lives and dies with each run: it holds nothing.
             Place::Kafka(KafkaTarget::Embedded) => Ok(Found::default()),
@@ -124,7 +124,7 @@ pub fn drop_all(place: &Place, leftovers: &[Leftover], timeout: Duration) -> Vec
     let limit = timeout * (leftovers.len() as u32 + 2);
     let dropped = bounded(&describe(&place), limit, move || {
         Ok(match &place {
-            Place::Postgres(url) => postgres::drop_all(url, &owned, timeout),
+            Place::Postgres(url) => schemas::drop_all(url, &owned, timeout),
             Place::SqliteDir(_) => files::remove_all(&owned),
             Place::Kafka(KafkaTarget::Embedded) => Vec::new(),
             Place::Kafka(target) => kafka::drop_all(target, &owned, timeout),

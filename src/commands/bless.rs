@@ -4,7 +4,7 @@
 //! prints the diff.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -62,29 +62,17 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     let runs = run_all(&probes, jobs, args.timeout);
     let session_runs = run_sessions(&sessions, args.timeout);
 
-    // Per lesson file (as read): how it is shown, and its rewrites.
-    let mut by_file: BTreeMap<PathBuf, (PathBuf, Vec<Rewrite>)> = BTreeMap::new();
-    let mut unblessed = 0;
+    let mut found = Found::default();
     for ((doc, code), run) in probes.iter().zip(&runs) {
-        if !wanted.iter().any(|w| std::ptr::eq(*w, *doc)) {
-            continue;
-        }
-        match (&run.verdict, &run.blessable) {
-            (DocVerdict::Pass, _) => {}
-            (_, Some(rewrites)) => by_file
-                .entry(code.source.clone())
-                .or_insert_with(|| (doc.file.clone(), Vec::new()))
-                .1
-                .extend(rewrites.iter().cloned()),
-            _ => {
-                unblessed += 1;
-                println!(
-                    "not blessed: {} {}: {}",
-                    doc.id,
-                    doc.name,
-                    run.message.as_deref().unwrap_or("failed")
-                );
-            }
+        if wanted.iter().any(|w| std::ptr::eq(*w, *doc)) {
+            let rewrites = run.blessable.as_ref();
+            found.take(
+                doc,
+                &code.source,
+                &run.verdict,
+                rewrites,
+                run.message.as_deref(),
+            );
         }
     }
     for ((doc, session), run) in sessions.iter().zip(&session_runs) {
@@ -92,24 +80,14 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         let source = transcript
             .testdir
             .join(transcript.file.file_name().unwrap_or_default());
-        match (&run.verdict, &run.blessable) {
-            (DocVerdict::Pass, _) => {}
-            (DocVerdict::Fail, Some(rewrites)) => by_file
-                .entry(source)
-                .or_insert_with(|| (doc.file.clone(), Vec::new()))
-                .1
-                .extend(rewrites.iter().cloned()),
-            _ => {
-                unblessed += 1;
-                println!(
-                    "not blessed: {} {}: {}",
-                    doc.id,
-                    doc.name,
-                    run.message.as_deref().unwrap_or("failed")
-                );
-            }
-        }
+        // A session's rewrites stand only where it failed, not where it errored.
+        let rewrites = run
+            .blessable
+            .as_ref()
+            .filter(|_| run.verdict == DocVerdict::Fail);
+        found.take(doc, &source, &run.verdict, rewrites, run.message.as_deref());
     }
+    let Found { by_file, unblessed } = found;
     let mut changed = 0;
     for (source, (shown, blocks)) in &by_file {
         let text = std::fs::read_to_string(source).map_err(|e| Error::io(source, e))?;
@@ -135,6 +113,46 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
     } else {
         Code::ProbesFailed
     })
+}
+
+/// What the runs give bless: per lesson file (as read), how it is shown and its rewrites; and
+/// how many probes failed without one.
+#[derive(Default)]
+struct Found {
+    by_file: BTreeMap<PathBuf, (PathBuf, Vec<Rewrite>)>,
+    unblessed: usize,
+}
+
+impl Found {
+    /// A probe of `doc` whose run ended with `verdict`: nothing when it passed, its `rewrites`
+    /// of `source` when it has them, else a line saying it is not blessed and why.
+    fn take(
+        &mut self,
+        doc: &DocProbe,
+        source: &Path,
+        verdict: &DocVerdict,
+        rewrites: Option<&Vec<Rewrite>>,
+        message: Option<&str>,
+    ) {
+        match (verdict, rewrites) {
+            (DocVerdict::Pass, _) => {}
+            (_, Some(rewrites)) => self
+                .by_file
+                .entry(source.to_owned())
+                .or_insert_with(|| (doc.file.clone(), Vec::new()))
+                .1
+                .extend(rewrites.iter().cloned()),
+            _ => {
+                self.unblessed += 1;
+                println!(
+                    "not blessed: {} {}: {}",
+                    doc.id,
+                    doc.name,
+                    message.unwrap_or("failed")
+                );
+            }
+        }
+    }
 }
 
 fn code_of(doc: &DocProbe) -> Option<&CodeProbe> {

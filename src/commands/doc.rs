@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{Catalog, CatalogSource, Selection};
-use crate::cli::DocArgs;
+use crate::cli::{DocArgs, RunArgs};
 use crate::exit::{Code, Error};
 use crate::history::{History, Recorder};
-use crate::lesson::{self, Course};
+use crate::lesson::{self, Course, LessonDoc};
 use crate::run::{FailurePolicy, RunConfig};
 
 use super::ci_reports::Extras;
@@ -39,30 +39,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         .prefix("lessonprobe-doc-")
         .tempdir()
         .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
-    let mut used = BTreeSet::new();
-    let mut docs = Vec::new();
-    for (i, file) in files.iter().enumerate() {
-        let dir = file
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = PathBuf::from(file.file_name().unwrap_or_default());
-        let mut course = Course::open(dir, dir)?;
-        if let Some(python) = &run.course.python {
-            course.settings.python = python.clone();
-        }
-        let lesson = number(&name, &mut used);
-        let empty = scratch.path().join(i.to_string());
-        std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
-        let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
-        docs.push(lesson::parse_free(
-            &course.settings,
-            lesson,
-            &name,
-            &bytes,
-            &empty,
-        )?);
-    }
+    let docs = parse(&files, run.course.python.as_ref(), scratch.path())?;
     let mut catalog = Catalog {
         source: CatalogSource::Embedded,
         checkpoints: Vec::new(),
@@ -78,19 +55,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         )));
     }
     let mut selection = Selection::new(&catalog, run.lesson, &run.select)?;
-    let key = format!(
-        "doc={}; lesson={}; select={}",
-        files
-            .iter()
-            .map(|f| f
-                .canonicalize()
-                .map_or_else(|_| f.display().to_string(), |p| p.display().to_string()))
-            .collect::<Vec<_>>()
-            .join(","),
-        run.lesson
-            .map_or_else(|| "all".to_owned(), |n| n.to_string()),
-        run.select.join(","),
-    );
+    let key = selection_key(&files, run);
     // Kept outside the user's tree: `doc` writes nothing there unless told to (--junit, --html).
     let history = History::open(&cache_dir(), key);
     if run.last_failed {
@@ -138,6 +103,57 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         &reporting,
         &super::run::interruptible()?,
         Some(Recorder::new(history)),
+    )
+}
+
+/// Each Markdown file as a lesson of its own (numbered from its name), its labelled exercises
+/// and snippets to run in an empty folder under `scratch`; `python` as `--python` gives it.
+fn parse(
+    files: &[PathBuf],
+    python: Option<&String>,
+    scratch: &Path,
+) -> Result<Vec<LessonDoc>, Error> {
+    let mut used = BTreeSet::new();
+    let mut docs = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = PathBuf::from(file.file_name().unwrap_or_default());
+        let mut course = Course::open(dir, dir)?;
+        if let Some(python) = python {
+            course.settings.python = python.clone();
+        }
+        let lesson = number(&name, &mut used);
+        let empty = scratch.join(i.to_string());
+        std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
+        let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        docs.push(lesson::parse_free(
+            &course.settings,
+            lesson,
+            &name,
+            &bytes,
+            &empty,
+        )?);
+    }
+    Ok(docs)
+}
+
+/// What names the files and selection in the last-failed state.
+fn selection_key(files: &[PathBuf], run: &RunArgs) -> String {
+    format!(
+        "doc={}; lesson={}; select={}",
+        files
+            .iter()
+            .map(|f| f
+                .canonicalize()
+                .map_or_else(|_| f.display().to_string(), |p| p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(","),
+        run.lesson
+            .map_or_else(|| "all".to_owned(), |n| n.to_string()),
+        run.select.join(","),
     )
 }
 

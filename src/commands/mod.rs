@@ -22,7 +22,7 @@ use ticketflow::kafka::{KafkaTarget, KafkaTargetError};
 use ticketflow::replay::Window;
 use ticketflow::store::AuditDb;
 
-use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction, WindowArgs};
+use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction, RunArgs, WindowArgs};
 use crate::config::db::replay_target;
 use crate::exit::{Code, Error};
 use crate::remote::{AuthorizedHost, HostsError, HostsFile};
@@ -31,8 +31,8 @@ use crate::run::{RemoteFlag, RemoteHost};
 /// Runs the subcommand the command line names (`run` when it names none).
 pub fn dispatch(cli: Cli) -> Result<Code, Error> {
     match cli.command {
-        None => run::run(cli.run),
-        Some(Command::Run(args)) => run::run(args),
+        None => run(cli.run),
+        Some(Command::Run(args)) => run(args),
         Some(Command::List(args)) => list::list(args),
         Some(Command::Broker(args)) => broker::broker(args),
         Some(Command::Clean(args)) => clean::clean(args),
@@ -48,6 +48,16 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Hosts(args)) => hosts::hosts(args),
         Some(Command::Doc(args)) => doc::doc(args),
     }
+}
+
+/// `lessonprobe run` (and `lessonprobe` alone): one run of the selection, or with `--watch` one
+/// after each change until Ctrl-C.
+fn run(args: RunArgs) -> Result<Code, Error> {
+    let interrupt = run::interruptible()?;
+    if args.watch {
+        return watch::watch(&args, &interrupt);
+    }
+    run::run_once(&args, &interrupt, run::Order::AsPlanned)
 }
 
 fn builtin_names() -> Vec<&'static str> {

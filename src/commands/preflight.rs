@@ -55,9 +55,9 @@ pub(super) fn checks(
         let url = url.clone();
         checks.push(Check {
             need: Need::Postgres(url.clone()),
-            name: ticketflow::store::postgres::place_of(&url),
+            name: ticketflow::store::preflight::place_of(&url),
             run: Arc::new(move |limit| {
-                ticketflow::store::postgres::answers(&url, limit).map_err(|e| Problem {
+                ticketflow::store::preflight::answers(&url, limit).map_err(|e| Problem {
                     what: e.to_string(),
                     fix: "start the server, or give --db the URL of one that accepts this \
                           user (host, port, database, password)"

@@ -46,14 +46,6 @@ pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error>
         .collect()
 }
 
-pub fn run(args: RunArgs) -> Result<Code, Error> {
-    let interrupt = interruptible()?;
-    if args.watch {
-        return super::watch::watch(&args, &interrupt);
-    }
-    run_once(&args, &interrupt, Order::AsPlanned)
-}
-
 /// The order a run takes its cases in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Order {

@@ -112,10 +112,44 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
     let cwd = requirements
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_owned);
+    for (step, program, args) in steps(uv.as_deref(), base, &venv, &requirements) {
+        run_step(step, &program, &args, &cwd)?;
+    }
+    std::fs::write(venv.join(COMPLETE), stamp(declared)).map_err(folder)?;
+    std::fs::write(
+        venv.join("lessonprobe-env.txt"),
+        format!("requirements: {}\nbase: {base}\n", declared.shown.display()),
+    )
+    .map_err(folder)?;
+    match std::fs::rename(&venv, &cached.dir) {
+        Ok(()) => {}
+        // Another run finished the same environment first: it is as good as ours.
+        Err(_) if cached.dir.join(COMPLETE).is_file() => {}
+        Err(source) => return Err(folder(source)),
+    }
+    eprintln!(
+        "lessonprobe: environment ready: {}",
+        cached.python.display()
+    );
+    Ok(Cached {
+        complete: true,
+        ..cached
+    })
+}
+
+/// The installation steps (what each is called, its program and arguments) that make an
+/// environment at `venv` from the interpreter `base` and the requirements file: with `uv`
+/// when it is on PATH, else `python -m venv` and pip.
+fn steps(
+    uv: Option<&Path>,
+    base: &str,
+    venv: &Path,
+    requirements: &Path,
+) -> Vec<(String, String, Vec<String>)> {
     let req = requirements.display().to_string();
     let venv_text = venv.display().to_string();
     let inner = venv.join("bin/python").display().to_string();
-    let steps: Vec<(String, String, Vec<String>)> = match &uv {
+    match uv {
         Some(uv) => {
             let uv = uv.display().to_string();
             vec![
@@ -163,46 +197,35 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
                 ],
             ),
         ],
-    };
-    for (step, program, args) in steps {
-        eprintln!("lessonprobe: {step} …");
-        let done = crate::process::run(
-            &program,
-            &args,
-            &cwd,
-            &BTreeMap::new(),
-            STEP_LIMIT,
-            &lessonprobe_probes::Cancel::new(),
-        )
-        .map_err(|e| ProvisionError::Step {
-            step: step.clone(),
-            output: e.to_string(),
-        })?;
-        if !done.status.is_some_and(|s| s.success()) {
-            let output = format!("{}\n{}", done.stdout.text, done.stderr.text);
-            return Err(ProvisionError::Step { step, output });
-        }
     }
-    std::fs::write(venv.join(COMPLETE), stamp(declared)).map_err(folder)?;
-    std::fs::write(
-        venv.join("lessonprobe-env.txt"),
-        format!("requirements: {}\nbase: {base}\n", declared.shown.display()),
+}
+
+/// Runs one installation step in `cwd`; a step that fails ends the making of the environment
+/// with its output.
+fn run_step(
+    step: String,
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+) -> Result<(), ProvisionError> {
+    eprintln!("lessonprobe: {step} …");
+    let done = crate::process::run(
+        program,
+        args,
+        cwd,
+        &BTreeMap::new(),
+        STEP_LIMIT,
+        &lessonprobe_probes::Cancel::new(),
     )
-    .map_err(folder)?;
-    match std::fs::rename(&venv, &cached.dir) {
-        Ok(()) => {}
-        // Another run finished the same environment first: it is as good as ours.
-        Err(_) if cached.dir.join(COMPLETE).is_file() => {}
-        Err(source) => return Err(folder(source)),
+    .map_err(|e| ProvisionError::Step {
+        step: step.clone(),
+        output: e.to_string(),
+    })?;
+    if !done.status.is_some_and(|s| s.success()) {
+        let output = format!("{}\n{}", done.stdout.text, done.stderr.text);
+        return Err(ProvisionError::Step { step, output });
     }
-    eprintln!(
-        "lessonprobe: environment ready: {}",
-        cached.python.display()
-    );
-    Ok(Cached {
-        complete: true,
-        ..cached
-    })
+    Ok(())
 }
 
 /// What a complete environment made from `declared` holds in its stamp.

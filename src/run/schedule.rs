@@ -52,7 +52,6 @@ pub fn execute(
     let cases = &plan.cases;
     sink(&RunEvent::RunStarted { run_id, cases });
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
-    let mut interrupted = None;
     let next = AtomicUsize::new(0);
     // Cases that failed or errored, against --max-fail.
     let failures = AtomicUsize::new(0);
@@ -66,7 +65,7 @@ pub fn execute(
             .map(|case| (case.checkpoint.lesson, case.probe)),
     );
     let (tx, rx) = mpsc::channel::<Progress>();
-    std::thread::scope(|scope| {
+    let interrupted = std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
             let (next, failures, stopped, chains) = (&next, &failures, &stopped, &chains);
@@ -94,45 +93,7 @@ pub fn execute(
             });
         }
         drop(tx);
-        loop {
-            let progress = rx.recv_timeout(POLL);
-            let disconnected = matches!(progress, Err(RecvTimeoutError::Disconnected));
-            // A case that ends once the run is interrupted was stopped by the interruption (its
-            // command killed, its probe cancelled): it ends as interrupted like the others.
-            if interrupted.is_none() && interrupt.requested().is_none() {
-                match progress {
-                    Ok(Progress::Started(index)) => {
-                        slots[index] = Slot::Running(Instant::now());
-                        sink(&RunEvent::CaseStarted {
-                            index,
-                            case: &cases[index],
-                        });
-                    }
-                    Ok(Progress::Finished(index, mut outcomes)) => {
-                        outcomes.iter_mut().for_each(Outcome::locate_message);
-                        sink(&RunEvent::CaseFinished {
-                            index,
-                            case: &cases[index],
-                            outcomes: &outcomes,
-                        });
-                        slots[index] = Slot::Done(outcomes);
-                    }
-                    Err(_) => {}
-                }
-            }
-            if interrupted.is_none() {
-                if let Some(why) = interrupt.requested() {
-                    interrupted = Some(why);
-                    end_unfinished(cases, &mut slots, why, &mut sink);
-                }
-            }
-            // After an interruption, what running cases still report is dropped: they have
-            // ended as interrupted. Their workers are still waited for, each bounded by its
-            // case's deadline.
-            if disconnected {
-                break;
-            }
-        }
+        tell(&rx, cases, &mut slots, interrupt, &mut sink)
     });
     if interrupted.is_none() {
         match stop_at.filter(|_| stopped()) {
@@ -153,6 +114,59 @@ pub fn execute(
     };
     sink(&RunEvent::RunFinished { summary });
     summary
+}
+
+/// Tells `sink` what the workers report, in the order it comes, until every worker has ended;
+/// an interruption ends every case not finished at once, as interrupted. Returns the
+/// interruption, if one came.
+fn tell(
+    rx: &mpsc::Receiver<Progress>,
+    cases: &[PlannedCase<'_>],
+    slots: &mut [Slot],
+    interrupt: &Interrupt,
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) -> Option<Interruption> {
+    let mut interrupted = None;
+    loop {
+        let progress = rx.recv_timeout(POLL);
+        let disconnected = matches!(progress, Err(RecvTimeoutError::Disconnected));
+        // A case that ends once the run is interrupted was stopped by the interruption (its
+        // command killed, its probe cancelled): it ends as interrupted like the others.
+        if interrupted.is_none() && interrupt.requested().is_none() {
+            match progress {
+                Ok(Progress::Started(index)) => {
+                    slots[index] = Slot::Running(Instant::now());
+                    sink(&RunEvent::CaseStarted {
+                        index,
+                        case: &cases[index],
+                    });
+                }
+                Ok(Progress::Finished(index, mut outcomes)) => {
+                    outcomes.iter_mut().for_each(Outcome::locate_message);
+                    sink(&RunEvent::CaseFinished {
+                        index,
+                        case: &cases[index],
+                        outcomes: &outcomes,
+                    });
+                    slots[index] = Slot::Done(outcomes);
+                }
+                Err(_) => {}
+            }
+        }
+        if interrupted.is_none() {
+            if let Some(why) = interrupt.requested() {
+                interrupted = Some(why);
+                end_unfinished(cases, slots, why, sink);
+            }
+        }
+        // After an interruption, what running cases still report is dropped: they have
+        // ended as interrupted. Their workers are still waited for, each bounded by its
+        // case's deadline.
+        if disconnected {
+            break;
+        }
+    }
+    interrupted
 }
 
 /// Cases answered by their lesson document, once its probes' outcomes are known.

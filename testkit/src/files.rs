@@ -22,8 +22,35 @@ impl Dir {
         Dir(tempfile::tempdir().expect("create a temporary folder"))
     }
 
+    /// A folder a run takes for the repository: each entry at the top of the repository (its
+    /// manifests, sample course, scripts, …) linked, but none of what runs write there
+    /// (`reports/`, the `.lessonprobe/` state) nor git's and cargo's folders. A test run "in
+    /// the repository" runs here, so the suite leaves nothing in the checkout.
+    pub fn like_repo() -> Dir {
+        let dir = Dir::new();
+        let root = repo();
+        let entries =
+            std::fs::read_dir(&root).unwrap_or_else(|e| panic!("read {}: {e}", root.display()));
+        for entry in entries {
+            let name = entry.unwrap().file_name();
+            if [".git", "target", "reports", ".lessonprobe"].contains(&name.to_str().unwrap_or(""))
+            {
+                continue;
+            }
+            let link = dir.join(&name);
+            std::os::unix::fs::symlink(root.join(&name), &link)
+                .unwrap_or_else(|e| panic!("link {}: {e}", link.display()));
+        }
+        dir
+    }
+
     pub fn path(&self) -> &Path {
         self.0.path()
+    }
+
+    /// The folder itself, removed when the returned value is dropped.
+    pub(crate) fn into_temp_dir(self) -> tempfile::TempDir {
+        self.0
     }
 
     /// Writes `contents` to `rel` inside the folder, making parent folders; returns its path.

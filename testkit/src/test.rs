@@ -99,6 +99,8 @@ pub struct Test {
     command: Command,
     shown: Vec<OsString>,
     cwd: Option<PathBuf>,
+    /// The folder of [`Test::in_repo`], removed when the run is over.
+    own_dir: Option<tempfile::TempDir>,
     expects: Vec<(Stream, Expect)>,
     within: Option<Duration>,
 }
@@ -120,6 +122,7 @@ impl Test {
             command,
             shown: vec![name],
             cwd: None,
+            own_dir: None,
             expects: Vec::new(),
             within: None,
         }
@@ -158,9 +161,14 @@ impl Test {
         self
     }
 
-    /// Runs in the repository: its `checkpoints/` and `examples/` as a user's checkout has them.
-    pub fn in_repo(self) -> Test {
-        self.current_dir(crate::repo())
+    /// Runs in the repository: its `checkpoints/` and `examples/` as a user's checkout has them,
+    /// in a folder of their links ([`Dir::like_repo`]), so that what the run writes in its
+    /// folder (`reports/`, `.lessonprobe/`) is removed with it.
+    pub fn in_repo(mut self) -> Test {
+        let dir = crate::Dir::like_repo();
+        self.cwd = Some(dir.path().to_owned());
+        self.own_dir = Some(dir.into_temp_dir());
+        self
     }
 
     /// stdout must be exactly `text`.
@@ -245,7 +253,7 @@ impl Test {
         let scratch = match &self.cwd {
             Some(dir) => {
                 self.command.current_dir(dir);
-                None
+                self.own_dir.take()
             }
             None => {
                 let dir = tempfile::tempdir().expect("create a temporary folder");

@@ -1,6 +1,8 @@
 //! The command examples of the README and `docs/`, verified by `lessonprobe doc` itself: every
 //! `console` block is a terminal session whose `$ lessonprobe …` lines run the built binary from
-//! the repository root (a `lessonprobe` on the sessions' PATH that starts there), with the lines
+//! the repository root (a `lessonprobe` on the sessions' PATH that starts in a folder of the
+//! repository's links, [`Dir::like_repo`], so that what the runs write stays out of the
+//! checkout), with the lines
 //! under each as its expected output (`[..]`, `...`) and `? N` as its exit status.
 
 use std::os::unix::fs::PermissionsExt;
@@ -39,6 +41,7 @@ fn every_console_example_in_the_docs_holds_under_lessonprobe_doc() {
         return;
     };
     let dir = Dir::new();
+    let root = Dir::like_repo();
     // The examples are written as run from the repository root, with `lessonprobe` on PATH.
     let tools = dir.join("bin");
     std::fs::create_dir_all(&tools).unwrap();
@@ -48,7 +51,7 @@ fn every_console_example_in_the_docs_holds_under_lessonprobe_doc() {
         &wrapper,
         format!(
             "#!/bin/sh\ncd {} && exec {} \"$@\"\n",
-            quoted(repo()),
+            quoted(root.to_path_buf()),
             quoted(bin())
         ),
     )

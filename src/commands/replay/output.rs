@@ -8,58 +8,27 @@ use ticketflow::replay::{Decision, PlanDocument, Prepared, ReplayReport};
 use crate::exit::Error;
 use crate::render::{self, TableFormat};
 
-fn rendering(e: render::RenderError) -> Error {
-    Error::Operation(e.to_string())
-}
-
 /// The target as found and the plan, with what this run does with it.
 pub(super) fn plan(prepared: &Prepared<'_>, format: TableFormat) -> Result<(), Error> {
-    let Prepared {
-        job,
-        plan,
-        view,
-        decision,
-        ..
-    } = prepared;
-    let target_lines = view.adoption.describe(&view.inspection);
     let text = match format {
-        TableFormat::Json => render::json(&serde_json::json!({
-            "plan": PlanDocument::new(plan, job.servers()),
-            "plan_id": decision.plan().plan_id,
-            "decision": match decision {
-                Decision::New(_) => "new",
-                Decision::Resume { .. } => "resume",
-                Decision::Complete(_) => "complete",
-            },
-            "target": {
-                "found": view.inspection,
-                "adoption": view.adoption,
-                "summary": target_lines,
-            },
-        })),
-        _ => render::rows(format, &plan.rows()),
-    }
-    .map_err(rendering)?;
+        TableFormat::Json => render::json_sorted(&prepared.document()),
+        _ => render::rows(format, &prepared.plan.rows()),
+    }?;
     if format != TableFormat::Table {
         println!("{text}");
         return Ok(());
     }
-    for line in &target_lines {
+    let Prepared {
+        job, plan, view, ..
+    } = prepared;
+    for line in view.adoption.describe(&view.inspection) {
         println!("{line}");
     }
-    let r = &plan.request;
-    println!(
-        "replay plan: topic {} on {}; live group {} (read only); replay group {}; window {}",
-        r.topic,
-        job.servers(),
-        r.live_group,
-        r.replay_group,
-        r.window
-    );
+    println!("{}", PlanDocument::new(plan, job.servers()));
     println!("{text}");
     let (total, remaining) = (plan.records(), plan.remaining());
     println!("{total} records in the window; {remaining} to replay");
-    println!("{decision}");
+    println!("{}", prepared.decision);
     Ok(())
 }
 
@@ -82,18 +51,10 @@ pub(super) fn report(
     format: TableFormat,
     planned: Duration,
 ) -> Result<(), Error> {
-    let rows = report.rows();
     let text = match format {
-        TableFormat::Json => render::json(&serde_json::json!({
-            "plan_id": report.plan_id,
-            "plan": prepared.plan.partitions,
-            "results": rows,
-            "conflicts": report.conflicts(),
-            "quarantined": report.quarantined(),
-        })),
-        _ => render::rows(format, &rows),
-    }
-    .map_err(rendering)?;
+        TableFormat::Json => render::json_sorted(&report.document(&prepared.plan)),
+        _ => render::rows(format, &report.rows()),
+    }?;
     if format == TableFormat::Table {
         println!("replay result (plan {}):", report.plan_id);
     }

@@ -16,13 +16,8 @@ pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
     let db = crate::commands::target_db(args.db)?;
     let plans = ReplayJob::recorded(&db, Timeouts::reading(&db, STATEMENT_TIMEOUT))
         .map_err(|e| Error::Operation(e.to_string()))?;
-    let rendering = |e: render::RenderError| Error::Operation(e.to_string());
     if args.format != TableFormat::Table {
-        let rows: Vec<StatusRow> = plans
-            .iter()
-            .flat_map(|plan| plan.partitions.iter().map(move |p| StatusRow::new(plan, p)))
-            .collect();
-        println!("{}", render::rows(args.format, &rows).map_err(rendering)?);
+        println!("{}", render::rows(args.format, &StatusRow::all(&plans))?);
         return Ok(Code::Ok);
     }
     if plans.is_empty() {
@@ -30,9 +25,7 @@ pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
     }
     for plan in &plans {
         println!("{}", Shown(plan));
-        let partitions: Vec<PartitionStatus> =
-            plan.partitions.iter().map(PartitionStatus::from).collect();
-        println!("{}", render::table(&partitions).map_err(rendering)?);
+        println!("{}", render::table(&PartitionStatus::all(plan))?);
     }
     Ok(Code::Ok)
 }

@@ -279,6 +279,34 @@ impl<'a> State<'a> {
         run
     }
 
+    /// The document's interpreter, started at its first Python block: one namespace for all.
+    fn interpreter(&mut self) -> Result<&mut Interpreter, Unstarted> {
+        if let Some(why) = &self.interpreter_gone {
+            return Err(Unstarted::Gone(why.clone()));
+        }
+        if self.interpreter.is_none() {
+            let Some(python) = &self.python else {
+                let why = format!(
+                    "python interpreter {:?} not found (give --python INTERP, or `python` in lessonprobe.toml)",
+                    self.transcript.python
+                );
+                self.interpreter_gone = Some(why.clone());
+                return Err(Unstarted::Failed(why));
+            };
+            match Interpreter::start(python, self.folder.path(), &self.env) {
+                Ok(i) => self.interpreter = Some(i),
+                Err(e) => {
+                    let why = format!("cannot start {}: {e}", python.display());
+                    self.interpreter_gone = Some(why.clone());
+                    return Err(Unstarted::Failed(why));
+                }
+            }
+        }
+        self.interpreter
+            .as_mut()
+            .ok_or_else(|| Unstarted::Failed("no interpreter".to_owned()))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn python(
         &mut self,
@@ -292,29 +320,10 @@ impl<'a> State<'a> {
     ) -> BlockRun {
         let t = self.transcript;
         let here = at(t, block.line);
-        if let Some(why) = &self.interpreter_gone {
-            return BlockRun::error(format!("{here}: not run: {why}"));
-        }
-        if self.interpreter.is_none() {
-            let Some(python) = &self.python else {
-                let why = format!(
-                    "python interpreter {:?} not found (give --python INTERP, or `python` in lessonprobe.toml)",
-                    t.python
-                );
-                self.interpreter_gone = Some(why.clone());
-                return BlockRun::error(format!("{here}: {why}"));
-            };
-            match Interpreter::start(python, self.folder.path(), &self.env) {
-                Ok(i) => self.interpreter = Some(i),
-                Err(e) => {
-                    let why = format!("cannot start {}: {e}", python.display());
-                    self.interpreter_gone = Some(why.clone());
-                    return BlockRun::error(format!("{here}: {why}"));
-                }
-            }
-        }
-        let Some(interpreter) = self.interpreter.as_mut() else {
-            return BlockRun::error(format!("{here}: no interpreter"));
+        let interpreter = match self.interpreter() {
+            Ok(interpreter) => interpreter,
+            Err(Unstarted::Gone(why)) => return BlockRun::error(format!("{here}: not run: {why}")),
+            Err(Unstarted::Failed(why)) => return BlockRun::error(format!("{here}: {why}")),
         };
         let file = t.file.display().to_string();
         let request = Request {
@@ -330,30 +339,7 @@ impl<'a> State<'a> {
         let reply = match reply {
             Ok(reply) => reply,
             Err(stop) => {
-                let (why, details) = match stop {
-                    python::Stop::TimedOut => (
-                        format!(
-                            "the block exceeded the deadline of {}; the interpreter's process group was killed",
-                            humantime::format_duration(limit)
-                        ),
-                        None,
-                    ),
-                    python::Stop::Cancelled => (
-                        "stopped: the run was interrupted; the interpreter was killed".to_owned(),
-                        None,
-                    ),
-                    python::Stop::Ended(stderr) => (
-                        format!(
-                            "the interpreter ended before it answered{}",
-                            stderr
-                                .lines()
-                                .rev()
-                                .find(|l| !l.trim().is_empty())
-                                .map_or_else(String::new, |l| format!(": {}", l.trim()))
-                        ),
-                        Some(stderr),
-                    ),
-                };
+                let (why, details) = stopped(stop, limit);
                 self.interpreter = None;
                 self.interpreter_gone = Some(format!("{here}: {why}"));
                 let mut run = BlockRun::error(format!("{here}: {why}"));
@@ -405,6 +391,42 @@ impl<'a> State<'a> {
         }
         run
     }
+}
+
+/// Why the interpreter stopped before it answered, and what it printed on its way out.
+fn stopped(stop: python::Stop, limit: Duration) -> (String, Option<String>) {
+    match stop {
+        python::Stop::TimedOut => (
+            format!(
+                "the block exceeded the deadline of {}; the interpreter's process group was killed",
+                humantime::format_duration(limit)
+            ),
+            None,
+        ),
+        python::Stop::Cancelled => (
+            "stopped: the run was interrupted; the interpreter was killed".to_owned(),
+            None,
+        ),
+        python::Stop::Ended(stderr) => (
+            format!(
+                "the interpreter ended before it answered{}",
+                stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map_or_else(String::new, |l| format!(": {}", l.trim()))
+            ),
+            Some(stderr),
+        ),
+    }
+}
+
+/// Why a Python block finds no interpreter.
+enum Unstarted {
+    /// An earlier block found it missing, or it died: this block is not run.
+    Gone(String),
+    /// It could not be found or started now.
+    Failed(String),
 }
 
 /// How bless rewrites one command of a terminal session that printed `actual` and ended with

@@ -4,6 +4,7 @@
 //! store is the only effect this crate has: the live service's tables are not part of it.
 
 mod apply;
+mod documents;
 mod execute;
 mod identity;
 mod job;
@@ -12,11 +13,13 @@ mod prepare;
 pub(crate) mod read;
 mod report;
 mod rows;
+mod watchdog;
 mod window;
 mod worker;
 
 pub use crate::kafka::{ConsumerError, GapReading, ReplayConsumer, ReplayGroup, ReplayRecord};
 pub use apply::{BatchWriter, SharedTransaction, StoreWriter, TargetWriter};
+pub use documents::{PreparedDocument, ReportDocument, TargetDocument};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
@@ -27,6 +30,7 @@ pub use report::{
     ReplayReport, Verdict,
 };
 pub use rows::{PartitionStatus, PlanDocument, PlanRow, ReportRow, StatusRow};
+pub use watchdog::{watch_for_stalls, Stall};
 pub use window::{
     plan_day, DayPlan, DayPlanError, DayReplayRequest, Lost, LostWhy, PartitionPlan, Refusal,
     Window,

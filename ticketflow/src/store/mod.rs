@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod ledger;
 mod patience;
 pub mod postgres;
+pub mod preflight;
 mod replay_target;
 pub mod schema;
 pub mod schemas;
