@@ -16,7 +16,8 @@
 # the JVM's first compiler only, which starts a test broker sooner; `full`: both compilers, as a
 # broker in production runs, for benchmarks), LESSONPROBE_KAFKA_CACHE (where the classpath file is
 # kept; default target/apache-kafka), and extra broker properties as
-# LESSONPROBE_KAFKA_PROPERTIES="key=value key=value".
+# LESSONPROBE_KAFKA_PROPERTIES="key=value key=value", which replace the script's own (an
+# `advertised.listeners` there makes a single node reachable only through, say, a fault proxy).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
@@ -79,7 +80,10 @@ write_properties() {
     echo "node.id=$node"
     echo "controller.quorum.bootstrap.servers=127.0.0.1:$cport"
     echo "listeners=$listeners"
-    echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+    case " ${LESSONPROBE_KAFKA_PROPERTIES:-} " in
+      *" advertised.listeners="*) ;;
+      *) echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port" ;;
+    esac
     echo "controller.listener.names=CONTROLLER"
     echo "inter.broker.listener.name=PLAINTEXT"
     echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"

@@ -346,6 +346,23 @@ impl BrokerProcess {
         }
     }
 
+    /// `kafka`, reached through `servers` (a proxy whose address it advertises), with a sample
+    /// day of `events` over `partitions` in `topic`, loaded through that address.
+    #[track_caller]
+    pub fn apache_kafka_via(
+        kafka: ApacheKafka,
+        servers: &str,
+        topic: &str,
+        events: usize,
+        partitions: i32,
+    ) -> BrokerProcess {
+        BrokerProcess {
+            servers: servers.to_owned(),
+            report: load_sample_day(servers, topic, events, partitions),
+            running: Running::Apache(kafka),
+        }
+    }
+
     /// A mock broker whose `topic` holds a sample day of `events` events over `partitions`.
     #[track_caller]
     pub fn sample_day(topic: &str, events: usize, partitions: i32) -> BrokerProcess {

@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::kafka::{ApacheKafka, BrokerProcess};
 use crate::net::free_port;
 
 /// The test Toxiproxy server's API address, or `None` (skipped outside CI, failed in it).
@@ -16,6 +17,25 @@ pub fn server() -> Option<String> {
         "LESSONPROBE_TEST_TOXIPROXY",
         "a Toxiproxy server (scripts/test.sh installs and starts it)",
     )
+}
+
+/// A throwaway Apache Kafka node that only a proxy reaches, with a sample day of `events` over
+/// `partitions` in `topic`: the node advertises the proxy's port, so every connection of every
+/// client (bootstrap and after) goes through the proxy. The broker's `servers` is the proxy's
+/// address.
+#[track_caller]
+pub fn apache_kafka_behind_proxy(
+    api: &str,
+    topic: &str,
+    events: usize,
+    partitions: i32,
+) -> (BrokerProcess, Proxy) {
+    let port = free_port();
+    let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}");
+    let kafka = ApacheKafka::start_with(1, &[&advertised]);
+    let proxy = Proxy::start_on(api, "kafka", &kafka.servers, port);
+    let broker = BrokerProcess::apache_kafka_via(kafka, &proxy.listen, topic, events, partitions);
+    (broker, proxy)
 }
 
 /// A fault on one direction of a link. `Up` is client to service, `Down` service to client.
