@@ -30,7 +30,8 @@ pub enum ConnectError {
         owned_reason(property)
     )]
     OwnedProperty { property: String },
-    #[error(transparent)]
+    /// The broker could not be reached before planning; nothing was written.
+    #[error("planning: {0}")]
     Kafka(#[from] KafkaError),
 }
 

@@ -121,7 +121,8 @@ impl DayPlan {
 pub enum DayPlanError {
     #[error(transparent)]
     Refused(#[from] Refusal),
-    #[error(transparent)]
+    /// The broker failed or did not answer while the window was planned; nothing was written.
+    #[error("planning: {0}")]
     Kafka(#[from] KafkaError),
 }
 
