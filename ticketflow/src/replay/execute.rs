@@ -5,7 +5,7 @@
 //! summary or its error with the last durable offset.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::apply::{SharedTransaction, TargetWriter};
@@ -15,8 +15,8 @@ use super::ReplayConsumer as _;
 use super::{
     ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayOptions, ReplaySummary,
 };
-use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaReplayConsumer};
-use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts};
+use crate::kafka::{Broker, BrokerAddress, ConsumerError, KafkaError, KafkaReplayConsumer};
+use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
 
 /// Where and as whom the partitions are written.
 pub(crate) struct WriteTarget<'a> {
@@ -87,6 +87,10 @@ pub enum PartitionError {
     /// `--worker`): the plan's other workers, or a rerun, take it up.
     #[error("left at {committed} when this worker stopped on partition {after}'s failure; the plan's other workers or --resume take it up")]
     Left { after: i32, committed: i64 },
+    /// Not started because partition `after` lost the broker or the database: every other
+    /// partition would have waited for the same peer in turn.
+    #[error("left at {committed}, not started: partition {after} lost its link to the broker or the database; --resume takes it up")]
+    NotStarted { after: i32, committed: i64 },
 }
 
 /// What kept a worker from starting on a partition.
@@ -105,9 +109,29 @@ impl PartitionError {
     pub fn committed(&self) -> Option<i64> {
         match self {
             PartitionError::Replay(e) => e.committed,
-            PartitionError::Setup { committed, .. } | PartitionError::Left { committed, .. } => {
-                Some(*committed)
-            }
+            PartitionError::Setup { committed, .. }
+            | PartitionError::Left { committed, .. }
+            | PartitionError::NotStarted { committed, .. } => Some(*committed),
+        }
+    }
+
+    /// Whether the partition failed because a peer was lost — the broker or the database did
+    /// not answer, or its connection broke — rather than on what a record held or a refusal
+    /// said. The run then starts no other partition.
+    pub(crate) fn lost_a_peer(&self) -> bool {
+        match self {
+            PartitionError::Replay(e) => match &e.kind {
+                ReplayErrorKind::Consumer(ConsumerError::Kafka(_)) => true,
+                ReplayErrorKind::Effect { source, .. } => source.lost_the_link(),
+                ReplayErrorKind::Checkpoint(WriteError::Store(source)) => source.lost_the_link(),
+                _ => false,
+            },
+            PartitionError::Setup { cause, .. } => match cause {
+                SetupError::Kafka(_) => true,
+                SetupError::Store(source) => source.lost_the_link(),
+                SetupError::InvalidRange { .. } => false,
+            },
+            PartitionError::Left { .. } | PartitionError::NotStarted { .. } => false,
         }
     }
 }
@@ -205,6 +229,9 @@ pub(crate) struct DayRun<'a> {
     adoption: Adoption,
     /// The index in `work` taken next.
     next: AtomicUsize,
+    /// The first partition that lost the broker or the database: no partition starts after it,
+    /// so a silent peer costs the run one wait per lane, not one per partition.
+    lost: OnceLock<i32>,
     lanes: usize,
 }
 
@@ -238,6 +265,7 @@ impl<'a> DayRun<'a> {
                 ..to.adoption.clone()
             },
             next: AtomicUsize::new(0),
+            lost: OnceLock::new(),
             lanes: options
                 .jobs
                 .unwrap_or_else(|| default_lanes(to.db))
@@ -291,7 +319,16 @@ impl<'a> DayRun<'a> {
                 .take()
                 .unwrap_or_else(|| (self.next.fetch_add(1, Ordering::SeqCst), None));
             let Some(p) = self.work.get(i) else { break };
-            let result = self.partition(p, ahead, &mut worker, &mut shared, &mut upcoming);
+            let result = match self.lost.get() {
+                Some(&after) => Err(PartitionError::NotStarted {
+                    after,
+                    committed: p.resume_from,
+                }),
+                None => self.partition(p, ahead, &mut worker, &mut shared, &mut upcoming),
+            };
+            if result.as_ref().is_err_and(PartitionError::lost_a_peer) {
+                let _ = self.lost.set(p.partition);
+            }
             held.push(PartitionResult {
                 partition: p.partition,
                 result,

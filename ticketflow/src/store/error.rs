@@ -28,6 +28,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the link to the database failed — no connection, or one lost or timed out
+    /// without an answer — rather than the database refusing the work.
+    pub fn lost_the_link(&self) -> bool {
+        matches!(self, StoreError::Connect { .. } | StoreError::Lost { .. })
+    }
+
     /// `Some("check")` or `Some("not-null")` when a schema constraint other than the
     /// `event_id` uniqueness refused the row.
     pub fn integrity_violation(&self) -> Option<&'static str> {
