@@ -1,14 +1,16 @@
 //! Committing a group's explicit offsets with a bound on the wait. librdkafka's synchronous
 //! commit has none: with the group's coordinator gone (a broker that died mid-replay) it waits
-//! until one answers, which held a replay until its deadline. Here a client of its own, on a
-//! thread of its own, commits; its answer is awaited at most a timeout, and after a commit that
-//! got none every later one fails at once.
+//! until one answers, which held a replay until its deadline (and a `--worker`, whose member of
+//! the group commits, for ever). Here a client of the group, on a thread of its own, commits;
+//! its answer is awaited at most a timeout, and after a commit that got none every later one
+//! fails at once.
 
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::TopicPartitionList;
 
 use super::{Broker, KafkaError};
@@ -30,9 +32,18 @@ impl Committer {
         // The broker's client of the group: the one that read its offsets while planning, shared
         // by every lane's committer.
         let consumer = broker.group_client(group)?;
+        Committer::through(consumer, broker.op_timeout)
+            .map_err(|e| broker.error(format!("starting a committer for group {group}"), e))
+    }
+
+    /// A committer through `consumer` (a member of the group, whose commits the broker takes
+    /// while its generation lasts), each answer awaited at most `timeout`.
+    pub fn through<C: ConsumerContext + 'static>(
+        consumer: Arc<BaseConsumer<C>>,
+        timeout: Duration,
+    ) -> std::io::Result<Committer> {
         let (asks, asked) = sync_channel::<TopicPartitionList>(0);
         let (answer, answers) = sync_channel(1);
-        let timeout = broker.op_timeout;
         let thread = std::thread::Builder::new()
             .name("kafka-commit".into())
             .spawn(move || {
@@ -47,8 +58,7 @@ impl Committer {
                 // Asked nothing more: every commit was answered. The client is closed with the
                 // broker's last handle.
                 drop(consumer);
-            })
-            .map_err(|e| broker.error(format!("starting a committer for group {group}"), e))?;
+            })?;
         Ok(Committer {
             asks: Some(asks),
             answers,

@@ -1,17 +1,19 @@
 //! A member of the replay group: subscribes to the topic with cooperative-sticky assignment and
 //! tells its worker which partitions the group hands it or takes away. It reads no records (its
-//! partitions stay paused); it commits the offsets its worker made durable in SQL.
+//! partitions stay paused); it commits the offsets its worker made durable in SQL, each commit
+//! answered within the broker's operation timeout.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaResult;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::commit::Committer;
 use super::ReplayGroup;
 use super::{Broker, KafkaError};
 
@@ -97,7 +99,11 @@ impl ConsumerContext for MemberContext {
 
 /// One member of the replay group on one topic.
 pub struct GroupMember {
-    consumer: BaseConsumer<MemberContext>,
+    /// Commits through the member's client on a thread of its own, so that a coordinator
+    /// that stopped answering holds a commit at most `timeout` (librdkafka's synchronous commit
+    /// waits for one for ever). Dropped before the client.
+    committer: Mutex<Committer>,
+    consumer: Arc<BaseConsumer<MemberContext>>,
     topic: String,
     servers: String,
     timeout: Duration,
@@ -126,8 +132,9 @@ impl GroupMember {
             topic: topic.to_owned(),
             events: Mutex::new(Vec::new()),
         };
-        let consumer: BaseConsumer<MemberContext> = config
+        let consumer: Arc<BaseConsumer<MemberContext>> = config
             .create_with_context(context)
+            .map(Arc::new)
             .map_err(|e| broker.error(format!("joining group {}", group.as_str()), e))?;
         super::broker::opened(
             consumer.client().native_ptr(),
@@ -136,7 +143,10 @@ impl GroupMember {
         consumer
             .subscribe(&[topic])
             .map_err(|e| broker.error(format!("subscribing to {topic}"), e))?;
+        let committer = Committer::through(Arc::clone(&consumer), broker.op_timeout)
+            .map_err(|e| broker.error(format!("joining group {}", group.as_str()), e))?;
         Ok(GroupMember {
+            committer: Mutex::new(committer),
             consumer,
             topic: topic.to_owned(),
             servers: broker.servers().to_owned(),
@@ -185,7 +195,10 @@ impl GroupMember {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, partition, Offset::Offset(offset))
             .map_err(|e| self.error(what(), e))?;
-        let result = self.consumer.commit(&tpl, CommitMode::Sync);
+        let result = match self.committer.lock() {
+            Ok(mut committer) => committer.commit(&tpl),
+            Err(_) => Err("a previous commit panicked".to_owned()),
+        };
         if let Ok(mut owed) = self.owed.lock() {
             match &result {
                 Ok(()) => {

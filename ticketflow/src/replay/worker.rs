@@ -11,13 +11,18 @@ use super::execute::{ExecuteOptions, PartitionError, Progress, SetupError, Write
 use super::read::Reader;
 use super::window::{DayPlan, DayReplayRequest, PartitionPlan};
 use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
-use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaReplayConsumer, KafkaTarget};
+use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
 
 /// How long a worker with nothing of its own to do waits on the group between looks at the
 /// plan's progress in SQL.
 const IDLE_POLL: Duration = Duration::from_millis(100);
 const PROGRESS_CHECK: Duration = Duration::from_millis(500);
+/// How long a worker with nothing of its own to do goes on while the broker does not answer
+/// its looks at the group's offsets: past it, the worker ends (the plan's other workers, or a
+/// rerun, take its share), so a silent broker ends a worker in seconds rather than at the
+/// deadline.
+const BROKER_SILENCE: Duration = Duration::from_secs(30);
 
 /// What one worker did: per partition it replayed batches of, their summary; the partitions
 /// that failed under it (the others' work is theirs to report); and every partition's SQL
@@ -159,6 +164,8 @@ pub(crate) fn work(
     let mut run = WorkerRun::default();
     let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
     let mut looked: Option<Instant> = None;
+    // Since when the broker has not answered a look at the group's offsets.
+    let mut unanswered: Option<Instant> = None;
     let outcome = loop {
         if left().is_zero() {
             break Ok(false);
@@ -206,11 +213,19 @@ pub(crate) fn work(
         if looked.is_some_and(|t| t.elapsed() < PROGRESS_CHECK) {
             continue;
         }
-        looked = Some(Instant::now());
+        let asked = Instant::now();
+        looked = Some(asked);
         match plan_complete(target.as_mut(), to.plan_id, &member, &numbers) {
             Ok(true) => break Ok(true),
-            Ok(false) => {}
-            Err(e) => tracing::debug!("looking at the plan's progress: {e}"),
+            Ok(false) => unanswered = None,
+            Err(Unseen::Kafka(e)) => {
+                let since = *unanswered.get_or_insert(asked);
+                if since.elapsed() > BROKER_SILENCE {
+                    break Err(SetupError::Kafka(e));
+                }
+                tracing::debug!("looking at the group's offsets: {e}");
+            }
+            Err(Unseen::Store(e)) => tracing::debug!("looking at the plan's progress: {e}"),
         }
     };
     // Unfinished partitions are handed back at once; leaving the group (the member's drop)
@@ -287,6 +302,15 @@ fn unfinished(
         .collect()
 }
 
+/// Why the plan's progress could not be looked at.
+#[derive(Debug, thiserror::Error)]
+enum Unseen {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+}
+
 /// Whether every partition of the plan is at its stop in SQL and the group's committed offsets
 /// in Kafka reached it too.
 fn plan_complete(
@@ -294,7 +318,7 @@ fn plan_complete(
     plan_id: &str,
     member: &GroupMember,
     numbers: &[i32],
-) -> Result<bool, Box<dyn std::error::Error>> {
+) -> Result<bool, Unseen> {
     let Some(recorded) = target.plans()?.into_iter().find(|r| r.plan_id == plan_id) else {
         return Ok(false);
     };
