@@ -1,5 +1,6 @@
 //! Log lines on stderr: coloured only on a terminal (and never under NO_COLOR), and librdkafka's own lines (configuration
-//! warnings, connection failures, …) once per kind per run, however many clients repeat them;
+//! warnings, connection failures, client-wide errors such as all brokers down, …) once per kind
+//! per run, however many clients repeat them;
 //! rdkafka's note that a consumer closed ahead of its drop is closed already, never.
 
 use std::collections::HashSet;
@@ -47,8 +48,11 @@ impl<S: Subscriber> Layer<S> for OncePerKind {
         {
             return false;
         }
-        let from_librdkafka =
-            event.metadata().target() == "librdkafka" || fields.log_target == "librdkafka";
+        // rdkafka's report of a client's error callback comes from its own module, its
+        // message prefixed as librdkafka's lines are.
+        let from_librdkafka = event.metadata().target() == "librdkafka"
+            || fields.log_target == "librdkafka"
+            || fields.message.starts_with("librdkafka: ");
         if !from_librdkafka {
             return true;
         }
@@ -60,14 +64,21 @@ impl<S: Subscriber> Layer<S> for OncePerKind {
     }
 }
 
-/// The facility of a librdkafka line: `librdkafka: CONFWARN [thrd:app]: …` → `CONFWARN`.
+/// The facility of a librdkafka line: `librdkafka: CONFWARN [thrd:app]: …` → `CONFWARN`; of a
+/// client-wide error, its name: `librdkafka: Global error: AllBrokersDown (…): 1/1 brokers are
+/// down` → `Global error: AllBrokersDown`.
 fn kind_of(message: &str) -> &str {
-    message
-        .strip_prefix("librdkafka: ")
-        .unwrap_or(message)
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
+    let line = message.strip_prefix("librdkafka: ").unwrap_or(message);
+    let words = if line.starts_with("Global error: ") {
+        3
+    } else {
+        1
+    };
+    let end = line
+        .match_indices(' ')
+        .nth(words - 1)
+        .map_or(line.len(), |(i, _)| i);
+    &line[..end]
 }
 
 /// The message and, for lines bridged from the `log` crate, their original target.
@@ -106,5 +117,18 @@ mod tests {
             "CONFWARN"
         );
         assert_eq!(kind_of("FAIL [thrd:1]: down"), "FAIL");
+        assert_eq!(kind_of("FAIL"), "FAIL");
+    }
+
+    #[test]
+    fn a_client_wide_error_is_of_the_kind_its_name_says_whatever_its_counts() {
+        let one = "librdkafka: Global error: AllBrokersDown (Local: All broker connections are down): 1/1 brokers are down";
+        let two = "librdkafka: Global error: AllBrokersDown (Local: All broker connections are down): 2/2 brokers are down";
+        assert_eq!(kind_of(one), "Global error: AllBrokersDown");
+        assert_eq!(kind_of(one), kind_of(two));
+        assert_ne!(
+            kind_of("librdkafka: Global error: Authentication (SASL failed)"),
+            kind_of(one)
+        );
     }
 }
