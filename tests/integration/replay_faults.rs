@@ -1,9 +1,12 @@
 //! The replay under network faults on real links: a Toxiproxy proxy between `lessonprobe
-//! replay` and PostgreSQL, with latency, a bandwidth limit, a reset and a link cut after N
-//! bytes put on it while the plan executes. Each case ends within its bound — exit 0, or exit 4
-//! naming PostgreSQL — and a rerun of the same plan through the healed link lands exactly the
-//! window's rows (none lost, none twice), every checkpoint at its stop, the live group's
-//! committed offsets untouched. On Apache Kafka; the table of cases is in docs/replay-design.md.
+//! replay` and PostgreSQL, or between it and Apache Kafka (the broker advertising the proxy's
+//! address, so every client goes through it), with latency, a bandwidth limit, a reset, silence
+//! and a link cut after N bytes put on it while the window is planned or while the plan
+//! executes (its fetches and its offset commits). Each case ends within its bound — exit 0, or
+//! exit 4 naming the peer — and a rerun through the healed link lands exactly the window's
+//! rows (none lost, none twice), every checkpoint at its stop, the live group's committed
+//! offsets untouched. Also `--worker` and `replay verify` on a broken Kafka link. The table of
+//! cases is in docs/replay-design.md.
 
 use std::time::{Duration, Instant};
 
@@ -17,48 +20,69 @@ const TOPIC: &str = "faults";
 const LIVE: &str = "live-faults";
 const GROUP: &str = "replay-faults";
 const EVENTS: usize = 3_000;
-const PARTITIONS: i32 = 3;
+const PARTITIONS: i32 = 8;
+
+/// Which link the proxy stands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Between the replay and PostgreSQL.
+    Postgres,
+    /// Between every Kafka client of the run and the broker (Apache Kafka, advertising the
+    /// proxy's address).
+    Kafka,
+}
 
 /// A broker with the sample day and the live group committed at the ends, a database of the
-/// test's own, and a proxy in front of PostgreSQL.
+/// test's own, and a proxy on `link`.
 struct Setup {
     broker: BrokerProcess,
     db: OwnDatabase,
     proxy: Proxy,
+    link: Link,
     live: Vec<Option<i64>>,
 }
 
 impl Setup {
     /// `None` when PostgreSQL or Toxiproxy is missing outside CI (skipped, saying why).
-    fn start(kind: BrokerKind) -> Option<Setup> {
+    fn start(kind: BrokerKind, link: Link) -> Option<Setup> {
         let admin = services::postgres()?;
         let api = toxiproxy::server()?;
-        let broker = kind.sample_day(TOPIC, EVENTS, PARTITIONS);
+        let db = OwnDatabase::create(&admin, "faults");
+        let (broker, proxy) = match link {
+            Link::Postgres => (
+                kind.sample_day(TOPIC, EVENTS, PARTITIONS),
+                Proxy::start(&api, "postgres", &host_port(&db.url())),
+            ),
+            Link::Kafka => toxiproxy::apache_kafka_behind_proxy(&api, TOPIC, EVENTS, PARTITIONS),
+        };
         let ends: Vec<i64> = watermarks(&broker.servers, TOPIC)
             .iter()
             .map(|w| w.1)
             .collect();
         commit(&broker.servers, LIVE, TOPIC, &ends);
-        let db = OwnDatabase::create(&admin, "faults");
-        let upstream = host_port(&db.url());
-        let proxy = Proxy::start(&api, "postgres", &upstream);
         Some(Setup {
             live: ends.into_iter().map(Some).collect(),
             broker,
             db,
             proxy,
+            link,
         })
     }
 
-    /// The database's URL through the proxy.
-    fn via_proxy(&self) -> String {
-        self.db
-            .url()
-            .replacen(&host_port(&self.db.url()), &self.proxy.listen, 1)
+    /// The database's URL the run is given: through the proxy when it stands on that link.
+    fn db_url(&self) -> String {
+        match self.link {
+            Link::Postgres => {
+                self.db
+                    .url()
+                    .replacen(&host_port(&self.db.url()), &self.proxy.listen, 1)
+            }
+            Link::Kafka => self.db.url(),
+        }
     }
 
     fn replay(&self, extra: &[&str]) -> Test {
-        let db = self.via_proxy();
+        let db = self.db_url();
         lessonprobe()
             .args(replay_args(&self.broker.servers, TOPIC, LIVE, GROUP, &db))
             .args(SAMPLE_DAYS)
@@ -119,89 +143,301 @@ fn host_port(url: &str) -> String {
     rest.split('/').next().unwrap_or(rest).to_owned()
 }
 
-/// A slow link (200 ms on every answer) or a thin one (128 KB/s each way): the run is slower
-/// and ends with exit 0, exactly.
-fn slow_link_completes(toxic: Toxic, streams: &[Stream]) {
-    on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind) else {
-            return;
+/// When the fault is put on the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Before the run starts: planning meets it first.
+    Planning,
+    /// Once the plan is recorded: fetches, batches and offset commits meet it.
+    Execution,
+}
+
+/// What a run under a fault ended with, and how to heal the link after it.
+struct Faulted {
+    setup: Setup,
+    ran: Ran,
+    /// How long the run went on after the fault was put on.
+    after: Duration,
+    toxics: Vec<String>,
+}
+
+impl Faulted {
+    /// Runs a replay with `flags` and puts `toxic` on `stream` of `link` at `phase`, the link
+    /// slowed by 20 ms on every answer so that execution lasts long enough for a fault to land
+    /// inside it; the run must end with one of `codes` within 150 s. `None`: skipped.
+    fn run(
+        kind: BrokerKind,
+        (link, phase): (Link, Phase),
+        (toxic, streams): (Toxic, &[Stream]),
+        flags: &[&str],
+        codes: &[i32],
+    ) -> Option<Faulted> {
+        let setup = Setup::start(kind, link)?;
+        let mut toxics = vec![setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down)];
+        let fault = |toxics: &mut Vec<String>| {
+            for stream in streams {
+                toxics.push(setup.proxy.add(toxic, *stream));
+            }
+            Instant::now()
         };
-        for stream in streams {
-            setup.proxy.add(toxic, *stream);
+        let mut faulted = (phase == Phase::Planning).then(|| fault(&mut toxics));
+        let running = setup.replay(flags).within(Duration::from_secs(150)).spawn();
+        if phase == Phase::Execution {
+            setup.wait_for_execution();
+            std::thread::sleep(Duration::from_millis(500));
+            faulted = Some(fault(&mut toxics));
         }
-        setup
-            .replay(&["--deadline", "120s", "--batch", "1000"])
+        let ran = running.status_among(codes);
+        Some(Faulted {
+            after: faulted.map_or(Duration::ZERO, |t| t.elapsed()),
+            setup,
+            ran,
+            toxics,
+        })
+    }
+
+    /// The peer behind the faulty link, as the run names it.
+    fn peer(&self) -> String {
+        match self.setup.link {
+            Link::Postgres => "postgres".to_owned(),
+            Link::Kafka => format!("kafka {}", self.setup.proxy.listen),
+        }
+    }
+
+    /// The run ended with exit 4 within `bound` of the fault, naming the peer and holding each
+    /// of `says`, before the whole window was written.
+    fn ended_naming_the_peer(&self, bound: Duration, says: &[&str]) {
+        assert_eq!(self.ran.code, Some(4), "exit 4: {}", self.ran.text());
+        assert!(
+            self.after < bound,
+            "ended {:?} after the fault, past {bound:?}: {}",
+            self.after,
+            self.ran.text()
+        );
+        for said in [self.peer().as_str()].iter().chain(says) {
+            assert!(
+                self.ran.stderr.contains(said),
+                "no {said:?} in:\n{}",
+                self.ran.text()
+            );
+        }
+        assert!(
+            self.setup.count("SELECT COUNT(*) FROM audit_events") < EVENTS as i64,
+            "the fault came before the end: {}",
+            self.ran.text()
+        );
+    }
+
+    /// Heals the link and runs the replay again with `flags`: it completes, exactly.
+    fn rerun_completes_exactly(self, flags: &[&str]) {
+        for toxic in &self.toxics {
+            self.setup.proxy.remove(toxic);
+        }
+        self.setup
+            .replay(flags)
             .within(Duration::from_secs(150))
             .success();
-        setup.assert_exact();
+        self.setup.assert_exact();
+    }
+}
+
+/// A slow link (200 ms on every answer) or a thin one (128 KB/s each way): the run is slower
+/// and ends with exit 0, exactly.
+fn slow_link_completes(at: (Link, Phase), toxic: Toxic, streams: &[Stream]) {
+    on_apache_kafka(|kind| {
+        let flags = ["--deadline", "120s", "--batch", "1000"];
+        let Some(run) = Faulted::run(kind, at, (toxic, streams), &flags, &[0]) else {
+            return;
+        };
+        run.setup.assert_exact();
     });
 }
 
 #[test]
 fn postgres_link_with_200ms_latency_during_execution_completes_exactly() {
-    slow_link_completes(Toxic::Latency { ms: 200 }, &[Stream::Down]);
+    slow_link_completes(
+        (Link::Postgres, Phase::Execution),
+        Toxic::Latency { ms: 200 },
+        &[Stream::Down],
+    );
 }
 
 #[test]
 fn postgres_link_limited_to_128_kb_per_s_during_execution_completes_exactly() {
     slow_link_completes(
+        (Link::Postgres, Phase::Execution),
         Toxic::Bandwidth { kb_per_s: 128 },
         &[Stream::Up, Stream::Down],
     );
 }
 
-/// A link that breaks mid-execution (a reset, or a cut after N more bytes): the run ends at once
-/// with exit 4 naming PostgreSQL; a rerun of the same plan through the healed link completes it
-/// exactly.
-fn broken_link_ends_and_a_rerun_completes(toxic: Toxic, stream: Stream) {
+#[test]
+fn kafka_link_with_200ms_latency_from_planning_on_completes_exactly() {
+    slow_link_completes(
+        (Link::Kafka, Phase::Planning),
+        Toxic::Latency { ms: 200 },
+        &[Stream::Down],
+    );
+}
+
+#[test]
+fn kafka_link_limited_to_128_kb_per_s_during_execution_completes_exactly() {
+    slow_link_completes(
+        (Link::Kafka, Phase::Execution),
+        Toxic::Bandwidth { kb_per_s: 128 },
+        &[Stream::Up, Stream::Down],
+    );
+}
+
+/// A link that breaks (a reset, silence, or a cut after N more bytes) at `phase`: the run ends
+/// within `bound` of it with exit 4 naming the peer and each of `says`; a rerun through the
+/// healed link (`--resume` once the plan was recorded) completes it exactly.
+fn broken_link_ends_and_a_rerun_completes(
+    at: (Link, Phase),
+    (toxic, stream): (Toxic, Stream),
+    extra: &[&str],
+    (bound, says): (Duration, &[&str]),
+) {
     on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind) else {
+        let flags = [&["--batch", "20"], extra].concat();
+        let Some(run) = Faulted::run(kind, at, (toxic, &[stream]), &flags, &[4]) else {
             return;
         };
-        // 20 ms on every answer: execution lasts long enough for the fault to land inside it.
-        let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
-        let running = setup
-            .replay(&["--deadline", "120s", "--batch", "20"])
-            .within(Duration::from_secs(60))
-            .spawn();
-        setup.wait_for_execution();
-        std::thread::sleep(Duration::from_millis(500));
-        let name = setup.proxy.add(toxic, stream);
-        let broken = Instant::now();
-        let ran = running.status(4);
-        assert!(
-            broken.elapsed() < Duration::from_secs(30),
-            "ended {:?} after the fault",
-            broken.elapsed()
-        );
-        assert!(
-            ran.stderr.contains("postgres"),
-            "names PostgreSQL: {}",
-            ran.text()
-        );
-        assert!(
-            setup.count("SELECT COUNT(*) FROM audit_events") < EVENTS as i64,
-            "the fault came before the end: {}",
-            ran.text()
-        );
-        setup.proxy.remove(&name);
-        setup.proxy.remove(&slow);
-        setup
-            .replay(&["--deadline", "120s", "--resume"])
-            .within(Duration::from_secs(150))
-            .success();
-        setup.assert_exact();
+        run.ended_naming_the_peer(bound, says);
+        let rerun: &[&str] = match at.1 {
+            Phase::Planning => extra,
+            Phase::Execution => &["--resume"],
+        };
+        run.rerun_completes_exactly(rerun);
     });
 }
 
 #[test]
 fn postgres_link_reset_mid_batch_ends_with_exit_4_and_a_rerun_completes_exactly() {
-    broken_link_ends_and_a_rerun_completes(Toxic::ResetPeer { after_ms: 0 }, Stream::Up);
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Postgres, Phase::Execution),
+        (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
+        &["--deadline", "120s"],
+        (Duration::from_secs(30), &[]),
+    );
 }
 
 #[test]
 fn postgres_link_cut_after_n_bytes_ends_with_exit_4_and_a_rerun_completes_exactly() {
-    broken_link_ends_and_a_rerun_completes(Toxic::LimitData { bytes: 20_000 }, Stream::Up);
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Postgres, Phase::Execution),
+        (Toxic::LimitData { bytes: 20_000 }, Stream::Up),
+        &["--deadline", "120s"],
+        (Duration::from_secs(30), &[]),
+    );
+}
+
+/// A broker that resets every connection while the window is planned: exit 4 naming the
+/// broker and the phase, nothing written.
+#[test]
+fn kafka_link_reset_during_planning_ends_with_exit_4_naming_planning() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Planning),
+        (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
+        &[],
+        (Duration::from_secs(30), &["planning: "]),
+    );
+}
+
+/// A broker that accepts connections and never answers, from the start, with no flags: the
+/// first call's 10 s bound ends the run, naming planning.
+#[test]
+fn kafka_link_silent_during_planning_with_no_flags_ends_within_seconds() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Planning),
+        (Toxic::Timeout { ms: 0 }, Stream::Down),
+        &[],
+        (Duration::from_secs(30), &["planning: "]),
+    );
+}
+
+#[test]
+fn kafka_link_reset_mid_execution_ends_with_exit_4_and_a_rerun_completes_exactly() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Execution),
+        (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
+        &[],
+        (Duration::from_secs(40), &["last durable offset"]),
+    );
+}
+
+/// Fetch answers cut after 20,000 bytes: no fetch ever arrives whole.
+#[test]
+fn kafka_link_cut_after_n_bytes_mid_execution_ends_with_exit_4_and_a_rerun_completes_exactly() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Execution),
+        (Toxic::LimitData { bytes: 20_000 }, Stream::Down),
+        &[],
+        (Duration::from_secs(40), &["last durable offset"]),
+    );
+}
+
+/// The broker goes silent mid-execution (its fetches and offset commits unanswered), with no
+/// flags: each lane's call ends at its 10 s bound, no partition starts after one lost the
+/// broker (8 partitions over 2 lanes would otherwise wait 10 s each in turn), and the run ends
+/// about 20 s after the silence (the live group's offsets looked at last, also bounded).
+#[test]
+fn kafka_link_silent_mid_execution_with_no_flags_ends_within_seconds_starting_nothing_more() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Execution),
+        (Toxic::Timeout { ms: 0 }, Stream::Down),
+        &[],
+        (
+            Duration::from_secs(40),
+            &["not started", "last durable offset"],
+        ),
+    );
+}
+
+/// A `--worker` whose broker resets every connection mid-run: it ends with exit 4 naming the
+/// broker — its member's commits are bounded too (librdkafka's own synchronous commit waits
+/// for a coordinator for ever) — and a rerun completes the plan exactly.
+#[test]
+fn kafka_link_reset_under_a_worker_ends_with_exit_4_and_a_rerun_completes_exactly() {
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Kafka, Phase::Execution),
+        (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
+        &["--worker"],
+        (Duration::from_secs(60), &[]),
+    );
+}
+
+/// `replay verify` against a broker that stopped answering: exit 4 naming it within seconds.
+#[test]
+fn replay_verify_on_a_silent_kafka_link_ends_with_exit_4_naming_the_broker() {
+    on_apache_kafka(|kind| {
+        let Some(setup) = Setup::start(kind, Link::Kafka) else {
+            return;
+        };
+        setup.replay(&[]).success();
+        let silent = setup.proxy.add(Toxic::Timeout { ms: 0 }, Stream::Down);
+        let verify = || {
+            lessonprobe()
+                .args(["replay", "verify", "--kafka", &setup.broker.servers])
+                .args(["--topic", TOPIC, "--db", &setup.db.url()])
+                .args(SAMPLE_DAYS)
+                .within(Duration::from_secs(60))
+        };
+        let ran = verify().status(4);
+        let peer = format!("kafka {}", setup.proxy.listen);
+        assert!(
+            ran.stderr.contains(&peer),
+            "no {peer:?} in:\n{}",
+            ran.text()
+        );
+        assert!(
+            ran.elapsed < Duration::from_secs(30),
+            "took {:?}",
+            ran.elapsed
+        );
+        setup.proxy.remove(&silent);
+        verify().success();
+    });
 }
 
 /// When a bound is counted from.
@@ -218,21 +454,19 @@ enum Counted {
 /// counted `from`, its stderr holding each of `says` (`{db}`: the proxy's address), and a
 /// rerun of the same plan with `rerun` through the healed link completes it exactly.
 fn silent_mid_execution(
+    link: Link,
     flags: &[&str],
     (bound, from): (Duration, Counted),
     says: &[&str],
     rerun: &[&str],
 ) {
     on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind) else {
+        let Some(setup) = Setup::start(kind, link) else {
             return;
         };
         let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
         let started = Instant::now();
-        let running = setup
-            .replay(flags)
-            .within(Duration::from_secs(120))
-            .spawn();
+        let running = setup.replay(flags).within(Duration::from_secs(120)).spawn();
         setup.wait_for_execution();
         std::thread::sleep(Duration::from_millis(500));
         let silent_since = Instant::now();
@@ -249,7 +483,11 @@ fn silent_mid_execution(
         );
         for said in says {
             let said = said.replace("{db}", &setup.proxy.listen);
-            assert!(ran.stderr.contains(&said), "no {said:?} in:\n{}", ran.text());
+            assert!(
+                ran.stderr.contains(&said),
+                "no {said:?} in:\n{}",
+                ran.text()
+            );
         }
         setup.proxy.remove(&silent);
         setup.proxy.remove(&slow);
@@ -266,6 +504,7 @@ fn silent_mid_execution(
 #[test]
 fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exactly() {
     silent_mid_execution(
+        Link::Postgres,
         &["--deadline", "15s", "--batch", "20"],
         (Duration::from_secs(15 + 5 + 5), Counted::FromStart),
         &["deadline"],
@@ -280,6 +519,7 @@ fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exac
 #[test]
 fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_bound() {
     silent_mid_execution(
+        Link::Postgres,
         &["--batch", "20"],
         (Duration::from_secs(30 + 5 + 15), Counted::FromSilence),
         &["has not answered", "{db}"],
@@ -294,7 +534,7 @@ fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_b
 #[test]
 fn a_lock_held_past_the_statement_bound_is_waited_for_not_failed() {
     on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind) else {
+        let Some(setup) = Setup::start(kind, Link::Postgres) else {
             return;
         };
         setup.db.foreign_audit_table(true);
@@ -304,7 +544,10 @@ fn a_lock_held_past_the_statement_bound_is_waited_for_not_failed() {
             .unwrap();
         let mut running = setup.replay(&[]).within(Duration::from_secs(150)).spawn();
         std::thread::sleep(Duration::from_secs(40));
-        assert!(running.is_running(), "the replay ended while the lock was held");
+        assert!(
+            running.is_running(),
+            "the replay ended while the lock was held"
+        );
         lock.commit().unwrap();
         running.success();
         setup.assert_exact();
