@@ -37,9 +37,15 @@ pub enum ChangesError {
     #[error("cannot watch for changes: {0}")]
     Start(notify::Error),
     #[error("{}: cannot watch for changes: {source}", .path.display())]
-    Watch { path: PathBuf, source: notify::Error },
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
     #[error("{}: {source}", .path.display())]
-    Gitignore { path: PathBuf, source: ignore::Error },
+    Gitignore {
+        path: PathBuf,
+        source: ignore::Error,
+    },
 }
 
 /// The folders watched, and the changes to them as they settle.

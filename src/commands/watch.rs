@@ -26,7 +26,10 @@ pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
     loop {
         round += 1;
         clear_screen();
-        eprintln!("lessonprobe --watch: run {round}{}", because(cause.as_deref()));
+        eprintln!(
+            "lessonprobe --watch: run {round}{}",
+            because(cause.as_deref())
+        );
         let interrupt = Interrupt::new();
         let (result, restarted) = std::thread::scope(|scope| {
             let run = scope.spawn(|| run_once(args, &interrupt, Order::FailedFirst));

@@ -1159,7 +1159,6 @@ fn file_name(path: &Path) -> String {
     )
 }
 
-
 /// The course's `shared` paths that lie inside `folder` (both relative to the course root),
 /// relative to `folder`: what a copy of `folder` links instead of copying.
 fn shared_under(shared: &[PathBuf], folder: &Path) -> Vec<PathBuf> {

@@ -56,9 +56,7 @@ impl<W: Write> Reporter for Json<W> {
             succeeded,
             report_error: self.gathered.report_error.as_deref(),
             strict: self.strict,
-            interrupted: summary
-                .and_then(|s| s.interrupted)
-                .map(Interruption::name),
+            interrupted: summary.and_then(|s| s.interrupted).map(Interruption::name),
             wall_seconds: summary.map_or(0.0, |s| (s.wall.as_secs_f64() * 1000.0).round() / 1000.0),
             counts,
             outcomes: &outcomes,

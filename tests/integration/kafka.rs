@@ -255,8 +255,8 @@ fn a_sample_day_topic_name_kafka_refuses_is_a_usage_error_before_any_broker_star
 #[test]
 fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
     let addr = format!("127.0.0.1:{}", net::free_port()); // nothing listens there now
-    // The preflight finds it before any probe starts: one environment ERROR naming the
-    // address, and the probe that needs the broker NOT RUN.
+                                                          // The preflight finds it before any probe starts: one environment ERROR naming the
+                                                          // address, and the probe that needs the broker NOT RUN.
     lessonprobe()
         .in_repo()
         .args(["--lesson", "30", "--select", "L30-13", "--no-junit"])
@@ -264,7 +264,9 @@ fn an_unreachable_broker_is_an_error_naming_the_address_within_the_deadline() {
         .within(Duration::from_secs(60))
         .stdout_has(format!("ERROR   environment: kafka {addr}: "))
         .stdout_has("NOT RUN [")
-        .stdout_has(format!("L30-13 kafka-stop-beyond-end [sqlite]: needs kafka {addr}"))
+        .stdout_has(format!(
+            "L30-13 kafka-stop-beyond-end [sqlite]: needs kafka {addr}"
+        ))
         .failure();
 }
 

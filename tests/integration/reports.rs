@@ -167,7 +167,14 @@ fn a_junit_report_that_cannot_be_written_leaves_no_report_saying_passed() {
     let summary = dir.join("step-summary.md");
     let ran = dir
         .lessonprobe()
-        .args(["--lesson", "92", "--junit", "out/r.xml", "--html", "page.html"])
+        .args([
+            "--lesson",
+            "92",
+            "--junit",
+            "out/r.xml",
+            "--html",
+            "page.html",
+        ])
         .args(["--format", "ndjson"])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_STEP_SUMMARY", &summary)

@@ -111,13 +111,21 @@ fn a_change_reruns_once_the_failed_probe_first_and_ctrl_c_leaves_nothing() {
     dir.write(".fixed.swp", "x");
     dir.write("reports/lesson-94.xml", "<testsuites/>");
     std::thread::sleep(SETTLE);
-    assert_eq!(waits(&running.stderr_so_far()), 1, "an ignored change reran");
+    assert_eq!(
+        waits(&running.stderr_so_far()),
+        1,
+        "an ignored change reran"
+    );
 
     dir.write("fixed", "");
     running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
     std::thread::sleep(SETTLE);
     let stderr = running.stderr_so_far();
-    assert_eq!(waits(&stderr), 2, "one change, more than one rerun:\n{stderr}");
+    assert_eq!(
+        waits(&stderr),
+        2,
+        "one change, more than one rerun:\n{stderr}"
+    );
     assert!(
         stderr.contains("run 2, after a change to fixed"),
         "the rerun does not say why:\n{stderr}"
@@ -165,7 +173,12 @@ fn a_change_during_a_run_stops_its_probes_and_starts_the_next_run() {
         ran.stdout
     );
     assert!(group_gone(second), "the probe outlived Ctrl-C");
-    assert_eq!(waits(&ran.stderr), 0, "a run ran to its end:\n{}", ran.stderr);
+    assert_eq!(
+        waits(&ran.stderr),
+        0,
+        "a run ran to its end:\n{}",
+        ran.stderr
+    );
     assert_eq!(left_in(&outside.join("tmp")), Vec::<String>::new());
 }
 
@@ -180,12 +193,18 @@ fn a_change_to_the_courses_project_reaches_the_next_run() {
     );
     let mut running = watch(&dir, &outside, "96");
     running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1);
-    assert_eq!(report_verdicts(&dir.join("reports/lesson-96.xml")), ["PASS"]);
+    assert_eq!(
+        report_verdicts(&dir.join("reports/lesson-96.xml")),
+        ["PASS"]
+    );
 
     dir.write("project/data.txt", "second\n");
     running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
     // The pooled copy of the project was made again: the probe saw the new content.
-    assert_eq!(report_verdicts(&dir.join("reports/lesson-96.xml")), ["FAIL"]);
+    assert_eq!(
+        report_verdicts(&dir.join("reports/lesson-96.xml")),
+        ["FAIL"]
+    );
 
     running.signal(libc::SIGINT);
     running.within(Duration::from_secs(30)).status(130);
@@ -212,7 +231,12 @@ fn a_broken_manifest_is_said_and_the_watch_goes_on() {
         running.signal(libc::SIGINT);
         running.within(Duration::from_secs(30)).status(130)
     };
-    assert_eq!(ran.stdout.matches("2 passed, 0 failed").count(), 2, "{}", ran.stdout);
+    assert_eq!(
+        ran.stdout.matches("2 passed, 0 failed").count(),
+        2,
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
