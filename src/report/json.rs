@@ -6,8 +6,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::ending::Ending;
 use super::{Gathered, ReportError, Reporter};
-use crate::run::{Counts, Interruption, Outcome, RunEvent};
+use crate::run::{Outcome, RunEvent};
 
 pub struct Json<W: Write> {
     out: W,
@@ -47,18 +48,15 @@ impl<W: Write> Reporter for Json<W> {
     }
 
     fn finish(&mut self) -> Result<(), ReportError> {
-        let summary = self.gathered.summary;
-        let succeeded = self.gathered.succeeded(self.strict);
         let outcomes = self.gathered.outcomes();
-        let counts = Counts::of(&outcomes);
         let doc = Document {
             run_id: &self.gathered.run_id,
-            succeeded,
-            report_error: self.gathered.report_error.as_deref(),
             strict: self.strict,
-            interrupted: summary.and_then(|s| s.interrupted).map(Interruption::name),
-            wall_seconds: summary.map_or(0.0, |s| (s.wall.as_secs_f64() * 1000.0).round() / 1000.0),
-            counts,
+            ending: Ending::of(
+                self.gathered.summary.as_ref(),
+                self.gathered.report_error.as_deref(),
+                self.strict,
+            ),
             outcomes: &outcomes,
         };
         let text = serde_json::to_string_pretty(&doc)
@@ -71,17 +69,9 @@ impl<W: Write> Reporter for Json<W> {
 #[derive(Serialize)]
 struct Document<'a> {
     run_id: &'a str,
-    /// What the exit code says: no FAIL, ERROR or NOT RUN, no PENDING or FLAKY under
-    /// `--strict`, not interrupted.
-    succeeded: bool,
-    /// A report that could not be written (the run then exits 3), if one could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    report_error: Option<&'a str>,
     strict: bool,
-    /// The signal that interrupted the run, if one did.
-    interrupted: Option<&'static str>,
-    wall_seconds: f64,
-    counts: Counts,
+    #[serde(flatten)]
+    ending: Ending<'a>,
     outcomes: &'a [Outcome],
 }
 

@@ -2,6 +2,7 @@
 //! fed the same stream of run events through [`Reporter`]; what is written whole is written at
 //! [`Reporter::finish`].
 
+mod ending;
 pub mod environment;
 pub mod github;
 pub mod html;

@@ -9,9 +9,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::ending::Ending;
 use super::{ReportError, Reporter};
-use crate::exit_code::Code;
-use crate::run::{Counts, Decision, Outcome, PlannedCase, RunEvent, RunSummary};
+use crate::run::{Decision, Outcome, PlannedCase, RunEvent, RunSummary};
 
 pub struct Ndjson<W: Write> {
     out: W,
@@ -66,16 +66,8 @@ enum Line<'a> {
         not_started: usize,
     },
     RunFinished {
-        /// What the exit code says: no FAIL or ERROR, no PENDING under `--strict`, not
-        /// interrupted, every report written.
-        succeeded: bool,
-        exit_code: u8,
-        /// A report that could not be written (exit 3), if one could not.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        report_error: Option<&'a str>,
-        interrupted: Option<&'static str>,
-        wall_seconds: f64,
-        counts: Counts,
+        #[serde(flatten)]
+        ending: Ending<'a>,
     },
 }
 
@@ -162,17 +154,8 @@ impl<W: Write> Reporter for Ndjson<W> {
             return Ok(());
         };
         let report_error = self.report_error.take();
-        let code = match &report_error {
-            Some(_) => Code::Io,
-            None => Code::of_run(&summary, self.strict),
-        };
         self.write(&Line::RunFinished {
-            succeeded: code == Code::Ok,
-            exit_code: code as u8,
-            report_error: report_error.as_deref(),
-            interrupted: summary.interrupted.map(|i| i.name()),
-            wall_seconds: (summary.wall.as_secs_f64() * 1000.0).round() / 1000.0,
-            counts: summary.counts,
+            ending: Ending::of(Some(&summary), report_error.as_deref(), self.strict),
         });
         Ok(())
     }
