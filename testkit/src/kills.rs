@@ -16,6 +16,29 @@ pub struct Campaign {
     pub last: Ran,
 }
 
+/// Which run [`kill_campaign`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// One to be killed: work made small (a batch of a record or two) so that many kills land
+    /// inside it.
+    ToKill,
+    /// The one let complete after the kills: what is left at the size an operator's rerun
+    /// would use, since thousands of one-record transactions outlast a deadline on a busy
+    /// machine.
+    ToComplete,
+}
+
+impl Run {
+    /// The `--batch` of this run: `small` for one to be killed, 1,000 records for the one let
+    /// complete (its batches still many, so a check that they tile each range still counts).
+    pub fn batch(self, small: &'static str) -> &'static str {
+        match self {
+            Run::ToKill => small,
+            Run::ToComplete => "1000",
+        }
+    }
+}
+
 /// Kills `kills` runs of `start` and then lets one complete (it must exit 0).
 ///
 /// Every fourth kill lands anywhere in a run's first 600 ms, start-up and planning included; the
@@ -28,7 +51,7 @@ pub fn kill_campaign(
     seed: u64,
     kills: usize,
     after_progress: Duration,
-    mut start: impl FnMut() -> Running,
+    mut start: impl FnMut(Run) -> Running,
     mut progress: impl FnMut() -> i64,
     mut after_kill: impl FnMut(usize),
 ) -> Campaign {
@@ -36,15 +59,15 @@ pub fn kill_campaign(
     let (mut killed, mut runs) = (0, 0);
     loop {
         runs += 1;
-        let mut run = start();
         if killed == kills {
             eprintln!("run {runs}, after {killed} kills, must complete");
             return Campaign {
                 kills: killed,
                 runs,
-                last: run.success(),
+                last: start(Run::ToComplete).success(),
             };
         }
+        let mut run = start(Run::ToKill);
         if killed % 4 == 0 {
             std::thread::sleep(Duration::from_millis(rng.random_range(0..600)));
         } else {

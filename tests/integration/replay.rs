@@ -430,7 +430,7 @@ on_each_broker! {
             30,
             30,
             Duration::from_millis(150),
-            || {
+            |run| {
                 replay(
                     &dir,
                     s,
@@ -439,7 +439,7 @@ on_each_broker! {
                         "--execute",
                         "--resume",
                         "--batch",
-                        "1",
+                        run.batch("1"),
                         "--allow-quarantine",
                     ]),
                 )

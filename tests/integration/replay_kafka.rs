@@ -1047,7 +1047,7 @@ on_each_broker! {
             rng.random(),
             30,
             Duration::from_millis(100),
-            || {
+            |run| {
                 replay(
                     &dir,
                     s,
@@ -1061,7 +1061,7 @@ on_each_broker! {
                         "--execute",
                         "--resume",
                         "--batch",
-                        "1",
+                        run.batch("1"),
                     ],
                 )
                 .spawn()

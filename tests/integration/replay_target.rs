@@ -699,7 +699,7 @@ on_each_broker! {
             11,
             30,
             Duration::from_millis(150),
-            || {
+            |run| {
                 replay(
                     s,
                     "kills",
@@ -710,7 +710,7 @@ on_each_broker! {
                         "--execute",
                         "--resume",
                         "--batch",
-                        "2",
+                        run.batch("2"),
                         "--allow-quarantine",
                     ],
                 )
