@@ -8,8 +8,30 @@ use ticketflow::store::{
     RecordedPlan, Timeouts,
 };
 
-use super::table::{Table, COLUMNS};
+use super::table::{column_list, Table};
 use super::{BATCH_RECORDS, DEFAULT_BATCH, TOPIC};
+
+/// A [`Row`]'s values in the order of the store's own table, as references of the type the
+/// caller's binding names: rusqlite's and postgres's `ToSql` are different traits.
+macro_rules! row_values {
+    ($row:expr) => {{
+        let r: &Row = $row;
+        let e = &r.event;
+        [
+            &e.event_id,
+            &e.tenant_id,
+            &e.ticket_id,
+            &e.action,
+            &e.occurred_at,
+            &e.payload,
+            &r.raw,
+            &TOPIC,
+            &r.partition,
+            &r.offset,
+            &r.timestamp,
+        ]
+    }};
+}
 
 /// One event as the independent bulk insert writes it: every column of `audit_events`.
 pub struct Row {
@@ -38,25 +60,12 @@ pub fn independent_sqlite(path: &std::path::Path, table: Table, rows: &[&Row]) -
         let mut insert = conn
             .prepare(&format!(
                 "INSERT INTO audit_events ({}) VALUES ({})",
-                COLUMNS[..k].join(", "),
+                column_list(k),
                 placeholders.join(", ")
             ))
             .expect("prepare");
         for r in rows {
-            let e = &r.event;
-            let values: [&dyn rusqlite::ToSql; 11] = [
-                &e.event_id,
-                &e.tenant_id,
-                &e.ticket_id,
-                &e.action,
-                &e.occurred_at,
-                &e.payload,
-                &r.raw,
-                &TOPIC,
-                &r.partition,
-                &r.offset,
-                &r.timestamp,
-            ];
+            let values: [&dyn rusqlite::ToSql; 11] = row_values!(r);
             insert.execute(&values[..k]).expect("insert");
         }
     }
@@ -84,7 +93,7 @@ pub fn independent_postgres(url: &str, schema_name: &str, table: Table, rows: &[
         let sink = tx
             .copy_in(&format!(
                 "COPY audit_events ({}) FROM STDIN BINARY",
-                COLUMNS[..k].join(", ")
+                column_list(k)
             ))
             .expect("copy");
         let types = [
@@ -102,20 +111,7 @@ pub fn independent_postgres(url: &str, schema_name: &str, table: Table, rows: &[
         ];
         let mut writer = BinaryCopyInWriter::new(sink, &types[..k]);
         for r in rows {
-            let e = &r.event;
-            let values: [&(dyn postgres::types::ToSql + Sync); 11] = [
-                &e.event_id,
-                &e.tenant_id,
-                &e.ticket_id,
-                &e.action,
-                &e.occurred_at,
-                &e.payload,
-                &r.raw,
-                &TOPIC,
-                &r.partition,
-                &r.offset,
-                &r.timestamp,
-            ];
+            let values: [&(dyn postgres::types::ToSql + Sync); 11] = row_values!(r);
             writer.write(&values[..k]).expect("copy row");
         }
         writer.finish().expect("copy end");

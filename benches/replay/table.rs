@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use ticketflow::store::{schema, Backend};
+use ticketflow::store::schema::{self, RECORD_COLUMNS, REQUIRED_COLUMNS};
+use ticketflow::store::Backend;
 
 /// The `audit_events` every target of a run has.
 #[derive(Clone, Copy, PartialEq)]
@@ -13,21 +14,17 @@ pub enum Table {
     Lesson,
 }
 
-/// Every column the independent insert can write, in the order of the store's own table; the
-/// lesson's table has the first six.
-pub const COLUMNS: [&str; 11] = [
-    "event_id",
-    "tenant_id",
-    "ticket_id",
-    "action",
-    "occurred_at",
-    "payload",
-    "record",
-    "topic",
-    "partition",
-    "record_offset",
-    "record_timestamp",
-];
+/// The first `k` columns of the store's own table, in its order, joined for SQL: the columns
+/// every audit row has (the lesson's table, of six), then where each record came from.
+pub fn column_list(k: usize) -> String {
+    REQUIRED_COLUMNS
+        .iter()
+        .chain(&RECORD_COLUMNS)
+        .take(k)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl Table {
     pub fn from_env() -> Table {
@@ -40,8 +37,8 @@ impl Table {
 
     pub fn columns(self) -> usize {
         match self {
-            Table::Store => COLUMNS.len(),
-            Table::Lesson => 6,
+            Table::Store => REQUIRED_COLUMNS.len() + RECORD_COLUMNS.len(),
+            Table::Lesson => REQUIRED_COLUMNS.len(),
         }
     }
 

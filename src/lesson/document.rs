@@ -187,13 +187,12 @@ struct Snippet {
     parts: Parts,
 }
 
-/// Parses the lesson file at `relative` (inside the course) whose bytes are `bytes`.
-pub fn parse(
+/// The document at `relative` as the course shows its path, and its text decoded from `bytes`.
+fn decode(
     course: &Settings,
-    lesson: u32,
     relative: &Path,
     bytes: &[u8],
-) -> Result<LessonDoc, CourseError> {
+) -> Result<(PathBuf, String), CourseError> {
     let file = course.show(relative);
     // Lessons are placed by line alone, as every other lesson error is.
     let text = Source::decode(&file, bytes.to_vec()).map_err(|d| CourseError::Lesson {
@@ -201,6 +200,17 @@ pub fn parse(
         line: d.line,
         message: d.message,
     })?;
+    Ok((file, text))
+}
+
+/// Parses the lesson file at `relative` (inside the course) whose bytes are `bytes`.
+pub fn parse(
+    course: &Settings,
+    lesson: u32,
+    relative: &Path,
+    bytes: &[u8],
+) -> Result<LessonDoc, CourseError> {
+    let (file, text) = decode(course, relative, bytes)?;
     let text = text.as_str();
     // A course without its run-from folder still runs its sessions, in an empty folder.
     let run_from = Some(course.root.join(&course.run_from)).filter(|d| d.is_dir());
@@ -217,12 +227,7 @@ pub fn parse_free(
     bytes: &[u8],
     empty: &Path,
 ) -> Result<LessonDoc, CourseError> {
-    let file = course.show(relative);
-    let text = Source::decode(&file, bytes.to_vec()).map_err(|d| CourseError::Lesson {
-        path: d.path,
-        line: d.line,
-        message: d.message,
-    })?;
+    let (file, text) = decode(course, relative, bytes)?;
     let mut parse = Parse::new(course, lesson, relative, file, &text, None);
     parse.numbered = false;
     let mut doc = parse.run()?;

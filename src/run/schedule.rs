@@ -143,12 +143,7 @@ fn tell(
                 }
                 Ok(Progress::Finished(index, mut outcomes)) => {
                     outcomes.iter_mut().for_each(Outcome::locate_message);
-                    sink(&RunEvent::CaseFinished {
-                        index,
-                        case: &cases[index],
-                        outcomes: &outcomes,
-                    });
-                    slots[index] = Slot::Done(outcomes);
+                    finish(index, &cases[index], outcomes, &mut slots[index], sink);
                 }
                 Err(_) => {}
             }
@@ -198,14 +193,24 @@ fn answer_from_documents(
             interrupt.cancel(),
         );
         outcome.locate_message();
-        let outcomes = vec![outcome];
-        sink(&RunEvent::CaseFinished {
-            index,
-            case,
-            outcomes: &outcomes,
-        });
-        slots[index] = Slot::Done(outcomes);
+        finish(index, case, vec![outcome], &mut slots[index], sink);
     }
+}
+
+/// Announces that case `index` finished with `outcomes`, and keeps them in its slot.
+fn finish(
+    index: usize,
+    case: &PlannedCase<'_>,
+    outcomes: Vec<Outcome>,
+    slot: &mut Slot,
+    sink: &mut impl FnMut(&RunEvent<'_>),
+) {
+    sink(&RunEvent::CaseFinished {
+        index,
+        case,
+        outcomes: &outcomes,
+    });
+    *slot = Slot::Done(outcomes);
 }
 
 /// Announces the interruption and finishes every case that has not finished: ERROR
@@ -243,13 +248,7 @@ fn end_unfinished(
                 decided(case).unwrap_or_else(|| interrupted(case, why, "before it started"))
             }
         };
-        let outcomes = vec![outcome];
-        sink(&RunEvent::CaseFinished {
-            index,
-            case,
-            outcomes: &outcomes,
-        });
-        *slot = Slot::Done(outcomes);
+        finish(index, case, vec![outcome], slot, sink);
     }
 }
 
@@ -274,13 +273,7 @@ fn end_not_run(
             ));
             outcome
         });
-        let outcomes = vec![outcome];
-        sink(&RunEvent::CaseFinished {
-            index,
-            case,
-            outcomes: &outcomes,
-        });
-        *slot = Slot::Done(outcomes);
+        finish(index, case, vec![outcome], slot, sink);
     }
 }
 

@@ -231,13 +231,13 @@ impl Test {
     /// Runs it and checks that it exits 0 and printed what was stated.
     #[track_caller]
     pub fn success(self) -> Ran {
-        self.status(0)
+        self.spawn().success()
     }
 
     /// Runs it and checks that it exits 1 and printed what was stated.
     #[track_caller]
     pub fn failure(self) -> Ran {
-        self.status(1)
+        self.spawn().failure()
     }
 
     /// Runs it and checks that it exits `code` and printed what was stated.

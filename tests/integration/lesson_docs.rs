@@ -8,6 +8,8 @@ use std::time::Duration;
 use lessonprobe_testkit::services::python;
 use lessonprobe_testkit::*;
 
+use crate::sample_course::{refused_without_a_report, LESSON_29, LESSON_30};
+
 fn sample() -> PathBuf {
     repo().join("examples/ticketflow-course")
 }
@@ -76,18 +78,7 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     validate_against(&xml, "junit-10-xunit1.xsd");
     let report = parse_junit(&xml);
     let cases = verdicts(&report);
-    for (name, verdict) in [
-        ("sample_event.py snippet", "PASS"),
-        ("commit_order_probe.py snippet", "PASS"),
-        ("EX-29-01 audit_fail_probe.py", "PASS"),
-        ("EX-29-02 exercise", "SKIP"),
-        ("sql_audit_probe.py snippet", "PASS"),
-        ("integrity_error_probe.py snippet", "PASS"),
-        ("replay_plan_probe.py snippet", "PASS"),
-        ("EX-30-01 audit_sql_duplicate_probe.py", "PASS"),
-        ("EX-30-02 exercise", "SKIP"),
-        ("L30-11 verify-executable-revisions", "PASS"),
-    ] {
+    for (name, verdict) in LESSON_29.into_iter().chain(LESSON_30) {
         assert!(
             cases.contains(&(name.to_owned(), verdict.to_owned())),
             "{name} is not {verdict}: {cases:?}"
@@ -554,18 +545,8 @@ fn authoring_mistakes_and_a_missing_course_exit_2_naming_file_and_line_before_an
         let sub = dir.join(name);
         let course = mini_course(&sub, "", &[]);
         std::fs::write(course.join("lessons/35-bad.md"), lesson).unwrap();
-        let xml = sub.join("never.xml");
-        lessonprobe()
-            .current_dir(&sub)
-            .arg("--course")
-            .arg(&course)
-            .arg("--junit")
-            .arg(&xml)
-            .stderr_has(format!("{}/lessons/35-bad.md{wanted}", course.display()))
-            .stderr_lacks("panicked")
-            .stdout("")
-            .status(2);
-        assert!(!xml.exists(), "{name}");
+        let error = format!("{}/lessons/35-bad.md{wanted}", course.display());
+        refused_without_a_report(&sub, &course, error);
     }
     let course = mini_course(&dir.join("config"), "run_from = \"app\"\n", &[]);
     dir.lessonprobe()

@@ -10,6 +10,8 @@ use lessonprobe_testkit::services::python;
 use lessonprobe_testkit::*;
 use quick_junit::{NonSuccessKind, TestCaseStatus};
 
+use crate::sample_course::{refused_without_a_report, LESSON_29, LESSON_30};
+
 /// A course in `dir/course` with `config` as its lessonprobe.toml and one lesson file; the
 /// lesson's path.
 fn course_with(dir: &Path, config: &str, name: &str, lesson: &str) -> (PathBuf, PathBuf) {
@@ -750,18 +752,7 @@ fn every_malformed_form_exits_2_naming_file_and_line_before_anything_runs() {
     for (name, lesson, wanted) in &cases {
         let sub = dir.join(name);
         let (course, file) = course_with(&sub, "", "45-bad.md", lesson);
-        let xml = sub.join("never.xml");
-        lessonprobe()
-            .current_dir(&sub)
-            .arg("--course")
-            .arg(&course)
-            .arg("--junit")
-            .arg(&xml)
-            .stderr_has(format!("{}{wanted}", file.display()))
-            .stderr_lacks("panicked")
-            .stdout("")
-            .status(2);
-        assert!(!xml.exists(), "{name}");
+        refused_without_a_report(&sub, &course, format!("{}{wanted}", file.display()));
     }
     for (name, config, wanted) in [
         ("bad-regex", "[redactions]\n\"[ID]\" = \"evt-(\"\n", "lessonprobe.toml:2:10: [redactions] redaction [ID]: \"evt-(\" is not a valid regular expression"),
@@ -794,26 +785,8 @@ fn the_sample_course_lesson_31_passes_and_lessons_29_and_30_still_do() {
                 ("EX-31-04 count_tenants.py", "PASS"),
             ][..],
         ),
-        (
-            "29",
-            &[
-                ("sample_event.py snippet", "PASS"),
-                ("commit_order_probe.py snippet", "PASS"),
-                ("EX-29-01 audit_fail_probe.py", "PASS"),
-                ("EX-29-02 exercise", "SKIP"),
-            ][..],
-        ),
-        (
-            "30",
-            &[
-                ("sql_audit_probe.py snippet", "PASS"),
-                ("integrity_error_probe.py snippet", "PASS"),
-                ("replay_plan_probe.py snippet", "PASS"),
-                ("EX-30-01 audit_sql_duplicate_probe.py", "PASS"),
-                ("EX-30-02 exercise", "SKIP"),
-                ("L30-11 verify-executable-revisions", "PASS"),
-            ][..],
-        ),
+        ("29", &LESSON_29[..]),
+        ("30", &LESSON_30[..]),
     ] {
         let xml = dir.join(format!("{lesson}.xml"));
         lessonprobe()

@@ -25,6 +25,7 @@ mod replay_target;
 mod replay_verify;
 mod replay_workers;
 mod reports;
+mod sample_course;
 mod student_loop;
 mod transcripts;
 mod watch;

@@ -9,14 +9,6 @@ use ticketflow::consumer::{AuditConsumer, Commit, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::store::PostgresAuditStore;
 
-fn at(offset: i64) -> Position {
-    Position {
-        topic: "ticketflow.audit".into(),
-        partition: 1,
-        offset,
-    }
-}
-
 const T: Duration = Duration::from_secs(10);
 
 /// Schemas left by runs whose id starts with `run`.
@@ -186,11 +178,11 @@ fn a_server_stopped_under_the_consumer_is_an_error_and_commits_nothing() {
         Ok(())
     });
     assert!(consumer
-        .consume(&at(41), &AuditEvent::sample_with_id("evt-1"))
+        .consume(&Position::sample(41), &AuditEvent::sample_with_id("evt-1"))
         .unwrap());
     cluster.stop();
     let err = consumer
-        .consume(&at(42), &AuditEvent::sample_with_id("evt-2"))
+        .consume(&Position::sample(42), &AuditEvent::sample_with_id("evt-2"))
         .unwrap_err();
     assert!(
         err.to_string()

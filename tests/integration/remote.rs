@@ -157,14 +157,7 @@ fn an_unknown_host_key_is_error_before_any_authentication() {
     let Some(s) = Ssh::from_env() else { return };
     let dir = Dir::new();
     let known = dir.write("known_hosts", "[example.invalid]:22 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n");
-    let user = format!("nokey-unknown-{}", std::process::id());
-    let hosts = hosts_file(&dir, &s, |f| {
-        set(f, "known_hosts", format!("\"{}\"", known.display()));
-        set(f, "user", format!("\"{user}\""));
-    });
-    remote_cmd(&dir, &hosts, "EX-30-01").failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
+    let message = refused_before_authentication(&dir, &s, &known, "nokey-unknown");
     assert!(
         message.contains("is not in") && message.contains("refusing to authenticate"),
         "{message}"
@@ -173,7 +166,6 @@ fn an_unknown_host_key_is_error_before_any_authentication() {
         message.contains(&format!("{}:{}", s.host, s.port)),
         "{message}"
     );
-    assert!(!s.auth_attempted(&user), "an authentication was attempted");
     assert!(!dir.join("teardown-ran").exists(), "nothing may run");
 }
 
@@ -187,16 +179,25 @@ fn a_changed_host_key_is_error_before_any_authentication() {
         "known_hosts",
         format!("[{}]:{} {} {}\n", s.host, s.port, key[0], key[1]),
     );
-    let user = format!("nokey-changed-{}", std::process::id());
-    let hosts = hosts_file(&dir, &s, |f| {
+    let message = refused_before_authentication(&dir, &s, &known, "nokey-changed");
+    assert!(message.contains("HOST KEY MISMATCH"), "{message}");
+}
+
+/// Runs EX-30-01 on the host as a user named `user_prefix` and this process's id, trusting
+/// only the host keys in `known`; the case must be an error, the server must have seen no
+/// authentication by that user, and the case's message is returned.
+#[track_caller]
+fn refused_before_authentication(dir: &Dir, s: &Ssh, known: &Path, user_prefix: &str) -> String {
+    let user = format!("{user_prefix}-{}", std::process::id());
+    let hosts = hosts_file(dir, s, |f| {
         set(f, "known_hosts", format!("\"{}\"", known.display()));
         set(f, "user", format!("\"{user}\""));
     });
-    remote_cmd(&dir, &hosts, "EX-30-01").failure();
-    let (verdict, _, message) = case(&dir);
+    remote_cmd(dir, &hosts, "EX-30-01").failure();
+    let (verdict, _, message) = case(dir);
     assert_eq!(verdict, "ERROR");
-    assert!(message.contains("HOST KEY MISMATCH"), "{message}");
     assert!(!s.auth_attempted(&user), "an authentication was attempted");
+    message
 }
 
 #[test]

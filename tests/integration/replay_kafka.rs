@@ -28,6 +28,8 @@ const REPLAY: &str = "audit-replay";
 const T0: i64 = 1_790_071_200_000;
 const SINCE: &str = "2026-09-22T00:00:00Z";
 const UNTIL: &str = "2026-09-23T00:00:00Z";
+/// The window `[SINCE, UNTIL)` as `replay` options.
+const WINDOW: [&str; 4] = ["--since", SINCE, "--until", UNTIL];
 
 /// `lessonprobe replay` of `topic` into `db`.
 fn replay(dir: &Dir, servers: &str, topic: &str, db: &str, args: &[&str]) -> Test {
@@ -697,15 +699,7 @@ on_each_broker! {
         send(&event("small-5"), T0 + 5);
         send(&event("after"), T0 + 86_400_000);
         let dir = Dir::new();
-        let window = [
-            "--partitions",
-            "0",
-            "--since",
-            SINCE,
-            "--until",
-            UNTIL,
-            "--execute",
-        ];
+        let window = [&WINDOW[..], &["--partitions", "0", "--execute"]].concat();
         let (said, _) = run(
             replay(&dir, s, "trimmed", "sqlite:t.db", &window).args(["--on-bad-record", "fail"]),
             4,
@@ -756,17 +750,9 @@ fn replay_under_way(dir: &Dir, servers: &str, db: &Path) -> Running {
         servers,
         "day",
         &format!("sqlite:{}", db.display()),
-        &[
-            "--since",
-            SINCE,
-            "--until",
-            UNTIL,
-            "--execute",
-            "--batch",
-            "1",
-            "--allow-quarantine",
-        ],
+        &WINDOW,
     )
+    .args(["--execute", "--batch", "1", "--allow-quarantine"])
     .spawn();
     let started = Instant::now();
     while rows_now(db) == 0 {
@@ -829,23 +815,8 @@ on_each_broker! {
         let broker = kind.sample_day("day", 120_000, 30);
         let dir = Dir::new();
         let db = &dir.join("audit.db");
-        let ran = replay(
-            &dir,
-            &broker.servers,
-            "day",
-            &format!("sqlite:{}", db.display()),
-            &[
-                "--since",
-                SINCE,
-                "--until",
-                UNTIL,
-                "--execute",
-                "--batch",
-                "1",
-                "--deadline",
-                "2s",
-            ],
-        )
+        let ran = replay(&dir, &broker.servers, "day", &format!("sqlite:{}", db.display()), &WINDOW)
+            .args(["--execute", "--batch", "1", "--deadline", "2s"])
         // 2 s, plus start-up and the final read of the live group's offsets.
         .within(Duration::from_millis(3500))
         .status(4);

@@ -37,6 +37,14 @@ fn verdict_of(all: &[(String, String, String, u64, String)], id: &str) -> (Strin
     (o.1.clone(), o.4.clone())
 }
 
+/// The diff of the `index`-th outcome of a `--format json` run ("" when it has none).
+fn diff_of(ran: &Ran, index: usize) -> String {
+    ran.json()["outcomes"][index]["diff"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// 1-based line of the first line of `text` equal to `line`.
 #[track_caller]
 fn line_of(text: &str, line: &str) -> usize {
@@ -136,10 +144,7 @@ fn a_wrong_output_or_status_fails_at_the_command_and_the_next_blocks_still_run()
         )),
         "{message}"
     );
-    let diff = ran.json()["outcomes"][1]["diff"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned();
+    let diff = diff_of(&ran, 1);
     assert!(diff.contains("-play\n+work"), "{diff}");
     let (verdict, message) = verdict_of(&all, "guide.md:17");
     assert_eq!(verdict, "FAIL");
@@ -281,10 +286,7 @@ fn a_failing_example_fails_with_its_line_and_doctests_own_report() {
         )),
         "{message}"
     );
-    let diff = ran.json()["outcomes"][1]["diff"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned();
+    let diff = diff_of(&ran, 1);
     assert!(diff.contains("line 12, in py.md:10"), "{diff}");
     assert!(diff.contains("Expected:\n    41\nGot:\n    42"), "{diff}");
     // The other blocks still pass, in the same namespace.

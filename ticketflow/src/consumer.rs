@@ -12,6 +12,18 @@ pub struct Position {
     pub offset: i64,
 }
 
+impl Position {
+    /// `offset` on partition 1 of the lesson's topic `ticketflow.audit`, where the sample events
+    /// of the tests sit.
+    pub fn sample(offset: i64) -> Self {
+        Position {
+            topic: "ticketflow.audit".into(),
+            partition: 1,
+            offset,
+        }
+    }
+}
+
 /// The offset a group should read next on one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
@@ -77,14 +89,6 @@ mod tests {
     use super::*;
     use crate::store::SqliteAuditStore;
 
-    fn at(offset: i64) -> Position {
-        Position {
-            topic: "ticketflow.audit".into(),
-            partition: 1,
-            offset,
-        }
-    }
-
     #[test]
     fn commits_next_offset_after_each_effect_including_duplicates() {
         let mut commits = Vec::new();
@@ -93,8 +97,12 @@ mod tests {
             commits.push(c.next_offset);
             Ok(())
         });
-        assert!(consumer.consume(&at(41), &AuditEvent::sample()).unwrap());
-        assert!(!consumer.consume(&at(42), &AuditEvent::sample()).unwrap());
+        assert!(consumer
+            .consume(&Position::sample(41), &AuditEvent::sample())
+            .unwrap());
+        assert!(!consumer
+            .consume(&Position::sample(42), &AuditEvent::sample())
+            .unwrap());
         assert_eq!(consumer.store_mut().audit_rows().unwrap(), 1);
         drop(consumer);
         assert_eq!(commits, vec![42, 43]);
@@ -117,7 +125,7 @@ mod tests {
             Ok(())
         });
         let err = consumer
-            .consume(&at(10), &AuditEvent::sample())
+            .consume(&Position::sample(10), &AuditEvent::sample())
             .unwrap_err();
         assert_eq!(err.to_string(), "database unavailable");
         assert_eq!(commits, 0);

@@ -10,14 +10,6 @@ use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::store::{AuditStore, PostgresAuditStore, StoreError};
 
-fn at(offset: i64) -> Position {
-    Position {
-        topic: "ticketflow.audit".into(),
-        partition: 1,
-        offset,
-    }
-}
-
 const T: Duration = Duration::from_secs(10);
 
 #[test]
@@ -70,7 +62,7 @@ fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothin
     });
     let mut null_payload = AuditEvent::sample_with_id("evt-null");
     null_payload.payload = serde_json::Value::Null;
-    match consumer.consume(&at(41), &null_payload) {
+    match consumer.consume(&Position::sample(41), &null_payload) {
         Err(ConsumeError::Store(e @ StoreError::Postgres { .. })) => {
             assert_eq!(e.integrity_violation(), Some("not-null"));
             assert!(
@@ -83,7 +75,7 @@ fn not_null_and_check_violations_propagate_with_their_sqlstate_and_commit_nothin
     }
     let mut empty = AuditEvent::sample_with_id("evt-check");
     empty.ticket_id.clear();
-    match consumer.consume(&at(42), &empty) {
+    match consumer.consume(&Position::sample(42), &empty) {
         Err(ConsumeError::Store(e)) => assert_eq!(e.integrity_violation(), Some("check"), "{e}"),
         other => panic!("expected SQLSTATE 23514, got {other:?}"),
     }

@@ -15,7 +15,7 @@ use ticketflow::event::AuditEvent;
 use ticketflow::kafka::{close_consumer, committed_offsets, time_windows, AutoLookup, Broker};
 use ticketflow::replay::{
     ConsumerError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
-    ReplayRecord,
+    ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -50,6 +50,34 @@ fn limits(started: Instant, ctx: &ProbeContext) -> ReplayLimits {
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1)),
         idle_timeout: Duration::from_secs(5).min(ctx.deadline),
+    }
+}
+
+/// A probe's replays: by the system under test, over its broker, within the probe's deadline.
+struct Replays<'a> {
+    sys: &'a dyn System,
+    broker: &'a Broker,
+    ctx: &'a ProbeContext,
+    started: Instant,
+}
+
+impl Replays<'_> {
+    /// Runs `plan` through a fresh consumer of its replay group, dropped once the replay
+    /// returns; a replay that stops with an error fails the probe, the error introduced by `what`.
+    fn run(
+        &self,
+        plan: &ReplayPlan,
+        store: &mut dyn AuditStore,
+        what: &str,
+    ) -> Result<ReplaySummary, ProbeError> {
+        let mut consumer = self
+            .sys
+            .replay_consumer(self.broker, &plan.group())
+            .map_err(broken)?;
+        let limits = limits(self.started, self.ctx);
+        self.sys
+            .replay(plan, limits, consumer.as_mut(), store)
+            .map_err(|e| ProbeError::failed(format!("{what}: {e}")))
     }
 }
 
@@ -130,6 +158,12 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
         YESTERDAY.1,
     )
     .map_err(broken)?;
+    let replays = Replays {
+        sys,
+        broker: &broker,
+        ctx,
+        started,
+    };
     for (&p, window) in parts.iter().zip(windows) {
         let (start, stop) = window.range();
         if start == stop {
@@ -140,17 +174,7 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
             format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
         })?;
         let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
-        let mut consumer = sys
-            .replay_consumer(&broker, &plan.group())
-            .map_err(broken)?;
-        let summary = sys
-            .replay(
-                &plan,
-                limits(started, ctx),
-                consumer.as_mut(),
-                store.as_mut(),
-            )
-            .map_err(|e| ProbeError::failed(format!("replay of partition {p}: {e}")))?;
+        let summary = replays.run(&plan, store.as_mut(), &format!("replay of partition {p}"))?;
         replayed += summary.counters.records;
         inserted += summary.counters.inserted;
         stops.push((p, stop));
@@ -241,20 +265,15 @@ pub(crate) fn earliest_does_not_rewind(
         format!("the restarted group began at {first}, not at its committed 500")
     })?;
 
+    let replays = Replays {
+        sys,
+        broker: &broker,
+        ctx,
+        started,
+    };
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
-    let mut consumer = sys
-        .replay_consumer(&broker, &plan.group())
-        .map_err(broken)?;
     let mut store = sys.open_store(ctx)?;
-    let summary = sys
-        .replay(
-            &plan,
-            limits(started, ctx),
-            consumer.as_mut(),
-            store.as_mut(),
-        )
-        .map_err(|e| ProbeError::failed(format!("replay [100, 200): {e}")))?;
-    drop(consumer);
+    let summary = replays.run(&plan, store.as_mut(), "replay [100, 200)")?;
     let rows = store.audit_rows().map_err(broken)?;
     ensure(summary.counters.records == 100 && rows == 100, || {
         format!(
@@ -405,14 +424,9 @@ impl ReplayConsumer for Watched<'_> {
         self.calls.push("poll");
         self.inner.poll(timeout)
     }
-    fn commit(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        next_offset: i64,
-    ) -> Result<(), ConsumerError> {
+    fn commit(&mut self, topic: &str, partition: i32, next: i64) -> Result<(), ConsumerError> {
         self.calls.push("commit");
-        self.inner.commit(topic, partition, next_offset)
+        self.inner.commit(topic, partition, next)
     }
 }
 
@@ -487,19 +501,14 @@ pub(crate) fn failure_mid_range(
     })?;
 
     let resume = on_broker[0].unwrap_or(0);
+    let replays = Replays {
+        sys,
+        broker: &broker,
+        ctx,
+        started,
+    };
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
-    let mut consumer = sys
-        .replay_consumer(&broker, &plan.group())
-        .map_err(broken)?;
-    let summary = sys
-        .replay(
-            &plan,
-            limits(started, ctx),
-            consumer.as_mut(),
-            store.as_mut(),
-        )
-        .map_err(|e| ProbeError::failed(format!("rerun from {resume}: {e}")))?;
-    drop(consumer);
+    let summary = replays.run(&plan, store.as_mut(), &format!("rerun from {resume}"))?;
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;
     ensure(
@@ -546,95 +555,97 @@ mod tests {
         }
     }
 
+    /// The real replay consumer with one thing done wrong.
+    struct Altered {
+        inner: KafkaReplayConsumer,
+        fault: Fault,
+    }
+
+    enum Fault {
+        /// Reads its partition's end by positioning itself on the partition first.
+        PositionsForEnd,
+        /// Says it belongs to this group while its client commits for another.
+        ClaimsGroup(String),
+    }
+
+    impl ReplayConsumer for Altered {
+        fn group_id(&self) -> &str {
+            match &self.fault {
+                Fault::ClaimsGroup(group) => group,
+                Fault::PositionsForEnd => self.inner.group_id(),
+            }
+        }
+        fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+            if let Fault::PositionsForEnd = self.fault {
+                self.inner.seek(topic, partition, 0)?;
+            }
+            self.inner.end_offset(topic, partition)
+        }
+        fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+            self.inner.seek(topic, partition, offset)
+        }
+        fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+            self.inner.poll(timeout)
+        }
+        fn commit(&mut self, topic: &str, partition: i32, next: i64) -> Result<(), ConsumerError> {
+            self.inner.commit(topic, partition, next)
+        }
+    }
+
     /// The replay's consumer, reading its partition's end by positioning itself on the
     /// partition first.
     const POSITIONS_FOR_END: BrokenConsumer = BrokenConsumer(|broker, group| {
-        struct PositionsForEnd(KafkaReplayConsumer);
-        impl ReplayConsumer for PositionsForEnd {
-            fn group_id(&self) -> &str {
-                self.0.group_id()
-            }
-            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
-                self.0.seek(topic, partition, 0)?;
-                self.0.end_offset(topic, partition)
-            }
-            fn seek(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                offset: i64,
-            ) -> Result<(), ConsumerError> {
-                self.0.seek(topic, partition, offset)
-            }
-            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-                self.0.poll(timeout)
-            }
-            fn commit(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                next: i64,
-            ) -> Result<(), ConsumerError> {
-                self.0.commit(topic, partition, next)
-            }
-        }
-        Ok(Box::new(PositionsForEnd(KafkaReplayConsumer::new(
-            broker, group,
-        )?)))
+        Ok(Box::new(Altered {
+            inner: KafkaReplayConsumer::new(broker, group)?,
+            fault: Fault::PositionsForEnd,
+        }))
     });
 
     /// A replay consumer whose client also commits on its own: `enable.auto.commit`, each
     /// record's offset stored as it is delivered.
+    struct AutoCommitting {
+        group: String,
+        client: BaseConsumer,
+        ends: KafkaReplayConsumer,
+    }
+
+    impl ReplayConsumer for AutoCommitting {
+        fn group_id(&self) -> &str {
+            &self.group
+        }
+        fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
+            self.ends.end_offset(topic, partition)
+        }
+        fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<(), ConsumerError> {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+                .and_then(|()| self.client.assign(&tpl))
+                .map_err(|e| client_error("seek", e))
+        }
+        fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
+            match self.client.poll(timeout) {
+                None => Ok(None),
+                Some(Err(e)) => Err(client_error("poll", e)),
+                Some(Ok(m)) => Ok(Some(ReplayRecord {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp: m.timestamp().to_millis(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    payload: m.payload().unwrap_or_default().to_vec(),
+                })),
+            }
+        }
+        fn commit(&mut self, topic: &str, partition: i32, next: i64) -> Result<(), ConsumerError> {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, partition, Offset::Offset(next))
+                .and_then(|()| self.client.commit(&tpl, CommitMode::Sync))
+                .map_err(|e| client_error("commit", e))
+        }
+    }
+
+    /// [`AutoCommitting`], its client committing every 100 ms.
     const AUTO_COMMITS: BrokenConsumer = BrokenConsumer(|broker, group| {
-        struct AutoCommitting {
-            group: String,
-            client: BaseConsumer,
-            ends: KafkaReplayConsumer,
-        }
-        impl ReplayConsumer for AutoCommitting {
-            fn group_id(&self) -> &str {
-                &self.group
-            }
-            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
-                self.ends.end_offset(topic, partition)
-            }
-            fn seek(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                offset: i64,
-            ) -> Result<(), ConsumerError> {
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-                    .and_then(|()| self.client.assign(&tpl))
-                    .map_err(|e| client_error("seek", e))
-            }
-            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-                match self.client.poll(timeout) {
-                    None => Ok(None),
-                    Some(Err(e)) => Err(client_error("poll", e)),
-                    Some(Ok(m)) => Ok(Some(ReplayRecord {
-                        topic: m.topic().to_owned(),
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        timestamp: m.timestamp().to_millis(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        payload: m.payload().unwrap_or_default().to_vec(),
-                    })),
-                }
-            }
-            fn commit(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                next: i64,
-            ) -> Result<(), ConsumerError> {
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition_offset(topic, partition, Offset::Offset(next))
-                    .and_then(|()| self.client.commit(&tpl, CommitMode::Sync))
-                    .map_err(|e| client_error("commit", e))
-            }
-        }
         let mut config = broker.config();
         config
             .set("group.id", group.as_str())
@@ -654,46 +665,15 @@ mod tests {
 
     /// A replay consumer that says it belongs to the replay group but commits for the live one.
     const COMMITS_FOR_LIVE_GROUP: BrokenConsumer = BrokenConsumer(|broker, group| {
-        struct Disguised {
-            group: String,
-            inner: KafkaReplayConsumer,
-        }
-        impl ReplayConsumer for Disguised {
-            fn group_id(&self) -> &str {
-                &self.group
-            }
-            fn end_offset(&mut self, topic: &str, partition: i32) -> Result<i64, ConsumerError> {
-                self.inner.end_offset(topic, partition)
-            }
-            fn seek(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                offset: i64,
-            ) -> Result<(), ConsumerError> {
-                self.inner.seek(topic, partition, offset)
-            }
-            fn poll(&mut self, timeout: Duration) -> Result<Option<ReplayRecord>, ConsumerError> {
-                self.inner.poll(timeout)
-            }
-            fn commit(
-                &mut self,
-                topic: &str,
-                partition: i32,
-                next: i64,
-            ) -> Result<(), ConsumerError> {
-                self.inner.commit(topic, partition, next)
-            }
-        }
         let live = group
             .as_str()
             .replace("ticketflow-replay-20260922", "ticketflow-audit-v1");
         // The live group's id passes as a replay group only by naming another live group.
         let disguised = ReplayGroup::new(&live, "someone-else")
             .map_err(|e| broker.error("disguising the live group", e))?;
-        Ok(Box::new(Disguised {
-            group: group.as_str().to_owned(),
+        Ok(Box::new(Altered {
             inner: KafkaReplayConsumer::new(broker, &disguised)?,
+            fault: Fault::ClaimsGroup(group.as_str().to_owned()),
         }))
     });
 

@@ -399,26 +399,17 @@ fn the_log_start_moving_past_a_running_replay_ends_it_with_nothing_lost_or_inven
         assert_eq!(window.len(), 10_000);
         let dir = Dir::new();
         let db = dir.join("audit.db");
-        let run = replay(
-            &dir,
-            s,
-            topic,
-            &format!("sqlite:{}", db.display()),
-            &[
+        let run = replay(&dir, s, topic, &format!("sqlite:{}", db.display()), &WINDOW)
+            .args([
                 "--partitions",
                 "0",
-                "--since",
-                SINCE,
-                "--until",
-                UNTIL,
                 "--execute",
                 "--batch",
                 "1",
                 "--format",
                 "json",
-            ],
-        )
-        .spawn();
+            ])
+            .spawn();
         let started = Instant::now();
         while rows_now(&db) == 0 {
             assert!(
@@ -481,22 +472,12 @@ fn a_marker_stamped_after_the_window_ends_it_as_kafkas_rule_says() {
         assert_eq!(markers, [3, 7]);
         let dir = Dir::new();
         let (_, doc) = run(
-            replay(
-                &dir,
-                s,
-                "past",
-                "sqlite:x.db",
-                &[
-                    "--partitions",
-                    "0",
-                    "--since",
-                    SINCE,
-                    "--until",
-                    UNTIL,
-                    "--format",
-                    "json",
-                ],
-            ),
+            replay(&dir, s, "past", "sqlite:x.db", &WINDOW).args([
+                "--partitions",
+                "0",
+                "--format",
+                "json",
+            ]),
             0,
         );
         let p = &doc["plan"]["partitions"][0];
