@@ -40,6 +40,7 @@ mod files;
 mod junit;
 mod table;
 mod test;
+mod text;
 
 pub use files::{copy_dir, copy_manifests, large_manifest, repo, snapshot, wait_for, Dir};
 pub use junit::{
@@ -50,3 +51,4 @@ pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use table::csv_rows;
 pub use test::{bin, git, lessonprobe, on_a_terminal, outcome_ids, Ran, Running, Test};
+pub use text::{line_of, line_of_from};

@@ -37,15 +37,6 @@ fn verdict_of(all: &[(String, String, String, u64, String)], id: &str) -> (Strin
     (o.1.clone(), o.4.clone())
 }
 
-/// 1-based line of the first line of `text` equal to `line`.
-#[track_caller]
-fn line_of(text: &str, line: &str) -> usize {
-    text.lines()
-        .position(|l| l == line)
-        .map(|i| i + 1)
-        .unwrap_or_else(|| panic!("{line:?} not in the document"))
-}
-
 /// `lessonprobe doc ARGS --format json` in `dir`.
 fn doc(dir: &Dir) -> Test {
     dir.lessonprobe().arg("doc")
