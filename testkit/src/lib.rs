@@ -44,7 +44,8 @@ mod text;
 
 pub use files::{copy_dir, copy_manifests, large_manifest, repo, snapshot, wait_for, Dir};
 pub use junit::{
-    case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
+    attribute, case, description, message, parse_junit, validate_against, validate_junit, verdict,
+    verdicts,
 };
 pub use kafka::{on_apache_kafka, ApacheKafka, BrokerKind, BrokerProcess};
 pub use net::SilentListener;

@@ -94,17 +94,14 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let lesson30 = std::fs::read_to_string(sample().join("lessons/30-replay-audit.md")).unwrap();
     let ex = case(&report, "EX-30-01 audit_sql_duplicate_probe.py");
     assert_eq!(
-        ex.extra.get("file").map(|f| f.as_str()),
+        attribute(ex, "file"),
         Some("examples/ticketflow-course/lessons/30-replay-audit.md")
     );
     let heading = line_of(&lesson30, "### Answer EX-30-01 [code]");
-    assert_eq!(
-        ex.extra.get("line").map(|l| l.as_str()),
-        Some(heading.to_string().as_str())
-    );
+    assert_eq!(attribute(ex, "line"), Some(heading.to_string().as_str()));
     let builtin = case(&report, "EX-30-01 audit-sql-duplicate-probe [sqlite]");
     assert_eq!(
-        builtin.extra.get("file").map(|f| f.as_str()),
+        attribute(builtin, "file"),
         Some("checkpoints/30-replay-audit.toml")
     );
     let l3011 = case(&report, "L30-11 verify-executable-revisions");
