@@ -106,3 +106,8 @@ pub fn description(case: &TestCase) -> String {
         _ => String::new(),
     }
 }
+
+/// An extra attribute of a case's element (`file`, `line`), as written.
+pub fn attribute<'a>(case: &'a TestCase, name: &str) -> Option<&'a str> {
+    case.extra.get(name).map(|value| value.as_str())
+}

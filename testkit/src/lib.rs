@@ -40,13 +40,16 @@ mod files;
 mod junit;
 mod table;
 mod test;
+mod text;
 
 pub use files::{copy_dir, copy_manifests, large_manifest, repo, snapshot, wait_for, Dir};
 pub use junit::{
-    case, description, message, parse_junit, validate_against, validate_junit, verdict, verdicts,
+    attribute, case, description, message, parse_junit, validate_against, validate_junit, verdict,
+    verdicts,
 };
 pub use kafka::{on_apache_kafka, ApacheKafka, BrokerKind, BrokerProcess};
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use table::csv_rows;
 pub use test::{bin, git, lessonprobe, on_a_terminal, outcome_ids, Ran, Running, Test};
+pub use text::{line_of, line_of_from};

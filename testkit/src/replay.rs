@@ -31,3 +31,14 @@ pub fn replay_args<'a>(
         db,
     ]
 }
+
+/// The run's closing line on stderr says the replay is incomplete on `unfinished` partitions.
+#[track_caller]
+pub fn assert_incomplete_on(ran: &crate::Ran, unfinished: usize) {
+    assert!(
+        ran.stderr
+            .contains(&format!("replay incomplete on {unfinished} partition(s)")),
+        "{}",
+        ran.stderr
+    );
+}

@@ -101,14 +101,6 @@ fn course(dir: &Path) -> (PathBuf, PathBuf) {
     (course, checkpoints)
 }
 
-/// 1-based line of the first line of `text` equal to `line`.
-fn line_of(text: &str, line: &str) -> usize {
-    text.lines()
-        .position(|l| l == line)
-        .map(|i| i + 1)
-        .unwrap_or_else(|| panic!("{line:?} not in the text"))
-}
-
 /// `lessonprobe --lesson 41` on the course, no JUnit, outside GitHub Actions unless told.
 fn run41(dir: &Dir) -> Test {
     let (course, checkpoints) = course(dir);

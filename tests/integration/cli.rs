@@ -204,7 +204,7 @@ fn a_malformed_manifest_exits_2_naming_file_and_line_before_running_anything() {
         "timeout = \"10s\"",
         "timeout = \"ten\"",
     );
-    let line = text.lines().position(|l| l == "timeout = \"10s\"").unwrap() + 1;
+    let line = line_of(&text, "timeout = \"10s\"");
     let xml = dir.join("never.xml");
     let ran = dir
         .lessonprobe()

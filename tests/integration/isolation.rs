@@ -73,6 +73,13 @@ fn course(dir: &Path, config: &str) -> PathBuf {
     course
 }
 
+/// `lessonprobe --lesson N --no-junit --course COURSE`, run in `dir`.
+fn run_lesson(dir: &Dir, course: &Path, n: &str) -> Test {
+    dir.lessonprobe()
+        .args(["--lesson", n, "--no-junit", "--course"])
+        .arg(course)
+}
+
 /// What `LISTING` prints in the pristine project.
 fn pristine_listing(project: &Path) -> String {
     let out = std::process::Command::new("sh")
@@ -112,9 +119,8 @@ fn leaves_no_trace(mutation: &str) {
         .unwrap();
         let before = fingerprint(&course);
         let log = dir.join("folders.log");
-        dir.lessonprobe()
-            .args(["--lesson", "41", "--jobs", "1", "--no-junit", "--course"])
-            .arg(&course)
+        run_lesson(&dir, &course, "41")
+            .args(["--jobs", "1"])
             .env("LESSONPROBE_ISOLATION", mode)
             .env("ISOLATION_LOG", &log)
             .within(Duration::from_secs(30))
@@ -216,9 +222,8 @@ fn continued_steps_see_what_their_predecessor_left() {
             let course = course(&dir, "");
             std::fs::write(course.join("lessons/42-steps.md"), text).unwrap();
             let before = fingerprint(&course);
-            dir.lessonprobe()
-                .args(["--lesson", "42", "--no-junit", "--jobs", jobs, "--course"])
-                .arg(&course)
+            run_lesson(&dir, &course, "42")
+                .args(["--jobs", jobs])
                 .env("LESSONPROBE_ISOLATION", mode)
                 .within(Duration::from_secs(30))
                 .stdout_has("4 passed, 0 failed, 0 errors")
@@ -239,9 +244,7 @@ fn shared_folders_are_linked_and_must_exist() {
     std::fs::create_dir_all(course.join("project/venv")).unwrap();
     let text = "# Shared\n\n### Answer EX-43-01 [code]\n\nRun:\n\n```sh\ntest -L .venv && cat .venv/bin/marker && test ! -e venv && readlink .venv\n```\n\nExpected output:\n\n```text\nvenv\n[..]/course/project/.venv\n```\n";
     std::fs::write(course.join("lessons/43-shared.md"), text).unwrap();
-    dir.lessonprobe()
-        .args(["--lesson", "43", "--no-junit", "--course"])
-        .arg(&course)
+    run_lesson(&dir, &course, "43")
         .within(Duration::from_secs(30))
         .stdout_has("1 passed, 0 failed")
         .success();
@@ -250,9 +253,7 @@ fn shared_folders_are_linked_and_must_exist() {
         "shared = [\"project/.venv\", \"project/missing\"]\n",
     )
     .unwrap();
-    dir.lessonprobe()
-        .args(["--lesson", "43", "--no-junit", "--course"])
-        .arg(&course)
+    run_lesson(&dir, &course, "43")
         .stderr_matches("lessonprobe: [..]lessonprobe.toml:1:[..]: shared \"project/missing\" does not exist in the course[..]\n")
         .status(2);
 }
@@ -273,9 +274,8 @@ fn no_scratch_folder_outlives_a_run() {
     std::fs::write(course.join("lessons/44-many.md"), &text).unwrap();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    dir.lessonprobe()
-        .args(["--lesson", "44", "--no-junit", "--jobs", "3", "--course"])
-        .arg(&course)
+    run_lesson(&dir, &course, "44")
+        .args(["--jobs", "3"])
         .env("TMPDIR", &tmp)
         .within(Duration::from_secs(30))
         .stdout_has("7 passed")
@@ -291,10 +291,8 @@ fn no_scratch_folder_outlives_a_run() {
     for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
         let started = dir.join("started");
         let _ = std::fs::remove_file(&started);
-        let mut running = dir
-            .lessonprobe()
-            .args(["--lesson", "44", "--no-junit", "--jobs", "2", "--course"])
-            .arg(&course)
+        let mut running = run_lesson(&dir, &course, "44")
+            .args(["--jobs", "2"])
             .env("TMPDIR", &tmp)
             .spawn();
         wait_for(&started, Duration::from_secs(30));
@@ -318,9 +316,7 @@ fn an_unknown_mode_is_an_error_naming_it() {
         "# X\n\n### Answer EX-45-01 [code]\n\nRun:\n\n```sh\ntrue\n```\n",
     )
     .unwrap();
-    dir.lessonprobe()
-        .args(["--lesson", "45", "--no-junit", "--course"])
-        .arg(&course)
+    run_lesson(&dir, &course, "45")
         .env("LESSONPROBE_ISOLATION", "reflink")
         .stdout_has("LESSONPROBE_ISOLATION=\"reflink\" is not a mode (write watch or scan)")
         .failure();

@@ -46,17 +46,6 @@ fn mini_course(dir: &Path, config: &str, lessons: &[(&str, &str)]) -> PathBuf {
     course
 }
 
-/// 1-based line of the first line of `haystack` equal to `line`, after `after`.
-fn line_of(haystack: &str, line: &str, after: usize) -> usize {
-    haystack
-        .lines()
-        .enumerate()
-        .skip(after)
-        .find(|(_, l)| *l == line)
-        .map(|(i, _)| i + 1)
-        .unwrap_or_else(|| panic!("{line:?} not in the lesson"))
-}
-
 #[test]
 fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let Some(python) = python() else { return };
@@ -96,17 +85,14 @@ fn every_sample_exercise_and_snippet_passes_and_the_checkout_is_untouched() {
     let lesson30 = std::fs::read_to_string(sample().join("lessons/30-replay-audit.md")).unwrap();
     let ex = case(&report, "EX-30-01 audit_sql_duplicate_probe.py");
     assert_eq!(
-        ex.extra.get("file").map(|f| f.as_str()),
+        attribute(ex, "file"),
         Some("examples/ticketflow-course/lessons/30-replay-audit.md")
     );
-    let heading = line_of(&lesson30, "### Answer EX-30-01 [code]", 0);
-    assert_eq!(
-        ex.extra.get("line").map(|l| l.as_str()),
-        Some(heading.to_string().as_str())
-    );
+    let heading = line_of(&lesson30, "### Answer EX-30-01 [code]");
+    assert_eq!(attribute(ex, "line"), Some(heading.to_string().as_str()));
     let builtin = case(&report, "EX-30-01 audit-sql-duplicate-probe [sqlite]");
     assert_eq!(
-        builtin.extra.get("file").map(|f| f.as_str()),
+        attribute(builtin, "file"),
         Some("checkpoints/30-replay-audit.toml")
     );
     let l3011 = case(&report, "L30-11 verify-executable-revisions");
@@ -131,10 +117,10 @@ fn a_changed_expected_output_fails_with_the_diff_and_line_and_bless_fixes_exactl
     let dir = Dir::new();
     let (course, lesson, original) = sample_copy(&dir);
     // The expected-output block's line is its opening fence's.
-    let expected_line = line_of(
+    let expected_line = line_of_from(
         &original,
         "True False 1",
-        line_of(&original, "### Answer EX-30-01 [code]", 0),
+        line_of(&original, "### Answer EX-30-01 [code]") + 1,
     ) - 1;
     let altered = original.replace("\nTrue False 1\n", "\nTrue True 1\n");
     assert_eq!(altered.matches("True True 1").count(), 1);

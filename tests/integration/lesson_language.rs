@@ -35,14 +35,12 @@ fn run(dir: &Path, course: &Path, lesson: &str, xml: &Path) -> Test {
         .arg(xml)
 }
 
-/// 1-based line of the first line equal to `line` at or after line `after` (1-based).
-fn line_of(text: &str, line: &str, after: usize) -> usize {
-    text.lines()
-        .enumerate()
-        .skip(after.saturating_sub(1))
-        .find(|(_, l)| *l == line)
-        .map(|(i, _)| i + 1)
-        .unwrap_or_else(|| panic!("{line:?} not in the lesson"))
+/// `lessonprobe bless --lesson N --course COURSE`, run in `dir`.
+fn bless(dir: &Path, course: &Path, lesson: &str) -> Test {
+    lessonprobe()
+        .current_dir(dir)
+        .args(["bless", "--lesson", lesson, "--course"])
+        .arg(course)
 }
 
 fn kind(case: &quick_junit::TestCase) -> Option<NonSuccessKind> {
@@ -132,12 +130,8 @@ fn exit_codes_and_stderr_pass_fail_with_file_line_and_bless_rewrites_only_them()
         1,
     );
     std::fs::write(&lesson, &changed).unwrap();
-    let exit_line = line_of(&changed, "Expected exit code: 3", 1);
-    let stderr_line = line_of(
-        &changed,
-        "```text",
-        line_of(&changed, "Expected stderr:", 1),
-    );
+    let exit_line = line_of(&changed, "Expected exit code: 3");
+    let stderr_line = line_of_from(&changed, "```text", line_of(&changed, "Expected stderr:"));
     let shown = lesson.display();
     run(&dir, &course, "41", &xml)
         .stdout_has(format!(
@@ -167,22 +161,15 @@ fn exit_codes_and_stderr_pass_fail_with_file_line_and_bless_rewrites_only_them()
         .args(["--select", "EX-41-01"])
         .stdout_has("exited with status 3: store failed: database unavailable")
         .failure();
-    lessonprobe()
-        .current_dir(&dir)
-        .args([
-            "bless", "--lesson", "41", "--select", "EX-41-01", "--course",
-        ])
-        .arg(&course)
+    bless(&dir, &course, "41")
+        .args(["--select", "EX-41-01"])
         .stdout_has("not blessed: EX-41-01")
         .failure();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), no_code);
 
     // bless writes the new status and stderr, and no other byte.
     std::fs::write(&lesson, &changed).unwrap();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "41", "--course"])
-        .arg(&course)
+    bless(&dir, &course, "41")
         .stdout_has("-Expected exit code: 3\n+Expected exit code: 4\n")
         .stdout_has("-store failed: [..]\n+store gone\n")
         .success();
@@ -191,10 +178,7 @@ fn exit_codes_and_stderr_pass_fail_with_file_line_and_bless_rewrites_only_them()
         .replacen("store failed: [..]", "store gone", 1);
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), blessed);
     run(&dir, &course, "41", &xml).success();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "41", "--course"])
-        .arg(&course)
+    bless(&dir, &course, "41")
         .stdout_has("nothing to bless")
         .success();
 }
@@ -337,12 +321,8 @@ fn steps_continue_in_order_under_jobs_a_broken_chain_is_error_and_select_brings_
         1,
     );
     std::fs::write(&lesson, &wrong).unwrap();
-    lessonprobe()
-        .current_dir(&dir)
-        .args([
-            "bless", "--lesson", "42", "--select", "EX-42-03", "--course",
-        ])
-        .arg(&course)
+    bless(&dir, &course, "42")
+        .args(["--select", "EX-42-03"])
         .stdout_has("-three\n+two\n")
         .success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), CHAIN);
@@ -402,7 +382,7 @@ fn redactions_and_unordered_blocks_match_fail_with_diffs_and_bless_keeps_placeho
     run(&dir, &course, "43", &xml).failure();
     let report = parse_junit(&xml);
     let unordered = case(&report, "EX-43-01 exercise");
-    let at = line_of(&wrong, "```text unordered", 1);
+    let at = line_of(&wrong, "```text unordered");
     assert!(
         message(unordered).contains(&format!("{}:{at}: output differs", lesson.display())),
         "{}",
@@ -425,12 +405,7 @@ fn redactions_and_unordered_blocks_match_fail_with_diffs_and_bless_keeps_placeho
     // bless keeps the placeholders that still match and writes the run's value elsewhere.
     let stale = VARYING.replacen("count=[N]\n```", "count=[N]\nextra\n```", 1);
     std::fs::write(&lesson, &stale).unwrap();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "43", "--course"])
-        .arg(&course)
-        .stdout_has("-extra\n")
-        .success();
+    bless(&dir, &course, "43").stdout_has("-extra\n").success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), VARYING);
 }
 
@@ -477,10 +452,7 @@ fn bless_writes_the_courses_placeholders_back_not_the_runs_values() {
         .stdout_has("-event [EVENT_ID] at [TS] (old)\n")
         .stdout_has("+event evt-")
         .failure();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "46", "--course"])
-        .arg(&course)
+    bless(&dir, &course, "46")
         .stdout_has("-event [EVENT_ID] at [TS] (old)\n+event [EVENT_ID] at [TS]\n")
         .success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), EVENTS);
@@ -489,11 +461,7 @@ fn bless_writes_the_courses_placeholders_back_not_the_runs_values() {
     // A line the run added is redacted too; a line that still matches keeps its `[..]`.
     let shorter = EVENTS.replacen("event [EVENT_ID] at [TS]\n", "", 1);
     std::fs::write(&lesson, &shorter).unwrap();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "46", "--course"])
-        .arg(&course)
-        .success();
+    bless(&dir, &course, "46").success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), EVENTS);
     run(&dir, &course, "46", &xml).success();
 }
@@ -599,19 +567,13 @@ fn bless_rewrites_a_failing_sessions_expected_lines_in_place() {
             ),
         ]
     );
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "47", "--course"])
-        .arg(&course)
+    bless(&dir, &course, "47")
         .stdout_has("-  event [EVENT_ID] (old)\n+  event [EVENT_ID]\n")
         .stdout_has("-    11\n+    10\n")
         .success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), BLESSED_SESSIONS);
     run(&dir, &course, "47", &xml).success();
-    lessonprobe()
-        .current_dir(&dir)
-        .args(["bless", "--lesson", "47", "--course"])
-        .arg(&course)
+    bless(&dir, &course, "47")
         .stdout_has("nothing to bless")
         .success();
     assert_eq!(std::fs::read_to_string(&lesson).unwrap(), BLESSED_SESSIONS);
@@ -654,7 +616,7 @@ fn a_hidden_setup_runs_before_the_command_shows_with_verbose_and_its_failure_is_
     let dir = Dir::new();
     let (course, lesson) = course_with(&dir, "", "44-setup.md", SETUP);
     let xml = dir.join("44.xml");
-    let comment = line_of(SETUP, "<!-- lessonprobe: setup", 1);
+    let comment = line_of(SETUP, "<!-- lessonprobe: setup");
     let at = format!("{}:{comment}", lesson.display());
     // Its block is bound: --strict finds nothing uncollected.
     run(&dir, &course, "44", &xml)
@@ -684,7 +646,7 @@ fn a_hidden_setup_runs_before_the_command_shows_with_verbose_and_its_failure_is_
     // lint still reports a block no label binds, and only that one.
     let extra = format!("{SETUP}\nAnd then:\n\n```sh\nrm -rf /\n```\n");
     std::fs::write(&lesson, &extra).unwrap();
-    let stray = line_of(&extra, "And then:", 1) + 2;
+    let stray = line_of(&extra, "And then:") + 2;
     run(&dir, &course, "44", &xml)
         .arg("--strict")
         .stdout_has(format!("not collected: {}:{stray} ", lesson.display()))

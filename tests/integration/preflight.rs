@@ -52,13 +52,7 @@ fn interpreter_with_tiny(dir: &Path, version: &str) -> PathBuf {
         .status()
         .unwrap();
     assert!(made.success(), "python3 -m venv");
-    let lib = std::fs::read_dir(venv.join("lib"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("site-packages/lessonprobe_tiny-0.dist-info");
+    let lib = tiny_dist_info(&venv);
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(
         lib.join("METADATA"),
@@ -66,6 +60,23 @@ fn interpreter_with_tiny(dir: &Path, version: &str) -> PathBuf {
     )
     .unwrap();
     venv.join("bin/python")
+}
+
+/// Where the venv at `venv` keeps the distribution `lessonprobe-tiny`'s metadata.
+fn tiny_dist_info(venv: &Path) -> PathBuf {
+    std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages/lessonprobe_tiny-0.dist-info")
+}
+
+/// The run printed exactly one ERROR line: what was missing is reported once, not per probe.
+#[track_caller]
+fn assert_one_error(ran: &Ran) {
+    assert_eq!(ran.stdout_lines_starting("ERROR"), 1, "{}", ran.stdout);
 }
 
 /// The lesson of the course in `dir/course`, named as the student would: `--course course`.
@@ -82,16 +93,7 @@ fn a_missing_requirement_is_one_environment_error_and_the_code_blocks_are_not_ru
     let dir = Dir::new();
     let course = course(dir.path(), "# needs\nlessonprobe-tiny>=1\n", None);
     let python = interpreter_with_tiny(dir.path(), "1.0");
-    std::fs::remove_dir_all(
-        std::fs::read_dir(dir.join("venv/lib"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
-            .join("site-packages/lessonprobe_tiny-0.dist-info"),
-    )
-    .unwrap();
+    std::fs::remove_dir_all(tiny_dist_info(&dir.join("venv"))).unwrap();
     let ran = run(dir.path(), &course, &python)
         .stdout_has("ERROR   environment: ")
         .stdout_has(
@@ -101,8 +103,7 @@ fn a_missing_requirement_is_one_environment_error_and_the_code_blocks_are_not_ru
         .stdout_lacks("Traceback")
         .within(Duration::from_secs(10))
         .failure();
-    let errors = ran.stdout_lines_starting("ERROR");
-    assert_eq!(errors, 1, "{}", ran.stdout);
+    assert_one_error(&ran);
     validate_junit(&dir.join("r.xml"));
     let report = parse_junit(&dir.join("r.xml"));
     let suite = &report.test_suites[0];
@@ -122,15 +123,14 @@ fn an_installed_requirement_at_an_allowed_version_lets_the_lesson_run() {
         .stdout_lacks("environment")
         .success();
     // Another version, or a Python the course does not accept: the fix is named.
-    std::fs::write(course.join("requirements.txt"), "lessonprobe-tiny>=2\n").unwrap();
+    dir.write("course/requirements.txt", "lessonprobe-tiny>=2\n");
     run(dir.path(), &course, &python)
         .stdout_has("lessonprobe-tiny 1.4, not >=2 (course/requirements.txt:1)")
         .failure();
-    std::fs::write(
-        course.join("lessonprobe.toml"),
+    dir.write(
+        "course/lessonprobe.toml",
         "[environment]\nrequirements = \"requirements.txt\"\npython = \"<3\"\n",
-    )
-    .unwrap();
+    );
     run(dir.path(), &course, &python)
         .stdout_has("is not a Python the course accepts (<3 in lessonprobe.toml) — give --python a Python <3")
         .failure();
@@ -143,20 +143,18 @@ fn environment_mistakes_are_refused_with_their_line() {
     run(dir.path(), &course, Path::new("python3"))
         .stderr_has("course/requirements.txt:2:")
         .status(2);
-    std::fs::write(course.join("requirements.txt"), "ok\n").unwrap();
-    std::fs::write(
-        course.join("lessonprobe.toml"),
+    dir.write("course/requirements.txt", "ok\n");
+    dir.write(
+        "course/lessonprobe.toml",
         "[environment]\nrequirements = \"requirements.txt\"\npython = \"three\"\n",
-    )
-    .unwrap();
+    );
     run(dir.path(), &course, Path::new("python3"))
         .stderr_has("course/lessonprobe.toml:3:")
         .status(2);
-    std::fs::write(
-        course.join("lessonprobe.toml"),
+    dir.write(
+        "course/lessonprobe.toml",
         "[environment]\nrequirements = \"missing.txt\"\n",
-    )
-    .unwrap();
+    );
     run(dir.path(), &course, Path::new("python3"))
         .stderr_has("course/lessonprobe.toml:2:")
         .stderr_has("cannot read requirements file course/missing.txt")
@@ -185,8 +183,7 @@ fn a_broker_that_does_not_answer_is_one_error_quickly_and_the_sql_probes_still_r
         .stderr_lacks("rdkafka")
         .within(Duration::from_secs(4))
         .failure();
-    let errors = ran.stdout_lines_starting("ERROR");
-    assert_eq!(errors, 1, "{}", ran.stdout);
+    assert_one_error(&ran);
 }
 
 #[test]
@@ -203,8 +200,7 @@ fn a_closed_postgres_port_is_one_error_not_one_per_probe() {
         .stdout_has("PASS    [")
         .within(Duration::from_secs(10))
         .failure();
-    let errors = ran.stdout_lines_starting("ERROR");
-    assert_eq!(errors, 1, "{}", ran.stdout);
+    assert_one_error(&ran);
 }
 
 /// Writes a wheel of `lessonprobe-tiny` 1.0 (a module saying hello) into `dir`: a zip made by

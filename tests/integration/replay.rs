@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use lessonprobe_testkit::kafka::{commit, committed, first_offset_at, watermarks};
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::{OwnCluster, OwnDatabase};
+use lessonprobe_testkit::replay::assert_incomplete_on;
 use lessonprobe_testkit::*;
 use ticketflow::day::{self, YESTERDAY};
 
@@ -653,12 +654,7 @@ on_each_broker! {
             }
         }
         assert!(unfinished > 0, "{checkpoints:?}");
-        assert!(
-            ran.stderr
-                .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-            "{}",
-            ran.stderr
-        );
+        assert_incomplete_on(&ran, unfinished);
     }
 }
 
@@ -725,12 +721,7 @@ fn apache_kafka_killed_and_restarted_mid_replay_then_a_resume_completes_the_wind
         }
         if ran.code == Some(4) {
             let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
-            assert!(
-                ran.stderr
-                    .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-                "{}",
-                ran.stderr
-            );
+            assert_incomplete_on(&ran, unfinished);
         } else {
             assert!(
                 checkpoints.values().all(|(at, stop)| at == stop),

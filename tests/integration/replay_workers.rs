@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::kafka::committed;
 use lessonprobe_testkit::postgres::OwnDatabase;
-use lessonprobe_testkit::replay::{replay_args, SAMPLE_DAYS};
+use lessonprobe_testkit::replay::{assert_incomplete_on, replay_args, SAMPLE_DAYS};
 use lessonprobe_testkit::*;
 
 const TOPIC: &str = "workers";
@@ -418,12 +418,7 @@ on_each_broker! {
             }
         }
         assert_eq!(rows.len(), 12, "{}", ran.stdout);
-        assert!(
-            ran.stderr
-                .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-            "{}",
-            ran.stderr
-        );
+        assert_incomplete_on(&ran, unfinished);
     }
 }
 
@@ -472,11 +467,6 @@ on_each_broker! {
         }
         let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
         assert!(unfinished > 1, "{checkpoints:?}");
-        assert!(
-            ran.stderr
-                .contains(&format!("replay incomplete on {unfinished} partition(s)")),
-            "{}",
-            ran.stderr
-        );
+        assert_incomplete_on(&ran, unfinished);
     }
 }

@@ -45,15 +45,6 @@ fn diff_of(ran: &Ran, index: usize) -> String {
         .to_owned()
 }
 
-/// 1-based line of the first line of `text` equal to `line`.
-#[track_caller]
-fn line_of(text: &str, line: &str) -> usize {
-    text.lines()
-        .position(|l| l == line)
-        .map(|i| i + 1)
-        .unwrap_or_else(|| panic!("{line:?} not in the document"))
-}
-
 /// `lessonprobe doc ARGS --format json` in `dir`.
 fn doc(dir: &Dir) -> Test {
     dir.lessonprobe().arg("doc")
