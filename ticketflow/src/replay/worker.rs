@@ -162,10 +162,11 @@ pub(crate) fn work(
         said: BTreeSet::new(),
     };
     let mut run = WorkerRun::default();
-    let numbers: Vec<i32> = plan.partitions.iter().map(|p| p.partition).collect();
-    let mut looked: Option<Instant> = None;
-    // Since when the broker has not answered a look at the group's offsets.
-    let mut unanswered: Option<Instant> = None;
+    let mut looks = Looks {
+        numbers: plan.partitions.iter().map(|p| p.partition).collect(),
+        looked: None,
+        unanswered: None,
+    };
     let outcome = loop {
         if left().is_zero() {
             break Ok(false);
@@ -210,22 +211,10 @@ pub(crate) fn work(
             }
             continue;
         }
-        if looked.is_some_and(|t| t.elapsed() < PROGRESS_CHECK) {
-            continue;
-        }
-        let asked = Instant::now();
-        looked = Some(asked);
-        match plan_complete(target.as_mut(), to.plan_id, &member, &numbers) {
+        match looks.look(target.as_mut(), to.plan_id, &member) {
             Ok(true) => break Ok(true),
-            Ok(false) => unanswered = None,
-            Err(Unseen::Kafka(e)) => {
-                let since = *unanswered.get_or_insert(asked);
-                if since.elapsed() > BROKER_SILENCE {
-                    break Err(SetupError::Kafka(e));
-                }
-                tracing::debug!("looking at the group's offsets: {e}");
-            }
-            Err(Unseen::Store(e)) => tracing::debug!("looking at the plan's progress: {e}"),
+            Ok(false) => {}
+            Err(e) => break Err(e),
         }
     };
     // Unfinished partitions are handed back at once; leaving the group (the member's drop)
@@ -300,6 +289,47 @@ fn unfinished(
             Some((p.partition, error))
         })
         .collect()
+}
+
+/// A worker's looks at the plan's progress while it has nothing of its own to do, at most one
+/// every [`PROGRESS_CHECK`].
+struct Looks {
+    /// Every partition of the plan.
+    numbers: Vec<i32>,
+    looked: Option<Instant>,
+    /// Since when the broker has not answered a look at the group's offsets.
+    unanswered: Option<Instant>,
+}
+
+impl Looks {
+    /// Whether the plan is complete (false also when it is not time to look again); the
+    /// broker's error once it has not answered for [`BROKER_SILENCE`].
+    fn look(
+        &mut self,
+        target: &mut dyn ReplayTarget,
+        plan_id: &str,
+        member: &GroupMember,
+    ) -> Result<bool, SetupError> {
+        if self.looked.is_some_and(|t| t.elapsed() < PROGRESS_CHECK) {
+            return Ok(false);
+        }
+        let asked = Instant::now();
+        self.looked = Some(asked);
+        match plan_complete(target, plan_id, member, &self.numbers) {
+            Ok(complete) => {
+                self.unanswered = None;
+                return Ok(complete);
+            }
+            Err(Unseen::Kafka(e)) => {
+                if self.unanswered.get_or_insert(asked).elapsed() > BROKER_SILENCE {
+                    return Err(SetupError::Kafka(e));
+                }
+                tracing::debug!("looking at the group's offsets: {e}");
+            }
+            Err(Unseen::Store(e)) => tracing::debug!("looking at the plan's progress: {e}"),
+        }
+        Ok(false)
+    }
 }
 
 /// Why the plan's progress could not be looked at.
