@@ -19,8 +19,12 @@ const POLL: Duration = Duration::from_millis(250);
 /// loses nothing: `--resume` continues it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stall {
-    /// The run's deadline passed [`GRACE`] ago.
-    Deadline(Duration),
+    /// The run's deadline passed [`GRACE`] ago, with the database call still waiting, if one
+    /// is (a broker's calls have bounds of their own).
+    Deadline {
+        deadline: Duration,
+        waiting: Option<String>,
+    },
     /// A call to the database (named with what it asked) has waited this long.
     Unanswered { call: String, waited: Duration },
 }
@@ -28,11 +32,12 @@ pub enum Stall {
 impl fmt::Display for Stall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Stall::Deadline(deadline) => write!(
+            Stall::Deadline { deadline, waiting } => write!(
                 f,
-                "the deadline of {} s passed {} s ago and the run is still waiting for the database or the broker",
+                "the deadline of {} s passed {} s ago and the run is still waiting for {}",
                 deadline.as_secs_f64(),
-                GRACE.as_secs()
+                GRACE.as_secs(),
+                waiting.as_deref().unwrap_or("the database or the broker")
             ),
             Stall::Unanswered { call, waited } => write!(
                 f,
@@ -64,10 +69,14 @@ pub fn watch_for_stalls(
         .spawn(move || {
             let stall = loop {
                 std::thread::sleep(POLL);
+                let longest = unanswered::longest();
                 if started.elapsed() > deadline + GRACE {
-                    break Stall::Deadline(deadline);
+                    break Stall::Deadline {
+                        deadline,
+                        waiting: longest.map(|(_, call)| call),
+                    };
                 }
-                match unanswered::longest() {
+                match longest {
                     Some((waited, call)) if waited > ANSWER_TIMEOUT + GRACE => {
                         break Stall::Unanswered { call, waited }
                     }
@@ -77,4 +86,27 @@ pub fn watch_for_stalls(
             stalled(stall);
         })
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_stall_names_the_call_still_waiting_when_there_is_one() {
+        let waiting = Stall::Deadline {
+            deadline: Duration::from_secs(15),
+            waiting: Some("postgres 127.0.0.1:5432/audit (asked to write a batch)".into()),
+        };
+        assert!(waiting.to_string().starts_with(
+            "the deadline of 15 s passed 5 s ago and the run is still waiting for postgres 127.0.0.1:5432/audit (asked to write a batch); stopping."
+        ));
+        let unknown = Stall::Deadline {
+            deadline: Duration::from_secs(15),
+            waiting: None,
+        };
+        assert!(unknown
+            .to_string()
+            .contains("still waiting for the database or the broker; stopping."));
+    }
 }
