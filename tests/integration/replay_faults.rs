@@ -152,6 +152,15 @@ enum Phase {
     Execution,
 }
 
+/// How long a run a fault broke may go on, and counted from when.
+#[derive(Clone, Copy, Debug)]
+enum Within {
+    /// From the moment the fault was put on.
+    AfterFault(Duration),
+    /// From the start of the run.
+    AfterStart(Duration),
+}
+
 /// What a run under a fault ended with, and how to heal the link after it.
 struct Faulted {
     setup: Setup,
@@ -204,19 +213,25 @@ impl Faulted {
         }
     }
 
-    /// The run ended with exit 4 within `bound` of the fault, naming the peer and holding each
-    /// of `says`, before the whole window was written.
-    fn ended_naming_the_peer(&self, bound: Duration, says: &[&str]) {
+    /// The run ended with exit 4 `within` its bound, naming the peer and holding each of
+    /// `says` (`{proxy}`: the proxy's address), before the whole window was written.
+    fn ended_naming_the_peer(&self, within: Within, says: &[&str]) {
         assert_eq!(self.ran.code, Some(4), "exit 4: {}", self.ran.text());
+        let (took, bound) = match within {
+            Within::AfterFault(bound) => (self.after, bound),
+            Within::AfterStart(bound) => (self.ran.elapsed, bound),
+        };
         assert!(
-            self.after < bound,
-            "ended {:?} after the fault, past {bound:?}: {}",
-            self.after,
+            took < bound,
+            "ended {took:?} {within:?}, past its bound: {}",
             self.ran.text()
         );
-        for said in [self.peer().as_str()].iter().chain(says) {
+        let says = says
+            .iter()
+            .map(|said| said.replace("{proxy}", &self.setup.proxy.listen));
+        for said in [self.peer()].into_iter().chain(says) {
             assert!(
-                self.ran.stderr.contains(said),
+                self.ran.stderr.contains(&said),
                 "no {said:?} in:\n{}",
                 self.ran.text()
             );
@@ -290,20 +305,20 @@ fn kafka_link_limited_to_128_kb_per_s_during_execution_completes_exactly() {
 }
 
 /// A link that breaks (a reset, silence, or a cut after N more bytes) at `phase`: the run ends
-/// within `bound` of it with exit 4 naming the peer and each of `says`; a rerun through the
+/// `within` its bound with exit 4 naming the peer and each of `says`; a rerun through the
 /// healed link (`--resume` once the plan was recorded) completes it exactly.
 fn broken_link_ends_and_a_rerun_completes(
     at: (Link, Phase),
     (toxic, stream): (Toxic, Stream),
     extra: &[&str],
-    (bound, says): (Duration, &[&str]),
+    (within, says): (Within, &[&str]),
 ) {
     on_apache_kafka(|kind| {
         let flags = [&["--batch", "20"], extra].concat();
         let Some(run) = Faulted::run(kind, at, (toxic, &[stream]), &flags, &[4]) else {
             return;
         };
-        run.ended_naming_the_peer(bound, says);
+        run.ended_naming_the_peer(within, says);
         let rerun: &[&str] = match at.1 {
             Phase::Planning => extra,
             Phase::Execution => &["--resume"],
@@ -318,7 +333,7 @@ fn postgres_link_reset_mid_batch_ends_with_exit_4_and_a_rerun_completes_exactly(
         (Link::Postgres, Phase::Execution),
         (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
         &["--deadline", "120s"],
-        (Duration::from_secs(30), &[]),
+        (Within::AfterFault(Duration::from_secs(30)), &[]),
     );
 }
 
@@ -328,7 +343,7 @@ fn postgres_link_cut_after_n_bytes_ends_with_exit_4_and_a_rerun_completes_exactl
         (Link::Postgres, Phase::Execution),
         (Toxic::LimitData { bytes: 20_000 }, Stream::Up),
         &["--deadline", "120s"],
-        (Duration::from_secs(30), &[]),
+        (Within::AfterFault(Duration::from_secs(30)), &[]),
     );
 }
 
@@ -340,7 +355,7 @@ fn kafka_link_reset_during_planning_ends_with_exit_4_naming_planning() {
         (Link::Kafka, Phase::Planning),
         (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
         &[],
-        (Duration::from_secs(30), &["planning: "]),
+        (Within::AfterFault(Duration::from_secs(30)), &["planning: "]),
     );
 }
 
@@ -352,7 +367,7 @@ fn kafka_link_silent_during_planning_with_no_flags_ends_within_seconds() {
         (Link::Kafka, Phase::Planning),
         (Toxic::Timeout { ms: 0 }, Stream::Down),
         &[],
-        (Duration::from_secs(30), &["planning: "]),
+        (Within::AfterFault(Duration::from_secs(30)), &["planning: "]),
     );
 }
 
@@ -362,7 +377,10 @@ fn kafka_link_reset_mid_execution_ends_with_exit_4_and_a_rerun_completes_exactly
         (Link::Kafka, Phase::Execution),
         (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
         &[],
-        (Duration::from_secs(40), &["last durable offset"]),
+        (
+            Within::AfterFault(Duration::from_secs(40)),
+            &["last durable offset"],
+        ),
     );
 }
 
@@ -373,7 +391,10 @@ fn kafka_link_cut_after_n_bytes_mid_execution_ends_with_exit_4_and_a_rerun_compl
         (Link::Kafka, Phase::Execution),
         (Toxic::LimitData { bytes: 20_000 }, Stream::Down),
         &[],
-        (Duration::from_secs(40), &["last durable offset"]),
+        (
+            Within::AfterFault(Duration::from_secs(40)),
+            &["last durable offset"],
+        ),
     );
 }
 
@@ -388,7 +409,7 @@ fn kafka_link_silent_mid_execution_with_no_flags_ends_within_seconds_starting_no
         (Toxic::Timeout { ms: 0 }, Stream::Down),
         &[],
         (
-            Duration::from_secs(40),
+            Within::AfterFault(Duration::from_secs(40)),
             &["not started", "last durable offset"],
         ),
     );
@@ -403,7 +424,7 @@ fn kafka_link_reset_under_a_worker_ends_with_exit_4_and_a_rerun_completes_exactl
         (Link::Kafka, Phase::Execution),
         (Toxic::ResetPeer { after_ms: 0 }, Stream::Up),
         &["--worker"],
-        (Duration::from_secs(60), &[]),
+        (Within::AfterFault(Duration::from_secs(60)), &[]),
     );
 }
 
@@ -440,75 +461,20 @@ fn replay_verify_on_a_silent_kafka_link_ends_with_exit_4_naming_the_broker() {
     });
 }
 
-/// When a bound is counted from.
-#[derive(Clone, Copy, Debug)]
-enum Counted {
-    /// The start of the run.
-    FromStart,
-    /// The moment the link went silent.
-    FromSilence,
-}
-
-/// PostgreSQL stops answering mid-execution of a replay run with `flags` while the socket
-/// stays open (nothing forwarded, nothing closed): the run must end with exit 4 within `bound`
-/// counted `from`, its stderr holding each of `says` (`{db}`: the proxy's address), and a
-/// rerun of the same plan with `rerun` through the healed link completes it exactly.
-fn silent_mid_execution(
-    link: Link,
-    flags: &[&str],
-    (bound, from): (Duration, Counted),
-    says: &[&str],
-    rerun: &[&str],
-) {
-    on_apache_kafka(|kind| {
-        let Some(setup) = Setup::start(kind, link) else {
-            return;
-        };
-        let slow = setup.proxy.add(Toxic::Latency { ms: 20 }, Stream::Down);
-        let started = Instant::now();
-        let running = setup.replay(flags).within(Duration::from_secs(120)).spawn();
-        setup.wait_for_execution();
-        std::thread::sleep(Duration::from_millis(500));
-        let silent_since = Instant::now();
-        let silent = setup.proxy.add(Toxic::Timeout { ms: 0 }, Stream::Down);
-        let ran = running.status(4);
-        let since = match from {
-            Counted::FromStart => started,
-            Counted::FromSilence => silent_since,
-        };
-        assert!(
-            since.elapsed() < bound,
-            "ended {:?} after the {from:?}, past {bound:?}",
-            since.elapsed()
-        );
-        for said in says {
-            let said = said.replace("{db}", &setup.proxy.listen);
-            assert!(
-                ran.stderr.contains(&said),
-                "no {said:?} in:\n{}",
-                ran.text()
-            );
-        }
-        setup.proxy.remove(&silent);
-        setup.proxy.remove(&slow);
-        setup
-            .replay(rerun)
-            .within(Duration::from_secs(150))
-            .success();
-        setup.assert_exact();
-    });
-}
-
-/// The server's own statement timeout cannot help a silent link, since its answer is lost
-/// too: the run's deadline ends the run (exit 4, at most a 5 s grace after it).
+/// PostgreSQL stops answering mid-execution while the socket stays open (nothing forwarded,
+/// nothing closed). The server's own statement timeout cannot help, since its answer is lost
+/// too: the run's deadline ends the run (exit 4, at most a 5 s grace after it), naming the call
+/// still waiting.
 #[test]
 fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exactly() {
-    silent_mid_execution(
-        Link::Postgres,
-        &["--deadline", "15s", "--batch", "20"],
-        (Duration::from_secs(15 + 5 + 5), Counted::FromStart),
-        &["deadline"],
-        &["--deadline", "120s", "--resume"],
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Postgres, Phase::Execution),
+        (Toxic::Timeout { ms: 0 }, Stream::Down),
+        &["--deadline", "15s"],
+        (
+            Within::AfterStart(Duration::from_secs(15 + 5 + 5)),
+            &["deadline", "still waiting for postgres {proxy}"],
+        ),
     );
 }
 
@@ -518,12 +484,14 @@ fn postgres_silent_mid_execution_ends_at_the_deadline_and_a_rerun_completes_exac
 /// room for a loaded machine).
 #[test]
 fn postgres_silent_mid_execution_with_no_deadline_given_ends_within_the_answer_bound() {
-    silent_mid_execution(
-        Link::Postgres,
-        &["--batch", "20"],
-        (Duration::from_secs(30 + 5 + 15), Counted::FromSilence),
-        &["has not answered", "{db}"],
-        &["--resume"],
+    broken_link_ends_and_a_rerun_completes(
+        (Link::Postgres, Phase::Execution),
+        (Toxic::Timeout { ms: 0 }, Stream::Down),
+        &[],
+        (
+            Within::AfterFault(Duration::from_secs(30 + 5 + 15)),
+            &["has not answered", "{proxy}"],
+        ),
     );
 }
 
