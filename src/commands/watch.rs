@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::changes::Changes;
+use crate::checkpoint::CatalogError;
 use crate::cli::RunArgs;
 use crate::exit::{Code, Error};
+use crate::lesson::CourseError;
 use crate::run::{Interrupt, Interruption};
 
 use super::run::{junit_path, run_once, Order};
@@ -19,6 +21,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// Runs the selection of `args` until `session` (Ctrl-C, SIGTERM) is requested; the exit code is
 /// that of the interruption.
 pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
+    given_folders_exist(args)?;
     let changes = Changes::watch(&folders(args), &own_files(args))
         .map_err(|e| Error::Operation(e.to_string()))?;
     let mut cause: Option<Vec<PathBuf>> = None;
@@ -71,6 +74,21 @@ fn folders(args: &RunArgs) -> Vec<PathBuf> {
         .chain(args.course.course.clone())
         .chain(args.catalog.checkpoints.clone())
         .collect()
+}
+
+/// A `--course` or `--checkpoints` folder that does not exist ends the watch before it starts,
+/// with the error and exit code a run gives (a broken folder's contents are each run's to say).
+fn given_folders_exist(args: &RunArgs) -> Result<(), Error> {
+    if let Some(dir) = args.course.course.as_ref().filter(|dir| !dir.is_dir()) {
+        return Err(CourseError::Missing(dir.clone()).into());
+    }
+    if let Some(dir) = &args.catalog.checkpoints {
+        std::fs::read_dir(dir).map_err(|source| CatalogError::UnreadableFolder {
+            dir: dir.clone(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// What a run writes in the folders it watches: its reports and its last-failed state.

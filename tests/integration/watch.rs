@@ -252,3 +252,24 @@ fn watch_is_refused_with_a_fixed_revision_and_by_doc() {
         .stderr_has("lessonprobe doc takes no --watch")
         .status(2);
 }
+
+/// A folder named on the command line that does not exist is refused before anything is
+/// watched (a watch of the rest would wait for ever on a mistyped `--course`).
+#[test]
+fn a_given_folder_that_does_not_exist_ends_the_watch_as_it_ends_a_run() {
+    let dir = Dir::new();
+    for (flag, said, status) in [
+        ("--course", "course folder typo does not exist", 2),
+        ("--checkpoints", "typo: cannot read checkpoint folder", 3),
+    ] {
+        dir.lessonprobe()
+            .args([flag, "typo"])
+            .stderr_has(said)
+            .status(status);
+        dir.lessonprobe()
+            .args(["--watch", flag, "typo"])
+            .within(STEP)
+            .stderr_has(said)
+            .status(status);
+    }
+}
