@@ -612,46 +612,60 @@ selector = \"tests/a.py::b\"
     #[test]
     fn bad_types_kinds_timeouts_and_misplaced_fields_are_refused() {
         let probe = |extra: &str| {
-            format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n")
+            err(&format!(
+                "{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n"
+            ))
         };
-        assert!(err(&probe("kind = \"prose\"\nquestion = 3")).contains(":9:"));
-        assert!(err(&probe("kind = \"magic\"")).contains("unknown probe kind \"magic\""));
-        assert!(err(&probe(
-            "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\""
-        ))
-        .contains("timeout \"soon\""));
+        // The probe's fields after `claim`, and what the error says.
+        for (extra, says) in [
+            ("kind = \"prose\"\nquestion = 3", ":9:"),
+            ("kind = \"magic\"", "unknown probe kind \"magic\""),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\"",
+                "timeout \"soon\"",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]",
+                "field `argv` does not apply to kind prose",
+            ),
+            (
+                "kind = \"command\"\nargv = []\nexpect = \"\"",
+                "argv needs a program",
+            ),
+            (
+                "kind = \"builtin\"\nbuiltin = \"apply_once_twice\"",
+                "needs `expect`",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\"",
+                "`expect` does not apply",
+            ),
+            ("kind = \"remote\"", "needs `selector`"),
+            (
+                "kind = \"remote\"\nselector = \"-k\"",
+                "must not start with '-'",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]",
+                "unknown variant `oracle`",
+            ),
+        ] {
+            let e = probe(extra);
+            assert!(e.contains(says), "{extra:?}: {e}");
+        }
+        // Where the error points, too.
+        let e = probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = 0");
         assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = 0"))
-                .starts_with("30.toml:10:11: timeout \"0\": a duration must be positive")
+            e.starts_with("30.toml:10:11: timeout \"0\": a duration must be positive"),
+            "{e}"
         );
+        let e = probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = true");
         assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = true"))
-                .starts_with("30.toml:10:11: a duration: a string such as")
+            e.starts_with("30.toml:10:11: a duration: a string such as"),
+            "{e}"
         );
-        assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]"))
-                .contains("field `argv` does not apply to kind prose")
-        );
-        assert!(err(&probe("kind = \"command\"\nargv = []\nexpect = \"\""))
-            .contains("argv needs a program"));
-        assert!(
-            err(&probe("kind = \"builtin\"\nbuiltin = \"apply_once_twice\""))
-                .contains("needs `expect`")
-        );
-        assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\""))
-                .contains("`expect` does not apply")
-        );
-        assert!(err(&probe("kind = \"remote\"")).contains("needs `selector`"));
-        let e = err(&probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\""));
+        let e = probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\"");
         assert!(e.starts_with("30.toml:9:12:") && e.contains("';'"), "{e}");
-        assert!(
-            err(&probe("kind = \"remote\"\nselector = \"-k\"")).contains("must not start with '-'")
-        );
-        assert!(err(&probe(
-            "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]"
-        ))
-        .contains("unknown variant `oracle`"));
         assert!(err("[checkpoint]\nlesson = 0\ntitle = \"t\"\n").contains("positive lesson number"));
         assert!(err("[checkpoint\n").starts_with("30.toml:1:"));
     }
