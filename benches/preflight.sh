@@ -40,30 +40,23 @@ make_course "$work/declared" yes
 make_course "$work/plain" no
 "$bin" env --course "$work/declared" > /dev/null 2>&1   # the first run's cost, not measured
 
-wall() { # COURSE: seconds of one run
+seconds() { # COMMAND...: wall seconds of one run of it, its output dropped
     local t0 t1
     t0=$(date +%s.%N)
-    "$bin" --course "$1" --lesson 41 --no-junit > /dev/null
+    "$@" > /dev/null
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc
 }
 declared=(); plain=()
 for _ in $(seq "$runs"); do
-    declared+=("$(wall "$work/declared")")
-    plain+=("$(wall "$work/plain")")
+    declared+=("$(seconds "$bin" --course "$work/declared" --lesson 41 --no-junit)")
+    plain+=("$(seconds "$bin" --course "$work/plain" --lesson 41 --no-junit)")
 done
 # The checks alone, without the probes' noise: `doctor` makes the same lookup and checks.
-doctor() { # COURSE
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$bin" doctor --course "$1" > /dev/null
-    t1=$(date +%s.%N)
-    echo "$t1 - $t0" | bc
-}
 dd=(); dp=()
 for _ in $(seq "$runs"); do
-    dd+=("$(doctor "$work/declared")")
-    dp+=("$(doctor "$work/plain")")
+    dd+=("$(seconds "$bin" doctor --course "$work/declared")")
+    dp+=("$(seconds "$bin" doctor --course "$work/plain")")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 md=$(median "${declared[@]}"); mp=$(median "${plain[@]}")

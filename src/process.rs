@@ -1,12 +1,14 @@
 //! Runs a child program in its own process group under a deadline, keeping bounded tails of
 //! its stdout and stderr, and kills the whole group when the deadline passes, when the run is
-//! cancelled, and after it exits.
+//! cancelled, and after it exits; or keeps one running to be fed on its stdin ([`Fed`]), its
+//! group killed with it.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
@@ -68,6 +70,24 @@ pub struct Finished {
     pub cancelled: bool,
 }
 
+/// `program args` in `cwd` with `env` added, its stdout piped, in a process group of its own:
+/// what it starts can be killed with it.
+fn in_own_group(
+    program: impl AsRef<OsStr>,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .envs(env)
+        .stdout(Stdio::piped())
+        .process_group(0);
+    command
+}
+
 /// Runs `program args` in `cwd` with `env` added, stdin closed, in a process group of its own.
 pub fn run(
     program: &str,
@@ -77,14 +97,9 @@ pub fn run(
     deadline: Duration,
     cancel: &Cancel,
 ) -> std::io::Result<Finished> {
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .envs(env)
+    let mut child = in_own_group(program, args, cwd, env)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()?;
     let pgid = child.id() as libc::pid_t;
     let out = drain(child.stdout.take());
@@ -115,7 +130,63 @@ pub fn run(
     })
 }
 
-pub(crate) fn kill_group(pgid: libc::pid_t) {
+/// A program kept running to be fed on its stdin (a document's shell or interpreter), in a
+/// process group of its own: killing it, or dropping it, takes whatever it started with it.
+pub(crate) struct Fed {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Fed {
+    /// Starts `program args` in `cwd` with `env` added, its stderr going to `stderr`; with its
+    /// stdout, and its stderr when piped, to read.
+    pub(crate) fn start(
+        program: impl AsRef<OsStr>,
+        args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+        stderr: Stdio,
+    ) -> std::io::Result<(Fed, Option<ChildStdout>, Option<ChildStderr>)> {
+        let mut child = in_own_group(program, args, cwd, env)
+            .stdin(Stdio::piped())
+            .stderr(stderr)
+            .spawn()?;
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let stdin = child.stdin.take();
+        Ok((Fed { child, stdin }, stdout, stderr))
+    }
+
+    /// Writes `bytes` to its stdin and flushes them; an error once its input is closed.
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the program's input is closed"))?;
+        stdin.write_all(bytes)?;
+        stdin.flush()
+    }
+
+    /// Waits for it to exit.
+    pub(crate) fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait()
+    }
+
+    /// Closes its input and kills its process group.
+    pub(crate) fn kill(&mut self) {
+        self.stdin = None;
+        kill_group(self.child.id() as libc::pid_t);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Fed {
+    fn drop(&mut self) {
+        // Whatever it left running in its group goes with it.
+        self.kill();
+    }
+}
+
+fn kill_group(pgid: libc::pid_t) {
     // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);

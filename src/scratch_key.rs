@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use lessonprobe_probes::scratch::lower_alphanumeric;
 use regex::Regex;
 
 /// What every key starts with, so that names of other systems are never taken for ours.
@@ -17,16 +18,7 @@ pub fn case_key(run_id: &str, lesson: u32, probe_id: &str, backend: Option<&str>
         Some(backend) => format!("{probe_id}-{backend}"),
         None => probe_id.to_owned(),
     };
-    let case: String = case
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let case = lower_alphanumeric(&case, '-');
     format!("{PREFIX}{run_id}.{lesson}.{case}")
 }
 

@@ -85,14 +85,9 @@ impl Bench<'_> {
         if let Some(i) = paired {
             paired_rounds(
                 &Paired {
+                    bench: self,
                     backend,
                     url,
-                    dir: self.dir,
-                    table: self.table,
-                    rows: self.delivery,
-                    servers: self.servers,
-                    jobs: settings.jobs,
-                    baseline: settings.baseline.as_deref(),
                 },
                 settings.rounds,
                 (

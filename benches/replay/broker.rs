@@ -21,11 +21,13 @@ pub enum BrokerKind {
 
 impl BrokerKind {
     pub fn from_env() -> BrokerKind {
-        match std::env::var("LESSONPROBE_BENCH_BROKER").as_deref() {
-            Err(_) | Ok("") | Ok("mock") => BrokerKind::Mock,
-            Ok("apache-kafka") => BrokerKind::ApacheKafka,
-            Ok(other) => panic!("LESSONPROBE_BENCH_BROKER={other}: mock or apache-kafka"),
-        }
+        super::choice(
+            "LESSONPROBE_BENCH_BROKER",
+            &[
+                ("mock", BrokerKind::Mock),
+                ("apache-kafka", BrokerKind::ApacheKafka),
+            ],
+        )
     }
 
     pub fn name(self) -> &'static str {

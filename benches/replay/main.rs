@@ -317,6 +317,22 @@ fn sweep(bench: &Bench<'_>, list: &str) {
     }
 }
 
+/// The value `var` names among `choices` (name, value), the first when it is unset or empty;
+/// another name stops the bench saying which there are.
+fn choice<T: Copy>(var: &str, choices: &[(&str, T)]) -> T {
+    let name = std::env::var(var).unwrap_or_default();
+    if name.is_empty() {
+        return choices[0].1;
+    }
+    match choices.iter().find(|(n, _)| *n == name) {
+        Some((_, value)) => *value,
+        None => {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            panic!("{var}={name}: {}", names.join(" or "))
+        }
+    }
+}
+
 /// A rate, or "-" for a part left out.
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))

@@ -1,39 +1,44 @@
 //! The further rounds of (i) and (d), paired one right after the other.
 
-use std::path::Path;
-
+use super::backend::Bench;
 use super::command::{replay_args, replayed};
-use super::inserts::{independent_postgres, independent_sqlite, Row};
+use super::inserts::{independent_postgres, independent_sqlite};
 use super::process::{run_measured, run_measured_with, Finished};
-use super::table::{in_schema, Table};
+use super::table::in_schema;
 use super::{rate, DEFAULT_BATCH};
 
-/// Where the further rounds of (i) and (d) run.
+/// Where the further rounds of (i) and (d) run: `bench`'s day on `backend` (PostgreSQL at
+/// `url`), with its settings' --jobs and baseline binary (whose (d) with --jobs 1 runs beside
+/// this one's, each round).
 pub struct Paired<'a> {
+    pub bench: &'a Bench<'a>,
     pub backend: &'a str,
     pub url: &'a str,
-    pub dir: &'a Path,
-    pub table: Table,
-    pub rows: &'a [&'a Row],
-    pub servers: &'a str,
-    pub jobs: Option<usize>,
-    /// Another lessonprobe binary whose (d) with --jobs 1 runs beside this one's, each round.
-    pub baseline: Option<&'a str>,
+}
+
+impl Paired<'_> {
+    fn jobs(&self) -> Option<usize> {
+        self.bench.settings.jobs
+    }
+
+    fn baseline(&self) -> Option<&str> {
+        self.bench.settings.baseline.as_deref()
+    }
 }
 
 /// A fresh target for one more replay of a round: `name`'s SQLite file or PostgreSQL schema.
 pub fn fresh_target(at: &Paired<'_>, name: &str) -> String {
     match at.backend {
         "sqlite" => {
-            let path = at.dir.join(format!("{name}.db"));
+            let path = at.bench.dir.join(format!("{name}.db"));
             let _ = std::fs::remove_file(&path);
-            at.table.before_replay_sqlite(&path);
+            at.bench.table.before_replay_sqlite(&path);
             format!("sqlite:{}", path.display())
         }
         _ => {
             let schema = format!("lessonprobe_bench_{name}");
             let mut client = postgres::Client::connect(at.url, postgres::NoTls).expect("postgres");
-            at.table.fresh_postgres_schema(&mut client, &schema);
+            at.bench.table.fresh_postgres_schema(&mut client, &schema);
             in_schema(at.url, &schema)
         }
     }
@@ -63,7 +68,7 @@ fn replay_d(
 ) -> Finished {
     let db = fresh_target(at, name);
     let args = replay_args(
-        at.servers,
+        at.bench.servers,
         &db,
         &format!("bench-{name}{round}-{}", at.backend),
         None,
@@ -78,22 +83,25 @@ fn replay_d(
 
 /// Round `round`'s (i) in delivery order and (d): their rates, (d)'s execution and whole.
 fn round_of_i_and_d(at: &Paired<'_>, round: usize) -> (f64, f64, f64) {
-    let n = at.rows.len() as u64;
+    let Bench {
+        dir,
+        table,
+        delivery: rows,
+        ..
+    } = at.bench;
+    let n = rows.len() as u64;
     let i = match at.backend {
         "sqlite" => {
-            let i = rate(
-                n,
-                independent_sqlite(&at.dir.join("i-round.db"), at.table, at.rows),
-            );
-            let _ = std::fs::remove_file(at.dir.join("i-round.db"));
+            let i = rate(n, independent_sqlite(&dir.join("i-round.db"), *table, rows));
+            let _ = std::fs::remove_file(dir.join("i-round.db"));
             i
         }
         _ => rate(
             n,
-            independent_postgres(at.url, "lessonprobe_bench_copy", at.table, at.rows),
+            independent_postgres(at.url, "lessonprobe_bench_copy", *table, rows),
         ),
     };
-    let d = replay_d(at, "round", round, at.jobs, None);
+    let d = replay_d(at, "round", round, at.jobs(), None);
     let whole = rate(replayed(&d.stdout), d.wall);
     eprintln!(
         "{} round {round}: (i) delivery order {i:.0}/s; (d) {whole:.0}/s whole, {:.0}/s execution, {} partition(s) at once, CPU {:.2} s; (d)/(i) = {:.2} (execution), {:.2} (whole)",
@@ -135,7 +143,7 @@ pub fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
             round_of_i_and_d(at, round)
         };
         measured.seen.push((i, exec, whole));
-        if !postgres || (at.jobs.is_some() && at.baseline.is_none()) {
+        if !postgres || (at.jobs().is_some() && at.baseline().is_none()) {
             continue;
         }
         // One lane, this binary: beside the default's figure, and the CPU it took.
@@ -150,7 +158,7 @@ pub fn paired_rounds(at: &Paired<'_>, rounds: usize, first: (f64, f64, f64)) {
             whole1 / i
         );
         measured.single.push((i, d1.execute_rate, whole1));
-        if let Some(baseline) = at.baseline {
+        if let Some(baseline) = at.baseline() {
             let b = replay_d(at, "base", round, Some(1), Some(baseline));
             let whole_b = rate(replayed(&b.stdout), b.wall);
             eprintln!(
@@ -178,7 +186,7 @@ fn print_rounds(at: &Paired<'_>, measured: &Rounds) {
         "{}: (d)/(i) over {} paired rounds (round 1 is the table's), {}: median {:.2} (execution), {:.2} (whole process); execution ratios from {low:.2} to {high:.2}",
         at.backend,
         seen.len(),
-        at.jobs
+        at.jobs()
             .map_or_else(|| "the replay's default lanes".to_owned(), |j| format!("--jobs {j}")),
         median(seen.iter().map(|(i, e, _)| e / i).collect()),
         median(seen.iter().map(|(i, _, w)| w / i).collect()),

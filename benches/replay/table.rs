@@ -28,11 +28,10 @@ pub fn column_list(k: usize) -> String {
 
 impl Table {
     pub fn from_env() -> Table {
-        match std::env::var("LESSONPROBE_BENCH_TABLE").as_deref() {
-            Err(_) | Ok("") | Ok("store") => Table::Store,
-            Ok("lesson") => Table::Lesson,
-            Ok(other) => panic!("LESSONPROBE_BENCH_TABLE={other}: store or lesson"),
-        }
+        super::choice(
+            "LESSONPROBE_BENCH_TABLE",
+            &[("store", Table::Store), ("lesson", Table::Lesson)],
+        )
     }
 
     pub fn columns(self) -> usize {

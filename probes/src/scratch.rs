@@ -1,5 +1,6 @@
 //! Scratch PostgreSQL schemas: one per probe case, named after the run, created before the
-//! case's store opens and dropped after it, so parallel runs never see each other's rows.
+//! case's store opens and dropped after it, so parallel runs never see each other's rows; and
+//! the characters such per-run names keep.
 
 use std::time::Duration;
 
@@ -52,17 +53,7 @@ pub fn schema_for_run(run_id: &str) -> String {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    let tail: String = run_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let tail: String = tail
+    let tail: String = lower_alphanumeric(run_id, '_')
         .chars()
         .rev()
         .take(40)
@@ -71,6 +62,20 @@ pub fn schema_for_run(run_id: &str) -> String {
         .rev()
         .collect();
     format!("lp_{hash:016x}_{tail}")
+}
+
+/// `text` as a name of services that take few characters: ASCII letters and digits, in lower
+/// case, every other character as `other`.
+pub fn lower_alphanumeric(text: &str, other: char) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                other
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

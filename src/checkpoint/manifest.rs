@@ -127,6 +127,8 @@ struct RawCheckpoint {
     document: Option<Spanned<String>>,
 }
 
+/// A `[[probe]]` as written. The fields after `expect` mean something only for some kinds:
+/// each kind takes its own and refuses the others.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProbe {
@@ -159,24 +161,7 @@ struct RawProbe {
     retries: Option<Spanned<i64>>,
 }
 
-/// The fields whose meaning depends on the probe's kind; each kind takes some and refuses the
-/// others.
-struct KindFields {
-    expect: Option<String>,
-    builtin: Option<Spanned<String>>,
-    argv: Option<Spanned<Vec<String>>>,
-    cwd: Option<PathBuf>,
-    env: BTreeMap<String, String>,
-    requires: Vec<PathBuf>,
-    question: Option<String>,
-    answer: Option<String>,
-    selector: Option<Spanned<String>>,
-    script: Option<String>,
-    doc: Option<Spanned<String>>,
-    retries: Option<Spanned<i64>>,
-}
-
-impl KindFields {
+impl RawProbe {
     /// The first field given that `kind` does not take: a mistake, not decoration.
     fn misplaced(&self, allowed: &[&str]) -> Option<&'static str> {
         let given = [
@@ -258,11 +243,15 @@ struct Placed {
     span: Range<usize>,
 }
 
-fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Placed, Diagnostic> {
+fn probe(
+    src: &Source<'_>,
+    mut raw: RawProbe,
+    known_builtins: &[&str],
+) -> Result<Placed, Diagnostic> {
     let span = raw.id.span();
-    let id = valid_name(src, raw.id, "probe id")?;
-    let name = valid_name(src, raw.name, "probe name")?;
-    let timeout = match raw.timeout {
+    let id = valid_name(src, &raw.id, "probe id")?;
+    let name = valid_name(src, &raw.name, "probe name")?;
+    let timeout = match &raw.timeout {
         None => None,
         Some(t) => Some(
             t.get_ref()
@@ -270,31 +259,18 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
                 .map_err(|e| src.error(t.span(), format!("timeout {e}")))?,
         ),
     };
+    let label = raw.kind.get_ref().clone();
     let at = Kind {
         src,
         id: &id,
         span: span.clone(),
-        label: raw.kind.get_ref(),
+        label: &label,
     };
-    let mut fields = KindFields {
-        expect: raw.expect,
-        builtin: raw.builtin,
-        argv: raw.argv,
-        cwd: raw.cwd,
-        env: raw.env,
-        requires: raw.requires,
-        question: raw.question,
-        answer: raw.answer,
-        selector: raw.selector,
-        script: raw.script,
-        doc: raw.doc,
-        retries: raw.retries,
-    };
-    let kind = match raw.kind.get_ref().as_str() {
-        "builtin" => at.builtin(&mut fields, known_builtins)?,
-        "command" => at.command(&mut fields)?,
-        "prose" => at.prose(&mut fields)?,
-        "remote" => at.remote(&mut fields)?,
+    let kind = match label.as_str() {
+        "builtin" => at.builtin(&mut raw, known_builtins)?,
+        "command" => at.command(&mut raw)?,
+        "prose" => at.prose(&mut raw)?,
+        "remote" => at.remote(&mut raw)?,
         other => {
             return Err(src.error(
                 raw.kind.span(),
@@ -304,8 +280,8 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
             ))
         }
     };
-    let doc = at.doc(&mut fields, &kind)?;
-    let retries = at.retries(&mut fields)?;
+    let doc = at.doc(&mut raw, &kind)?;
+    let retries = at.retries(&mut raw)?;
     let mut backends = raw.backends;
     backends.sort_unstable();
     backends.dedup();
@@ -317,7 +293,7 @@ fn probe(src: &Source<'_>, raw: RawProbe, known_builtins: &[&str]) -> Result<Pla
             kind,
             backends,
             timeout,
-            expect: fields.expect,
+            expect: raw.expect,
             line: Some(src.line(span.start)),
             doc,
             drift: None,
@@ -337,7 +313,7 @@ struct Kind<'s> {
 }
 
 impl Kind<'_> {
-    fn builtin(&self, f: &mut KindFields, known: &[&str]) -> Result<ProbeKind, Diagnostic> {
+    fn builtin(&self, f: &mut RawProbe, known: &[&str]) -> Result<ProbeKind, Diagnostic> {
         // An exercise made executable keeps its question and answer key.
         self.only(
             f,
@@ -365,7 +341,7 @@ impl Kind<'_> {
     }
 
     /// A command may pin its exit status alone, without `expect`.
-    fn command(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+    fn command(&self, f: &mut RawProbe) -> Result<ProbeKind, Diagnostic> {
         self.only(
             f,
             &["argv", "cwd", "env", "requires", "expect", "doc", "retries"],
@@ -385,7 +361,7 @@ impl Kind<'_> {
         })
     }
 
-    fn prose(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+    fn prose(&self, f: &mut RawProbe) -> Result<ProbeKind, Diagnostic> {
         self.only(f, &["question", "answer"])?;
         Ok(ProbeKind::Prose {
             question: f.question.take().ok_or_else(|| self.missing("question"))?,
@@ -393,7 +369,7 @@ impl Kind<'_> {
         })
     }
 
-    fn remote(&self, f: &mut KindFields) -> Result<ProbeKind, Diagnostic> {
+    fn remote(&self, f: &mut RawProbe) -> Result<ProbeKind, Diagnostic> {
         self.only(f, &["selector", "script", "retries"])?;
         let s = f.selector.take().ok_or_else(|| self.missing("selector"))?;
         crate::selector::validate_selector(s.get_ref())
@@ -406,7 +382,7 @@ impl Kind<'_> {
 
     /// `doc`: an exercise or snippet id on a builtin, `*` (the whole lesson document) on a
     /// command.
-    fn doc(&self, f: &mut KindFields, kind: &ProbeKind) -> Result<Option<String>, Diagnostic> {
+    fn doc(&self, f: &mut RawProbe, kind: &ProbeKind) -> Result<Option<String>, Diagnostic> {
         let Some(d) = f.doc.take() else {
             return Ok(None);
         };
@@ -424,7 +400,7 @@ impl Kind<'_> {
     }
 
     /// `retries`: a whole number from 0 to [`MAX_RETRIES`].
-    fn retries(&self, f: &mut KindFields) -> Result<Option<u32>, Diagnostic> {
+    fn retries(&self, f: &mut RawProbe) -> Result<Option<u32>, Diagnostic> {
         let Some(r) = f.retries.take() else {
             return Ok(None);
         };
@@ -441,7 +417,7 @@ impl Kind<'_> {
         }
     }
 
-    fn only(&self, f: &KindFields, allowed: &[&str]) -> Result<(), Diagnostic> {
+    fn only(&self, f: &RawProbe, allowed: &[&str]) -> Result<(), Diagnostic> {
         match f.misplaced(allowed) {
             None => Ok(()),
             Some(field) => Err(self.error(&format!(
@@ -462,7 +438,7 @@ impl Kind<'_> {
 }
 
 /// An id or name: letters, digits, '-', '_' and '.'.
-fn valid_name(src: &Source<'_>, value: Spanned<String>, what: &str) -> Result<String, Diagnostic> {
+fn valid_name(src: &Source<'_>, value: &Spanned<String>, what: &str) -> Result<String, Diagnostic> {
     let ok = !value.get_ref().is_empty()
         && value
             .get_ref()
@@ -477,7 +453,7 @@ fn valid_name(src: &Source<'_>, value: Spanned<String>, what: &str) -> Result<St
             ),
         ));
     }
-    Ok(value.into_inner())
+    Ok(value.get_ref().clone())
 }
 
 #[cfg(test)]
@@ -636,46 +612,60 @@ selector = \"tests/a.py::b\"
     #[test]
     fn bad_types_kinds_timeouts_and_misplaced_fields_are_refused() {
         let probe = |extra: &str| {
-            format!("{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n")
+            err(&format!(
+                "{HEAD}[[probe]]\nid = \"a\"\nname = \"a\"\nclaim = \"c\"\n{extra}\n"
+            ))
         };
-        assert!(err(&probe("kind = \"prose\"\nquestion = 3")).contains(":9:"));
-        assert!(err(&probe("kind = \"magic\"")).contains("unknown probe kind \"magic\""));
-        assert!(err(&probe(
-            "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\""
-        ))
-        .contains("timeout \"soon\""));
+        // The probe's fields after `claim`, and what the error says.
+        for (extra, says) in [
+            ("kind = \"prose\"\nquestion = 3", ":9:"),
+            ("kind = \"magic\"", "unknown probe kind \"magic\""),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\ntimeout = \"soon\"",
+                "timeout \"soon\"",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]",
+                "field `argv` does not apply to kind prose",
+            ),
+            (
+                "kind = \"command\"\nargv = []\nexpect = \"\"",
+                "argv needs a program",
+            ),
+            (
+                "kind = \"builtin\"\nbuiltin = \"apply_once_twice\"",
+                "needs `expect`",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\"",
+                "`expect` does not apply",
+            ),
+            ("kind = \"remote\"", "needs `selector`"),
+            (
+                "kind = \"remote\"\nselector = \"-k\"",
+                "must not start with '-'",
+            ),
+            (
+                "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]",
+                "unknown variant `oracle`",
+            ),
+        ] {
+            let e = probe(extra);
+            assert!(e.contains(says), "{extra:?}: {e}");
+        }
+        // Where the error points, too.
+        let e = probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = 0");
         assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = 0"))
-                .starts_with("30.toml:10:11: timeout \"0\": a duration must be positive")
+            e.starts_with("30.toml:10:11: timeout \"0\": a duration must be positive"),
+            "{e}"
         );
+        let e = probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = true");
         assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\ntimeout = true"))
-                .starts_with("30.toml:10:11: a duration: a string such as")
+            e.starts_with("30.toml:10:11: a duration: a string such as"),
+            "{e}"
         );
-        assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\nargv = [\"x\"]"))
-                .contains("field `argv` does not apply to kind prose")
-        );
-        assert!(err(&probe("kind = \"command\"\nargv = []\nexpect = \"\""))
-            .contains("argv needs a program"));
-        assert!(
-            err(&probe("kind = \"builtin\"\nbuiltin = \"apply_once_twice\""))
-                .contains("needs `expect`")
-        );
-        assert!(
-            err(&probe("kind = \"prose\"\nquestion = \"q\"\nexpect = \"x\""))
-                .contains("`expect` does not apply")
-        );
-        assert!(err(&probe("kind = \"remote\"")).contains("needs `selector`"));
-        let e = err(&probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\""));
+        let e = probe("kind = \"remote\"\nselector = \"x;touch /tmp/p\"");
         assert!(e.starts_with("30.toml:9:12:") && e.contains("';'"), "{e}");
-        assert!(
-            err(&probe("kind = \"remote\"\nselector = \"-k\"")).contains("must not start with '-'")
-        );
-        assert!(err(&probe(
-            "kind = \"prose\"\nquestion = \"q\"\nbackends = [\"oracle\"]"
-        ))
-        .contains("unknown variant `oracle`"));
         assert!(err("[checkpoint]\nlesson = 0\ntitle = \"t\"\n").contains("positive lesson number"));
         assert!(err("[checkpoint\n").starts_with("30.toml:1:"));
     }

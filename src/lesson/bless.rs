@@ -99,14 +99,7 @@ pub fn bless(shown: &Path, text: &str, rewrites: &[Rewrite]) -> Result<Blessed, 
                             .end
                     }
                 };
-                let lines: String = content
-                    .lines()
-                    .map(|l| match l.is_empty() {
-                        true => "\n".to_owned(),
-                        false => format!("{indent}{l}\n"),
-                    })
-                    .collect();
-                edits.push((start..end, lines));
+                edits.push((start..end, indented(content, &indent)));
                 continue;
             }
             Rewrite::Status { line, status } => {
@@ -132,14 +125,7 @@ pub fn bless(shown: &Path, text: &str, rewrites: &[Rewrite]) -> Result<Blessed, 
             line: block.line,
             message: "cannot bless a block inside a quote; update it by hand".into(),
         })?;
-        let content: String = output
-            .lines()
-            .map(|l| match l.is_empty() {
-                true => "\n".to_owned(),
-                false => format!("{indent}{l}\n"),
-            })
-            .collect();
-        edits.push((block.content_range.clone(), content));
+        edits.push((block.content_range.clone(), indented(output, &indent)));
     }
     edits.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));
     let mut new = text.to_owned();
@@ -166,6 +152,16 @@ fn continuation(prefix: &str) -> Option<String> {
         return None;
     }
     Some(" ".repeat(prefix.chars().count()))
+}
+
+/// `text`'s lines, each after `indent` but the empty ones, each ending in a newline.
+fn indented(text: &str, indent: &str) -> String {
+    text.lines()
+        .map(|l| match l.is_empty() {
+            true => "\n".to_owned(),
+            false => format!("{indent}{l}\n"),
+        })
+        .collect()
 }
 
 /// Writes `text` to `path` through a temporary file beside it, so a crash leaves either the

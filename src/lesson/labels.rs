@@ -236,30 +236,33 @@ mod tests {
     #[test]
     fn chinese_and_english_labels_with_either_punctuation() {
         let l = labels();
-        assert_eq!(
-            l.classify("保存为 `audit_fail_probe.py`，从 `project/` 运行："),
-            save("audit_fail_probe.py", Some("project/"))
-        );
-        assert_eq!(
-            l.classify("保存为 audit_fail_probe.py, 从 project/ 运行:"),
-            save("audit_fail_probe.py", Some("project/"))
-        );
-        assert_eq!(
-            l.classify("Save as `sql_audit_probe.py`, run from `project/`:"),
-            save("sql_audit_probe.py", Some("project/"))
-        );
-        assert_eq!(
-            l.classify("save as `x.py` ,  run from `project/`"),
-            save("x.py", Some("project/"))
-        );
-        assert_eq!(
-            l.classify("保存下面完整的 `ticketflow/storage/models.py`："),
-            save("ticketflow/storage/models.py", None)
-        );
-        assert_eq!(
-            l.classify("Save the complete `models.py` below:"),
-            save("models.py", None)
-        );
+        let project = Some("project/");
+        for (text, file, dir) in [
+            (
+                "保存为 `audit_fail_probe.py`，从 `project/` 运行：",
+                "audit_fail_probe.py",
+                project,
+            ),
+            (
+                "保存为 audit_fail_probe.py, 从 project/ 运行:",
+                "audit_fail_probe.py",
+                project,
+            ),
+            (
+                "Save as `sql_audit_probe.py`, run from `project/`:",
+                "sql_audit_probe.py",
+                project,
+            ),
+            ("save as `x.py` ,  run from `project/`", "x.py", project),
+            (
+                "保存下面完整的 `ticketflow/storage/models.py`：",
+                "ticketflow/storage/models.py",
+                None,
+            ),
+            ("Save the complete `models.py` below:", "models.py", None),
+        ] {
+            assert_eq!(l.classify(text), save(file, dir), "{text}");
+        }
         assert_eq!(l.classify("运行命令："), Some(Label::Run));
         assert_eq!(l.classify("Run:"), Some(Label::Run));
         assert_eq!(l.classify("预期输出："), Some(Label::Expected));

@@ -358,7 +358,7 @@ fn cell(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::report::reported;
 
     #[test]
     fn data_and_properties_are_escaped_as_workflow_commands_require() {
@@ -380,14 +380,13 @@ mod tests {
         let summary = dir.path().join("summary.md");
         std::fs::write(&summary, "earlier step\n").unwrap();
         let out = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut github = Github::new(Box::new(Shared(out.clone())), Environment::default())
+        let github = Github::new(Box::new(Shared(out.clone())), Environment::default())
             .summary(Some(summary.clone()))
             .uncollected(vec![Uncollected {
                 file: "lessons/32.md".into(),
                 line: 23,
             }]);
-        testing::run(None, |e| github.event(e));
-        github.finish().unwrap();
+        reported(github, None);
         let text = String::from_utf8(out.borrow().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");

@@ -257,15 +257,14 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::reported;
     use crate::run::testing;
 
     #[test]
     fn a_self_contained_page_with_counts_verdicts_and_the_failure() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out/report.html");
-        let mut html = Html::new(&path, Environment::default());
-        testing::run(None, |e| html.event(e));
-        html.finish().unwrap();
+        reported(Html::new(&path, Environment::default()), None);
         let page = std::fs::read_to_string(&path).unwrap();
         assert!(
             page.contains("<h1 id=\"verdict\" class=\"failed\">"),

@@ -78,13 +78,11 @@ struct Document<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::report::reported;
 
     #[test]
     fn one_document_in_plan_order_with_interrupted_cases_as_errors() {
-        let mut json = Json::to(Vec::new());
-        testing::run(Some(1), |e| json.event(e));
-        json.finish().unwrap();
+        let json = reported(Json::to(Vec::new()), Some(1));
         let doc: serde_json::Value = serde_json::from_slice(&json.out).unwrap();
         assert_eq!(doc["run_id"], "t");
         let cases: Vec<(&str, &str, &str)> = doc["outcomes"]

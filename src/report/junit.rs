@@ -328,15 +328,14 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::reported;
     use crate::run::testing;
 
     #[test]
     fn an_interrupted_run_is_written_whole_with_unfinished_cases_as_errors() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reports/i.xml");
-        let mut junit = Junit::new(&path);
-        testing::run(Some(1), |e| junit.event(e));
-        junit.finish().unwrap();
+        reported(Junit::new(&path), Some(1));
         let xml = std::fs::read_to_string(&path).unwrap();
         let report = Report::deserialize_from_str(&xml).unwrap();
         let suite = &report.test_suites[0];

@@ -180,6 +180,15 @@ impl Gathered {
     }
 }
 
+/// `reporter` once it was given every event of the test suite's sample run (interrupted after
+/// `interrupt_at` cases, when given) and finished.
+#[cfg(test)]
+fn reported<R: Reporter>(mut reporter: R, interrupt_at: Option<usize>) -> R {
+    crate::run::testing::run(interrupt_at, |e| reporter.event(e));
+    reporter.finish().unwrap();
+    reporter
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

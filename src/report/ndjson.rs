@@ -173,13 +173,11 @@ impl<W: Write> Ndjson<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::report::reported;
 
     #[test]
     fn one_object_per_event_in_order_ending_with_the_counts() {
-        let mut nd = Ndjson::to(Vec::new());
-        testing::run(Some(1), |e| nd.event(e));
-        nd.finish().unwrap();
+        let nd = reported(Ndjson::to(Vec::new()), Some(1));
         let lines: Vec<serde_json::Value> = String::from_utf8(nd.out)
             .unwrap()
             .lines()

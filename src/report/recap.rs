@@ -157,7 +157,7 @@ impl<W: Write> Reporter for Recap<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::report::reported;
 
     #[test]
     fn each_failure_with_its_place_and_a_command_that_reruns_it() {
@@ -166,9 +166,7 @@ mod tests {
             args: vec!["--course".into(), "my course".into()],
             db: vec![("sqlite", "sqlite".into())],
         };
-        let mut recap = Recap::to(Vec::new(), rerun);
-        testing::run(None, |e| recap.event(e));
-        recap.finish().unwrap();
+        let recap = reported(Recap::to(Vec::new(), rerun), None);
         let text = String::from_utf8(recap.out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "failures (1), each rerun alone by its command:");

@@ -363,6 +363,7 @@ fn paint(verdict: Verdict, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::reported;
     use crate::run::testing;
 
     /// The terminal's output for the test run, durations blanked.
@@ -371,9 +372,10 @@ mod tests {
         let report = dir.path().join("r.xml");
         let delivered = Delivered::default();
         delivered.mark();
-        let mut terminal = Terminal::to(Vec::new(), false, Some((report, delivered)), colour);
-        testing::run(interrupt_at, |e| terminal.event(e));
-        terminal.finish().unwrap();
+        let terminal = reported(
+            Terminal::to(Vec::new(), false, Some((report, delivered)), colour),
+            interrupt_at,
+        );
         String::from_utf8(terminal.out)
             .unwrap()
             .lines()

@@ -10,7 +10,7 @@ use lessonprobe_probes::{registry, Cancel, DbTarget, ProbeContext, ProbeError};
 use similar::TextDiff;
 
 use super::plan::{Decision, PlannedCase};
-use super::{command, document, remote, Outcome, RemoteHost, RunConfig, Verdict};
+use super::{document, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
 use crate::process::{self, Finished};
 
@@ -313,12 +313,15 @@ fn run_command(
     deadline: Duration,
     cancel: &Cancel,
 ) -> Result<String, CaseError> {
-    let done =
-        command::run(argv, dir, env, deadline, cancel).map_err(|source| CaseError::Spawn {
-            program: argv.first().cloned().unwrap_or_default(),
-            dir: dir.to_owned(),
-            source,
-        })?;
+    let spawn = |source| CaseError::Spawn {
+        program: argv.first().cloned().unwrap_or_default(),
+        dir: dir.to_owned(),
+        source,
+    };
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| spawn(std::io::Error::other("empty argv")))?;
+    let done = process::run(program, args, dir, env, deadline, cancel).map_err(spawn)?;
     if done.cancelled {
         return Err(CaseError::Cancelled);
     }
@@ -345,4 +348,20 @@ fn tail(what: &str, text: &str) -> String {
         "; {what}: {}",
         last.into_iter().rev().collect::<Vec<_>>().join(" | ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_argv_or_a_missing_program_cannot_start() {
+        let env = std::collections::BTreeMap::new();
+        let t = Duration::from_secs(1);
+        let cancel = Cancel::new();
+        let start = |argv: &[String]| run_command(argv, Path::new("."), &env, t, &cancel);
+        assert!(matches!(start(&[]), Err(CaseError::Spawn { .. })));
+        let argv = ["/nonexistent/program".to_string()];
+        assert!(matches!(start(&argv), Err(CaseError::Spawn { .. })));
+    }
 }

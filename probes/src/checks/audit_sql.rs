@@ -209,8 +209,7 @@ pub(crate) fn integrity_error_propagates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::system::Ticketflow;
-    use crate::checks::testing::{assert_fails, sql_backends, sqlite, BrokenStore};
+    use crate::checks::testing::{assert_catches, sql_backends, sqlite, BrokenStore};
     use crate::live::LiveStore;
 
     type Consume = fn(
@@ -319,37 +318,31 @@ mod tests {
 
     #[test]
     fn ex_29_01_fails_when_the_consumer_commits_first_rewords_or_swallows_the_error() {
-        let ctx = sqlite();
-        failure_leaves_offset_uncommitted(&Ticketflow, &ctx).unwrap();
-        assert_fails(
-            failure_leaves_offset_uncommitted(&COMMITS_FIRST, &ctx),
-            "offsets were committed after a failure",
-        );
-        assert_fails(
-            failure_leaves_offset_uncommitted(&REWORDS_ERRORS, &ctx),
-            "error changed on its way out",
-        );
-        assert_fails(
-            failure_leaves_offset_uncommitted(&ERRORS_AS_DUPLICATES, &ctx),
-            "expected the store error, got Ok(false)",
+        assert_catches(
+            failure_leaves_offset_uncommitted,
+            sqlite,
+            &[
+                (&COMMITS_FIRST, "offsets were committed after a failure"),
+                (&REWORDS_ERRORS, "error changed on its way out"),
+                (
+                    &ERRORS_AS_DUPLICATES,
+                    "expected the store error, got Ok(false)",
+                ),
+            ],
         );
     }
 
     #[test]
     fn l30_01_fails_without_dedup_or_when_a_redelivery_is_not_committed() {
         for ctx in sql_backends() {
-            sql_audit_duplicate(&Ticketflow, &ctx).unwrap();
-            assert_fails(
-                sql_audit_duplicate(&NEVER_DUPLICATE, &ctx),
-                "applied true, then true",
-            );
-            assert_fails(
-                sql_audit_duplicate(&DUPLICATE_RAISES, &ctx),
-                "the second delivery at offset 42 raised",
-            );
-            assert_fails(
-                sql_audit_duplicate(&SKIPS_DUPLICATE_COMMITS, &ctx),
-                "committed [42]",
+            assert_catches(
+                sql_audit_duplicate,
+                || ctx.clone(),
+                &[
+                    (&NEVER_DUPLICATE, "applied true, then true"),
+                    (&DUPLICATE_RAISES, "the second delivery at offset 42 raised"),
+                    (&SKIPS_DUPLICATE_COMMITS, "committed [42]"),
+                ],
             );
         }
     }
@@ -357,37 +350,42 @@ mod tests {
     #[test]
     fn ex_30_01_fails_when_a_duplicate_is_new_or_raises() {
         for ctx in sql_backends() {
-            assert_eq!(apply_once_twice(&Ticketflow, &ctx).unwrap(), "True False 1");
-            assert_fails(
-                apply_once_twice(&NEVER_DUPLICATE, &ctx),
-                "apply_once returned True, True",
+            let passed = assert_catches(
+                apply_once_twice,
+                || ctx.clone(),
+                &[
+                    (&NEVER_DUPLICATE, "apply_once returned True, True"),
+                    (
+                        &DUPLICATE_RAISES,
+                        "the second apply_once of the same event raised",
+                    ),
+                ],
             );
-            assert_fails(
-                apply_once_twice(&DUPLICATE_RAISES, &ctx),
-                "the second apply_once of the same event raised",
-            );
+            assert_eq!(passed, "True False 1");
         }
     }
 
     #[test]
     fn l30_02_fails_when_integrity_errors_pass_as_duplicates_change_or_commit() {
         for ctx in sql_backends() {
-            integrity_error_propagates(&Ticketflow, &ctx).unwrap();
-            assert_fails(
-                integrity_error_propagates(&INTEGRITY_AS_DUPLICATE, &ctx),
-                "offset 7: an event that violates check returned false",
-            );
-            assert_fails(
-                integrity_error_propagates(&INTEGRITY_REWORDED, &ctx),
-                "instead of a check violation, the store raised: could not store the event",
-            );
-            assert_fails(
-                integrity_error_propagates(&ERRORS_AS_DUPLICATES, &ctx),
-                "returned false instead of an error",
-            );
-            assert_fails(
-                integrity_error_propagates(&COMMITS_FIRST, &ctx),
-                "offsets were committed after integrity errors: [8, 9]",
+            assert_catches(
+                integrity_error_propagates,
+                || ctx.clone(),
+                &[
+                    (
+                        &INTEGRITY_AS_DUPLICATE,
+                        "offset 7: an event that violates check returned false",
+                    ),
+                    (
+                        &INTEGRITY_REWORDED,
+                        "instead of a check violation, the store raised: could not store the event",
+                    ),
+                    (&ERRORS_AS_DUPLICATES, "returned false instead of an error"),
+                    (
+                        &COMMITS_FIRST,
+                        "offsets were committed after integrity errors: [8, 9]",
+                    ),
+                ],
             );
         }
     }

@@ -81,6 +81,16 @@ impl Replays<'_> {
     }
 }
 
+/// A broker with a topic of one partition, its names those of `what` in this run, holding `n`
+/// sample events at offsets 0..n.
+fn one_partition(ctx: &ProbeContext, what: &str, n: usize) -> Result<(Broker, Names), ProbeError> {
+    let mut broker = connect(ctx)?;
+    let names = names(ctx, what);
+    broker.create_topic(&names.topic, 1).map_err(broken)?;
+    load_simple(&broker, &names.topic, n)?;
+    Ok((broker, names))
+}
+
 /// `n` sample events on one partition, offsets 0..n.
 fn load_simple(broker: &Broker, topic: &str, n: usize) -> Result<(), ProbeError> {
     let events: Vec<(String, Vec<u8>)> = (0..n)
@@ -224,10 +234,7 @@ pub(crate) fn earliest_does_not_rewind(
     ctx: &ProbeContext,
 ) -> Result<String, ProbeError> {
     let started = Instant::now();
-    let mut broker = connect(ctx)?;
-    let n = names(ctx, "earliest");
-    broker.create_topic(&n.topic, 1).map_err(broken)?;
-    load_simple(&broker, &n.topic, 600)?;
+    let (broker, n) = one_partition(ctx, "earliest", 600)?;
 
     // The original group has processed up to 500.
     {
@@ -300,10 +307,7 @@ pub(crate) fn earliest_does_not_rewind(
 /// else, and the consumer itself, polled after the refusal, delivers nothing: it was never
 /// assigned a position on the partition (see [`watch_quiet`] for how long it is watched).
 pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<String, ProbeError> {
-    let mut broker = connect(ctx)?;
-    let n = names(ctx, "beyond");
-    broker.create_topic(&n.topic, 1).map_err(broken)?;
-    load_simple(&broker, &n.topic, 50)?;
+    let (broker, n) = one_partition(ctx, "beyond", 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 40, 60).map_err(broken)?;
     let mut consumer = sys
         .replay_consumer(&broker, &plan.group())
@@ -457,10 +461,7 @@ pub(crate) fn failure_mid_range(
     ctx: &ProbeContext,
 ) -> Result<String, ProbeError> {
     let started = Instant::now();
-    let mut broker = connect(ctx)?;
-    let n = names(ctx, "midfail");
-    broker.create_topic(&n.topic, 1).map_err(broken)?;
-    load_simple(&broker, &n.topic, 50)?;
+    let (broker, n) = one_partition(ctx, "midfail", 50)?;
     let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 0, 50).map_err(broken)?;
     let mut failing = FailsAt {
         inner: sys.open_store(ctx)?,
@@ -535,9 +536,8 @@ mod tests {
     use ticketflow::replay::ReplayGroup;
 
     use super::*;
-    use crate::checks::system::Ticketflow;
     use crate::checks::testing::{
-        assert_fails, sqlite, BrokenStore, Naive, PastStop, Rules, SeeksFirst,
+        assert_catches, sqlite, BrokenStore, Naive, PastStop, Rules, SeeksFirst,
     };
 
     type MakeConsumer = fn(&Broker, &ReplayGroup) -> Result<Box<dyn ReplayConsumer>, KafkaError>;
@@ -710,69 +710,74 @@ mod tests {
 
     #[test]
     fn l30_12_fails_when_the_replay_notifies_moves_the_live_group_or_runs_past_stop() {
-        let ctx = sqlite();
-        bounded_replay_preserves_live_offsets(&Ticketflow, &ctx).unwrap();
-        assert_fails(
-            bounded_replay_preserves_live_offsets(&NOTIFYING, &sqlite()),
-            "notification/SLA counts changed",
-        );
-        assert_fails(
-            bounded_replay_preserves_live_offsets(&COMMITS_FOR_LIVE_GROUP, &sqlite()),
-            "live group offsets moved",
-        );
-        assert_fails(
-            bounded_replay_preserves_live_offsets(&PastStop::ToEnd, &sqlite()),
-            "replay group on partition 0: committed",
+        assert_catches(
+            bounded_replay_preserves_live_offsets,
+            sqlite,
+            &[
+                (&NOTIFYING, "notification/SLA counts changed"),
+                (&COMMITS_FOR_LIVE_GROUP, "live group offsets moved"),
+                (&PastStop::ToEnd, "replay group on partition 0: committed"),
+            ],
         );
     }
 
     #[test]
     fn ex_30_02_fails_when_a_restart_rewinds_or_the_replay_leaves_its_range_or_group() {
-        earliest_does_not_rewind(&Ticketflow, &sqlite()).unwrap();
-        assert_fails(
-            earliest_does_not_rewind(&RestartsInNewGroup, &sqlite()),
-            "the restarted group began at 0, not at its committed 500",
-        );
-        assert_fails(
-            earliest_does_not_rewind(&PastStop::ToEnd, &sqlite()),
-            "the replay of [100, 200) read 500 records",
-        );
-        assert_fails(
-            earliest_does_not_rewind(&COMMITS_FOR_LIVE_GROUP, &sqlite()),
-            "original group now at [Some(200)]",
+        assert_catches(
+            earliest_does_not_rewind,
+            sqlite,
+            &[
+                (
+                    &RestartsInNewGroup,
+                    "the restarted group began at 0, not at its committed 500",
+                ),
+                (
+                    &PastStop::ToEnd,
+                    "the replay of [100, 200) read 500 records",
+                ),
+                (&COMMITS_FOR_LIVE_GROUP, "original group now at [Some(200)]"),
+            ],
         );
     }
 
     #[test]
     fn l30_13_fails_when_the_consumer_is_positioned_before_the_refusal() {
-        stop_beyond_end(&Ticketflow, &sqlite()).unwrap();
-        assert_fails(
-            stop_beyond_end(&SeeksFirst, &sqlite()),
-            "before refusing, the replay asked its consumer for [\"seek\", \"end_offset\"]",
-        );
-        // Seen only over Kafka: the replay called nothing but end_offset, yet the client was
-        // assigned while answering it.
-        assert_fails(
-            stop_beyond_end(&POSITIONS_FOR_END, &sqlite()),
-            "polled afterwards, it delivered ticketflow.audit.v1.beyond.",
+        assert_catches(
+            stop_beyond_end,
+            sqlite,
+            &[
+                (
+                    &SeeksFirst,
+                    "before refusing, the replay asked its consumer for [\"seek\", \"end_offset\"]",
+                ),
+                // Seen only over Kafka: the replay called nothing but end_offset, yet the client
+                // was assigned while answering it.
+                (
+                    &POSITIONS_FOR_END,
+                    "polled afterwards, it delivered ticketflow.audit.v1.beyond.",
+                ),
+            ],
         );
     }
 
     #[test]
     fn l30_14_fails_when_an_offset_is_committed_before_its_effect_or_by_auto_commit() {
-        failure_mid_range(&Ticketflow, &sqlite()).unwrap();
         let commits_first = Naive(Rules {
             commit_after_effect: false,
             ..Rules::ALL
         });
-        assert_fails(
-            failure_mid_range(&commits_first, &sqlite()),
-            "after the failure the broker holds [Some(26)]",
-        );
-        // The auto-committer stores what it was delivered, however far the replay read ahead.
-        assert_fails(
-            failure_mid_range(&AUTO_COMMITS, &sqlite()),
-            "after the failure the broker holds [Some(",
+        assert_catches(
+            failure_mid_range,
+            sqlite,
+            &[
+                (
+                    &commits_first,
+                    "after the failure the broker holds [Some(26)]",
+                ),
+                // The auto-committer stores what it was delivered, however far the replay read
+                // ahead.
+                (&AUTO_COMMITS, "after the failure the broker holds [Some("),
+            ],
         );
     }
 }

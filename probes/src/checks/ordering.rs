@@ -178,8 +178,7 @@ mod tests {
     use ticketflow::kafka::KafkaError;
 
     use super::*;
-    use crate::checks::system::Ticketflow;
-    use crate::checks::testing::{assert_fails, sql_backends, sqlite, BrokenStore};
+    use crate::checks::testing::{assert_catches, sql_backends, sqlite, BrokenStore};
 
     /// The real system but for the producer, whose partitioner ignores keys.
     struct RandomPartitioner;
@@ -196,10 +195,10 @@ mod tests {
 
     #[test]
     fn ex_29_02_fails_when_keys_do_not_decide_the_partition() {
-        same_key_same_partition(&Ticketflow, &sqlite()).unwrap();
-        assert_fails(
-            same_key_same_partition(&RandomPartitioner, &sqlite()),
-            "one key must map to one partition",
+        assert_catches(
+            same_key_same_partition,
+            sqlite,
+            &[(&RandomPartitioner, "one key must map to one partition")],
         );
     }
 
@@ -210,10 +209,13 @@ mod tests {
             unversioned: true,
         };
         for ctx in sql_backends() {
-            same_key_same_partition(&Ticketflow, &ctx).unwrap();
-            assert_fails(
-                same_key_same_partition(&unversioned, &ctx),
-                "v3 applied true, late v2 applied true, kept Some(2)",
+            assert_catches(
+                same_key_same_partition,
+                || ctx.clone(),
+                &[(
+                    &unversioned,
+                    "v3 applied true, late v2 applied true, kept Some(2)",
+                )],
             );
         }
     }

@@ -112,6 +112,15 @@ struct Rig {
     log: Log,
 }
 
+impl Rig {
+    /// The audit rows the replay left in the rig's store.
+    fn rows(&mut self) -> Result<u64, ProbeError> {
+        self.store
+            .audit_rows()
+            .map_err(|e| ProbeError::broken(e.to_string()))
+    }
+}
+
 fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeError> {
     let log: Log = Arc::default();
     let inner =
@@ -253,10 +262,7 @@ pub(crate) fn foreign_partition(sys: &dyn System, _: &ProbeContext) -> Result<St
         }) => committed,
         other => return Err(unexpected("a foreign record", other)),
     };
-    let rows = rig
-        .store
-        .audit_rows()
-        .map_err(|e| ProbeError::broken(e.to_string()))?;
+    let rows = rig.rows()?;
     ensure(rows == 1, || {
         format!("{rows} rows; the foreign record must not be applied")
     })?;
@@ -281,10 +287,7 @@ pub(crate) fn idle_before_stop(sys: &dyn System, _: &ProbeContext) -> Result<Str
     ensure(committed == Some(130), || {
         format!("committed {committed:?}, expected 130")
     })?;
-    let rows = rig
-        .store
-        .audit_rows()
-        .map_err(|e| ProbeError::broken(e.to_string()))?;
+    let rows = rig.rows()?;
     ensure(rows == 10, || {
         format!("{rows} rows for the 10 records that arrived")
     })?;
@@ -304,10 +307,7 @@ pub(crate) fn deadline(sys: &dyn System, _: &ProbeContext) -> Result<String, Pro
         }) => committed.unwrap_or(-1),
         other => return Err(unexpected("the deadline", other)),
     };
-    let rows = rig
-        .store
-        .audit_rows()
-        .map_err(|e| ProbeError::broken(e.to_string()))?;
+    let rows = rig.rows()?;
     ensure(committed > 120 && committed < 160, || {
         format!("committed {committed}, expected within (120, 160)")
     })?;
@@ -349,10 +349,7 @@ pub(crate) fn commit_after_apply(sys: &dyn System, _: &ProbeContext) -> Result<S
             expected.get(at)
         )));
     }
-    let rows = rig
-        .store
-        .audit_rows()
-        .map_err(|e| ProbeError::broken(e.to_string()))?;
+    let rows = rig.rows()?;
     let counts = (
         summary.counters.records,
         summary.counters.inserted,
@@ -376,7 +373,9 @@ pub(crate) fn commit_after_apply(sys: &dyn System, _: &ProbeContext) -> Result<S
 mod tests {
     use super::*;
     use crate::checks::system::Ticketflow;
-    use crate::checks::testing::{assert_fails, sqlite, Naive, PastStop, Rules, SeeksFirst};
+    use crate::checks::testing::{
+        assert_catches, sqlite, Check, Naive, PastStop, Rules, SeeksFirst,
+    };
 
     type Plan = fn(&str, &str, &str, i32, i64, i64) -> Result<ReplayPlan, PlanError>;
 
@@ -403,8 +402,6 @@ mod tests {
         Naive(rules)
     }
 
-    type Check = fn(&dyn System, &ProbeContext) -> Result<String, ProbeError>;
-
     const CHECKS: [Check; 7] = [
         plan_validation,
         stop_beyond_end,
@@ -426,99 +423,104 @@ mod tests {
 
     #[test]
     fn l30_03_fails_when_validation_lets_a_bad_plan_through() {
-        let ctx = sqlite();
         let same_group = BrokenPlan(|live, replay, topic, p, start, stop| {
             let replay = if live == replay { "another" } else { replay };
             ReplayPlan::new(live, replay, topic, p, start, stop)
         });
-        assert_fails(plan_validation(&same_group, &ctx), "same group: Ok(");
         let empty = BrokenPlan(|live, replay, topic, p, start, stop| {
             ReplayPlan::new(live, replay, topic, p, start, stop.max(start + 1))
         });
-        assert_fails(plan_validation(&empty, &ctx), "empty range: Ok(");
         let negative = BrokenPlan(|live, replay, topic, p, start, stop| {
             ReplayPlan::new(live, replay, topic, p, start.max(0), stop)
         });
-        assert_fails(plan_validation(&negative, &ctx), "negative start: Ok(");
         let swaps = BrokenPlan(|live, replay, topic, p, start, stop| {
             ReplayPlan::new(live, replay, topic, p, start.min(stop), start.max(stop))
         });
-        assert_fails(plan_validation(&swaps, &ctx), "stop before start: Ok(");
         let closed = BrokenPlan(|live, replay, topic, p, start, stop| {
             ReplayPlan::new(live, replay, topic, p, start, stop + 1)
         });
-        assert_fails(plan_validation(&closed, &ctx), "empty range: Ok(");
         let first_partition = BrokenPlan(|live, replay, topic, _, start, stop| {
             ReplayPlan::new(live, replay, topic, 0, start, stop)
         });
-        assert_fails(
-            plan_validation(&first_partition, &ctx),
-            "the example plan came back as (\"ticketflow.audit.v1\", 0, 120, 160)",
+        assert_catches(
+            plan_validation,
+            sqlite,
+            &[
+                (&same_group, "same group: Ok("),
+                (&empty, "empty range: Ok("),
+                (&negative, "negative start: Ok("),
+                (&swaps, "stop before start: Ok("),
+                (&closed, "empty range: Ok("),
+                (
+                    &first_partition,
+                    "the example plan came back as (\"ticketflow.audit.v1\", 0, 120, 160)",
+                ),
+            ],
         );
     }
 
     #[test]
     fn l30_04_fails_when_stop_beyond_end_is_not_refused_or_refused_after_seeking() {
-        let ctx = sqlite();
-        let no_end_check = without(|r| r.end_before_seek = false);
-        assert_fails(
-            stop_beyond_end(&no_end_check, &ctx),
-            "expected StopBeyondEnd",
-        );
-        assert_fails(
-            stop_beyond_end(&SeeksFirst, &ctx),
-            "[\"seek 2@120\", \"end\"]",
-        );
-    }
-
-    #[test]
-    fn l30_05_fails_when_a_gap_is_not_noticed() {
-        let ctx = sqlite();
-        assert_fails(
-            gap(&without(|r| r.contiguous = false), &ctx),
-            "expected a gap at 122",
+        assert_catches(
+            stop_beyond_end,
+            sqlite,
+            &[
+                (
+                    &without(|r| r.end_before_seek = false),
+                    "expected StopBeyondEnd",
+                ),
+                (&SeeksFirst, "[\"seek 2@120\", \"end\"]"),
+            ],
         );
     }
 
+    /// L30-05 to L30-08: each check, on a replay that drops the rule it is about.
     #[test]
-    fn l30_06_fails_when_a_foreign_record_is_applied() {
-        let ctx = sqlite();
-        assert_fails(
-            foreign_partition(&without(|r| r.own_partition = false), &ctx),
-            "expected a foreign record",
-        );
-    }
-
-    #[test]
-    fn l30_07_fails_when_idle_counts_as_done() {
-        let ctx = sqlite();
-        assert_fails(
-            idle_before_stop(&without(|r| r.idle_is_error = false), &ctx),
-            "expected idle before stop, got Ok(",
-        );
-    }
-
-    #[test]
-    fn l30_08_fails_without_a_deadline() {
-        let ctx = sqlite();
-        assert_fails(
-            deadline(&without(|r| r.deadline = false), &ctx),
-            "expected the deadline, got Ok(",
-        );
+    fn l30_05_to_08_fail_when_a_gap_a_foreign_record_idling_or_the_deadline_passes_unnoticed() {
+        let cases: [(Check, Naive, &str); 4] = [
+            (
+                gap,
+                without(|r| r.contiguous = false),
+                "expected a gap at 122",
+            ),
+            (
+                foreign_partition,
+                without(|r| r.own_partition = false),
+                "expected a foreign record",
+            ),
+            (
+                idle_before_stop,
+                without(|r| r.idle_is_error = false),
+                "expected idle before stop, got Ok(",
+            ),
+            (
+                deadline,
+                without(|r| r.deadline = false),
+                "expected the deadline, got Ok(",
+            ),
+        ];
+        for (check, broken, needle) in cases {
+            assert_catches(check, sqlite, &[(&broken, needle)]);
+        }
     }
 
     #[test]
     fn l30_09_fails_when_a_commit_comes_before_its_effect_or_the_replay_runs_past_stop() {
-        let ctx = sqlite();
-        assert_fails(
-            commit_after_apply(&without(|r| r.commit_after_effect = false), &ctx),
-            "entry 2 of the replay's log is Some(\"commit 121\") where Some(\"apply evt-120\") belongs",
+        assert_catches(
+            commit_after_apply,
+            sqlite,
+            &[
+                (
+                    &without(|r| r.commit_after_effect = false),
+                    "entry 2 of the replay's log is Some(\"commit 121\") where Some(\"apply evt-120\") belongs",
+                ),
+                (
+                    &PastStop::Inclusive,
+                    "entry 82 of the replay's log is Some(\"apply evt-160\")",
+                ),
+                // The first entries are checked too: a replay that seeks before reading the end.
+                (&SeeksFirst, "entry 0"),
+            ],
         );
-        assert_fails(
-            commit_after_apply(&PastStop::Inclusive, &ctx),
-            "entry 82 of the replay's log is Some(\"apply evt-160\")",
-        );
-        // The first entries are checked too: a replay that seeks before reading the end.
-        assert_fails(commit_after_apply(&SeeksFirst, &ctx), "entry 0");
     }
 }

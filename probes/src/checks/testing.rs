@@ -15,7 +15,7 @@ use ticketflow::replay::{
 use ticketflow::store::{AuditStore, StoreError};
 use ticketflow::KafkaTarget;
 
-use super::system::System;
+use super::system::{System, Ticketflow};
 use crate::context::{Cancel, DbTarget, ProbeContext, ProbeError};
 use crate::live::LiveStore;
 
@@ -63,6 +63,25 @@ pub(crate) fn assert_fails(result: Result<String, ProbeError>, needle: &str) {
         Err(e) => panic!("expected FAIL ({needle}), got ERROR: {e}"),
         Ok(output) => panic!("expected FAIL ({needle}), got PASS: {output}"),
     }
+}
+
+/// A check as the registry runs it: on a system, in a case's context.
+pub(crate) type Check = fn(&dyn System, &ProbeContext) -> Result<String, ProbeError>;
+
+/// Panics unless `check` passes on the real ticketflow and is a FAIL on each broken system for
+/// the reason given (a substring of its message); each run gets a context from `context`. The
+/// real ticketflow's output, for a test that checks it too.
+#[track_caller]
+pub(crate) fn assert_catches(
+    check: Check,
+    context: impl Fn() -> ProbeContext,
+    broken: &[(&dyn System, &str)],
+) -> String {
+    let passed = check(&Ticketflow, &context()).unwrap();
+    for (system, needle) in broken {
+        assert_fails(check(*system, &context()), needle);
+    }
+    passed
 }
 
 /// The real store of a case, with parts of it replaced: the broken stores of the tests.

@@ -3,15 +3,16 @@
 //! code block) in one namespace and answers with doctest's verdict and report.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
+
+use crate::process::Fed;
 use serde::{Deserialize, Serialize};
 
 const DRIVER: &str = include_str!("driver.py");
@@ -63,8 +64,7 @@ pub enum Stop {
 }
 
 pub struct Interpreter {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    fed: Fed,
     replies: Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
     ended: bool,
@@ -77,17 +77,8 @@ impl Interpreter {
         cwd: &Path,
         env: &BTreeMap<String, String>,
     ) -> std::io::Result<Interpreter> {
-        let mut child = std::process::Command::new(python)
-            .args(["-c", DRIVER])
-            .current_dir(cwd)
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
+        let (fed, stdout, stderr_pipe) =
+            Fed::start(python, ["-c", DRIVER], cwd, env, Stdio::piped())?;
         let (tx, replies) = mpsc::channel();
         std::thread::spawn(move || {
             let Some(out) = stdout else { return };
@@ -99,7 +90,7 @@ impl Interpreter {
             }
         });
         let stderr = Arc::new(Mutex::new(Vec::new()));
-        if let Some(mut err) = child.stderr.take() {
+        if let Some(mut err) = stderr_pipe {
             let kept = Arc::clone(&stderr);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 8192];
@@ -116,8 +107,7 @@ impl Interpreter {
             });
         }
         Ok(Interpreter {
-            child,
-            stdin,
+            fed,
             replies,
             stderr,
             ended: false,
@@ -135,12 +125,7 @@ impl Interpreter {
             return Err(Stop::Ended(String::new()));
         }
         let line = serde_json::to_string(request).unwrap_or_default();
-        let sent = self.stdin.as_mut().map(|s| {
-            s.write_all(line.as_bytes())
-                .and_then(|_| s.write_all(b"\n"))
-                .and_then(|_| s.flush())
-        });
-        if !matches!(sent, Some(Ok(()))) {
+        if self.fed.write(format!("{line}\n").as_bytes()).is_err() {
             return Err(self.end());
         }
         loop {
@@ -168,7 +153,7 @@ impl Interpreter {
 
     /// The interpreter ended before it answered: the end of what it wrote on stderr.
     fn end(&mut self) -> Stop {
-        let _ = self.child.wait();
+        let _ = self.fed.wait();
         self.kill();
         // Its stderr reader may still be draining the last bytes.
         std::thread::sleep(Duration::from_millis(20));
@@ -190,14 +175,6 @@ impl Interpreter {
 
     fn kill(&mut self) {
         self.ended = true;
-        self.stdin = None;
-        crate::process::kill_group(self.child.id() as libc::pid_t);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Interpreter {
-    fn drop(&mut self) {
-        self.kill();
+        self.fed.kill();
     }
 }

@@ -3,14 +3,15 @@
 //! `$?` after each tells where its output ends and how it exited.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
+
+use crate::process::Fed;
 
 /// Output kept of one command: more is cut from its start.
 const KEPT_BYTES: usize = 1024 * 1024;
@@ -35,8 +36,7 @@ pub struct Ran {
 }
 
 pub struct Shell {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    fed: Fed,
     chunks: Receiver<Vec<u8>>,
     pending: Vec<u8>,
     nonce: String,
@@ -46,17 +46,8 @@ pub struct Shell {
 impl Shell {
     /// Starts `bash` in `cwd` with `env` added.
     pub fn start(cwd: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Shell> {
-        let mut child = std::process::Command::new("bash")
-            .args(["--noprofile", "--norc"])
-            .current_dir(cwd)
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take();
+        let (fed, mut stdout, _) =
+            Fed::start("bash", ["--noprofile", "--norc"], cwd, env, Stdio::null())?;
         let (tx, chunks) = mpsc::channel();
         std::thread::spawn(move || {
             let Some(out) = stdout.as_mut() else { return };
@@ -69,8 +60,7 @@ impl Shell {
         });
         let nonce = format!("{:016x}", rand::random::<u64>());
         let mut shell = Shell {
-            child,
-            stdin,
+            fed,
             chunks,
             pending: Vec::new(),
             nonce,
@@ -82,12 +72,7 @@ impl Shell {
     }
 
     fn write(&mut self, text: &str) -> std::io::Result<()> {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("the shell's input is closed"))?;
-        stdin.write_all(text.as_bytes())?;
-        stdin.flush()
+        self.fed.write(text.as_bytes())
     }
 
     /// Runs `script` (one command, its continuation lines included) until `deadline`.
@@ -151,8 +136,8 @@ impl Shell {
     /// The shell ended before the command's status line: what it printed, and its status.
     fn ended_now(&mut self) -> Ran {
         self.ended = true;
-        let status = self.child.wait().ok().and_then(|s| s.code());
-        self.kill();
+        let status = self.fed.wait().ok().and_then(|s| s.code());
+        self.fed.kill();
         let output = kept(&std::mem::take(&mut self.pending));
         Ran {
             output,
@@ -162,25 +147,12 @@ impl Shell {
 
     fn stop(&mut self, why: Stop) -> Ran {
         self.ended = true;
-        self.kill();
+        self.fed.kill();
         let output = kept(&std::mem::take(&mut self.pending));
         Ran {
             output,
             end: Err(why),
         }
-    }
-
-    fn kill(&mut self) {
-        self.stdin = None;
-        crate::process::kill_group(self.child.id() as libc::pid_t);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Shell {
-    fn drop(&mut self) {
-        // Whatever the commands left running in the shell's group goes with it.
-        self.kill();
     }
 }
 
