@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use lessonprobe_testkit::kafka::BrokerKind;
+use lessonprobe_testkit::kafka::{send_when_room, BrokerKind};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
@@ -45,20 +45,12 @@ pub fn write(
         producer.begin_transaction().unwrap();
         for (ts, payload) in &txn.records {
             let key = format!("tenant-a:ticket-{partition}");
-            let mut record = BaseRecord::to(topic)
+            let record = BaseRecord::to(topic)
                 .partition(partition)
                 .key(&key)
                 .payload(payload)
                 .timestamp(*ts);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        record = back;
-                        producer.poll(Duration::from_millis(5));
-                    }
-                }
-            }
+            send_when_room(&producer, record);
         }
         producer.flush(t).unwrap();
         if txn.commit {
