@@ -421,11 +421,7 @@ impl Drop for BrokerProcess {
 /// and stamped `first_ms + i`, and waits until every one is acknowledged.
 #[track_caller]
 pub fn produce(servers: &str, topic: &str, first_ms: i64, records: &[(i32, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let producer = producer(servers, &[("linger.ms", "5")]);
     for (i, (partition, payload)) in records.iter().enumerate() {
         let key = format!("k{i}");
         let record = BaseRecord::to(topic)
@@ -437,6 +433,17 @@ pub fn produce(servers: &str, topic: &str, first_ms: i64, records: &[(i32, Vec<u
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// A producer to `servers` with the librdkafka `settings` given.
+#[track_caller]
+pub fn producer(servers: &str, settings: &[(&str, &str)]) -> BaseProducer {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", servers);
+    for (key, value) in settings {
+        config.set(*key, *value);
+    }
+    config.create().unwrap()
 }
 
 /// Queues `record` on `producer`, serving the producer while its queue is full; any other

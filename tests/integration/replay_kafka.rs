@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::kafka::{
-    assign_at, commit, committed, delete_records, first_offset_at, watermarks,
+    assign_at, commit, committed, delete_records, first_offset_at, producer, watermarks,
 };
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
@@ -455,11 +455,7 @@ fn duplicate_partitions_and_negative_offsets_are_named() {
 
 /// Produces `(partition, timestamp)` records with audit events as payloads.
 fn produce_at(servers: &str, topic: &str, records: &[(i32, i64)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "1")
-        .create()
-        .unwrap();
+    let producer = producer(servers, &[("linger.ms", "1")]);
     for (i, &(p, ts)) in records.iter().enumerate() {
         let payload = event(&format!("{topic}-{p}-{i}"));
         producer
@@ -551,11 +547,7 @@ on_each_broker! {
             // One record larger than what the mock keeps per partition pushes every older one
             // out, and the log start becomes the end.
             BrokerKind::MockCluster => {
-                let producer: BaseProducer = ClientConfig::new()
-                    .set("bootstrap.servers", s)
-                    .set("message.max.bytes", "8000000")
-                    .create()
-                    .unwrap();
+                let producer = producer(s, &[("message.max.bytes", "8000000")]);
                 let big = vec![b'x'; 6 * 1024 * 1024];
                 producer
                     .send(
@@ -603,11 +595,7 @@ on_each_broker! {
     fn a_resume_after_retention_removed_replayed_offsets_continues_from_its_checkpoint(kind) {
         let broker = kind.start();
         let s = &broker.servers;
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("message.max.bytes", "8000000")
-            .create()
-            .unwrap();
+        let producer = producer(s, &[("message.max.bytes", "8000000")]);
         let send = |payload: &[u8], ts: i64| {
             producer
                 .send(

@@ -41,21 +41,18 @@ fn committed_and_plain_records_are_replayed_and_aborted_ones_never() {
         let s = &broker.servers;
         let topic = "mixed";
         let began = now_ms();
-        let plain: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("linger.ms", "0")
-            .create()
-            .unwrap();
-        let txn: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("transactional.id", "test-mixed")
-            .set("linger.ms", "0")
-            .create()
-            .unwrap();
+        let plain = producer(s, &[("linger.ms", "0")]);
+        let txn = producer(s, &[("transactional.id", "test-mixed"), ("linger.ms", "0")]);
         let t = Duration::from_secs(10);
         txn.init_transactions(t).unwrap();
         let mut markers = Vec::new();
-        let end = |commit: bool, markers: &mut Vec<i64>| {
+        // A transaction while `sends` are made in order (the plain producer's among them, outside
+        // it), then committed or aborted.
+        let mut transaction = |sends: &[(&BaseProducer, &str)], commit: bool| {
+            txn.begin_transaction().unwrap();
+            for (producer, id) in sends {
+                send_one(producer, topic, id);
+            }
             if commit {
                 txn.commit_transaction(t).unwrap();
             } else {
@@ -66,24 +63,33 @@ fn committed_and_plain_records_are_replayed_and_aborted_ones_never() {
         };
         send_one(&plain, topic, "plain-0");
         send_one(&plain, topic, "plain-1");
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "committed-a0");
-        send_one(&txn, topic, "committed-a1");
-        send_one(&plain, topic, "plain-2");
-        send_one(&txn, topic, "committed-a2");
-        end(true, &mut markers);
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "aborted-b0");
-        send_one(&txn, topic, "aborted-b1");
-        send_one(&plain, topic, "plain-3");
-        end(false, &mut markers);
+        transaction(
+            &[
+                (&txn, "committed-a0"),
+                (&txn, "committed-a1"),
+                (&plain, "plain-2"),
+                (&txn, "committed-a2"),
+            ],
+            true,
+        );
+        transaction(
+            &[
+                (&txn, "aborted-b0"),
+                (&txn, "aborted-b1"),
+                (&plain, "plain-3"),
+            ],
+            false,
+        );
         send_one(&plain, topic, "plain-4");
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "committed-c0");
-        send_one(&plain, topic, "plain-5");
-        send_one(&txn, topic, "committed-c1");
-        send_one(&txn, topic, "committed-c2");
-        end(true, &mut markers);
+        transaction(
+            &[
+                (&txn, "committed-c0"),
+                (&plain, "plain-5"),
+                (&txn, "committed-c1"),
+                (&txn, "committed-c2"),
+            ],
+            true,
+        );
         send_one(&plain, topic, "plain-6");
         drop(txn);
 
@@ -229,11 +235,7 @@ fn a_day_on_100_partitions_is_planned_from_the_brokers_index() {
         // Per partition 40 records stamped anywhere from 6 h before the window to 6 h after
         // it, in no order.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("linger.ms", "5")
-            .create()
-            .unwrap();
+        let producer = producer(s, &[("linger.ms", "5")]);
         for p in 0..partitions {
             for i in 0..40 {
                 let ts = rng.random_range(since_ms - 21_600_000..until_ms + 21_600_000);
