@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::ToBytes;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
@@ -269,23 +270,15 @@ fn wait_gone(pid: i32) {
 /// `lessonprobe broker --kafka SERVERS --sample-day TOPIC …`: what it said on stderr.
 #[track_caller]
 fn load_sample_day(servers: &str, topic: &str, events: usize, partitions: i32) -> Vec<String> {
-    let out = Command::new(crate::bin())
+    crate::lessonprobe()
         .args(["broker", "--kafka", servers, "--sample-day", topic])
-        .args([
-            "--events",
-            &events.to_string(),
-            "--partitions",
-            &partitions.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run lessonprobe broker --kafka");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "loading the sample day into {servers} failed: {stderr}"
-    );
-    stderr.lines().map(str::to_owned).collect()
+        .args(["--events", &events.to_string()])
+        .args(["--partitions", &partitions.to_string()])
+        .success()
+        .stderr
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A broker a test runs against, stopped when dropped.
@@ -428,30 +421,49 @@ impl Drop for BrokerProcess {
 /// and stamped `first_ms + i`, and waits until every one is acknowledged.
 #[track_caller]
 pub fn produce(servers: &str, topic: &str, first_ms: i64, records: &[(i32, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let producer = producer(servers, &[("linger.ms", "5")]);
     for (i, (partition, payload)) in records.iter().enumerate() {
         let key = format!("k{i}");
-        loop {
-            let record = BaseRecord::to(topic)
-                .partition(*partition)
-                .key(&key)
-                .payload(payload)
-                .timestamp(first_ms + i as i64);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, _)) if e.to_string().contains("Queue full") => {
-                    producer.poll(Duration::from_millis(50));
-                }
-                Err((e, _)) => panic!("produce to {topic}: {e}"),
-            }
-        }
+        let record = BaseRecord::to(topic)
+            .partition(*partition)
+            .key(&key)
+            .payload(payload)
+            .timestamp(first_ms + i as i64);
+        send_when_room(&producer, record);
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// A producer to `servers` with the librdkafka `settings` given.
+#[track_caller]
+pub fn producer(servers: &str, settings: &[(&str, &str)]) -> BaseProducer {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", servers);
+    for (key, value) in settings {
+        config.set(*key, *value);
+    }
+    config.create().unwrap()
+}
+
+/// Queues `record` on `producer`, serving the producer while its queue is full; any other
+/// refusal fails the test.
+#[track_caller]
+pub fn send_when_room<K, P>(producer: &BaseProducer, mut record: BaseRecord<'_, K, P>)
+where
+    K: ToBytes + ?Sized,
+    P: ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((e, back)) => panic!("produce to {}: {e}", back.topic),
+        }
+    }
 }
 
 /// A consumer of `group` that commits nothing by itself and is never subscribed.
@@ -530,14 +542,19 @@ pub fn watermarks(servers: &str, topic: &str) -> Vec<(i64, i64)> {
         .collect()
 }
 
+/// Assigns `consumer` the one partition `topic[partition]`, to be read from `offset` on.
+#[track_caller]
+pub fn assign_at(consumer: &BaseConsumer, topic: &str, partition: i32, offset: Offset) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, offset).unwrap();
+    consumer.assign(&tpl).unwrap();
+}
+
 /// First offset whose timestamp is at or after `ts`, found by reading the whole partition.
 pub fn first_offset_at(servers: &str, topic: &str, partition: i32, ts: i64) -> Option<i64> {
     let consumer = reader(servers, "test-scan");
     let (low, high) = consumer.fetch_watermarks(topic, partition, T).unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(low))
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
+    assign_at(&consumer, topic, partition, Offset::Offset(low));
     let mut next = low;
     while next < high {
         let m = consumer.poll(T).expect("a record").unwrap();

@@ -38,6 +38,7 @@ pub mod toxiproxy;
 
 mod files;
 mod junit;
+mod manifest;
 mod table;
 mod test;
 mod text;
@@ -48,8 +49,11 @@ pub use junit::{
     verdicts,
 };
 pub use kafka::{on_apache_kafka, ApacheKafka, BrokerKind, BrokerProcess};
+pub use manifest::{Manifest, Probe};
 pub use net::SilentListener;
 pub use services::{in_ci, service, tool};
 pub use table::csv_rows;
-pub use test::{bin, git, lessonprobe, on_a_terminal, outcome_ids, Ran, Running, Test};
+pub use test::{
+    bin, git, git_first_commit, lessonprobe, on_a_terminal, outcome_ids, Ran, Running, Test,
+};
 pub use text::{line_of, line_of_from};

@@ -183,14 +183,11 @@ impl OwnDatabase {
     #[track_caller]
     pub fn create(admin: &str, what: &str) -> OwnDatabase {
         let name = format!("lp_{what}_{}", unique());
-        let mut client = connect(admin);
-        // Two statements: a database cannot be created inside the implicit transaction of one.
-        client
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .unwrap();
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
+        made_afresh(
+            admin,
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            &format!("CREATE DATABASE {name}"),
+        );
         OwnDatabase {
             admin: admin.to_owned(),
             name,
@@ -269,12 +266,11 @@ impl Schema {
     #[track_caller]
     pub fn new(url: &str, what: &str) -> Schema {
         let name = format!("t_{what}_{}", unique());
-        let mut client = connect(url);
-        client
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-            ))
-            .unwrap();
+        let client = made_afresh(
+            url,
+            &format!("DROP SCHEMA IF EXISTS {name} CASCADE"),
+            &format!("CREATE SCHEMA {name}"),
+        );
         Schema { client, name }
     }
 
@@ -290,6 +286,20 @@ impl Drop for Schema {
             .client
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
     }
+}
+
+/// A connection to `url` that has run `drop` (of what a killed earlier run may have left under
+/// the name) and then `create`: two statements, since a database cannot be created inside the
+/// implicit transaction of one.
+#[track_caller]
+fn made_afresh(url: &str, drop: &str, create: &str) -> Client {
+    let mut client = connect(url);
+    for statement in [drop, create] {
+        client
+            .batch_execute(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    client
 }
 
 /// `PID_N`: this process's id and a count of the names made in it, so that two tests of one

@@ -161,6 +161,13 @@ impl Test {
         self
     }
 
+    /// Runs as a step of GitHub Actions (`GITHUB_ACTIONS=true`) whose step summary is the file
+    /// `summary`.
+    pub fn in_github_actions(self, summary: impl AsRef<Path>) -> Test {
+        self.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_STEP_SUMMARY", summary.as_ref())
+    }
+
     /// Runs in the repository: its `checkpoints/` and `examples/` as a user's checkout has them,
     /// in a folder of their links ([`Dir::like_repo`]), so that what the run writes in its
     /// folder (`reports/`, `.lessonprobe/`) is removed with it.
@@ -661,6 +668,14 @@ pub fn git(dir: &Path, args: &[&str]) -> Ran {
         .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
         .args(args)
         .success()
+}
+
+/// Makes `dir` a git repository whose first commit holds `path` (a file or folder in it).
+#[track_caller]
+pub fn git_first_commit(dir: &Path, path: &str) {
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", path]);
+    git(dir, &["commit", "-q", "-m", "first"]);
 }
 
 #[cfg(test)]

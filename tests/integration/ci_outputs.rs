@@ -73,19 +73,16 @@ echo who runs me
 ";
 
 /// The manifest of lesson 41: a command probe that fails, so a manifest's place is annotated.
-const MANIFEST: &str = r#"
-[checkpoint]
-lesson = 41
-title = "CI outputs"
-
-[[probe]]
-id = "L41-01"
-name = "manifest-check"
-claim = "The project's data file says where it is from."
-kind = "command"
-argv = ["sh", "-c", "echo elsewhere; exit 3"]
-expect = "from the project"
-"#;
+fn manifest41() -> String {
+    Manifest::lesson(41, "CI outputs")
+        .probe(
+            Probe::script("L41-01", "echo elsewhere; exit 3")
+                .name("manifest-check")
+                .claim("The project's data file says where it is from.")
+                .expect("from the project"),
+        )
+        .to_string()
+}
 
 /// The course in `dir/course` and the manifests in `dir/checkpoints`.
 fn course(dir: &Path) -> (PathBuf, PathBuf) {
@@ -97,7 +94,7 @@ fn course(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(course.join("lessons/41-ci.md"), LESSON).unwrap();
     let checkpoints = dir.join("checkpoints");
     std::fs::create_dir_all(&checkpoints).unwrap();
-    std::fs::write(checkpoints.join("41-ci.toml"), MANIFEST).unwrap();
+    std::fs::write(checkpoints.join("41-ci.toml"), manifest41()).unwrap();
     (course, checkpoints)
 }
 
@@ -168,8 +165,7 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
     let summary = dir.join("step-summary.md");
     std::fs::write(&summary, "from an earlier step\n").unwrap();
     let ran = run41(&dir)
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_STEP_SUMMARY", &summary)
+        .in_github_actions(&summary)
         .env("GITHUB_WORKSPACE", dir.path())
         .failure();
     let found = commands(&ran.stdout);
@@ -212,7 +208,7 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
     assert_eq!(manifest.props["file"], "checkpoints/41-ci.toml");
     assert_eq!(
         manifest.props["line"],
-        line_of(MANIFEST, "id = \"L41-01\"").to_string()
+        line_of(&manifest41(), "id = \"L41-01\"").to_string()
     );
     let warnings: Vec<&Command> = found.iter().filter(|c| c.kind == "warning").collect();
     assert_eq!(warnings.len(), 1, "{found:#?}");
@@ -267,8 +263,7 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
     assert!(!ran.stderr.contains("::"), "{}", ran.stderr);
     run41(&dir)
         .args(["--annotations", "none"])
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_STEP_SUMMARY", &quiet)
+        .in_github_actions(&quiet)
         .stdout_lacks("::error")
         .failure();
     assert!(
@@ -296,8 +291,7 @@ fn github_actions_gets_an_error_per_failure_a_warning_per_uncollected_block_and_
     let green = dir.join("green.md");
     run41(&dir)
         .args(["--select", "EX-41-01"])
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_STEP_SUMMARY", &green)
+        .in_github_actions(&green)
         .stdout_lacks("::error")
         .success();
     let md = std::fs::read_to_string(&green).unwrap();
@@ -394,7 +388,7 @@ fn the_recap_lists_each_failure_with_a_command_that_reruns_exactly_it_and_slow_c
             format!(
                 "{}:{}",
                 dir.join("checkpoints/41-ci.toml").display(),
-                line_of(MANIFEST, "id = \"L41-01\"")
+                line_of(&manifest41(), "id = \"L41-01\"")
             ),
         ),
         (
@@ -495,29 +489,25 @@ fn the_html_report_renders_in_a_browser_with_the_counts_the_diff_and_the_verifie
         "the page refers to the network: {html}"
     );
     let (dom, seen) = rendered(&chromium, &page, dir.path());
-    assert!(seen.contains("lessonprobe: failed"), "{seen}");
-    assert!(
-        seen.contains("2 passed, 3 failed, 0 errors, 0 skipped, 0 pending"),
-        "{seen}"
-    );
-    assert!(
-        seen.contains("\n-two\n+two: 100%, three\n"),
-        "the diff is not shown: {seen}"
-    );
+    for shown in [
+        "lessonprobe: failed",
+        "2 passed, 3 failed, 0 errors, 0 skipped, 0 pending",
+        "\n-two\n+two: 100%, three\n",
+        "EX-41-04 exercise",
+        "the checkout as it is on disk",
+    ] {
+        assert!(seen.contains(shown), "{shown:?} is not shown: {seen}");
+    }
     assert!(
         dom.contains("data-hidden-diff-lines=\"0\""),
         "diff lines are hidden: {dom}"
     );
-    assert!(seen.contains("EX-41-04 exercise"), "{seen}");
-    assert!(seen.contains("the checkout as it is on disk"), "{seen}");
 
     // A revision: the page says which one was verified.
     if !tool("git") {
         return;
     }
-    git(&dir, &["init", "-q"]);
-    git(&dir, &["add", "course"]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    git_first_commit(&dir, "course");
     let commit = git(&dir, &["rev-parse", "HEAD"]).stdout.trim().to_owned();
     let at_rev = dir.join("reports/rev.html");
     run41(&dir)
@@ -539,15 +529,12 @@ fn a_run_with_nothing_to_verify_says_so_in_the_step_summary() {
     }
     let dir = Dir::new();
     let (course, _) = course(&dir);
-    git(&dir, &["init", "-q"]);
-    git(&dir, &["add", "course"]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    git_first_commit(&dir, "course");
     let summary = dir.join("summary.md");
     dir.lessonprobe()
         .args(["--no-junit", "--changed-since", "HEAD", "--course"])
         .arg(&course)
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_STEP_SUMMARY", &summary)
+        .in_github_actions(&summary)
         .stdout_has("nothing to verify")
         .success();
     assert_eq!(

@@ -258,23 +258,15 @@ fn select_and_json_format_report_the_chosen_probes() {
     assert_eq!(doc["outcomes"][2]["verdict"], "PASS");
 }
 
-const SLEEPER: &str = r#"[checkpoint]
-lesson = 77
-title = "deadlines"
-
-[[probe]]
-id = "sleeper"
-name = "sleeps-past-deadline"
-claim = "a probe that outlives its deadline is killed with its whole process group"
-kind = "command"
-argv = ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; sleep 60"]
-timeout = 1
-"#;
-
 #[test]
 fn a_command_past_its_deadline_is_error_and_its_process_group_is_gone() {
-    let dir = Dir::new();
-    dir.write("checkpoints/77-deadline.toml", SLEEPER);
+    let sleeper = Probe::script("sleeper", "sleep 60 & echo $! > grandchild.pid; sleep 60")
+        .name("sleeps-past-deadline")
+        .claim("a probe that outlives its deadline is killed with its whole process group")
+        .timeout("1s");
+    let dir = Manifest::lesson(77, "deadlines")
+        .probe(sleeper)
+        .in_new_dir("77-deadline.toml");
     dir.lessonprobe()
         .args(["--lesson", "77"])
         .within(Duration::from_secs(20))
@@ -334,22 +326,14 @@ fn unreadable_inputs_and_unwritable_reports_exit_3_naming_the_path() {
         .status(3);
 }
 
-const NOISY: &str = r#"[checkpoint]
-lesson = 78
-title = "noisy output"
-
-[[probe]]
-id = "noisy"
-name = "prints-escapes"
-claim = "terminal escapes and control characters never reach the JUnit report"
-kind = "command"
-argv = ["printf", "\\033[31mred\\033[0m\\001\\002 done\\n"]
-"#;
-
 #[test]
 fn ansi_escapes_and_control_characters_are_stripped_from_junit_output() {
-    let dir = Dir::new();
-    dir.write("checkpoints/78-noisy.toml", NOISY);
+    let noisy = Probe::command("noisy", ["printf", r"\033[31mred\033[0m\001\002 done\n"])
+        .name("prints-escapes")
+        .claim("terminal escapes and control characters never reach the JUnit report");
+    let dir = Manifest::lesson(78, "noisy output")
+        .probe(noisy)
+        .in_new_dir("78-noisy.toml");
     dir.lessonprobe().args(["--lesson", "78"]).success();
     let xml_path = dir.join("reports/lesson-78.xml");
     validate_junit(&xml_path);
@@ -377,25 +361,17 @@ fn verbose_shows_claims_and_answer_keys() {
         .success();
 }
 
-const NAPPER: &str = r#"[checkpoint]
-lesson = 79
-title = "status line"
-
-[[probe]]
-id = "napper"
-name = "sleeps-a-second"
-claim = "a case that runs a while is named on the status line while it runs"
-kind = "command"
-argv = ["sleep", "1"]
-"#;
-
 #[test]
 fn a_terminal_gets_a_status_line_of_running_cases_and_a_pipe_does_not() {
     if !tool("script") {
         return;
     }
-    let dir = Dir::new();
-    dir.write("checkpoints/79-status.toml", NAPPER);
+    let napper = Probe::command("napper", ["sleep", "1"])
+        .name("sleeps-a-second")
+        .claim("a case that runs a while is named on the status line while it runs");
+    let dir = Manifest::lesson(79, "status line")
+        .probe(napper)
+        .in_new_dir("79-status.toml");
 
     on_a_terminal("--lesson 79 --no-junit")
         .current_dir(&dir)

@@ -8,27 +8,21 @@ use std::time::Duration;
 use lessonprobe_testkit::process::group_gone;
 use lessonprobe_testkit::*;
 
-/// A command probe that records its process group and sleeps far past any test.
-const SLEEPER: &str = r#"[[probe]]
-id = "L30-SLEEP"
-name = "sleeps"
-claim = "a command that runs until it is stopped"
-kind = "command"
-argv = ["sh", "-c", "echo $$ > sleeper.pid; sleep 87"]
-timeout = "120s"
-
-"#;
-
 /// The repository's manifests in `dir`, lesson 30 with the sleeper as its first probe, so it
 /// runs beside the SQL probes rather than after them.
 fn manifests_with_sleeper(dir: &Path) -> PathBuf {
     let manifests = copy_manifests(dir);
     let path = manifests.join("30-replay-audit.toml");
     let text = std::fs::read_to_string(&path).unwrap();
+    // A command probe that records its process group and sleeps far past any test.
+    let sleeper = Probe::script("L30-SLEEP", "echo $$ > sleeper.pid; sleep 87")
+        .name("sleeps")
+        .claim("a command that runs until it is stopped")
+        .timeout("120s");
     let first = text.find("[[probe]]").unwrap();
     std::fs::write(
         &path,
-        format!("{}{SLEEPER}{}", &text[..first], &text[first..]),
+        format!("{}{sleeper}\n{}", &text[..first], &text[first..]),
     )
     .unwrap();
     manifests

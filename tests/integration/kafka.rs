@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lessonprobe_testkit::kafka::{committed, first_offset_at, partitions_of, produce, reader};
+use lessonprobe_testkit::kafka::{
+    assign_at, committed, first_offset_at, partitions_of, produce, reader,
+};
 use lessonprobe_testkit::sqlite::count;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::Consumer;
@@ -304,12 +306,9 @@ fn jvms_of(dir: &std::path::Path) -> Vec<i32> {
 
 /// The payloads of `topic`'s partition 0 from its start, read until `want` arrived (or 60 s).
 fn read_back(servers: &str, topic: &str, want: usize) -> Vec<Vec<u8>> {
-    use rdkafka::{Message, Offset, TopicPartitionList};
+    use rdkafka::{Message, Offset};
     let consumer = reader(servers, "test-read-back");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
+    assign_at(&consumer, topic, 0, Offset::Beginning);
     let mut got = Vec::new();
     let started = std::time::Instant::now();
     while got.len() < want && started.elapsed() < Duration::from_secs(60) {

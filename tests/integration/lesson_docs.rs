@@ -422,9 +422,7 @@ fn rev_verifies_each_revision_and_changed_since_only_the_changed_lessons() {
         ],
     );
     // The course is a folder inside its repository, as examples/ticketflow-course is here.
-    git(&dir, &["init", "-q"]);
-    git(&dir, &["add", "course"]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    git_first_commit(&dir, "course");
     let right = echo_lesson("Revisions", "from the project");
     std::fs::write(course.join("lessons/33-rev.md"), &right).unwrap();
     git(&dir, &["commit", "-q", "-am", "fix"]);

@@ -50,6 +50,14 @@ fn kind(case: &quick_junit::TestCase) -> Option<NonSuccessKind> {
     }
 }
 
+/// The case `name` of `report` is an error whose message contains `says`.
+#[track_caller]
+fn assert_error(report: &quick_junit::Report, name: &str, says: &str) {
+    let c = case(report, name);
+    assert_eq!(kind(c), Some(NonSuccessKind::Error), "{c:?}");
+    assert!(message(c).contains(says), "{}", message(c));
+}
+
 const FAILURES: &str = "# Failure paths
 
 ### Answer EX-41-01 [code]
@@ -298,19 +306,11 @@ fn steps_continue_in_order_under_jobs_a_broken_chain_is_error_and_select_brings_
         kind(case(&report, "EX-42-01 exercise")),
         Some(NonSuccessKind::Failure)
     );
-    let second = case(&report, "two.sh snippet");
-    assert_eq!(kind(second), Some(NonSuccessKind::Error));
-    assert!(
-        message(second).contains("not run: EX-42-01 failed"),
-        "{}",
-        message(second)
-    );
-    let third = case(&report, "EX-42-03 exercise");
-    assert_eq!(kind(third), Some(NonSuccessKind::Error));
-    assert!(
-        message(third).contains("not run: two.sh was not run (EX-42-01 failed)"),
-        "{}",
-        message(third)
+    assert_error(&report, "two.sh snippet", "not run: EX-42-01 failed");
+    assert_error(
+        &report,
+        "EX-42-03 exercise",
+        "not run: two.sh was not run (EX-42-01 failed)",
     );
     assert_eq!(kind(case(&report, "EX-42-04 exercise")), None);
 
@@ -633,14 +633,10 @@ fn a_hidden_setup_runs_before_the_command_shows_with_verbose_and_its_failure_is_
     .unwrap();
     run(&dir, &course, "44", &xml).failure();
     let report = parse_junit(&xml);
-    let c = case(&report, "EX-44-01 show.sh");
-    assert_eq!(kind(c), Some(NonSuccessKind::Error), "{c:?}");
-    assert!(
-        message(c).contains(&format!(
-            "{at}: hidden setup failed: exited with status 5: no seed"
-        )),
-        "{}",
-        message(c)
+    assert_error(
+        &report,
+        "EX-44-01 show.sh",
+        &format!("{at}: hidden setup failed: exited with status 5: no seed"),
     );
 
     // lint still reports a block no label binds, and only that one.

@@ -92,6 +92,14 @@ fn case(dir: &Path) -> (String, String, String) {
     )
 }
 
+/// The one case of the run in `dir` has `verdict` and a message that contains `says`.
+#[track_caller]
+fn assert_case(dir: &Path, verdict: &str, says: &str) {
+    let (got, _, message) = case(dir);
+    assert_eq!(got, verdict, "{message}");
+    assert!(message.contains(says), "{message}");
+}
+
 /// The suite of `dir/remote.xml` carries the verified host key and the host's OS.
 fn assert_verified_facts(dir: &Path) {
     let report = parse_junit(&dir.join("remote.xml"));
@@ -147,9 +155,7 @@ fn a_failing_remote_probe_is_fail() {
         set(f, "run", format!("\"{}\"", remote_run(&manifests)))
     });
     remote_cmd(&dir, &hosts, "EX-30-01").failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "FAIL", "{message}");
-    assert!(message.contains("output differs"), "{message}");
+    assert_case(&dir, "FAIL", "output differs");
 }
 
 #[test]
@@ -208,14 +214,13 @@ fn a_wrong_client_key_is_error() {
         set(f, "identity", format!("\"{}\"", s.other_key))
     });
     remote_cmd(&dir, &hosts, "EX-30-01").failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains(&format!(
+    assert_case(
+        &dir,
+        "ERROR",
+        &format!(
             "authentication as {} with key {} refused",
             s.user, s.other_key
-        )),
-        "{message}"
+        ),
     );
 }
 
@@ -231,9 +236,7 @@ fn a_remote_command_past_its_deadline_is_error_and_teardown_still_runs() {
         .args(["--timeout", "3s"])
         .within(Duration::from_secs(8))
         .failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
-    assert!(message.contains("deadline of 3s exceeded"), "{message}");
+    assert_case(&dir, "ERROR", "deadline of 3s exceeded");
     assert!(
         dir.join("teardown-ran").exists(),
         "teardown did not run: {}",
@@ -416,14 +419,10 @@ fn a_host_with_another_os_is_error_carrying_the_verified_key_and_os() {
     let dir = Dir::new();
     let hosts = hosts_file(&dir, &s, |f| set(f, "os", "\"plan9\"".into()));
     remote_cmd(&dir, &hosts, "EX-30-01").failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains(&format!(
-            "expected OS \"plan9\", the host reports \"{}\"",
-            os_id()
-        )),
-        "{message}"
+    assert_case(
+        &dir,
+        "ERROR",
+        &format!("expected OS \"plan9\", the host reports \"{}\"", os_id()),
     );
     // The key was verified before the OS was read: the error says what the host is.
     assert_verified_facts(&dir);
@@ -524,6 +523,16 @@ fn remote_temp_folder(dir: &Path) -> PathBuf {
     folder
 }
 
+/// Nothing of the run in `dir` is left on the host: within 3 s no process runs `marker` (what
+/// `what` ran), and the remote temp folder is gone.
+#[track_caller]
+fn assert_nothing_left(dir: &Path, marker: &str, what: &str) {
+    let left = gone_within(marker, Duration::from_secs(3));
+    assert!(left.is_empty(), "{what} survived: {left:?}");
+    let folder = remote_temp_folder(dir);
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+}
+
 /// Writes a JUnit report for `run = "cp FILE {report}"`.
 fn fixture_report(dir: &Dir, xml: &str) -> PathBuf {
     dir.write("fixture.xml", xml)
@@ -575,18 +584,13 @@ fn a_dropped_connection_is_error_and_teardown_cleans_up_over_a_fresh_session() {
     });
     let ran = running.failure();
     killer.join().unwrap();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
-    assert!(message.contains("running the selector"), "{message}");
+    assert_case(&dir, "ERROR", "running the selector");
     assert!(
         dir.join("teardown-ran").exists(),
         "teardown did not run: {}",
         ran.stderr
     );
-    let left = gone_within(&marker, Duration::from_secs(3));
-    assert!(left.is_empty(), "the remote run survived: {left:?}");
-    let folder = remote_temp_folder(&dir);
-    assert!(!folder.exists(), "{} was left behind", folder.display());
+    assert_nothing_left(&dir, &marker, "the remote run");
 }
 
 #[test]
@@ -602,12 +606,7 @@ fn a_hung_prepare_is_killed_at_the_deadline_and_teardown_runs() {
         .args(["--timeout", "6s"])
         .within(Duration::from_secs(11))
         .failure();
-    let (verdict, _, message) = case(&dir);
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains("the deadline of 6s exceeded while preparing"),
-        "{message}"
-    );
+    assert_case(&dir, "ERROR", "the deadline of 6s exceeded while preparing");
     assert!(dir.join("teardown-ran").exists(), "teardown did not run");
     assert!(
         !dir.join("report-path").exists(),
@@ -648,10 +647,7 @@ fn a_hung_teardown_is_killed_at_its_deadline_and_the_temp_folder_removed() {
         .within(Duration::from_secs(8))
         .stderr_has("teardown killed at the teardown timeout of 2s")
         .success();
-    let left = gone_within(&marker, Duration::from_secs(3));
-    assert!(left.is_empty(), "the teardown survived: {left:?}");
-    let folder = remote_temp_folder(&dir);
-    assert!(!folder.exists(), "{} was left behind", folder.display());
+    assert_nothing_left(&dir, &marker, "the teardown");
 }
 
 #[test]

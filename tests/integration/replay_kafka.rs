@@ -11,14 +11,16 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lessonprobe_testkit::kafka::{commit, committed, delete_records, first_offset_at, watermarks};
+use lessonprobe_testkit::kafka::{
+    assign_at, commit, committed, delete_records, first_offset_at, producer, watermarks,
+};
 use lessonprobe_testkit::kills::kill_campaign;
 use lessonprobe_testkit::postgres::OwnDatabase;
 use lessonprobe_testkit::replay::replay_args;
 use lessonprobe_testkit::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, Message, Offset};
 use ticketflow::event::AuditEvent;
 use txn::Txn;
 
@@ -45,6 +47,30 @@ fn run(test: Test, code: i32) -> (String, serde_json::Value) {
     let ran = test.status(code);
     let doc = serde_json::from_str(&ran.stdout).unwrap_or(serde_json::Value::Null);
     (ran.text(), doc)
+}
+
+/// Partition 0's offsets `[0, 11)`, replayed: the three transactions of the transactional tests
+/// and the marker that ends the last.
+const ALL_11_OF_PARTITION_0: [&str; 7] = [
+    "--partitions",
+    "0",
+    "--start",
+    "0",
+    "--stop",
+    "11",
+    "--execute",
+];
+
+/// `start`, `stop` and `end` of partition `partition` in the JSON plan of `test` (a `replay`
+/// that plans and stops), which must exit 0.
+#[track_caller]
+fn plan_of_partition(test: Test, partition: &str) -> (Option<i64>, Option<i64>, Option<i64>) {
+    let (_, doc) = run(
+        test.args(["--partitions", partition, "--format", "json"]),
+        0,
+    );
+    let p = &doc["plan"]["partitions"][0];
+    (p["start"].as_i64(), p["stop"].as_i64(), p["end"].as_i64())
 }
 
 /// Now, in milliseconds since the epoch.
@@ -109,10 +135,7 @@ fn delivered(
         .set("fetch.wait.max.ms", "10")
         .create()
         .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(from))
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
+    assign_at(&consumer, topic, partition, Offset::Offset(from));
     let mut out = Vec::new();
     let started = Instant::now();
     loop {
@@ -242,31 +265,10 @@ on_each_broker! {
 
         // Planning by time scans to the position: the last offset is a marker, not a record.
         let started = Instant::now();
-        let (_, doc) = run(
-            replay(
-                &dir,
-                s,
-                "txn1",
-                &target,
-                &[
-                    "--since",
-                    &since,
-                    "--until",
-                    &until,
-                    "--partitions",
-                    "0",
-                    "--format",
-                    "json",
-                ],
-            ),
-            0,
-        );
-        let p = &doc["plan"]["partitions"][0];
-        assert_eq!(
-            (p["start"].as_i64(), p["stop"].as_i64()),
-            (Some(0), Some(11)),
-            "{doc}"
-        );
+        let window = ["--since", &since, "--until", &until];
+        let (start, stop, _) =
+            plan_of_partition(replay(&dir, s, "txn1", &target, &window), "0");
+        assert_eq!((start, stop), (Some(0), Some(11)));
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "planning took {:?}",
@@ -274,23 +276,7 @@ on_each_broker! {
         );
 
         let (_, doc) = run(
-            replay(
-                &dir,
-                s,
-                "txn1",
-                &target,
-                &[
-                    "--partitions",
-                    "0",
-                    "--start",
-                    "0",
-                    "--stop",
-                    "11",
-                    "--execute",
-                    "--format",
-                    "json",
-                ],
-            ),
+            replay(&dir, s, "txn1", &target, &ALL_11_OF_PARTITION_0).args(["--format", "json"]),
             0,
         );
         assert_transactional_replay(s, "txn1", unique(sqlite_ids(db)), &doc);
@@ -389,24 +375,15 @@ on_each_broker! {
         let dir = Dir::new();
         let db = &dir.join("audit.db");
         let target = format!("sqlite:{}", db.display());
-        let range = [
-            "--partitions",
-            "0",
-            "--start",
-            "0",
-            "--stop",
-            "11",
-            "--execute",
-        ];
-        let mut args = range.to_vec();
-        args.extend(["--on-bad-record", "fail", "--batch", "2"]);
-        let (said, _) = run(replay(&dir, s, "txn-resume", &target, &args), 4);
+        let all = || replay(&dir, s, "txn-resume", &target, &ALL_11_OF_PARTITION_0);
+        let (said, _) = run(all().args(["--on-bad-record", "fail", "--batch", "2"]), 4);
         assert!(said.contains("last durable offset 8"), "{said}");
         assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(8)]);
 
-        let mut args = range.to_vec();
-        args.extend(["--resume", "--allow-quarantine", "--format", "json"]);
-        let (_, doc) = run(replay(&dir, s, "txn-resume", &target, &args), 0);
+        let (_, doc) = run(
+            all().args(["--resume", "--allow-quarantine", "--format", "json"]),
+            0,
+        );
         assert_eq!(committed(s, REPLAY, "txn-resume", 1), vec![Some(11)]);
         assert_eq!(result_row(&doc, 0)["markers"].as_i64(), Some(1), "{doc}");
         let want: HashSet<String> = event_ids(&delivered(s, "txn-resume", 0, "read_committed", 0, 11));
@@ -478,11 +455,7 @@ fn duplicate_partitions_and_negative_offsets_are_named() {
 
 /// Produces `(partition, timestamp)` records with audit events as payloads.
 fn produce_at(servers: &str, topic: &str, records: &[(i32, i64)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("linger.ms", "1")
-        .create()
-        .unwrap();
+    let producer = producer(servers, &[("linger.ms", "1")]);
     for (i, &(p, ts)) in records.iter().enumerate() {
         let payload = event(&format!("{topic}-{p}-{i}"));
         producer
@@ -524,31 +497,10 @@ on_each_broker! {
         let dir = Dir::new();
         // Kafka's rule: the first offset, in offset order, whose timestamp is at or after T.
         for (partition, since, until, want) in [("0", 4000, 10_000, (1, 4)), ("1", 500, 5000, (0, 1))] {
-            let (_, doc) = run(
-                replay(
-                    &dir,
-                    s,
-                    "ooo",
-                    "sqlite:x.db",
-                    &[
-                        "--partitions",
-                        partition,
-                        "--since",
-                        &rfc3339(since),
-                        "--until",
-                        &rfc3339(until),
-                        "--format",
-                        "json",
-                    ],
-                ),
-                0,
-            );
-            let p = &doc["plan"]["partitions"][0];
-            assert_eq!(
-                (p["start"].as_i64().unwrap(), p["stop"].as_i64().unwrap()),
-                want,
-                "partition {partition}: {doc}"
-            );
+            let window = ["--since", &rfc3339(since), "--until", &rfc3339(until)];
+            let (start, stop, _) =
+                plan_of_partition(replay(&dir, s, "ooo", "sqlite:x.db", &window), partition);
+            assert_eq!((start, stop), (Some(want.0), Some(want.1)), "partition {partition}");
         }
     }
 }
@@ -567,25 +519,11 @@ on_each_broker! {
             ("1", 500, 5000, Some("10s"), (1, 0, 2)),
         ] {
             let db = format!("sqlite:{}", &dir.join(format!("p{partition}.db")).display());
-            let mut args = vec![
-                "--partitions",
-                partition,
-                "--since",
-                &rfc3339(since),
-                "--until",
-                &rfc3339(until),
-                "--execute",
-                "--format",
-                "json",
-            ]
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>();
-            if let Some(skew) = skew {
-                args.extend(["--skew".to_owned(), skew.to_owned()]);
-            }
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let (_, doc) = run(replay(&dir, s, "late", &db, &args), 0);
+            let window = ["--since", &rfc3339(since), "--until", &rfc3339(until)];
+            let test = replay(&dir, s, "late", &db, &window)
+                .args(["--partitions", partition, "--execute", "--format", "json"])
+                .args(skew.map(|skew| ["--skew", skew]).into_iter().flatten());
+            let (_, doc) = run(test, 0);
             let row = result_row(&doc, partition.parse().unwrap());
             assert_eq!(
                 (
@@ -609,11 +547,7 @@ on_each_broker! {
             // One record larger than what the mock keeps per partition pushes every older one
             // out, and the log start becomes the end.
             BrokerKind::MockCluster => {
-                let producer: BaseProducer = ClientConfig::new()
-                    .set("bootstrap.servers", s)
-                    .set("message.max.bytes", "8000000")
-                    .create()
-                    .unwrap();
+                let producer = producer(s, &[("message.max.bytes", "8000000")]);
                 let big = vec![b'x'; 6 * 1024 * 1024];
                 producer
                     .send(
@@ -661,11 +595,7 @@ on_each_broker! {
     fn a_resume_after_retention_removed_replayed_offsets_continues_from_its_checkpoint(kind) {
         let broker = kind.start();
         let s = &broker.servers;
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("message.max.bytes", "8000000")
-            .create()
-            .unwrap();
+        let producer = producer(s, &[("message.max.bytes", "8000000")]);
         let send = |payload: &[u8], ts: i64| {
             producer
                 .send(
@@ -742,18 +672,9 @@ fn rows_now(db: &Path) -> i64 {
     sqlite_count(db, "SELECT COUNT(*) FROM audit_events")
 }
 
-/// Starts a slow replay (`--batch 1`) of a sample day and returns it once it has made rows
-/// durable.
-fn replay_under_way(dir: &Dir, servers: &str, db: &Path) -> Running {
-    let run = replay(
-        dir,
-        servers,
-        "day",
-        &format!("sqlite:{}", db.display()),
-        &WINDOW,
-    )
-    .args(["--execute", "--batch", "1", "--allow-quarantine"])
-    .spawn();
+/// Waits (up to 60 s) until a replay under way has made rows durable in `db`.
+#[track_caller]
+fn until_rows_in(db: &Path) {
     let started = Instant::now();
     while rows_now(db) == 0 {
         assert!(
@@ -762,17 +683,33 @@ fn replay_under_way(dir: &Dir, servers: &str, db: &Path) -> Running {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    run
+}
+
+/// A sample day on three partitions with the live group committed at 10 on each, and a slow
+/// replay of it (`--batch 1`) into a database in the folder, returned once it has made rows
+/// durable.
+fn replay_under_way(kind: BrokerKind) -> (BrokerProcess, Dir, Running) {
+    let broker = kind.sample_day("day", 30_000, 3);
+    commit(&broker.servers, LIVE, "day", &[10, 10, 10]);
+    let dir = Dir::new();
+    let db = dir.join("audit.db");
+    let run = replay(
+        &dir,
+        &broker.servers,
+        "day",
+        &format!("sqlite:{}", db.display()),
+        &WINDOW,
+    )
+    .args(["--execute", "--batch", "1", "--allow-quarantine"])
+    .spawn();
+    until_rows_in(&db);
+    (broker, dir, run)
 }
 
 on_each_broker! {
     fn a_live_consumer_committing_during_a_replay_is_reported_not_failed(kind) {
-        let broker = kind.sample_day("day", 30_000, 3);
+        let (broker, _dir, run) = replay_under_way(kind);
         let s = &broker.servers;
-        commit(s, LIVE, "day", &[10, 10, 10]);
-        let dir = Dir::new();
-        let db = &dir.join("audit.db");
-        let run = replay_under_way(&dir, s, db);
         // The live service keeps consuming and committing its progress meanwhile.
         for step in 1..=5 {
             commit(s, LIVE, "day", &[10 + 10 * step, 10, 10 + step]);
@@ -796,12 +733,8 @@ on_each_broker! {
 
 on_each_broker! {
     fn a_live_group_reset_backwards_during_a_replay_fails_it(kind) {
-        let broker = kind.sample_day("day", 30_000, 3);
+        let (broker, _dir, run) = replay_under_way(kind);
         let s = &broker.servers;
-        commit(s, LIVE, "day", &[10, 10, 10]);
-        let dir = Dir::new();
-        let db = &dir.join("audit.db");
-        let run = replay_under_way(&dir, s, db);
         commit(s, LIVE, "day", &[4, 10, 10]); // an operator resets the running group
         run.status(4);
     }

@@ -66,6 +66,22 @@ fn worker_with(servers: &str, db: &str, batch: &str, deadline: &str) -> Test {
     worker_in_session(servers, db, batch, deadline, Duration::from_secs(6))
 }
 
+/// The run `worker` makes of a lone worker into a SQLite file of its own (given its `--db`),
+/// which must exit 4 within `limit`: what it printed, and each partition's checkpoint and stop
+/// as SQL holds them after it.
+#[track_caller]
+fn lone_worker_ending_4(
+    worker: impl FnOnce(&str) -> Test,
+    limit: Duration,
+) -> (Ran, BTreeMap<i32, (i64, i64)>) {
+    let dir = Dir::new();
+    let file = dir.join("worker.db");
+    let ran = worker(&format!("sqlite:{}", file.display()))
+        .within(limit)
+        .status(4);
+    (ran, sqlite::checkpoints(&file))
+}
+
 fn worker_in_session(
     servers: &str,
     db: &str,
@@ -389,13 +405,10 @@ on_each_broker! {
     /// there are none — each with the checkpoint SQL holds for it.
     fn a_worker_past_its_deadline_reports_every_unfinished_partition(kind) {
         let broker = kind.sample_day(TOPIC, 60_000, 12);
-        let dir = Dir::new();
-        let file = dir.join("deadline.db");
-        let db = format!("sqlite:{}", file.display());
-        let ran = worker_with(&broker.servers, &db, "1", "6s")
-            .within(Duration::from_secs(60))
-            .status(4);
-        let checkpoints = sqlite::checkpoints(&file);
+        let (ran, checkpoints) = lone_worker_ending_4(
+            |db| worker_with(&broker.servers, db, "1", "6s"),
+            Duration::from_secs(60),
+        );
         assert_eq!(checkpoints.len(), 12, "{}", ran.text());
         let unfinished = checkpoints.values().filter(|(at, stop)| at < stop).count();
         assert!(
@@ -428,14 +441,10 @@ on_each_broker! {
     /// at its SQL checkpoint for the plan's other workers, naming the partition that failed.
     fn a_worker_stopped_by_a_failure_reports_the_partitions_it_left(kind) {
         let broker = kind.sample_day(TOPIC, 24_000, 8);
-        let dir = Dir::new();
-        let file = dir.join("left.db");
-        let db = format!("sqlite:{}", file.display());
-        let ran = worker_with(&broker.servers, &db, "100", "150s")
-            .args(["--on-bad-record", "fail"])
-            .within(Duration::from_secs(120))
-            .status(4);
-        let checkpoints = sqlite::checkpoints(&file);
+        let (ran, checkpoints) = lone_worker_ending_4(
+            |db| worker_with(&broker.servers, db, "100", "150s").args(["--on-bad-record", "fail"]),
+            Duration::from_secs(120),
+        );
         let rows: Vec<(i32, String)> = csv_rows(&ran.stdout)
             .into_iter()
             .map(|row| (row["partition"].parse().unwrap(), row["status"].clone()))

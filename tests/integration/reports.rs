@@ -5,40 +5,25 @@
 use lessonprobe_testkit::*;
 
 /// Lesson 91: a command that prints and fails, one that outlives its deadline, one that passes.
-const FAILING: &str = r#"
-[checkpoint]
-lesson = 91
-title = "failing commands"
-
-[[probe]]
-id = "R-FAIL"
-name = "prints-then-fails"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "touch ran; echo out-line-1; echo out-line-2; echo err-line-1 >&2; echo err-line-2 >&2; exit 4"]
-expect = "never"
-
-[[probe]]
-id = "R-SLOW"
-name = "outlives-its-deadline"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo started; sleep 30"]
-timeout = "1s"
-
-[[probe]]
-id = "R-PASS"
-name = "passes"
-claim = "c"
-kind = "command"
-argv = ["echo", "ok"]
-expect = "ok"
-"#;
-
 fn course() -> Dir {
-    let dir = Dir::new();
-    dir.write("checkpoints/91-failing.toml", FAILING);
-    dir
+    let prints_then_fails = "touch ran; echo out-line-1; echo out-line-2; echo err-line-1 >&2; echo err-line-2 >&2; exit 4";
+    Manifest::lesson(91, "failing commands")
+        .probe(
+            Probe::script("R-FAIL", prints_then_fails)
+                .name("prints-then-fails")
+                .expect("never"),
+        )
+        .probe(
+            Probe::script("R-SLOW", "echo started; sleep 30")
+                .name("outlives-its-deadline")
+                .timeout("1s"),
+        )
+        .probe(
+            Probe::command("R-PASS", ["echo", "ok"])
+                .name("passes")
+                .expect("ok"),
+        )
+        .in_new_dir("91-failing.toml")
 }
 
 #[test]
@@ -108,24 +93,19 @@ fn a_report_path_that_is_a_folder_exits_3_before_any_probe_runs() {
 }
 
 /// Lesson 92: a probe that makes a folder of the report's path while the run goes on.
-const TAKES_THE_REPORT_PATH: &str = r#"
-[checkpoint]
-lesson = 92
-title = "report path taken"
-
-[[probe]]
-id = "W-1"
-name = "takes-the-report-path"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "mkdir -p out/r.xml; echo ok"]
-expect = "ok"
-"#;
+fn report_path_taken() -> Dir {
+    Manifest::lesson(92, "report path taken")
+        .probe(
+            Probe::script("W-1", "mkdir -p out/r.xml; echo ok")
+                .name("takes-the-report-path")
+                .expect("ok"),
+        )
+        .in_new_dir("92-taken.toml")
+}
 
 #[test]
 fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
-    let dir = Dir::new();
-    dir.write("checkpoints/92-taken.toml", TAKES_THE_REPORT_PATH);
+    let dir = report_path_taken();
     let run = |format: &str| {
         let _ = std::fs::remove_dir_all(dir.join("out"));
         let ran = dir
@@ -162,8 +142,7 @@ fn a_report_that_cannot_be_written_after_the_run_still_prints_every_result() {
 /// the run failed and why, never "passed".
 #[test]
 fn a_junit_report_that_cannot_be_written_leaves_no_report_saying_passed() {
-    let dir = Dir::new();
-    dir.write("checkpoints/92-taken.toml", TAKES_THE_REPORT_PATH);
+    let dir = report_path_taken();
     let summary = dir.join("step-summary.md");
     let ran = dir
         .lessonprobe()
@@ -176,8 +155,7 @@ fn a_junit_report_that_cannot_be_written_leaves_no_report_saying_passed() {
             "page.html",
         ])
         .args(["--format", "ndjson"])
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_STEP_SUMMARY", &summary)
+        .in_github_actions(&summary)
         .stderr_has("out/r.xml: cannot write JUnit report: ")
         .status(3);
     let page = dir.read("page.html");
@@ -268,24 +246,14 @@ fn help_lists_the_exit_codes() {
 }
 
 /// Lesson 93: one probe that passes.
-const PASSES: &str = r#"
-[checkpoint]
-lesson = 93
-title = "one pass"
-
-[[probe]]
-id = "P-1"
-name = "passes"
-claim = "c"
-kind = "command"
-argv = ["echo", "ok"]
-expect = "ok"
-"#;
-
 fn passing() -> Dir {
-    let dir = Dir::new();
-    dir.write("checkpoints/93-pass.toml", PASSES);
-    dir
+    Manifest::lesson(93, "one pass")
+        .probe(
+            Probe::command("P-1", ["echo", "ok"])
+                .name("passes")
+                .expect("ok"),
+        )
+        .in_new_dir("93-pass.toml")
 }
 
 #[test]

@@ -10,51 +10,20 @@ use lessonprobe_testkit::*;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus};
 
 /// Lesson 93: one pass, then three failures that pass once `fixed-ID` exists, then a pass.
-const LOOP: &str = r#"
-[checkpoint]
-lesson = 93
-title = "loop"
-
-[[probe]]
-id = "L-PASS"
-name = "passes"
-claim = "c"
-kind = "command"
-argv = ["echo", "ok"]
-
-[[probe]]
-id = "L-F1"
-name = "fails"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo f1-output; test -f fixed-L-F1"]
-
-[[probe]]
-id = "L-F2"
-name = "fails"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "test -f fixed-L-F2"]
-
-[[probe]]
-id = "L-F3"
-name = "fails"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "test -f fixed-L-F3"]
-
-[[probe]]
-id = "L-PASS2"
-name = "passes"
-claim = "c"
-kind = "command"
-argv = ["echo", "ok"]
-"#;
+fn loop_manifest() -> Manifest {
+    let fails_until_fixed = |id: &str, script: &str| {
+        Probe::script(id, &format!("{script}test -f fixed-{id}")).name("fails")
+    };
+    Manifest::lesson(93, "loop")
+        .probe(Probe::command("L-PASS", ["echo", "ok"]).name("passes"))
+        .probe(fails_until_fixed("L-F1", "echo f1-output; "))
+        .probe(fails_until_fixed("L-F2", ""))
+        .probe(fails_until_fixed("L-F3", ""))
+        .probe(Probe::command("L-PASS2", ["echo", "ok"]).name("passes"))
+}
 
 fn loop_course() -> Dir {
-    let dir = Dir::new();
-    dir.write("checkpoints/93-loop.toml", LOOP);
-    dir
+    loop_manifest().in_new_dir("93-loop.toml")
 }
 
 /// `(id, verdict)` of every outcome of a JSON report.
@@ -136,7 +105,7 @@ fn max_fail_1_reports_one_fail_and_the_rest_not_run_in_every_format() {
         .args(["--lesson", "93", "--fail-fast", "--jobs", "1"])
         .args(["--junit-family", "xunit1", "--junit"])
         .arg(&xml)
-        .stdout_matches(
+        .stdout_matches(format!(
             "PASS    [..] lesson 93 L-PASS passes
 FAIL    [..] lesson 93 L-F1 fails
 ...
@@ -145,13 +114,14 @@ NOT RUN [..] lesson 93 L-F3 fails: --max-fail 1 was reached, so it never started
 NOT RUN [..] lesson 93 L-PASS2 passes: --max-fail 1 was reached, so it never started
 
 failures (1), each rerun alone by its command:
-FAIL    checkpoints/93-loop.toml:14 lesson 93 L-F1 fails
+FAIL    checkpoints/93-loop.toml:{} lesson 93 L-F1 fails
     [..]lessonprobe --lesson 93 --select L-F1
 
 JUnit report: [..]
 1 passed, 1 failed, 0 errors, 0 skipped, 0 pending, 3 not run in [..]; FAIL: L-F1; NOT RUN: L-F2, L-F3, L-PASS2
 ",
-        )
+            line_of(&loop_manifest().to_string(), "id = \"L-F1\"")
+        ))
         .failure();
     assert_eq!(ran.stdout.matches("FAIL    [").count(), 1, "{}", ran.stdout);
     validate_against(&xml, "junit-10-xunit1.xsd");
@@ -162,17 +132,13 @@ JUnit report: [..]
 fn last_failed_reruns_what_failed_says_when_nothing_did_and_runs_all_without_state() {
     let dir = loop_course();
     let xml = dir.join("r.xml");
-    let first = dir
-        .lessonprobe()
-        .args([
-            "--lesson",
-            "93",
-            "--last-failed",
-            "--format",
-            "json",
-            "--junit",
-        ])
-        .arg(&xml)
+    let last_failed = || {
+        dir.lessonprobe()
+            .args(["--lesson", "93", "--last-failed", "--format", "json"])
+            .arg("--junit")
+            .arg(&xml)
+    };
+    let first = last_failed()
         .stderr_has("no earlier run of this course and selection is recorded; running all 5 probes")
         .failure();
     assert_eq!(json_verdicts(&first.json()).len(), 5);
@@ -191,17 +157,7 @@ fn last_failed_reruns_what_failed_says_when_nothing_did_and_runs_all_without_sta
 
     // L-F1 is fixed: the rerun runs exactly the three, and L-F1 passes.
     dir.write("fixed-L-F1", "");
-    let second = dir
-        .lessonprobe()
-        .args([
-            "--lesson",
-            "93",
-            "--last-failed",
-            "--format",
-            "json",
-            "--junit",
-        ])
-        .arg(&xml)
+    let second = last_failed()
         .stderr_has("--last-failed: running the 3 of 5 probes that failed in the previous run")
         .failure();
     let rerun = json_verdicts(&second.json());
@@ -240,40 +196,23 @@ fn last_failed_reruns_what_failed_says_when_nothing_did_and_runs_all_without_sta
 }
 
 /// Lesson 94: a command that fails on its first attempt (leaving a marker) and passes after,
-/// and one that always fails, counting its attempts in a file.
-const RETRIES: &str = r#"
-[checkpoint]
-lesson = 94
-title = "retries"
-
-[[probe]]
-id = "R-FLAKY"
-name = "second-time-lucky"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "if [ -f marker ]; then echo second-attempt; else touch marker; echo first-attempt-output; echo first-attempt-err >&2; exit 1; fi"]
-expect = "second-attempt"
-
-[[probe]]
-id = "R-ALWAYS"
-name = "never-lucky"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo x >> attempts; exit 1"]
-
-[[probe]]
-id = "R-OWN"
-name = "manifest-retries"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "if [ -f own-marker ]; then exit 0; else touch own-marker; exit 1; fi"]
-retries = 1
-"#;
-
+/// one that always fails, counting its attempts in a file, and one its manifest retries.
 fn retries_course() -> Dir {
-    let dir = Dir::new();
-    dir.write("checkpoints/94-retries.toml", RETRIES);
-    dir
+    let flaky = "if [ -f marker ]; then echo second-attempt; else touch marker; echo first-attempt-output; echo first-attempt-err >&2; exit 1; fi";
+    let own = "if [ -f own-marker ]; then exit 0; else touch own-marker; exit 1; fi";
+    Manifest::lesson(94, "retries")
+        .probe(
+            Probe::script("R-FLAKY", flaky)
+                .name("second-time-lucky")
+                .expect("second-attempt"),
+        )
+        .probe(Probe::script("R-ALWAYS", "echo x >> attempts; exit 1").name("never-lucky"))
+        .probe(
+            Probe::script("R-OWN", own)
+                .name("manifest-retries")
+                .retries(1),
+        )
+        .in_new_dir("94-retries.toml")
 }
 
 fn reset(dir: &Dir) {
@@ -344,34 +283,20 @@ fn assert_flaky_junit(xml: &Path, strict: bool) {
 fn a_probe_that_fails_then_passes_is_flaky_everywhere_and_fails_the_run_only_under_strict() {
     let dir = retries_course();
     let xml = dir.join("r.xml");
+    // Each run of lesson 94 starts with no marker left and no attempt counted.
+    let run = |args: &[&str]| {
+        reset(&dir);
+        dir.lessonprobe().args(["--lesson", "94"]).args(args)
+    };
     // Exit code and JUnit without --strict, R-ALWAYS excluded so the run can succeed.
-    dir.lessonprobe()
-        .args([
-            "--lesson",
-            "94",
-            "--select",
-            "R-FLAKY",
-            "--retries",
-            "2",
-            "--junit",
-        ])
+    run(&["--select", "R-FLAKY", "--retries", "2", "--junit"])
         .arg(&xml)
         .stdout_has("FLAKY   [")
         .stdout_has("attempt 1 of 2: FAIL: ")
         .stdout_has("0 pending, 1 flaky in ")
         .stdout_has("; FLAKY: R-FLAKY")
         .success();
-    reset(&dir);
-    dir.lessonprobe()
-        .args([
-            "--lesson",
-            "94",
-            "--retries",
-            "2",
-            "--format",
-            "json",
-            "--junit",
-        ])
+    run(&["--retries", "2", "--format", "json", "--junit"])
         .arg(&xml)
         .failure();
     assert_flaky_junit(&xml, false);
@@ -381,22 +306,17 @@ fn a_probe_that_fails_then_passes_is_flaky_everywhere_and_fails_the_run_only_und
         "R-ALWAYS ran 1 + 2 times"
     );
 
-    reset(&dir);
-    let ran = dir
-        .lessonprobe()
-        .args([
-            "--lesson",
-            "94",
-            "--retries",
-            "2",
-            "--format",
-            "json",
-            "--junit-family",
-            "xunit1",
-            "--junit",
-        ])
-        .arg(&xml)
-        .failure();
+    let ran = run(&[
+        "--retries",
+        "2",
+        "--format",
+        "json",
+        "--junit-family",
+        "xunit1",
+        "--junit",
+    ])
+    .arg(&xml)
+    .failure();
     validate_against(&xml, "junit-10-xunit1.xsd");
     let doc = ran.json();
     assert_eq!(
@@ -431,52 +351,37 @@ fn a_probe_that_fails_then_passes_is_flaky_everywhere_and_fails_the_run_only_und
     assert_eq!(always["failed_attempts"].as_array().unwrap().len(), 2);
 
     // Under --strict a FLAKY probe fails the run like a failure, in every format.
-    reset(&dir);
-    dir.lessonprobe()
-        .args([
-            "--lesson",
-            "94",
-            "--select",
-            "R-FLAKY",
-            "--retries",
-            "1",
-            "--strict",
-            "--junit",
-        ])
-        .arg(&xml)
-        .stdout_has("; FLAKY under --strict: R-FLAKY")
-        .failure();
+    run(&[
+        "--select",
+        "R-FLAKY",
+        "--retries",
+        "1",
+        "--strict",
+        "--junit",
+    ])
+    .arg(&xml)
+    .stdout_has("; FLAKY under --strict: R-FLAKY")
+    .failure();
     let report = parse_junit(&xml);
     assert_eq!(report.test_suites[0].failures, 1);
-    reset(&dir);
-    let strict = dir
-        .lessonprobe()
-        .args([
-            "--lesson",
-            "94",
-            "--select",
-            "R-FLAKY",
-            "--retries",
-            "1",
-            "--strict",
-            "--format",
-            "json",
-        ])
-        .failure();
+    let strict = run(&[
+        "--select",
+        "R-FLAKY",
+        "--retries",
+        "1",
+        "--strict",
+        "--format",
+        "json",
+    ])
+    .failure();
     assert_eq!(strict.json()["succeeded"], false);
-    reset(&dir);
-    dir.lessonprobe()
-        .args(["--lesson", "94", "--retries", "2", "--strict", "--junit"])
+    run(&["--retries", "2", "--strict", "--junit"])
         .arg(&xml)
         .failure();
     assert_flaky_junit(&xml, true);
 
     // Without --retries only the manifest's own retries apply.
-    reset(&dir);
-    let plain = dir
-        .lessonprobe()
-        .args(["--lesson", "94", "--format", "json"])
-        .failure();
+    let plain = run(&["--format", "json"]).failure();
     assert_eq!(
         json_verdicts(&plain.json()),
         pairs(&[
@@ -528,18 +433,19 @@ fn a_document_probe_retries_only_when_asked() {
 fn partition_course() -> Dir {
     let dir = Dir::new();
     for (lesson, count) in [(95, 6), (96, 5)] {
-        let mut text = format!("[checkpoint]\nlesson = {lesson}\ntitle = \"shard {lesson}\"\n");
+        let mut manifest = Manifest::lesson(lesson, &format!("shard {lesson}"));
         for i in 0..count {
-            let body = if i == 2 {
-                "kind = \"prose\"\nquestion = \"why?\"".to_owned()
+            let id = format!("P{lesson}-{i}");
+            manifest = manifest.probe(if i == 2 {
+                Probe::prose(&id, "why?")
             } else {
-                format!("kind = \"command\"\nargv = [\"echo\", \"{lesson}-{i}\"]")
-            };
-            text.push_str(&format!(
-                "\n[[probe]]\nid = \"P{lesson}-{i}\"\nname = \"probe\"\nclaim = \"c\"\n{body}\n"
-            ));
+                Probe::command(&id, ["echo", &format!("{lesson}-{i}")])
+            });
         }
-        dir.write(format!("checkpoints/{lesson}-shard.toml"), text);
+        dir.write(
+            format!("checkpoints/{lesson}-shard.toml"),
+            manifest.to_string(),
+        );
     }
     dir
 }

@@ -37,6 +37,19 @@ fn verdict_of(all: &[(String, String, String, u64, String)], id: &str) -> (Strin
     (o.1.clone(), o.4.clone())
 }
 
+/// The outcome `id` of `all` has `verdict` and a message that contains `says`.
+#[track_caller]
+fn assert_outcome(
+    all: &[(String, String, String, u64, String)],
+    id: &str,
+    verdict: &str,
+    says: &str,
+) {
+    let (got, message) = verdict_of(all, id);
+    assert_eq!(got, verdict, "{id}: {message}");
+    assert!(message.contains(says), "{id}: {message}");
+}
+
 /// The diff of the `index`-th outcome of a `--format json` run ("" when it has none).
 fn diff_of(ran: &Ran, index: usize) -> String {
     ran.json()["outcomes"][index]["diff"]
@@ -295,11 +308,11 @@ fn a_failing_example_fails_with_its_line_and_doctests_own_report() {
             .args(["--python", &python, "--format", "json"])
             .failure(),
     );
-    let (verdict, message) = verdict_of(&all, "py.md:9");
-    assert_eq!(verdict, "FAIL");
-    assert!(
-        message.contains("py.md:10: the example raised an exception"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "py.md:9",
+        "FAIL",
+        "py.md:10: the example raised an exception",
     );
 }
 
@@ -402,11 +415,11 @@ fn sessions_in_a_chinese_lesson_run_in_one_copy_of_run_from_beside_its_labelled_
     assert_eq!(verdict_of(&all, "EX-45-01").0, "PASS");
     assert_eq!(verdict_of(&all, "45-会话.md:5").0, "PASS");
     // Named redactions do not apply to doctest's own comparison: doctest is the judge.
-    let (verdict, message) = verdict_of(&all, "45-会话.md:27");
-    assert_eq!(verdict, "FAIL");
-    assert!(
-        message.contains("45-会话.md:30: the example printed other output"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "45-会话.md:27",
+        "FAIL",
+        "45-会话.md:30: the example printed other output",
     );
     assert_eq!(
         snapshot(&course),
@@ -438,11 +451,11 @@ fn an_english_lesson_checks_its_sessions_with_the_courses_redactions() {
         .failure();
     let all = outcomes(&ran);
     assert_eq!(verdict_of(&all, "46-sessions.md:3").0, "PASS");
-    let (verdict, message) = verdict_of(&all, "46-sessions.md:9");
-    assert_eq!(verdict, "FAIL");
-    assert!(
-        message.contains("lessons/46-sessions.md:10: `echo stored evt-zz`"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "46-sessions.md:9",
+        "FAIL",
+        "lessons/46-sessions.md:10: `echo stored evt-zz`",
     );
 }
 
@@ -512,15 +525,13 @@ fn a_session_past_its_deadline_is_an_error_and_the_blocks_after_it_are_not_run()
         .within(std::time::Duration::from_secs(20))
         .failure();
     let all = outcomes(&ran);
-    let (verdict, message) = verdict_of(&all, "slow.md:3");
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains("slow.md:6: `sleep 60` exceeded the deadline of 1s"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "slow.md:3",
+        "ERROR",
+        "slow.md:6: `sleep 60` exceeded the deadline of 1s",
     );
-    let (verdict, message) = verdict_of(&all, "slow.md:9");
-    assert_eq!(verdict, "ERROR");
-    assert!(message.contains("not run"), "{message}");
+    assert_outcome(&all, "slow.md:9", "ERROR", "not run");
 }
 
 #[test]
@@ -537,11 +548,11 @@ fn a_syntax_error_in_an_example_fails_and_a_missing_interpreter_is_an_error() {
             .args(["--python", &python, "--format", "json"])
             .failure(),
     );
-    let (verdict, message) = verdict_of(&all, "syntax.md:3");
-    assert_eq!(verdict, "FAIL");
-    assert!(
-        message.contains("syntax.md:4: the example raised"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "syntax.md:3",
+        "FAIL",
+        "syntax.md:4: the example raised",
     );
     let all = outcomes(
         &doc(&dir)
@@ -549,11 +560,11 @@ fn a_syntax_error_in_an_example_fails_and_a_missing_interpreter_is_an_error() {
             .args(["--python", "/no/such/python", "--format", "json"])
             .failure(),
     );
-    let (verdict, message) = verdict_of(&all, "syntax.md:3");
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains("python interpreter \"/no/such/python\" not found"),
-        "{message}"
+    assert_outcome(
+        &all,
+        "syntax.md:3",
+        "ERROR",
+        "python interpreter \"/no/such/python\" not found",
     );
 }
 

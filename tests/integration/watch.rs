@@ -11,40 +11,26 @@ use lessonprobe_testkit::*;
 
 /// Lesson 94: a probe that passes, then one that fails until `fixed` exists; each notes its
 /// run in `$WATCH_LOG`, outside the watched folder.
-const TWO: &str = r#"
-[checkpoint]
-lesson = 94
-title = "watch"
-
-[[probe]]
-id = "W-B"
-name = "passes"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo B >> \"$WATCH_LOG\""]
-
-[[probe]]
-id = "W-A"
-name = "fails-until-fixed"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo A >> \"$WATCH_LOG\"; test -f fixed"]
-"#;
+fn two() -> String {
+    Manifest::lesson(94, "watch")
+        .probe(Probe::script("W-B", r#"echo B >> "$WATCH_LOG""#).name("passes"))
+        .probe(
+            Probe::script("W-A", r#"echo A >> "$WATCH_LOG"; test -f fixed"#)
+                .name("fails-until-fixed"),
+        )
+        .to_string()
+}
 
 /// Lesson 95: a probe that notes its process group in `$WATCH_LOG` and sleeps past any test.
-const SLEEPER: &str = r#"
-[checkpoint]
-lesson = 95
-title = "watch"
-
-[[probe]]
-id = "W-SLEEP"
-name = "sleeps"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "echo $$ >> \"$WATCH_LOG\"; exec sleep 97"]
-timeout = "120s"
-"#;
+fn sleeper() -> String {
+    Manifest::lesson(95, "watch")
+        .probe(
+            Probe::script("W-SLEEP", r#"echo $$ >> "$WATCH_LOG"; exec sleep 97"#)
+                .name("sleeps")
+                .timeout("120s"),
+        )
+        .to_string()
+}
 
 /// How long a step of a test may take on a loaded machine.
 const STEP: Duration = Duration::from_secs(60);
@@ -95,7 +81,7 @@ fn watch(dir: &Dir, outside: &Dir, lesson: &str) -> Running {
 #[test]
 fn a_change_reruns_once_the_failed_probe_first_and_ctrl_c_leaves_nothing() {
     let (dir, outside) = (Dir::new(), Dir::new());
-    dir.write("checkpoints/94-watch.toml", TWO);
+    dir.write("checkpoints/94-watch.toml", two());
     std::fs::write(dir.join(".gitignore"), "build/\n").unwrap();
     let log = outside.join("watch.log");
     let mut running = watch(&dir, &outside, "94");
@@ -146,7 +132,7 @@ fn a_change_reruns_once_the_failed_probe_first_and_ctrl_c_leaves_nothing() {
 #[test]
 fn a_change_during_a_run_stops_its_probes_and_starts_the_next_run() {
     let (dir, outside) = (Dir::new(), Dir::new());
-    dir.write("checkpoints/95-watch.toml", SLEEPER);
+    dir.write("checkpoints/95-watch.toml", sleeper());
     let log = outside.join("watch.log");
     let mut running = watch(&dir, &outside, "95");
     running.wait_for_stderr("the sleeper", STEP, |_| lines(&log).len() == 1);
@@ -214,7 +200,7 @@ fn a_change_to_the_courses_project_reaches_the_next_run() {
 #[test]
 fn a_broken_manifest_is_said_and_the_watch_goes_on() {
     let (dir, outside) = (Dir::new(), Dir::new());
-    dir.write("checkpoints/94-watch.toml", TWO);
+    dir.write("checkpoints/94-watch.toml", two());
     dir.write("fixed", "");
     let mut running = watch(&dir, &outside, "94");
     running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1);
@@ -225,7 +211,7 @@ fn a_broken_manifest_is_said_and_the_watch_goes_on() {
         stderr.contains("94-watch.toml:1"),
         "the error does not name the file and line:\n{stderr}"
     );
-    dir.write("checkpoints/94-watch.toml", TWO);
+    dir.write("checkpoints/94-watch.toml", two());
     running.wait_for_stderr("the mended run", STEP, |e| waits(e) == 3);
     let ran = {
         running.signal(libc::SIGINT);

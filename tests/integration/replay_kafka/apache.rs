@@ -3,12 +3,12 @@
 //! index on many partitions, and DeleteRecords before and during a replay.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use lessonprobe_testkit::kafka::create_topic;
+use lessonprobe_testkit::kafka::{create_topic, send_when_room};
 
 /// Sends one record to `topic[0]` and waits until the broker has it, so the offsets follow the
 /// order of the calls.
@@ -41,21 +41,18 @@ fn committed_and_plain_records_are_replayed_and_aborted_ones_never() {
         let s = &broker.servers;
         let topic = "mixed";
         let began = now_ms();
-        let plain: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("linger.ms", "0")
-            .create()
-            .unwrap();
-        let txn: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("transactional.id", "test-mixed")
-            .set("linger.ms", "0")
-            .create()
-            .unwrap();
+        let plain = producer(s, &[("linger.ms", "0")]);
+        let txn = producer(s, &[("transactional.id", "test-mixed"), ("linger.ms", "0")]);
         let t = Duration::from_secs(10);
         txn.init_transactions(t).unwrap();
         let mut markers = Vec::new();
-        let end = |commit: bool, markers: &mut Vec<i64>| {
+        // A transaction while `sends` are made in order (the plain producer's among them, outside
+        // it), then committed or aborted.
+        let mut transaction = |sends: &[(&BaseProducer, &str)], commit: bool| {
+            txn.begin_transaction().unwrap();
+            for (producer, id) in sends {
+                send_one(producer, topic, id);
+            }
             if commit {
                 txn.commit_transaction(t).unwrap();
             } else {
@@ -66,24 +63,33 @@ fn committed_and_plain_records_are_replayed_and_aborted_ones_never() {
         };
         send_one(&plain, topic, "plain-0");
         send_one(&plain, topic, "plain-1");
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "committed-a0");
-        send_one(&txn, topic, "committed-a1");
-        send_one(&plain, topic, "plain-2");
-        send_one(&txn, topic, "committed-a2");
-        end(true, &mut markers);
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "aborted-b0");
-        send_one(&txn, topic, "aborted-b1");
-        send_one(&plain, topic, "plain-3");
-        end(false, &mut markers);
+        transaction(
+            &[
+                (&txn, "committed-a0"),
+                (&txn, "committed-a1"),
+                (&plain, "plain-2"),
+                (&txn, "committed-a2"),
+            ],
+            true,
+        );
+        transaction(
+            &[
+                (&txn, "aborted-b0"),
+                (&txn, "aborted-b1"),
+                (&plain, "plain-3"),
+            ],
+            false,
+        );
         send_one(&plain, topic, "plain-4");
-        txn.begin_transaction().unwrap();
-        send_one(&txn, topic, "committed-c0");
-        send_one(&plain, topic, "plain-5");
-        send_one(&txn, topic, "committed-c1");
-        send_one(&txn, topic, "committed-c2");
-        end(true, &mut markers);
+        transaction(
+            &[
+                (&txn, "committed-c0"),
+                (&plain, "plain-5"),
+                (&txn, "committed-c1"),
+                (&txn, "committed-c2"),
+            ],
+            true,
+        );
         send_one(&plain, topic, "plain-6");
         drop(txn);
 
@@ -199,10 +205,7 @@ fn timestamps(servers: &str, topic: &str, partition: i32) -> Vec<(i64, i64)> {
     let (low, high) = consumer
         .fetch_watermarks(topic, partition, Duration::from_secs(10))
         .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(low))
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
+    assign_at(&consumer, topic, partition, Offset::Offset(low));
     let mut out = Vec::new();
     while out.last().map_or(low, |r: &(i64, i64)| r.0 + 1) < high {
         let m = consumer
@@ -232,30 +235,18 @@ fn a_day_on_100_partitions_is_planned_from_the_brokers_index() {
         // Per partition 40 records stamped anywhere from 6 h before the window to 6 h after
         // it, in no order.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", s)
-            .set("linger.ms", "5")
-            .create()
-            .unwrap();
+        let producer = producer(s, &[("linger.ms", "5")]);
         for p in 0..partitions {
             for i in 0..40 {
                 let ts = rng.random_range(since_ms - 21_600_000..until_ms + 21_600_000);
                 let payload = event(&format!("wide-{p}-{i}"));
                 let key = format!("k{i}");
-                let mut record = BaseRecord::to(topic)
+                let record = BaseRecord::to(topic)
                     .partition(p)
                     .key(&key)
                     .payload(&payload)
                     .timestamp(ts);
-                loop {
-                    match producer.send(record) {
-                        Ok(()) => break,
-                        Err((_, back)) => {
-                            record = back;
-                            producer.poll(Duration::from_millis(10));
-                        }
-                    }
-                }
+                send_when_room(&producer, record);
             }
         }
         producer.flush(Duration::from_secs(30)).unwrap();
@@ -410,14 +401,7 @@ fn the_log_start_moving_past_a_running_replay_ends_it_with_nothing_lost_or_inven
                 "json",
             ])
             .spawn();
-        let started = Instant::now();
-        while rows_now(&db) == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the replay wrote nothing"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        until_rows_in(&db);
         let cut = 7_000;
         delete_records(s, topic, 0, cut);
         let ran = run.status(4);
@@ -471,20 +455,7 @@ fn a_marker_stamped_after_the_window_ends_it_as_kafkas_rule_says() {
         let markers = txn::write(kind, s, "past", 0, &[txn(0, true), txn(3, true)]);
         assert_eq!(markers, [3, 7]);
         let dir = Dir::new();
-        let (_, doc) = run(
-            replay(&dir, s, "past", "sqlite:x.db", &WINDOW).args([
-                "--partitions",
-                "0",
-                "--format",
-                "json",
-            ]),
-            0,
-        );
-        let p = &doc["plan"]["partitions"][0];
-        assert_eq!(
-            (p["start"].as_i64(), p["stop"].as_i64(), p["end"].as_i64()),
-            (Some(0), Some(3), Some(8)),
-            "{doc}"
-        );
+        let plan = plan_of_partition(replay(&dir, s, "past", "sqlite:x.db", &WINDOW), "0");
+        assert_eq!(plan, (Some(0), Some(3), Some(8)));
     });
 }

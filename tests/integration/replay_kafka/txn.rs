@@ -9,9 +9,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use lessonprobe_testkit::kafka::BrokerKind;
+use lessonprobe_testkit::kafka::{producer, send_when_room, BrokerKind};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
 /// One transaction of a partition: its records' `(timestamp, payload)` and how it ends.
@@ -30,12 +30,13 @@ pub fn write(
     partition: i32,
     txns: &[Txn],
 ) -> Vec<i64> {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("transactional.id", format!("test-{topic}-{partition}"))
-        .set("linger.ms", "1")
-        .create()
-        .unwrap();
+    let producer = producer(
+        servers,
+        &[
+            ("transactional.id", &format!("test-{topic}-{partition}")),
+            ("linger.ms", "1"),
+        ],
+    );
     let t = Duration::from_secs(10);
     producer.init_transactions(t).unwrap();
     // Known once the first records created the topic.
@@ -45,20 +46,12 @@ pub fn write(
         producer.begin_transaction().unwrap();
         for (ts, payload) in &txn.records {
             let key = format!("tenant-a:ticket-{partition}");
-            let mut record = BaseRecord::to(topic)
+            let record = BaseRecord::to(topic)
                 .partition(partition)
                 .key(&key)
                 .payload(payload)
                 .timestamp(*ts);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        record = back;
-                        producer.poll(Duration::from_millis(5));
-                    }
-                }
-            }
+            send_when_room(&producer, record);
         }
         producer.flush(t).unwrap();
         if txn.commit {
