@@ -9,6 +9,7 @@ mod bookkeeping_sql;
 mod error;
 pub mod inspect;
 pub mod ledger;
+mod param;
 mod patience;
 pub mod postgres;
 pub mod preflight;

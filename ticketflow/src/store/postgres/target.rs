@@ -16,7 +16,7 @@ use crate::store::ledger::{
     Recording, WriteError,
 };
 use crate::store::replay_target::{ReplayTarget, Timeouts};
-use crate::store::schema::{self, BOOKKEEPING, LEGACY, REQUIRED_COLUMNS};
+use crate::store::schema::{self, BOOKKEEPING, LEGACY};
 
 /// A PostgreSQL database as a replay's target.
 pub struct PostgresTarget {
@@ -126,8 +126,7 @@ impl PostgresTarget {
         if !adoption.casts.is_empty() {
             return Ok(false);
         }
-        let mut columns: Vec<&str> = REQUIRED_COLUMNS.to_vec();
-        columns.extend(adoption.record_columns.iter().copied());
+        let columns = adoption.written_columns();
         let types: Vec<String> = columns
             .iter()
             .map(|c| copy_type(c).name().to_owned())
