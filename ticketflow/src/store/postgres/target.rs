@@ -15,7 +15,7 @@ use crate::store::ledger::{
     now, Batch, Claim, Counters, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-use crate::store::replay_target::{ReplayTarget, Timeouts};
+use crate::store::replay_target::{PartitionClaim, ReplayTarget, Timeouts};
 use crate::store::schema::{self, BOOKKEEPING, LEGACY};
 
 /// A PostgreSQL database as a replay's target.
@@ -371,12 +371,7 @@ impl ReplayTarget for PostgresTarget {
         Ok(recording)
     }
 
-    fn claim_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<Option<Claim>, StoreError> {
+    fn claim_partition(&mut self, claim: PartitionClaim<'_>) -> Result<Option<Claim>, StoreError> {
         // A finished partition keeps the owner that finished it. The row lock waits for a
         // batch of the partition in flight, so the checkpoint read is the one after it.
         let place = self.place.clone();
@@ -384,7 +379,7 @@ impl ReplayTarget for PostgresTarget {
             .client
             .query_opt(
                 SQL.claim_partition.as_str(),
-                &[&plan_id, &partition, &owner, &now()],
+                &[&claim.plan_id, &claim.partition, &claim.owner, &now()],
             )
             .map_err(|e| StoreError::postgres(&place, e))?
             .map(|r| Claim {
@@ -393,17 +388,12 @@ impl ReplayTarget for PostgresTarget {
             }))
     }
 
-    fn release_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<(), StoreError> {
+    fn release_partition(&mut self, claim: PartitionClaim<'_>) -> Result<(), StoreError> {
         let place = self.place.clone();
         self.client
             .execute(
                 SQL.release_partition.as_str(),
-                &[&plan_id, &partition, &owner, &now()],
+                &[&claim.plan_id, &claim.partition, &claim.owner, &now()],
             )
             .map(drop)
             .map_err(|e| StoreError::postgres(&place, e))
