@@ -12,7 +12,9 @@ use super::read::Reader;
 use super::window::{DayPlan, DayReplayRequest, PartitionPlan};
 use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaError, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{Adoption, Claim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
+use crate::store::{
+    Adoption, Claim, PartitionClaim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError,
+};
 
 /// How long a worker with nothing of its own to do waits on the group between looks at the
 /// plan's progress in SQL.
@@ -80,7 +82,11 @@ impl Share<'_> {
                         .filter(|&p| self.in_plan(p))
                         .collect();
                     for p in ours {
-                        match target.claim_partition(self.to.plan_id, p, self.to.owner)? {
+                        match target.claim_partition(PartitionClaim {
+                            plan_id: self.to.plan_id,
+                            partition: p,
+                            owner: self.to.owner,
+                        })? {
                             Some(claim) => {
                                 if let Err(e) = member.commit(p, claim.next_offset) {
                                     tracing::debug!("partition {p}: commit owed: {e}");
@@ -97,7 +103,11 @@ impl Share<'_> {
                 GroupEvent::Revoked(partitions) => {
                     for p in partitions {
                         if self.owned.remove(&p).is_some() {
-                            target.release_partition(self.to.plan_id, p, self.to.owner)?;
+                            target.release_partition(PartitionClaim {
+                                plan_id: self.to.plan_id,
+                                partition: p,
+                                owner: self.to.owner,
+                            })?;
                         }
                     }
                 }
@@ -220,7 +230,11 @@ pub(crate) fn work(
     // Unfinished partitions are handed back at once; leaving the group (the member's drop)
     // gives them to the other workers.
     for p in share.owned.keys() {
-        let _ = target.release_partition(to.plan_id, *p, to.owner);
+        let _ = target.release_partition(PartitionClaim {
+            plan_id: to.plan_id,
+            partition: *p,
+            owner: to.owner,
+        });
     }
     let complete = outcome?;
     if let Ok(plans) = target.plans() {
@@ -637,8 +651,8 @@ mod tests {
 
     use crate::event::{AuditEvent, EventRecord};
     use crate::store::{
-        AuditDb, Batch, Counters, Entry, PartitionProgress, PlanScope, PlanStatus, PlanWindow,
-        RecordedPlan, Recording, Timeouts, WriteError,
+        AuditDb, Batch, Counters, Entry, PartitionClaim, PartitionProgress, PlanScope, PlanStatus,
+        PlanWindow, RecordedPlan, Recording, Timeouts, WriteError,
     };
     use std::time::Duration;
 
@@ -689,10 +703,15 @@ mod tests {
                 plan_id: "p".into()
             }
         );
-        let a = target.claim_partition("p", 0, "a").unwrap().unwrap();
+        let claim = |partition, owner| PartitionClaim {
+            plan_id: "p",
+            partition,
+            owner,
+        };
+        let a = target.claim_partition(claim(0, "a")).unwrap().unwrap();
         assert_eq!((a.next_offset, a.stop), (0, 10));
-        assert!(target.claim_partition("p", 7, "a").unwrap().is_none());
-        target.claim_partition("p", 0, "b").unwrap().unwrap();
+        assert!(target.claim_partition(claim(7, "a")).unwrap().is_none());
+        target.claim_partition(claim(0, "b")).unwrap().unwrap();
         let payloads: Vec<Vec<u8>> = (0..3)
             .map(|i| AuditEvent::sample_with_id(&format!("stale-{i}")).to_json())
             .collect();
@@ -736,7 +755,7 @@ mod tests {
             counters.inserted, 3,
             "nothing of the refused batch stayed behind"
         );
-        target.release_partition("p", 0, "a").unwrap();
+        target.release_partition(claim(0, "a")).unwrap();
         let recorded = target.plans().unwrap().remove(0);
         assert_eq!(recorded.partitions[0].next_offset, 3);
         assert_eq!(recorded.partitions[0].owner.as_deref(), Some("b"));
@@ -749,7 +768,7 @@ mod tests {
             ..batch.clone()
         };
         target.write_batch(&scope("b"), &rest).unwrap();
-        let c = target.claim_partition("p", 0, "c").unwrap().unwrap();
+        let c = target.claim_partition(claim(0, "c")).unwrap().unwrap();
         assert_eq!((c.next_offset, c.stop), (10, 10));
         let recorded = target.plans().unwrap().remove(0);
         assert_eq!(recorded.partitions[0].owner.as_deref(), Some("b"));

@@ -6,7 +6,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::error::StoreError;
+use super::inspect::Adoption;
 use super::ledger::{Batch, Counters, Entry, WriteError};
+use super::param::Param;
 use crate::event::EventRecord;
 
 /// A statement that failed: on a record's data (split, quarantine), or on anything else
@@ -74,22 +76,67 @@ pub(crate) trait BatchTx {
     fn replace(&mut self, row: &Entry<'_>) -> Result<(), Fault>;
     fn quarantine(&mut self, plan_id: &str, rows: &[Quarantine<'_, '_>]) -> Result<(), StoreError>;
     fn conflicts(&mut self, plan_id: &str, conflicts: &[Conflict]) -> Result<(), StoreError>;
-    /// Moves the checkpoint from `batch.first` to `batch.next` and adds `counters`, only where
-    /// it still is at `batch.first` (and, with `owner`, belongs to it). `Ok(None)` when moved;
-    /// otherwise where the checkpoint is.
-    fn advance(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        counters: &Counters,
-        owner: Option<&str>,
-    ) -> Result<Option<Option<i64>>, StoreError>;
-    fn record_batch(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        owner: Option<&str>,
-    ) -> Result<(), StoreError>;
+    /// Moves the checkpoint from `batch.first` to `batch.next` and adds the counters, only
+    /// where it still is at `batch.first` (and, with the scope's owner, belongs to it).
+    fn advance(&mut self, written: Written<'_>) -> Result<Advance, StoreError>;
+    /// Records the batch among the plan's batches, with the owner that wrote it.
+    fn record_batch(&mut self, written: Written<'_>) -> Result<(), StoreError>;
+}
+
+/// A batch whose rows are in, as its bookkeeping takes it: the plan (and owner) it was written
+/// for, the batch, and what became of its records.
+#[derive(Clone, Copy)]
+pub(crate) struct Written<'w> {
+    pub scope: &'w PlanScope<'w>,
+    pub batch: &'w Batch<'w>,
+    pub counters: &'w Counters,
+}
+
+impl<'w> Written<'w> {
+    /// The values of the bookkeeping's `ADVANCE` (`$1`…`$13`): where the checkpoint moves from
+    /// and to, the counters it adds, `at` as the time, and the owner it must belong to.
+    pub(crate) fn advance_params(self, at: &'w str) -> [Param<'w>; 13] {
+        let (scope, batch, c) = (self.scope, self.batch, self.counters);
+        [
+            Param::Text(scope.plan_id),
+            Param::Int4(batch.partition),
+            Param::Int8(batch.first),
+            Param::Int8(batch.next),
+            Param::count(c.records),
+            Param::count(c.inserted),
+            Param::count(c.duplicates),
+            Param::count(c.conflicts),
+            Param::count(c.quarantined),
+            Param::count(c.markers),
+            Param::count(c.aborted),
+            Param::Text(at),
+            Param::text(scope.owner),
+        ]
+    }
+
+    /// The values of the bookkeeping's `INSERT_BATCH` (`$1`…`$7`), applied `at`.
+    pub(crate) fn batch_params(self, at: &'w str) -> [Param<'w>; 7] {
+        let (scope, batch) = (self.scope, self.batch);
+        [
+            Param::Text(scope.plan_id),
+            Param::Int4(batch.partition),
+            Param::Int8(batch.first),
+            Param::Int8(batch.next),
+            Param::count(batch.entries.len() as u64),
+            Param::text(scope.owner),
+            Param::Text(at),
+        ]
+    }
+}
+
+/// What the checkpoint's compare-and-set did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Advance {
+    /// The checkpoint moved past the batch.
+    Moved,
+    /// The checkpoint was not where the batch began, or belongs to another owner: it stays
+    /// where it is (`None`: the plan records no such partition).
+    Refused { found: Option<i64> },
 }
 
 /// What the writer knows of the plan it writes for.
@@ -113,6 +160,24 @@ impl PlanScope<'_> {
                 p == at.partition && at.offset >= start && at.offset < stop
             })
     }
+}
+
+/// An entry's values for the columns `adoption` writes, in the order of
+/// [`Adoption::written_columns`]: the event's, then the record's.
+pub(crate) fn row<'e>(
+    adoption: &Adoption,
+    entry: &'e Entry<'_>,
+    event: &'e EventRecord,
+) -> Vec<Param<'e>> {
+    let mut values: Vec<Param<'e>> = event.columns().into_iter().map(Param::Text).collect();
+    values.extend(adoption.record_columns.iter().map(|column| match *column {
+        "record" => Param::Bytes(entry.raw),
+        "topic" => Param::Text(entry.topic),
+        "partition" => Param::Int4(entry.partition),
+        "record_offset" => Param::Int8(entry.offset),
+        _ => entry.timestamp.map_or(Param::Null, Param::Int8),
+    }));
+    values
 }
 
 fn location(entry: &Entry<'_>) -> Location {
@@ -346,14 +411,19 @@ pub(crate) fn write(
     if !conflicts.is_empty() {
         tx.conflicts(scope.plan_id, &conflicts)?;
     }
-    if let Some(found) = tx.advance(scope.plan_id, batch, &counters, scope.owner)? {
+    let written = Written {
+        scope,
+        batch,
+        counters: &counters,
+    };
+    if let Advance::Refused { found } = tx.advance(written)? {
         return Err(WriteError::CheckpointMoved {
             partition: batch.partition,
             expected: batch.first,
             found,
         });
     }
-    tx.record_batch(scope.plan_id, batch, scope.owner)?;
+    tx.record_batch(written)?;
     Ok(counters)
 }
 

@@ -218,6 +218,14 @@ impl Inspection {
 }
 
 impl Adoption {
+    /// The columns of `audit_events` a replay writes: the required ones, then the adopted
+    /// record columns.
+    pub(crate) fn written_columns(&self) -> Vec<&'static str> {
+        let mut columns = REQUIRED_COLUMNS.to_vec();
+        columns.extend(self.record_columns.iter().copied());
+        columns
+    }
+
     /// What the replay found and what it will create, line by line, for the dry run.
     pub fn describe(&self, inspection: &Inspection) -> Vec<String> {
         let mut lines = Vec::new();

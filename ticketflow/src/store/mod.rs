@@ -9,6 +9,7 @@ mod bookkeeping_sql;
 mod error;
 pub mod inspect;
 pub mod ledger;
+mod param;
 mod patience;
 pub mod postgres;
 pub mod preflight;
@@ -31,6 +32,6 @@ pub use ledger::{
     Batch, Claim, Counters, Entry, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-pub use replay_target::{ReplayTarget, Timeouts, ANSWER_TIMEOUT, CONNECT_TIMEOUT};
+pub use replay_target::{PartitionClaim, ReplayTarget, Timeouts, ANSWER_TIMEOUT, CONNECT_TIMEOUT};
 pub use snapshot::{Lookup, Scannable, Snapshot, StoredAt};
 pub use sqlite::SqliteAuditStore;

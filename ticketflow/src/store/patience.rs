@@ -10,7 +10,7 @@ use super::batch::PlanScope;
 use super::error::StoreError;
 use super::inspect::{Adoption, Inspection};
 use super::ledger::{Batch, Claim, Counters, PlanStatus, RecordedPlan, Recording, WriteError};
-use super::replay_target::ReplayTarget;
+use super::replay_target::{PartitionClaim, ReplayTarget};
 use super::unanswered;
 
 /// The first pause after a contended call, and the longest.
@@ -143,26 +143,12 @@ impl<T: ReplayTarget> ReplayTarget for Patient<T> {
         self.patiently("record the plan", |t| t.record_plan_once(plan))
     }
 
-    fn claim_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<Option<Claim>, StoreError> {
-        self.patiently("claim a partition", |t| {
-            t.claim_partition(plan_id, partition, owner)
-        })
+    fn claim_partition(&mut self, claim: PartitionClaim<'_>) -> Result<Option<Claim>, StoreError> {
+        self.patiently("claim a partition", |t| t.claim_partition(claim))
     }
 
-    fn release_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<(), StoreError> {
-        self.patiently("release a partition", |t| {
-            t.release_partition(plan_id, partition, owner)
-        })
+    fn release_partition(&mut self, claim: PartitionClaim<'_>) -> Result<(), StoreError> {
+        self.patiently("release a partition", |t| t.release_partition(claim))
     }
 
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError> {

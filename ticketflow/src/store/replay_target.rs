@@ -41,6 +41,15 @@ impl Timeouts {
     }
 }
 
+/// One owner's hold on one partition of a recorded plan: what claiming the partition takes,
+/// and releasing it gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionClaim<'a> {
+    pub plan_id: &'a str,
+    pub partition: i32,
+    pub owner: &'a str,
+}
+
 /// What a replay does in its target database. Every call is bounded by the [`Timeouts`] it
 /// was opened with.
 pub trait ReplayTarget: Send {
@@ -61,22 +70,12 @@ pub trait ReplayTarget: Send {
     /// Records `plan` unless it, or another plan of its replay group, is recorded already —
     /// decided under a lock, so workers starting at once record it exactly once.
     fn record_plan_once(&mut self, plan: &RecordedPlan) -> Result<Recording, StoreError>;
-    /// Makes `owner` the owner of one unfinished partition of the plan (the writer that owned
-    /// it before fails its next checkpoint); waits for a batch of that partition in flight.
-    /// `None`: the plan has no such partition.
-    fn claim_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<Option<Claim>, StoreError>;
-    /// Clears the owner of an unfinished partition where it is still `owner`.
-    fn release_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<(), StoreError>;
+    /// Makes the claim's owner the owner of one unfinished partition of the plan (the writer
+    /// that owned it before fails its next checkpoint); waits for a batch of that partition in
+    /// flight. `None`: the plan has no such partition.
+    fn claim_partition(&mut self, claim: PartitionClaim<'_>) -> Result<Option<Claim>, StoreError>;
+    /// Clears the owner of an unfinished partition where it is still the claim's owner.
+    fn release_partition(&mut self, claim: PartitionClaim<'_>) -> Result<(), StoreError>;
     fn finish(&mut self, plan_id: &str, status: PlanStatus) -> Result<(), StoreError>;
     /// Conflicts recorded for the plan, per partition of the version not kept.
     fn conflicts_by_partition(&mut self, plan_id: &str) -> Result<Vec<(i32, u64)>, StoreError>;

@@ -10,11 +10,14 @@ use postgres::{Client, Statement};
 
 use super::copy::{CopyError, RowCopy};
 use crate::event::EventRecord;
-use crate::store::batch::{self, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion};
+use crate::store::batch::{
+    self, Advance, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion, Written,
+};
 use crate::store::bookkeeping_sql::POSTGRES as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::Adoption;
-use crate::store::ledger::{now, Batch, Counters, Entry};
+use crate::store::ledger::{now, Entry};
+use crate::store::param::Param;
 use crate::store::schema::{RECORD_COLUMNS, REQUIRED_COLUMNS};
 
 /// The batch operations on one open PostgreSQL transaction.
@@ -65,55 +68,22 @@ pub(super) fn copy_type(column: &str) -> postgres::types::Type {
     }
 }
 
-/// Each record's values for the audit columns, as arrays for `unnest`.
-struct Columns {
-    text: [Vec<String>; 6],
-    record: Vec<Vec<u8>>,
-    topic: Vec<String>,
-    partition: Vec<i32>,
-    offset: Vec<i64>,
-    timestamp: Vec<Option<i64>>,
+/// The decoded rows' values for the written columns, a column at a time: the arrays `unnest`
+/// takes, in the order of [`PgTx::unnest`]'s placeholders.
+fn arrays<'e>(adoption: &Adoption, rows: &[&'e Entry<'_>]) -> Vec<Vec<Param<'e>>> {
+    let mut arrays = vec![Vec::with_capacity(rows.len()); adoption.written_columns().len()];
+    for entry in rows {
+        let Ok(event) = &entry.decoded else { continue };
+        for (array, value) in arrays.iter_mut().zip(batch::row(adoption, entry, event)) {
+            array.push(value);
+        }
+    }
+    arrays
 }
 
-impl Columns {
-    fn of(rows: &[&Entry<'_>]) -> Columns {
-        let mut c = Columns {
-            text: Default::default(),
-            record: Vec::with_capacity(rows.len()),
-            topic: Vec::with_capacity(rows.len()),
-            partition: Vec::with_capacity(rows.len()),
-            offset: Vec::with_capacity(rows.len()),
-            timestamp: Vec::with_capacity(rows.len()),
-        };
-        for entry in rows {
-            let Ok(e) = &entry.decoded else { continue };
-            for (column, v) in c.text.iter_mut().zip(e.columns()) {
-                column.push(v.to_owned());
-            }
-            c.record.push(entry.raw.to_vec());
-            c.topic.push(entry.topic.to_owned());
-            c.partition.push(entry.partition);
-            c.offset.push(entry.offset);
-            c.timestamp.push(entry.timestamp);
-        }
-        c
-    }
-
-    /// The parameters in the order of [`PgTx::unnest`]'s placeholders.
-    fn params<'a>(&'a self, adoption: &Adoption) -> Vec<&'a (dyn ToSql + Sync)> {
-        let mut params: Vec<&(dyn ToSql + Sync)> =
-            self.text.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        for column in &adoption.record_columns {
-            params.push(match *column {
-                "record" => &self.record,
-                "topic" => &self.topic,
-                "partition" => &self.partition,
-                "record_offset" => &self.offset,
-                _ => &self.timestamp,
-            });
-        }
-        params
-    }
+/// Values as the driver takes them.
+fn bound<T: ToSql + Sync>(values: &[T]) -> Vec<&(dyn ToSql + Sync)> {
+    values.iter().map(|v| v as &(dyn ToSql + Sync)).collect()
 }
 
 /// The event a row holds in six text columns from `first` on, in the order of
@@ -183,13 +153,9 @@ impl PgTx<'_, '_> {
             columns.extend(["call", "ord"]);
             types.extend([Type::INT4, Type::INT8]);
         }
-        for c in REQUIRED_COLUMNS
-            .iter()
-            .chain(adoption.record_columns.iter())
-        {
-            columns.push(c);
-            types.push(copy_type(c));
-        }
+        let written = adoption.written_columns();
+        types.extend(written.iter().map(|c| copy_type(c)));
+        columns.extend(written);
         let table = match call {
             Some(_) => "pg_temp.lessonprobe_replay_stage",
             None => "audit_events",
@@ -209,48 +175,25 @@ impl PgTx<'_, '_> {
             }
         };
         let mut writer = RowCopy::new(sink, &types);
-        let call = call.unwrap_or_default();
-        for (i, entry) in rows.iter().enumerate() {
-            let Ok(e) = &entry.decoded else { continue };
-            let ord = i as i64 + 1;
-            let mut values: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(columns.len());
-            if columns[0] == "call" {
-                values.extend([&call as &(dyn ToSql + Sync), &ord]);
+        let mut values: Vec<Param<'_>> = Vec::with_capacity(columns.len());
+        for (ord, entry) in (1..).zip(rows) {
+            let Ok(event) = &entry.decoded else { continue };
+            values.clear();
+            if let Some(call) = call {
+                values.extend([Param::Int4(call), Param::Int8(ord)]);
             }
-            values.extend([
-                &e.event_id as &(dyn ToSql + Sync),
-                &e.tenant_id,
-                &e.ticket_id,
-                &e.action,
-                &e.occurred_at,
-                &e.payload,
-            ]);
-            for column in &adoption.record_columns {
-                values.push(match *column {
-                    "record" => &entry.raw,
-                    "topic" => &entry.topic,
-                    "partition" => &entry.partition,
-                    "record_offset" => &entry.offset,
-                    _ => &entry.timestamp,
-                });
-            }
+            values.extend(batch::row(adoption, entry, event));
             writer.write(&values).map_err(copy_fault)?;
         }
         writer.finish().map_err(copy_fault)?;
         Ok(())
     }
 
-    fn columns(&self) -> Vec<&'static str> {
-        let mut columns = REQUIRED_COLUMNS.to_vec();
-        columns.extend(self.adoption.record_columns.iter().copied());
-        columns
-    }
-
     /// `unnest($1::text[], …) WITH ORDINALITY AS u(event_id, …, ord)` over the written columns;
     /// with `places`, each row's `ord` is one more array (its place in the batch) instead of
     /// counted: `unnest($1::text[], …, $N::int8[]) AS u(event_id, …, ord)`.
     fn unnest(&self, places: bool) -> String {
-        let columns = self.columns();
+        let columns = self.adoption.written_columns();
         let mut arrays: Vec<String> = columns
             .iter()
             .enumerate()
@@ -324,7 +267,7 @@ impl BatchTx for PgTx<'_, '_> {
         }
         // The rows, numbered by their place in `rows`: staged by binary COPY under a call
         // number, or (without the TEMP privilege) sent as arrays with their places.
-        let columns = self.columns();
+        let columns = self.adoption.written_columns();
         let call = if self.session.staging {
             self.session.calls += 1;
             self.copy_rows(Some(self.session.calls), rows)?;
@@ -332,20 +275,20 @@ impl BatchTx for PgTx<'_, '_> {
         } else {
             None
         };
-        let (data, places): (Columns, Vec<i64>);
+        let (data, places): (Vec<Vec<Param<'_>>>, Vec<i64>);
         let (source, mut params): (String, Vec<&(dyn ToSql + Sync)>) = match &call {
             Some(call) => (
                 "pg_temp.lessonprobe_replay_stage u WHERE u.call = $1".to_owned(),
                 vec![call],
             ),
             None => {
-                data = Columns::of(rows);
+                data = arrays(self.adoption, rows);
                 places = (1..)
                     .zip(rows)
                     .filter(|(_, e)| e.decoded.is_ok())
                     .map(|(i, _)| i)
                     .collect();
-                let mut params = data.params(self.adoption);
+                let mut params = bound(&data);
                 params.push(&places);
                 (self.unnest(true), params)
             }
@@ -422,8 +365,8 @@ impl BatchTx for PgTx<'_, '_> {
             unnest = self.unnest(false),
             key = self.value("event_id"),
         );
-        let data = Columns::of(rows);
-        let params = data.params(self.adoption);
+        let data = arrays(self.adoption, rows);
+        let params = bound(&data);
         let mut out: Vec<Option<StoredVersion>> = vec![None; rows.len()];
         let any_cast = !self.adoption.casts.is_empty();
         for r in self.tx.query(&sql, &params).map_err(|e| self.err(e))? {
@@ -449,7 +392,7 @@ impl BatchTx for PgTx<'_, '_> {
     }
 
     fn replace(&mut self, row: &Entry<'_>) -> Result<(), Fault> {
-        let columns = self.columns();
+        let columns = self.adoption.written_columns();
         let sets: Vec<String> = columns[1..]
             .iter()
             .map(|c| format!("{c} = {}", self.value(c)))
@@ -460,8 +403,8 @@ impl BatchTx for PgTx<'_, '_> {
             self.unnest(false),
             self.value("event_id")
         );
-        let data = Columns::of(&[row]);
-        let params = data.params(self.adoption);
+        let data = arrays(self.adoption, &[row]);
+        let params = bound(&data);
         self.tx
             .execute(&sql, &params)
             .map(drop)
@@ -516,66 +459,30 @@ impl BatchTx for PgTx<'_, '_> {
         Ok(())
     }
 
-    fn advance(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        c: &Counters,
-        owner: Option<&str>,
-    ) -> Result<Option<Option<i64>>, StoreError> {
+    fn advance(&mut self, written: Written<'_>) -> Result<Advance, StoreError> {
+        let at = now();
         let advance = self.prepared(&SQL.advance).map_err(|e| self.err(e))?;
         let n = self
             .tx
-            .execute(
-                &advance,
-                &[
-                    &plan_id,
-                    &batch.partition,
-                    &batch.first,
-                    &batch.next,
-                    &(c.records as i64),
-                    &(c.inserted as i64),
-                    &(c.duplicates as i64),
-                    &(c.conflicts as i64),
-                    &(c.quarantined as i64),
-                    &(c.markers as i64),
-                    &(c.aborted as i64),
-                    &now(),
-                    &owner,
-                ],
-            )
+            .execute(&advance, &bound(&written.advance_params(&at)))
             .map_err(|e| self.err(e))?;
         if n == 1 {
-            return Ok(None);
+            return Ok(Advance::Moved);
         }
+        let (plan_id, partition) = (written.scope.plan_id, written.batch.partition);
         let found = self
             .tx
-            .query_opt(SQL.checkpoint.as_str(), &[&plan_id, &batch.partition])
+            .query_opt(SQL.checkpoint.as_str(), &[&plan_id, &partition])
             .map_err(|e| self.err(e))?
             .map(|r| r.get(0));
-        Ok(Some(found))
+        Ok(Advance::Refused { found })
     }
 
-    fn record_batch(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        owner: Option<&str>,
-    ) -> Result<(), StoreError> {
+    fn record_batch(&mut self, written: Written<'_>) -> Result<(), StoreError> {
+        let at = now();
         let insert_batch = self.prepared(&SQL.insert_batch).map_err(|e| self.err(e))?;
         self.tx
-            .execute(
-                &insert_batch,
-                &[
-                    &plan_id,
-                    &batch.partition,
-                    &batch.first,
-                    &batch.next,
-                    &(batch.entries.len() as i64),
-                    &owner,
-                    &now(),
-                ],
-            )
+            .execute(&insert_batch, &bound(&written.batch_params(&at)))
             .map(drop)
             .map_err(|e| self.err(e))
     }

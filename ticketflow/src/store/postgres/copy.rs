@@ -8,6 +8,8 @@ use bytes::{BufMut, BytesMut};
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{CopyInWriter, Error};
 
+use crate::store::param::Param;
+
 /// What a buffer holds before it is sent.
 const SEND_AT: usize = 64 << 10;
 
@@ -37,7 +39,7 @@ impl<'a> RowCopy<'a> {
     }
 
     /// Adds one row, one value per type.
-    pub(super) fn write(&mut self, values: &[&(dyn ToSql + Sync)]) -> Result<(), CopyError> {
+    pub(super) fn write(&mut self, values: &[Param<'_>]) -> Result<(), CopyError> {
         debug_assert_eq!(values.len(), self.types.len());
         self.buf.put_i16(values.len() as i16);
         for (value, ty) in values.iter().zip(self.types) {

@@ -15,8 +15,8 @@ use crate::store::ledger::{
     now, Batch, Claim, Counters, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan,
     Recording, WriteError,
 };
-use crate::store::replay_target::{ReplayTarget, Timeouts};
-use crate::store::schema::{self, BOOKKEEPING, LEGACY, REQUIRED_COLUMNS};
+use crate::store::replay_target::{PartitionClaim, ReplayTarget, Timeouts};
+use crate::store::schema::{self, BOOKKEEPING, LEGACY};
 
 /// A PostgreSQL database as a replay's target.
 pub struct PostgresTarget {
@@ -126,8 +126,7 @@ impl PostgresTarget {
         if !adoption.casts.is_empty() {
             return Ok(false);
         }
-        let mut columns: Vec<&str> = REQUIRED_COLUMNS.to_vec();
-        columns.extend(adoption.record_columns.iter().copied());
+        let columns = adoption.written_columns();
         let types: Vec<String> = columns
             .iter()
             .map(|c| copy_type(c).name().to_owned())
@@ -372,12 +371,7 @@ impl ReplayTarget for PostgresTarget {
         Ok(recording)
     }
 
-    fn claim_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<Option<Claim>, StoreError> {
+    fn claim_partition(&mut self, claim: PartitionClaim<'_>) -> Result<Option<Claim>, StoreError> {
         // A finished partition keeps the owner that finished it. The row lock waits for a
         // batch of the partition in flight, so the checkpoint read is the one after it.
         let place = self.place.clone();
@@ -385,7 +379,7 @@ impl ReplayTarget for PostgresTarget {
             .client
             .query_opt(
                 SQL.claim_partition.as_str(),
-                &[&plan_id, &partition, &owner, &now()],
+                &[&claim.plan_id, &claim.partition, &claim.owner, &now()],
             )
             .map_err(|e| StoreError::postgres(&place, e))?
             .map(|r| Claim {
@@ -394,17 +388,12 @@ impl ReplayTarget for PostgresTarget {
             }))
     }
 
-    fn release_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<(), StoreError> {
+    fn release_partition(&mut self, claim: PartitionClaim<'_>) -> Result<(), StoreError> {
         let place = self.place.clone();
         self.client
             .execute(
                 SQL.release_partition.as_str(),
-                &[&plan_id, &partition, &owner, &now()],
+                &[&claim.plan_id, &claim.partition, &claim.owner, &now()],
             )
             .map(drop)
             .map_err(|e| StoreError::postgres(&place, e))

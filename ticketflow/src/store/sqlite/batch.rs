@@ -2,16 +2,16 @@
 //! `INSERT … ON CONFLICT (event_id) DO NOTHING` each, in key order; the stored versions read
 //! back, and the batch's bookkeeping rows.
 
-use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::event::EventRecord;
-use crate::store::batch::{BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion};
+use crate::store::batch::{
+    self, Advance, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion, Written,
+};
 use crate::store::bookkeeping_sql::SQLITE as SQL;
 use crate::store::error::StoreError;
 use crate::store::inspect::Adoption;
-use crate::store::ledger::{now, Batch, Counters, Entry};
-use crate::store::schema;
+use crate::store::ledger::{now, Entry};
 
 /// The event a row stores in six text columns from `first` on, in the order of
 /// `schema::REQUIRED_COLUMNS` (NULL read as empty).
@@ -59,33 +59,6 @@ fn data_fault(e: rusqlite::Error) -> Fault {
     }
 }
 
-impl SqliteTx<'_> {
-    /// The audit columns written, and each row's values for them.
-    fn columns(&self) -> Vec<&'static str> {
-        let mut columns = schema::REQUIRED_COLUMNS.to_vec();
-        columns.extend(self.adoption.record_columns.iter().copied());
-        columns
-    }
-
-    fn values(&self, entry: &Entry<'_>, event: &EventRecord) -> Vec<Value> {
-        let mut values: Vec<Value> = event
-            .columns()
-            .iter()
-            .map(|v| Value::Text((*v).to_owned()))
-            .collect();
-        for column in &self.adoption.record_columns {
-            values.push(match *column {
-                "record" => Value::Blob(entry.raw.to_vec()),
-                "topic" => entry.topic.to_owned().into(),
-                "partition" => Value::Integer(entry.partition.into()),
-                "record_offset" => Value::Integer(entry.offset),
-                _ => entry.timestamp.map_or(Value::Null, Value::Integer),
-            });
-        }
-        values
-    }
-}
-
 impl BatchTx for SqliteTx<'_> {
     fn savepoint(&mut self) -> Result<(), StoreError> {
         Ok(self.conn.execute_batch("SAVEPOINT lp_rows")?)
@@ -98,7 +71,7 @@ impl BatchTx for SqliteTx<'_> {
     }
 
     fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault> {
-        let columns = self.columns();
+        let columns = self.adoption.written_columns();
         let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
         let mut stmt = self
             .conn
@@ -118,24 +91,10 @@ impl BatchTx for SqliteTx<'_> {
             let entry = rows[i];
             let Ok(event) = &entry.decoded else { continue };
             // Bound by reference: no copy of a row's text or bytes.
-            let mut values: Vec<&dyn rusqlite::ToSql> = vec![
-                &event.event_id,
-                &event.tenant_id,
-                &event.ticket_id,
-                &event.action,
-                &event.occurred_at,
-                &event.payload,
-            ];
-            for column in &self.adoption.record_columns {
-                values.push(match *column {
-                    "record" => &entry.raw,
-                    "topic" => &entry.topic,
-                    "partition" => &entry.partition,
-                    "record_offset" => &entry.offset,
-                    _ => &entry.timestamp,
-                });
-            }
-            let n = stmt.execute(values.as_slice()).map_err(data_fault)?;
+            let values = batch::row(self.adoption, entry, event);
+            let n = stmt
+                .execute(params_from_iter(&values))
+                .map_err(data_fault)?;
             out[i] = n == 1;
         }
         Ok(out)
@@ -188,7 +147,7 @@ impl BatchTx for SqliteTx<'_> {
         let Ok(event) = &row.decoded else {
             return Ok(());
         };
-        let columns = self.columns();
+        let columns = self.adoption.written_columns();
         let sets: Vec<String> = columns[1..]
             .iter()
             .enumerate()
@@ -200,7 +159,7 @@ impl BatchTx for SqliteTx<'_> {
                     "UPDATE audit_events SET {} WHERE event_id = ?1",
                     sets.join(", ")
                 ),
-                params_from_iter(self.values(row, event)),
+                params_from_iter(batch::row(self.adoption, row, event)),
             )
             .map_err(data_fault)?;
         Ok(())
@@ -244,60 +203,27 @@ impl BatchTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn advance(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        c: &Counters,
-        owner: Option<&str>,
-    ) -> Result<Option<Option<i64>>, StoreError> {
-        let n = self.conn.execute(
-            &SQL.advance,
-            params![
-                plan_id,
-                batch.partition,
-                batch.first,
-                batch.next,
-                c.records as i64,
-                c.inserted as i64,
-                c.duplicates as i64,
-                c.conflicts as i64,
-                c.quarantined as i64,
-                c.markers as i64,
-                c.aborted as i64,
-                now(),
-                owner
-            ],
-        )?;
+    fn advance(&mut self, written: Written<'_>) -> Result<Advance, StoreError> {
+        let at = now();
+        let n = self
+            .conn
+            .execute(&SQL.advance, written.advance_params(&at))?;
         if n == 1 {
-            return Ok(None);
+            return Ok(Advance::Moved);
         }
+        let (plan_id, partition) = (written.scope.plan_id, written.batch.partition);
         let found = self
             .conn
-            .query_row(&SQL.checkpoint, params![plan_id, batch.partition], |r| {
-                r.get(0)
-            })
+            .query_row(&SQL.checkpoint, params![plan_id, partition], |r| r.get(0))
             .optional()?;
-        Ok(Some(found))
+        Ok(Advance::Refused { found })
     }
 
-    fn record_batch(
-        &mut self,
-        plan_id: &str,
-        batch: &Batch<'_>,
-        owner: Option<&str>,
-    ) -> Result<(), StoreError> {
+    fn record_batch(&mut self, written: Written<'_>) -> Result<(), StoreError> {
+        let at = now();
         self.conn
             .prepare_cached(&SQL.insert_batch)?
-            .execute(params![
-                plan_id,
-                batch.partition,
-                batch.first,
-                batch.next,
-                batch.entries.len() as i64,
-                owner,
-                now()
-            ])?;
+            .execute(written.batch_params(&at))?;
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ use crate::store::ledger::{
     Recording, WriteError,
 };
 use crate::store::patience::Patience;
-use crate::store::replay_target::{ReplayTarget, Timeouts};
+use crate::store::replay_target::{PartitionClaim, ReplayTarget, Timeouts};
 use crate::store::schema::{self, AUDIT_TABLE, BOOKKEEPING, LEGACY};
 
 /// A SQLite file as a replay's target.
@@ -327,17 +327,12 @@ impl ReplayTarget for SqliteTarget {
         Ok(recording)
     }
 
-    fn claim_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<Option<Claim>, StoreError> {
+    fn claim_partition(&mut self, claim: PartitionClaim<'_>) -> Result<Option<Claim>, StoreError> {
         Ok(self
             .conn
             .query_row(
                 &SQL.claim_partition,
-                params![plan_id, partition, owner, now()],
+                params![claim.plan_id, claim.partition, claim.owner, now()],
                 |r| {
                     Ok(Claim {
                         next_offset: r.get(0)?,
@@ -348,15 +343,10 @@ impl ReplayTarget for SqliteTarget {
             .optional()?)
     }
 
-    fn release_partition(
-        &mut self,
-        plan_id: &str,
-        partition: i32,
-        owner: &str,
-    ) -> Result<(), StoreError> {
+    fn release_partition(&mut self, claim: PartitionClaim<'_>) -> Result<(), StoreError> {
         self.conn.execute(
             &SQL.release_partition,
-            params![plan_id, partition, owner, now()],
+            params![claim.plan_id, claim.partition, claim.owner, now()],
         )?;
         Ok(())
     }
