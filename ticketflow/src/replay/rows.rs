@@ -28,10 +28,10 @@ impl From<&PartitionPlan> for PlanRow {
     fn from(p: &PartitionPlan) -> Self {
         PlanRow {
             partition: p.partition,
-            since: p.since_offset,
-            until: p.until_offset,
-            log_start: p.log_start,
-            end: p.end,
+            since: p.found.since,
+            until: p.found.until,
+            log_start: p.found.log_start,
+            end: p.found.end,
             start: p.start,
             stop: p.stop,
             records: p.records(),
