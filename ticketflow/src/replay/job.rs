@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::execute::{DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
 use super::identity::{self, Behind, Decision, IdentityRefusal, TargetView};
+use super::prepare::Prepared;
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan};
 use super::worker;
@@ -13,8 +14,8 @@ use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, PlanStatus, Recording, StoreError, Timeouts};
 
-/// A replay of one request on one broker: [`plan`](Self::plan), then
-/// [`execute`](Self::execute) that plan into a database.
+/// A replay of one request on one broker: [`plan`](Self::plan), then execute that plan into a
+/// database ([`Prepared::run`]).
 pub struct ReplayJob {
     kafka: KafkaTarget,
     broker: Broker,
@@ -165,77 +166,6 @@ impl ReplayJob {
         identity::decide(plan, view, &now, &identity::who())
     }
 
-    /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
-    /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
-    /// where they are behind, replays every partition with work left, marks the plan
-    /// complete when every partition reached its stop, then reads the live group's offsets
-    /// again and reports.
-    pub fn execute(
-        &self,
-        plan: &DayPlan,
-        decision: &Decision,
-        view: &TargetView,
-        db: &AuditDb,
-        options: ExecuteOptions,
-        progress: &dyn Progress,
-    ) -> Result<ReplayReport, ExecuteError> {
-        let started = Instant::now();
-        let store = |source| ExecuteError::Store {
-            db: name_of(db),
-            source,
-        };
-        let recorded = decision.plan();
-        let owner = format!("{} pid {}", identity::who(), std::process::id());
-        let mut target = db
-            .open_target(Timeouts::replay(
-                db,
-                options.deadline.saturating_sub(options.since.elapsed()),
-            ))
-            .map_err(store)?;
-        target.prepare(&view.adoption).map_err(store)?;
-        if let Decision::New(plan) = decision {
-            target.record_plan(plan).map_err(store)?;
-        }
-        target.claim(&recorded.plan_id, &owner).map_err(store)?;
-        if let Decision::Resume { behind, .. } = decision {
-            self.bring_up(plan, behind)?;
-        }
-        let to = WriteTarget {
-            db,
-            adoption: &view.adoption,
-            plan_id: &recorded.plan_id,
-            owner: &owner,
-        };
-        let run = DayRun::new(self.broker.address(), plan, options, &to, progress);
-        let lanes = run.lanes();
-        let mut results = run.run();
-        let mut report = self.report(plan, &recorded.plan_id, started, lanes, |p| {
-            let result = results
-                .iter()
-                .position(|r| r.partition == p.partition)
-                .map(|i| results.swap_remove(i).result);
-            match result {
-                None => (
-                    ReplaySummary::at(p.resume_from),
-                    PartitionOutcome::CompleteBefore,
-                ),
-                Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
-                Some(Err(e)) => (
-                    ReplaySummary::at(e.committed().unwrap_or(p.resume_from)),
-                    PartitionOutcome::Failed(e),
-                ),
-            }
-        });
-        let done = report.every_partition_done();
-        let status = if done {
-            PlanStatus::Complete
-        } else {
-            PlanStatus::Failed
-        };
-        close(db, &mut report, Some(status), done)?;
-        Ok(report)
-    }
-
     /// Commits the replay group's offsets up to the SQL checkpoints where Kafka is behind them.
     fn bring_up(&self, plan: &DayPlan, behind: &[Behind]) -> Result<(), ExecuteError> {
         if behind.is_empty() {
@@ -331,21 +261,96 @@ impl ReplayJob {
             }
         }
     }
+}
 
-    /// Runs this process as one worker of the recorded plan (see [`join`](Self::join)): a
-    /// member of the replay group replaying the partitions the group assigns it, until every
-    /// partition of the plan reached its stop. The report shows what this worker replayed; the
-    /// partitions the others replayed are marked so.
-    pub fn work(
+impl Prepared<'_> {
+    /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
+    /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
+    /// where they are behind, replays every partition with work left, marks the plan
+    /// complete when every partition reached its stop, then reads the live group's offsets
+    /// again and reports.
+    pub(super) fn execute(
         &self,
-        plan: &DayPlan,
-        decision: &Decision,
-        view: &TargetView,
-        db: &AuditDb,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
         let started = Instant::now();
+        let Prepared {
+            job,
+            plan,
+            view,
+            decision,
+            ..
+        } = self;
+        let db = self.db;
+        let store = |source| ExecuteError::Store {
+            db: name_of(db),
+            source,
+        };
+        let recorded = decision.plan();
+        let owner = format!("{} pid {}", identity::who(), std::process::id());
+        let mut target = db
+            .open_target(Timeouts::replay(
+                db,
+                options.deadline.saturating_sub(options.since.elapsed()),
+            ))
+            .map_err(store)?;
+        target.prepare(&view.adoption).map_err(store)?;
+        if let Decision::New(plan) = decision {
+            target.record_plan(plan).map_err(store)?;
+        }
+        target.claim(&recorded.plan_id, &owner).map_err(store)?;
+        if let Decision::Resume { behind, .. } = decision {
+            job.bring_up(plan, behind)?;
+        }
+        let to = self.write_target(&owner);
+        let run = DayRun::new(job.broker.address(), plan, options, &to, progress);
+        let lanes = run.lanes();
+        let mut results = run.run();
+        let mut report = job.report(plan, &recorded.plan_id, started, lanes, |p| {
+            let result = results
+                .iter()
+                .position(|r| r.partition == p.partition)
+                .map(|i| results.swap_remove(i).result);
+            match result {
+                None => (
+                    ReplaySummary::at(p.resume_from),
+                    PartitionOutcome::CompleteBefore,
+                ),
+                Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
+                Some(Err(e)) => (
+                    ReplaySummary::at(e.committed().unwrap_or(p.resume_from)),
+                    PartitionOutcome::Failed(e),
+                ),
+            }
+        });
+        let done = report.every_partition_done();
+        let status = if done {
+            PlanStatus::Complete
+        } else {
+            PlanStatus::Failed
+        };
+        close(db, &mut report, Some(status), done)?;
+        Ok(report)
+    }
+
+    /// Runs this process as one worker of the recorded plan (see [`ReplayJob::join`]): a
+    /// member of the replay group replaying the partitions the group assigns it, until every
+    /// partition of the plan reached its stop. The report shows what this worker replayed; the
+    /// partitions the others replayed are marked so.
+    pub(super) fn work(
+        &self,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<ReplayReport, ExecuteError> {
+        let started = Instant::now();
+        let Prepared {
+            job,
+            plan,
+            decision,
+            ..
+        } = self;
+        let db = self.db;
         let recorded = decision.plan();
         let owner = format!(
             "{}:{}:{:08x}",
@@ -355,13 +360,8 @@ impl ReplayJob {
         );
         let r = &plan.request;
         let group = ReplayGroup::new(&r.replay_group, &r.live_group).map_err(PlanError::from)?;
-        let to = WriteTarget {
-            db,
-            adoption: &view.adoption,
-            plan_id: &recorded.plan_id,
-            owner: &owner,
-        };
-        let mut run = worker::work(&self.kafka, &group, plan, options, &to, progress).map_err(
+        let to = self.write_target(&owner);
+        let mut run = worker::work(&job.kafka, &group, plan, options, &to, progress).map_err(
             |e| match e {
                 SetupError::Kafka(e) => ExecuteError::Kafka(e),
                 SetupError::Store(source) => ExecuteError::Store {
@@ -375,7 +375,7 @@ impl ReplayJob {
             },
         )?;
         // A worker reads one partition at a time.
-        let mut report = self.report(plan, &recorded.plan_id, started, 1, |p| {
+        let mut report = job.report(plan, &recorded.plan_id, started, 1, |p| {
             let at = run.checkpoints.get(&p.partition).copied();
             let failed = run
                 .failed
@@ -398,6 +398,16 @@ impl ReplayJob {
         let done = report.every_partition_done();
         close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
         Ok(report)
+    }
+
+    /// Where this run writes, as `owner`.
+    fn write_target<'a>(&'a self, owner: &'a str) -> WriteTarget<'a> {
+        WriteTarget {
+            db: self.db,
+            adoption: &self.view.adoption,
+            plan_id: &self.decision.plan().plan_id,
+            owner,
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub struct Prepared<'a> {
     /// The target as found (its `audit_events`, how it is adopted, its recorded plans).
     pub view: TargetView,
     pub decision: Decision,
-    db: &'a AuditDb,
+    pub(super) db: &'a AuditDb,
     worker: bool,
 }
 
@@ -109,12 +109,10 @@ impl Prepared<'_> {
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let (plan, decision, view, db) = (&self.plan, &self.decision, &self.view, self.db);
         if self.worker {
-            self.job.work(plan, decision, view, db, options, progress)
+            self.work(options, progress)
         } else {
-            self.job
-                .execute(plan, decision, view, db, options, progress)
+            self.execute(options, progress)
         }
     }
 }
