@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{DayPlan, PartitionPlan, Window};
+use super::ReplaySummary;
 use crate::store::{Counters, PartitionProgress, RecordedPlan};
 
 /// A partition of the plan as a flat row: the offsets found, the range, what it holds, both
@@ -49,13 +50,10 @@ impl From<&PartitionPlan> for PlanRow {
 #[derive(Serialize)]
 pub struct ReportRow {
     pub partition: i32,
-    /// This run's counters; `conflicts` are those recorded for the plan whose version not kept
-    /// is in this partition.
+    /// This run's summary; its `conflicts` are those recorded for the plan whose version not
+    /// kept is in this partition.
     #[serde(flatten)]
-    pub counters: Counters,
-    pub out_of_window: u64,
-    pub late: u64,
-    pub replay_offset: i64,
+    pub summary: ReplaySummary,
     pub stop: i64,
     pub live_before: Option<i64>,
     pub live_after: Option<i64>,
@@ -67,13 +65,13 @@ impl From<&PartitionReport> for ReportRow {
         let s = &p.summary;
         ReportRow {
             partition: p.partition,
-            counters: Counters {
-                conflicts: p.conflicts,
-                ..s.counters
+            summary: ReplaySummary {
+                counters: Counters {
+                    conflicts: p.conflicts,
+                    ..s.counters
+                },
+                ..s.clone()
             },
-            out_of_window: s.out_of_window,
-            late: s.late,
-            replay_offset: s.final_offset,
             stop: p.stop,
             live_before: p.live_before,
             live_after: p.live_after,
