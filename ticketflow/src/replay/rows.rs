@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
-use super::window::{DayPlan, PartitionPlan, Window};
+use super::window::{DayPlan, DayReplayRequest, PartitionPlan, Window};
 use super::ReplaySummary;
 use crate::store::{Counters, PartitionProgress, RecordedPlan};
 
@@ -89,22 +89,16 @@ impl From<&PartitionReport> for ReportRow {
 #[derive(Serialize)]
 pub struct PlanDocument<'a> {
     pub brokers: &'a str,
-    pub topic: &'a str,
-    pub live_group: &'a str,
-    pub replay_group: &'a str,
-    pub window: String,
+    #[serde(flatten)]
+    pub request: &'a DayReplayRequest,
     pub partitions: &'a [PartitionPlan],
 }
 
 impl<'a> PlanDocument<'a> {
     pub fn new(plan: &'a DayPlan, brokers: &'a str) -> Self {
-        let r = &plan.request;
         PlanDocument {
             brokers,
-            topic: &r.topic,
-            live_group: &r.live_group,
-            replay_group: &r.replay_group,
-            window: r.window.to_string(),
+            request: &plan.request,
             partitions: &plan.partitions,
         }
     }

@@ -36,15 +36,26 @@ impl fmt::Display for Window {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Serialized as it is displayed.
+impl Serialize for Window {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// What to plan: serialized as a plan's document states it (topic, groups and window; the
+/// partitions are the plan's own).
+#[derive(Debug, Clone, Serialize)]
 pub struct DayReplayRequest {
     pub topic: String,
     pub live_group: String,
     pub replay_group: String,
     pub window: Window,
     /// Partitions to replay; `None` means all of the topic's.
+    #[serde(skip)]
     pub partitions: Option<Vec<i32>>,
     /// Continue a recorded, unfinished plan from its SQL checkpoints.
+    #[serde(skip)]
     pub resume: bool,
 }
 
