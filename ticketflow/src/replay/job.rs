@@ -266,15 +266,14 @@ impl ReplayJob {
 impl Prepared<'_> {
     /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
     /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
-    /// where they are behind, replays every partition with work left, marks the plan
-    /// complete when every partition reached its stop, then reads the live group's offsets
-    /// again and reports.
+    /// where they are behind, replays every partition with work left, then reads the live
+    /// group's offsets again and reports.
     pub(super) fn execute(
         &self,
+        started: Instant,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let started = Instant::now();
         let Prepared {
             job,
             plan,
@@ -307,7 +306,7 @@ impl Prepared<'_> {
         let run = DayRun::new(job.broker.address(), plan, options, &to, progress);
         let lanes = run.lanes();
         let mut results = run.run();
-        let mut report = job.report(plan, &recorded.plan_id, started, lanes, |p| {
+        Ok(job.report(plan, &recorded.plan_id, started, lanes, |p| {
             let result = results
                 .iter()
                 .position(|r| r.partition == p.partition)
@@ -323,15 +322,7 @@ impl Prepared<'_> {
                     PartitionOutcome::Failed(e),
                 ),
             }
-        });
-        let done = report.every_partition_done();
-        let status = if done {
-            PlanStatus::Complete
-        } else {
-            PlanStatus::Failed
-        };
-        close(db, &mut report, Some(status), done)?;
-        Ok(report)
+        }))
     }
 
     /// Runs this process as one worker of the recorded plan (see [`ReplayJob::join`]): a
@@ -340,18 +331,12 @@ impl Prepared<'_> {
     /// partitions the others replayed are marked so.
     pub(super) fn work(
         &self,
+        started: Instant,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let started = Instant::now();
-        let Prepared {
-            job,
-            plan,
-            decision,
-            ..
-        } = self;
-        let db = self.db;
-        let recorded = decision.plan();
+        let (job, plan, db) = (&self.job, &self.plan, self.db);
+        let recorded = self.decision.plan();
         let owner = format!(
             "{}:{}:{:08x}",
             identity::who(),
@@ -375,7 +360,7 @@ impl Prepared<'_> {
             },
         )?;
         // A worker reads one partition at a time.
-        let mut report = job.report(plan, &recorded.plan_id, started, 1, |p| {
+        Ok(job.report(plan, &recorded.plan_id, started, 1, |p| {
             let at = run.checkpoints.get(&p.partition).copied();
             let failed = run
                 .failed
@@ -392,12 +377,7 @@ impl Prepared<'_> {
             let mut summary = mine.unwrap_or_default();
             summary.final_offset = at.unwrap_or(summary.final_offset.max(p.resume_from));
             (summary, outcome)
-        });
-        // Any worker that sees the plan done marks it so; a failing one leaves it running for
-        // the others.
-        let done = report.every_partition_done();
-        close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
-        Ok(report)
+        }))
     }
 
     /// Where this run writes, as `owner`.
@@ -429,7 +409,7 @@ fn live_offsets_after(
 /// Records the plan's `status` (when given) and reads the conflicts per partition into the
 /// report, over a fresh connection: the run's own may have outlived the server (a restart
 /// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
-fn close(
+pub(super) fn close(
     db: &AuditDb,
     report: &mut ReplayReport,
     status: Option<PlanStatus>,
