@@ -49,8 +49,8 @@ fn owned_reason(property: &str) -> &'static str {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
     /// The target database could not be opened, prepared or recorded in; nothing was read.
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
     /// The replay group's or live group's offsets could not be committed or read back.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
@@ -61,17 +61,34 @@ pub enum ExecuteError {
 /// Why the target could not be looked at, or must not be used; nothing was read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
 }
 
 /// Why a worker could not start on its plan; nothing was read from the topic.
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
     #[error(transparent)]
     Refused(#[from] IdentityRefusal),
+}
+
+/// The target database failed, named as its errors name it.
+#[derive(Debug, thiserror::Error)]
+#[error("{db}: {source}")]
+pub struct DatabaseError {
+    pub db: String,
+    pub source: StoreError,
+}
+
+impl DatabaseError {
+    fn new(db: &AuditDb, source: StoreError) -> DatabaseError {
+        DatabaseError {
+            db: name_of(db),
+            source,
+        }
+    }
 }
 
 /// How an error of the store names the database: PostgreSQL errors name their server.
@@ -118,10 +135,7 @@ impl ReplayJob {
     /// before [`plan`](Self::plan): a target that must not be used stops the run before
     /// anything is read from the topic.
     pub fn inspect(db: &AuditDb, timeouts: Timeouts) -> Result<TargetView, TargetError> {
-        let store = |source| TargetError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         let Some(mut target) = db.open_to_look(timeouts).map_err(store)? else {
             let inspection = db.nothing_yet();
             let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
@@ -147,15 +161,10 @@ impl ReplayJob {
         db: &AuditDb,
         timeouts: Timeouts,
     ) -> Result<Vec<crate::store::RecordedPlan>, TargetError> {
-        let store = |source| TargetError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         match db.open_to_look(timeouts).map_err(store)? {
-            Some(mut target) => target.plans().map_err(store),
-            None => Err(store(StoreError::Unavailable(
-                "no such database file".into(),
-            ))),
+            Some(mut target) => Ok(target.plans().map_err(store)?),
+            None => Err(store(StoreError::Unavailable("no such database file".into())).into()),
         }
     }
 
@@ -241,10 +250,7 @@ impl ReplayJob {
         decision: Decision,
         view: &TargetView,
     ) -> Result<Decision, JoinError> {
-        let store = |source| JoinError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         let mut target = db.open_target(timeouts).map_err(store)?;
         target.prepare(&view.adoption).map_err(store)?;
         let Decision::New(ours) = &decision else {
@@ -282,10 +288,7 @@ impl Prepared<'_> {
             ..
         } = self;
         let db = self.db;
-        let store = |source| ExecuteError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         let recorded = decision.plan();
         let owner = format!("{} pid {}", identity::who(), std::process::id());
         let mut target = db
@@ -349,14 +352,8 @@ impl Prepared<'_> {
         let mut run = worker::work(&job.kafka, &group, plan, options, &to, progress).map_err(
             |e| match e {
                 SetupError::Kafka(e) => ExecuteError::Kafka(e),
-                SetupError::Store(source) => ExecuteError::Store {
-                    db: name_of(db),
-                    source,
-                },
-                other => ExecuteError::Store {
-                    db: name_of(db),
-                    source: StoreError::Unavailable(other.to_string()),
-                },
+                SetupError::Store(source) => DatabaseError::new(db, source).into(),
+                other => DatabaseError::new(db, StoreError::Unavailable(other.to_string())).into(),
             },
         )?;
         // A worker reads one partition at a time.
@@ -434,12 +431,7 @@ pub(super) fn close(
                 }
             }
         }
-        Err(source) if succeeded => {
-            return Err(ExecuteError::Store {
-                db: name_of(db),
-                source,
-            })
-        }
+        Err(source) if succeeded => return Err(DatabaseError::new(db, source).into()),
         Err(e) => tracing::warn!("{}: closing the run: {e}", name_of(db)),
     }
     Ok(())

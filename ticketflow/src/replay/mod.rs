@@ -23,7 +23,7 @@ pub use documents::{PreparedDocument, ReportDocument, TargetDocument};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
-pub use job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
+pub use job::{ConnectError, DatabaseError, ExecuteError, JoinError, ReplayJob, TargetError};
 pub use prepare::{PrepareError, Prepared, ReplayRequest};
 pub use report::{
     Failure, FindingsPolicy, Judgement, LiveMovement, PartitionOutcome, PartitionReport,
