@@ -238,29 +238,32 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            write_list(out, (b'{', b'}'), keys, |key, out| {
                 write_json(key, out);
                 out.push(b':');
                 write_canonical(&map[key.as_str()], out);
-            }
-            out.push(b'}');
+            });
         }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => write_list(out, (b'[', b']'), items, write_canonical),
         other => write_json(other, out),
     }
+}
+
+/// `open`, each of `items` written by `write` with commas between, `close`.
+fn write_list<T>(
+    out: &mut Vec<u8>,
+    (open, close): (u8, u8),
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(item, out);
+    }
+    out.push(close);
 }
 
 /// Compact JSON of a string or scalar, appended (writing into a `Vec` cannot fail).

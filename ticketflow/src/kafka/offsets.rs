@@ -4,6 +4,7 @@
 
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
 
 use super::scan::scan_windows;
 use super::{Broker, KafkaError};
@@ -121,22 +122,39 @@ impl OffsetLookup for BrokerLookup<'_> {
     }
 }
 
-/// One partition's offsets for a time window `[since, until)`, looked up now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One partition's offsets for a time window `[since, until)`, looked up now. Serialized as a
+/// plan states them (`since_offset`, `until_offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TimeWindow {
-    pub partition: i32,
+    /// First offset at or after `since` (`None`: no such record).
+    #[serde(rename = "since_offset")]
+    pub since: Option<i64>,
+    /// First offset at or after `until` (`None`: none, so the window runs to the end).
+    #[serde(rename = "until_offset")]
+    pub until: Option<i64>,
     /// The oldest offset retention kept.
     pub log_start: i64,
     /// The end offset captured while looking (for a read_committed client: the last stable
     /// offset, so no open transaction lies inside).
     pub end: i64,
-    /// First offset at or after `since` (`None`: no such record).
-    pub since: Option<i64>,
-    /// First offset at or after `until` (`None`: none, so the window runs to the end).
-    pub until: Option<i64>,
 }
 
 impl TimeWindow {
+    /// The watermarks alone, before (or without) any offset looked up for a time.
+    pub fn of_watermarks(log_start: i64, end: i64) -> TimeWindow {
+        TimeWindow {
+            since: None,
+            until: None,
+            log_start,
+            end,
+        }
+    }
+
+    /// Whether retention kept any offset of the partition.
+    fn holds_records(&self) -> bool {
+        self.log_start < self.end
+    }
+
     /// `[start, stop)`: `start` is the first offset at or after `since` (the end when there is
     /// none), `stop` the first at or after `until` or else the captured end; `start == stop`
     /// when the window holds no record of this partition.
@@ -156,10 +174,10 @@ impl TimeWindow {
     }
 }
 
-/// Looks up the windows of `partitions` of `topic`: watermarks, then the broker's answers for
-/// `since` and `until` (one request each for all partitions) when the broker answers
-/// timestamp lookups, else one reading pass over all partitions at once (librdkafka's mock
-/// cluster answers -1 to every lookup). A broker is trusted to answer when, asked for time 0,
+/// Looks up the windows of `partitions` of `topic`, one each in their order: watermarks, then
+/// the broker's answers for `since` and `until` (one request each for all partitions) when the
+/// broker answers timestamp lookups, else one reading pass over all partitions at once
+/// (librdkafka's mock cluster answers -1 to every lookup). A broker is trusted to answer when, asked for time 0,
 /// it names an offset on every partition that holds records.
 pub fn time_windows(
     broker: &Broker,
@@ -171,20 +189,16 @@ pub fn time_windows(
 ) -> Result<Vec<TimeWindow>, KafkaError> {
     let mut windows: Vec<TimeWindow> = watermarks(broker, topic, partitions)?
         .into_iter()
-        .zip(partitions)
-        .map(|((log_start, end), &partition)| TimeWindow {
-            partition,
-            log_start,
-            end,
-            since: None,
-            until: None,
-        })
+        .map(|(log_start, end)| TimeWindow::of_watermarks(log_start, end))
         .collect();
-    let holding: Vec<i32> = windows
+    // The partitions that hold records, with the range each holds.
+    let ranges: Vec<(i32, i64, i64)> = partitions
         .iter()
-        .filter(|w| w.log_start < w.end)
-        .map(|w| w.partition)
+        .zip(&windows)
+        .filter(|(_, w)| w.holds_records())
+        .map(|(&p, w)| (p, w.log_start, w.end))
         .collect();
+    let holding: Vec<i32> = ranges.iter().map(|&(p, ..)| p).collect();
     if holding.is_empty() {
         return Ok(windows);
     }
@@ -206,16 +220,11 @@ pub fn time_windows(
             "{topic}: the broker answers no timestamp lookup; reading {} partition(s) for offsets by time",
             holding.len()
         );
-        let ranges: Vec<(i32, i64, i64)> = windows
-            .iter()
-            .filter(|w| w.log_start < w.end)
-            .map(|w| (w.partition, w.log_start, w.end))
-            .collect();
         scan_windows(broker, topic, &ranges, since_ms, until_ms)?
     };
-    let mut found = holding.iter().zip(found);
-    for w in windows.iter_mut().filter(|w| w.log_start < w.end) {
-        if let Some((_, (since, until))) = found.next() {
+    let mut found = found.into_iter();
+    for w in windows.iter_mut().filter(|w| w.holds_records()) {
+        if let Some((since, until)) = found.next() {
             // An answer at or past the captured end lies outside what this plan may read.
             let inside = |o: Option<i64>| o.filter(|&o| o < w.end).map(|o| o.max(w.log_start));
             w.since = inside(since);

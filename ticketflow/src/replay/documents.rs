@@ -85,10 +85,11 @@ impl ReplayReport {
 /// The plan's line above its table: where, which groups, which window.
 impl fmt::Display for PlanDocument<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.request;
         write!(
             f,
             "replay plan: topic {} on {}; live group {} (read only); replay group {}; window {}",
-            self.topic, self.brokers, self.live_group, self.replay_group, self.window
+            r.topic, self.brokers, r.live_group, r.replay_group, r.window
         )
     }
 }

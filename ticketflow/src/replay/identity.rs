@@ -200,7 +200,7 @@ pub fn to_record(plan: &DayPlan, created_at: &str, created_by: &str) -> Recorded
                 partition: p.partition,
                 start: p.start,
                 stop: p.stop,
-                captured_end: p.end,
+                captured_end: p.found.end,
                 next_offset: p.start,
                 owner: None,
                 counters: Counters::default(),
@@ -292,11 +292,11 @@ pub fn decide(
     let lost: Vec<Lost> = plan
         .partitions
         .iter()
-        .filter(|p| p.resume_from < p.stop && p.log_start > p.resume_from)
+        .filter(|p| p.resume_from < p.stop && p.found.log_start > p.resume_from)
         .map(|p| Lost {
             partition: p.partition,
             from: p.resume_from,
-            to: p.log_start.min(p.stop),
+            to: p.found.log_start.min(p.stop),
             why: LostWhy::InRange,
         })
         .collect();
@@ -326,6 +326,7 @@ pub fn who() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::TimeWindow;
     use crate::replay::{DayReplayRequest, PartitionPlan};
     use crate::store::Backend;
 
@@ -344,10 +345,12 @@ mod tests {
             },
             partitions: vec![PartitionPlan {
                 partition: 0,
-                since_offset: Some(10),
-                until_offset: Some(20),
-                log_start: 0,
-                end: 30,
+                found: TimeWindow {
+                    since: Some(10),
+                    until: Some(20),
+                    log_start: 0,
+                    end: 30,
+                },
                 start: 10,
                 stop: 20,
                 live_committed: None,
@@ -477,7 +480,7 @@ mod tests {
         let trimmed = |log_start: i64| {
             let mut plan = day(1, 2, Some(15), true);
             let p = &mut plan.partitions[0];
-            (p.log_start, p.start, p.since_offset) = (log_start, log_start, Some(log_start));
+            (p.found.log_start, p.start, p.found.since) = (log_start, log_start, Some(log_start));
             plan.unless_recorded = Some(Refusal::RetentionRemoved {
                 lost: vec![Lost {
                     partition: 0,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::execute::{DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
 use super::identity::{self, Behind, Decision, IdentityRefusal, TargetView};
+use super::prepare::Prepared;
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan};
 use super::worker;
@@ -13,8 +14,8 @@ use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
 use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
 use crate::store::{AuditDb, PlanStatus, Recording, StoreError, Timeouts};
 
-/// A replay of one request on one broker: [`plan`](Self::plan), then
-/// [`execute`](Self::execute) that plan into a database.
+/// A replay of one request on one broker: [`plan`](Self::plan), then execute that plan into a
+/// database ([`Prepared::run`]).
 pub struct ReplayJob {
     kafka: KafkaTarget,
     broker: Broker,
@@ -48,8 +49,8 @@ fn owned_reason(property: &str) -> &'static str {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
     /// The target database could not be opened, prepared or recorded in; nothing was read.
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
     /// The replay group's or live group's offsets could not be committed or read back.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
@@ -60,17 +61,34 @@ pub enum ExecuteError {
 /// Why the target could not be looked at, or must not be used; nothing was read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
 }
 
 /// Why a worker could not start on its plan; nothing was read from the topic.
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
-    #[error("{db}: {source}")]
-    Store { db: String, source: StoreError },
+    #[error(transparent)]
+    Store(#[from] DatabaseError),
     #[error(transparent)]
     Refused(#[from] IdentityRefusal),
+}
+
+/// The target database failed, named as its errors name it.
+#[derive(Debug, thiserror::Error)]
+#[error("{db}: {source}")]
+pub struct DatabaseError {
+    pub db: String,
+    pub source: StoreError,
+}
+
+impl DatabaseError {
+    fn new(db: &AuditDb, source: StoreError) -> DatabaseError {
+        DatabaseError {
+            db: name_of(db),
+            source,
+        }
+    }
 }
 
 /// How an error of the store names the database: PostgreSQL errors name their server.
@@ -117,10 +135,7 @@ impl ReplayJob {
     /// before [`plan`](Self::plan): a target that must not be used stops the run before
     /// anything is read from the topic.
     pub fn inspect(db: &AuditDb, timeouts: Timeouts) -> Result<TargetView, TargetError> {
-        let store = |source| TargetError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         let Some(mut target) = db.open_to_look(timeouts).map_err(store)? else {
             let inspection = db.nothing_yet();
             let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
@@ -146,15 +161,10 @@ impl ReplayJob {
         db: &AuditDb,
         timeouts: Timeouts,
     ) -> Result<Vec<crate::store::RecordedPlan>, TargetError> {
-        let store = |source| TargetError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         match db.open_to_look(timeouts).map_err(store)? {
-            Some(mut target) => target.plans().map_err(store),
-            None => Err(store(StoreError::Unavailable(
-                "no such database file".into(),
-            ))),
+            Some(mut target) => Ok(target.plans().map_err(store)?),
+            None => Err(store(StoreError::Unavailable("no such database file".into())).into()),
         }
     }
 
@@ -163,77 +173,6 @@ impl ReplayJob {
     pub fn decide(plan: &mut DayPlan, view: &TargetView) -> Result<Decision, IdentityRefusal> {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         identity::decide(plan, view, &now, &identity::who())
-    }
-
-    /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
-    /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
-    /// where they are behind, replays every partition with work left, marks the plan
-    /// complete when every partition reached its stop, then reads the live group's offsets
-    /// again and reports.
-    pub fn execute(
-        &self,
-        plan: &DayPlan,
-        decision: &Decision,
-        view: &TargetView,
-        db: &AuditDb,
-        options: ExecuteOptions,
-        progress: &dyn Progress,
-    ) -> Result<ReplayReport, ExecuteError> {
-        let started = Instant::now();
-        let store = |source| ExecuteError::Store {
-            db: name_of(db),
-            source,
-        };
-        let recorded = decision.plan();
-        let owner = format!("{} pid {}", identity::who(), std::process::id());
-        let mut target = db
-            .open_target(Timeouts::replay(
-                db,
-                options.deadline.saturating_sub(options.since.elapsed()),
-            ))
-            .map_err(store)?;
-        target.prepare(&view.adoption).map_err(store)?;
-        if let Decision::New(plan) = decision {
-            target.record_plan(plan).map_err(store)?;
-        }
-        target.claim(&recorded.plan_id, &owner).map_err(store)?;
-        if let Decision::Resume { behind, .. } = decision {
-            self.bring_up(plan, behind)?;
-        }
-        let to = WriteTarget {
-            db,
-            adoption: &view.adoption,
-            plan_id: &recorded.plan_id,
-            owner: &owner,
-        };
-        let run = DayRun::new(self.broker.address(), plan, options, &to, progress);
-        let lanes = run.lanes();
-        let mut results = run.run();
-        let mut report = self.report(plan, &recorded.plan_id, started, lanes, |p| {
-            let result = results
-                .iter()
-                .position(|r| r.partition == p.partition)
-                .map(|i| results.swap_remove(i).result);
-            match result {
-                None => (
-                    ReplaySummary::at(p.resume_from),
-                    PartitionOutcome::CompleteBefore,
-                ),
-                Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
-                Some(Err(e)) => (
-                    ReplaySummary::at(e.committed().unwrap_or(p.resume_from)),
-                    PartitionOutcome::Failed(e),
-                ),
-            }
-        });
-        let done = report.every_partition_done();
-        let status = if done {
-            PlanStatus::Complete
-        } else {
-            PlanStatus::Failed
-        };
-        close(db, &mut report, Some(status), done)?;
-        Ok(report)
     }
 
     /// Commits the replay group's offsets up to the SQL checkpoints where Kafka is behind them.
@@ -311,10 +250,7 @@ impl ReplayJob {
         decision: Decision,
         view: &TargetView,
     ) -> Result<Decision, JoinError> {
-        let store = |source| JoinError::Store {
-            db: name_of(db),
-            source,
-        };
+        let store = |source| DatabaseError::new(db, source);
         let mut target = db.open_target(timeouts).map_err(store)?;
         target.prepare(&view.adoption).map_err(store)?;
         let Decision::New(ours) = &decision else {
@@ -331,22 +267,79 @@ impl ReplayJob {
             }
         }
     }
+}
 
-    /// Runs this process as one worker of the recorded plan (see [`join`](Self::join)): a
-    /// member of the replay group replaying the partitions the group assigns it, until every
-    /// partition of the plan reached its stop. The report shows what this worker replayed; the
-    /// partitions the others replayed are marked so.
-    pub fn work(
+impl Prepared<'_> {
+    /// Prepares the target (creating `audit_events` only when absent, and the bookkeeping),
+    /// records a new plan, brings the replay group's Kafka offsets up to the SQL checkpoints
+    /// where they are behind, replays every partition with work left, then reads the live
+    /// group's offsets again and reports.
+    pub(super) fn execute(
         &self,
-        plan: &DayPlan,
-        decision: &Decision,
-        view: &TargetView,
-        db: &AuditDb,
+        started: Instant,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let started = Instant::now();
+        let Prepared {
+            job,
+            plan,
+            view,
+            decision,
+            ..
+        } = self;
+        let db = self.db;
+        let store = |source| DatabaseError::new(db, source);
         let recorded = decision.plan();
+        let owner = format!("{} pid {}", identity::who(), std::process::id());
+        let mut target = db
+            .open_target(Timeouts::replay(
+                db,
+                options.deadline.saturating_sub(options.since.elapsed()),
+            ))
+            .map_err(store)?;
+        target.prepare(&view.adoption).map_err(store)?;
+        if let Decision::New(plan) = decision {
+            target.record_plan(plan).map_err(store)?;
+        }
+        target.claim(&recorded.plan_id, &owner).map_err(store)?;
+        if let Decision::Resume { behind, .. } = decision {
+            job.bring_up(plan, behind)?;
+        }
+        let to = self.write_target(&owner);
+        let run = DayRun::new(job.broker.address(), plan, options, &to, progress);
+        let lanes = run.lanes();
+        let mut results = run.run();
+        Ok(job.report(plan, &recorded.plan_id, started, lanes, |p| {
+            let result = results
+                .iter()
+                .position(|r| r.partition == p.partition)
+                .map(|i| results.swap_remove(i).result);
+            match result {
+                None => (
+                    ReplaySummary::at(p.resume_from),
+                    PartitionOutcome::CompleteBefore,
+                ),
+                Some(Ok(summary)) => (summary, PartitionOutcome::Replayed),
+                Some(Err(e)) => (
+                    ReplaySummary::at(e.committed().unwrap_or(p.resume_from)),
+                    PartitionOutcome::Failed(e),
+                ),
+            }
+        }))
+    }
+
+    /// Runs this process as one worker of the recorded plan (see [`ReplayJob::join`]): a
+    /// member of the replay group replaying the partitions the group assigns it, until every
+    /// partition of the plan reached its stop. The report shows what this worker replayed; the
+    /// partitions the others replayed are marked so.
+    pub(super) fn work(
+        &self,
+        started: Instant,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<ReplayReport, ExecuteError> {
+        let (job, plan, db) = (&self.job, &self.plan, self.db);
+        let recorded = self.decision.plan();
         let owner = format!(
             "{}:{}:{:08x}",
             identity::who(),
@@ -355,27 +348,16 @@ impl ReplayJob {
         );
         let r = &plan.request;
         let group = ReplayGroup::new(&r.replay_group, &r.live_group).map_err(PlanError::from)?;
-        let to = WriteTarget {
-            db,
-            adoption: &view.adoption,
-            plan_id: &recorded.plan_id,
-            owner: &owner,
-        };
-        let mut run = worker::work(&self.kafka, &group, plan, options, &to, progress).map_err(
+        let to = self.write_target(&owner);
+        let mut run = worker::work(&job.kafka, &group, plan, options, &to, progress).map_err(
             |e| match e {
                 SetupError::Kafka(e) => ExecuteError::Kafka(e),
-                SetupError::Store(source) => ExecuteError::Store {
-                    db: name_of(db),
-                    source,
-                },
-                other => ExecuteError::Store {
-                    db: name_of(db),
-                    source: StoreError::Unavailable(other.to_string()),
-                },
+                SetupError::Store(source) => DatabaseError::new(db, source).into(),
+                other => DatabaseError::new(db, StoreError::Unavailable(other.to_string())).into(),
             },
         )?;
         // A worker reads one partition at a time.
-        let mut report = self.report(plan, &recorded.plan_id, started, 1, |p| {
+        Ok(job.report(plan, &recorded.plan_id, started, 1, |p| {
             let at = run.checkpoints.get(&p.partition).copied();
             let failed = run
                 .failed
@@ -392,12 +374,17 @@ impl ReplayJob {
             let mut summary = mine.unwrap_or_default();
             summary.final_offset = at.unwrap_or(summary.final_offset.max(p.resume_from));
             (summary, outcome)
-        });
-        // Any worker that sees the plan done marks it so; a failing one leaves it running for
-        // the others.
-        let done = report.every_partition_done();
-        close(db, &mut report, done.then_some(PlanStatus::Complete), done)?;
-        Ok(report)
+        }))
+    }
+
+    /// Where this run writes, as `owner`.
+    fn write_target<'a>(&'a self, owner: &'a str) -> WriteTarget<'a> {
+        WriteTarget {
+            db: self.db,
+            adoption: &self.view.adoption,
+            plan_id: &self.decision.plan().plan_id,
+            owner,
+        }
     }
 }
 
@@ -419,7 +406,7 @@ fn live_offsets_after(
 /// Records the plan's `status` (when given) and reads the conflicts per partition into the
 /// report, over a fresh connection: the run's own may have outlived the server (a restart
 /// during the run). A failure of that fails a run that `succeeded`; otherwise it is a warning.
-fn close(
+pub(super) fn close(
     db: &AuditDb,
     report: &mut ReplayReport,
     status: Option<PlanStatus>,
@@ -444,12 +431,7 @@ fn close(
                 }
             }
         }
-        Err(source) if succeeded => {
-            return Err(ExecuteError::Store {
-                db: name_of(db),
-                source,
-            })
-        }
+        Err(source) if succeeded => return Err(DatabaseError::new(db, source).into()),
         Err(e) => tracing::warn!("{}: closing the run: {e}", name_of(db)),
     }
     Ok(())

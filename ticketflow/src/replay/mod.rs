@@ -23,7 +23,7 @@ pub use documents::{PreparedDocument, ReportDocument, TargetDocument};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
-pub use job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
+pub use job::{ConnectError, DatabaseError, ExecuteError, JoinError, ReplayJob, TargetError};
 pub use prepare::{PrepareError, Prepared, ReplayRequest};
 pub use report::{
     Failure, FindingsPolicy, Judgement, LiveMovement, PartitionOutcome, PartitionReport,
@@ -167,18 +167,21 @@ pub struct ReplayLimits {
 }
 
 /// What a completed replay did (or, passed to progress, has done so far): the counters of its
-/// durable batches, and what the window's edges held.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// durable batches, and what the window's edges held. Serialized flat, as a report's row
+/// shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReplaySummary {
     /// Records, inserted, duplicates, conflicts (same event id, other content: the first stored
     /// version stayed), quarantined (not audit events), markers (offsets that held transaction
     /// control markers) and aborted (records of aborted transactions, skipped).
+    #[serde(flatten)]
     pub counters: Counters,
     /// Records inside `[start, stop)` whose timestamps lie outside the time window.
     pub out_of_window: u64,
     /// Records after `stop` (within the skew) whose timestamps lie inside the time window.
     pub late: u64,
     /// The replay group's committed offset at the end: the plan's `stop`.
+    #[serde(rename = "replay_offset")]
     pub final_offset: i64,
 }
 

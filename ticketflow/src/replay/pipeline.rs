@@ -295,6 +295,16 @@ mod tests {
         fail_at: Option<usize>,
     }
 
+    impl Log {
+        /// Nothing written yet; the write of batch `fail_at` (counted from 1) fails.
+        fn failing_at(fail_at: Option<usize>) -> Self {
+            Log {
+                batches: Vec::new(),
+                fail_at,
+            }
+        }
+    }
+
     impl BatchWriter for Log {
         fn write(&mut self, batch: &Batch<'_>) -> Result<Counters, WriteError> {
             self.batches.push((
@@ -333,10 +343,7 @@ mod tests {
     #[test]
     fn a_batch_that_fails_is_the_last_written_though_the_next_was_read() {
         let mut topic = Topic::new(&[(0, 30)]);
-        let mut log = Log {
-            batches: Vec::new(),
-            fail_at: Some(2),
-        };
+        let mut log = Log::failing_at(Some(2));
         let (result, ahead) = run(
             &plan(0, 30),
             Start::Open(LIMITS),
@@ -376,10 +383,7 @@ mod tests {
     #[test]
     fn the_next_partition_begins_while_the_last_batch_is_written_and_goes_on_from_there() {
         let mut topic = Topic::new(&[(0, 25), (1, 25)]);
-        let mut log = Log {
-            batches: Vec::new(),
-            fail_at: None,
-        };
+        let mut log = Log::failing_at(None);
         let (result, ahead) = first_of_two(&mut topic, &mut log);
         assert_eq!(result.unwrap().final_offset, 25);
         let ahead = ahead.expect("the second partition begun");
@@ -426,28 +430,22 @@ mod tests {
 
     #[test]
     fn a_partition_that_fails_hands_on_no_reading_of_the_next() {
-        let mut topic = Topic::new(&[(0, 10), (1, 10)]);
-        let mut log = Log {
-            batches: Vec::new(),
-            fail_at: Some(1),
-        };
-        let (result, ahead) = first_of_two(&mut topic, &mut log);
-        assert_eq!(result.unwrap_err().committed, Some(0));
-        assert!(ahead.is_none());
-        assert!(topic.commits.is_empty());
-
-        // The next partition begun with the read of the last batch is dropped too when the
-        // batch written meanwhile fails.
-        let mut topic = Topic::new(&[(0, 15), (1, 10)]);
-        let mut log = Log {
-            batches: Vec::new(),
-            fail_at: Some(1),
-        };
-        let (result, ahead) = first_of_two(&mut topic, &mut log);
-        assert_eq!(result.unwrap_err().committed, Some(0));
-        assert_eq!(topic.delivered.len(), 25, "partition 1 was begun");
-        assert!(ahead.is_none());
-        assert_eq!(log.batches, vec![(0, 0, 10, 10)]);
-        assert!(topic.commits.is_empty());
+        // Its first batch fails: with 10 records it was the last one, with 15 the last one was
+        // read while it was written. Either way partition 1 was begun with the read of the last
+        // batch, and is dropped.
+        for size in [10, 15] {
+            let mut topic = Topic::new(&[(0, size), (1, 10)]);
+            let mut log = Log::failing_at(Some(1));
+            let (result, ahead) = first_of_two(&mut topic, &mut log);
+            assert_eq!(result.unwrap_err().committed, Some(0), "{size} records");
+            assert_eq!(
+                topic.delivered.len() as i64,
+                size + 10,
+                "partition 1 was begun ({size} records)"
+            );
+            assert!(ahead.is_none(), "{size} records");
+            assert_eq!(log.batches, vec![(0, 0, 10, 10)], "{size} records");
+            assert!(topic.commits.is_empty(), "{size} records");
+        }
     }
 }

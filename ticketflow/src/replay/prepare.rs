@@ -4,15 +4,15 @@
 //! alone or as one worker of several. The report's verdict is
 //! [`ReplayReport::verdict`](super::ReplayReport::verdict).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::execute::{ExecuteOptions, Progress};
 use super::identity::{Decision, IdentityRefusal, TargetView};
-use super::job::{ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
+use super::job::{close, ConnectError, ExecuteError, JoinError, ReplayJob, TargetError};
 use super::report::ReplayReport;
 use super::window::{DayPlan, DayPlanError, DayReplayRequest};
 use crate::kafka::KafkaTarget;
-use crate::store::{AuditDb, Timeouts};
+use crate::store::{AuditDb, PlanStatus, Timeouts};
 
 /// How long every broker call of planning may take.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,7 +35,7 @@ pub struct Prepared<'a> {
     /// The target as found (its `audit_events`, how it is adopted, its recorded plans).
     pub view: TargetView,
     pub decision: Decision,
-    db: &'a AuditDb,
+    pub(super) db: &'a AuditDb,
     worker: bool,
 }
 
@@ -103,18 +103,28 @@ impl Prepared<'_> {
         matches!(self.decision, Decision::Complete(_))
     }
 
-    /// Executes the plan: alone, or as one worker of the plan's replay group.
+    /// Executes the plan: alone, or as one worker of the plan's replay group; then records the
+    /// plan's status and reads the conflicts recorded for it into the report.
     pub fn run(
         &self,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
-        let (plan, decision, view, db) = (&self.plan, &self.decision, &self.view, self.db);
-        if self.worker {
-            self.job.work(plan, decision, view, db, options, progress)
+        let started = Instant::now();
+        let mut report = if self.worker {
+            self.work(started, options, progress)
         } else {
-            self.job
-                .execute(plan, decision, view, db, options, progress)
-        }
+            self.execute(started, options, progress)
+        }?;
+        let done = report.every_partition_done();
+        // Alone, the run marks the plan complete or failed. Any worker that sees the plan done
+        // marks it so; a failing one leaves it running for the others.
+        let status = match (done, self.worker) {
+            (true, _) => Some(PlanStatus::Complete),
+            (false, false) => Some(PlanStatus::Failed),
+            (false, true) => None,
+        };
+        close(self.db, &mut report, status, done)?;
+        Ok(report)
     }
 }

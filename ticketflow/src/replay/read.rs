@@ -578,13 +578,12 @@ mod tests {
         idle_timeout: Duration::from_millis(300),
     };
 
-    /// `(offsets, position)` per batch, the summed counts (markers, aborted, out of window),
-    /// and the error that stopped the read, if one did.
-    type ReadAll = (
-        Vec<(Vec<i64>, i64)>,
-        (u64, u64, u64),
-        Option<ReplayErrorKind>,
-    );
+    /// `(offsets, position)` per batch.
+    type Batches = Vec<(Vec<i64>, i64)>;
+
+    /// The batches, the summed counts (markers, aborted, out of window), and the error that
+    /// stopped the read, if one did.
+    type ReadAll = (Batches, (u64, u64, u64), Option<ReplayErrorKind>);
 
     /// Reads `[start, stop)` of `log` in batches of `max`.
     fn read_all(log: &mut Log, plan: &ReplayPlan, max: usize) -> ReadAll {
@@ -609,6 +608,14 @@ mod tests {
         (batches, total, None)
     }
 
+    /// Reads `plan`'s range of [`transactions`] in batches of `max`, which must not fail: the
+    /// batches and the summed counts.
+    fn read_transactions(plan: &ReplayPlan, max: usize) -> (Batches, (u64, u64, u64)) {
+        let (batches, counts, error) = read_all(&mut Log::new(transactions()), plan, max);
+        assert!(error.is_none(), "{error:?}");
+        (batches, counts)
+    }
+
     use Slot::*;
 
     /// Commit 3, abort 2, commit 3: markers at 3, 6 and 10, end 11.
@@ -630,10 +637,8 @@ mod tests {
 
     #[test]
     fn markers_and_aborted_records_are_counted_and_the_position_reaches_stop() {
-        let mut log = Log::new(transactions());
         let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
-        let (batches, counts, error) = read_all(&mut log, &plan, 100);
-        assert!(error.is_none(), "{error:?}");
+        let (batches, counts) = read_transactions(&plan, 100);
         let offsets: Vec<i64> = batches.iter().flat_map(|b| b.0.clone()).collect();
         assert_eq!(offsets, vec![0, 1, 2, 7, 8, 9]);
         assert_eq!(
@@ -643,8 +648,7 @@ mod tests {
         );
         assert_eq!((counts.0, counts.1), (3, 2));
         // Small batches: each position is past its records and the markers before the next.
-        let mut log = Log::new(transactions());
-        let (batches, counts, _) = read_all(&mut log, &plan, 2);
+        let (batches, counts) = read_transactions(&plan, 2);
         let positions: Vec<i64> = batches.iter().map(|b| b.1).collect();
         assert_eq!(positions, vec![2, 8, 10, 11]);
         assert_eq!((counts.0, counts.1), (3, 2));
@@ -652,10 +656,8 @@ mod tests {
 
     #[test]
     fn a_range_that_stops_before_a_marker_ends_at_stop() {
-        let mut log = Log::new(transactions());
         let plan = ReplayPlan::new("l", "replay", "t", 0, 1, 10).unwrap();
-        let (batches, counts, error) = read_all(&mut log, &plan, 100);
-        assert!(error.is_none(), "{error:?}");
+        let (batches, counts) = read_transactions(&plan, 100);
         assert_eq!(batches.last().unwrap().1, 10);
         assert_eq!((counts.0, counts.1), (2, 2));
     }
@@ -725,12 +727,10 @@ mod tests {
     #[test]
     fn timestamps_outside_the_window_and_late_records_are_counted() {
         // Window [12, 15): offsets 0..2 hold 10, 11, 12; 7..9 hold 13, 14, 15.
-        let mut log = Log::new(transactions());
         let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 9)
             .unwrap()
             .timed(12, 15);
-        let (_, counts, error) = read_all(&mut log, &plan, 100);
-        assert!(error.is_none(), "{error:?}");
+        let (_, counts) = read_transactions(&plan, 100);
         assert_eq!(counts.2, 2, "10 and 11 are before the window");
         // Past stop 7 (ts 13, 14 are in the window, 15 is not).
         let mut slots = transactions();

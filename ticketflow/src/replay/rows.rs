@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
-use super::window::{DayPlan, PartitionPlan, Window};
+use super::window::{DayPlan, DayReplayRequest, PartitionPlan, Window};
+use super::ReplaySummary;
 use crate::store::{Counters, PartitionProgress, RecordedPlan};
 
 /// A partition of the plan as a flat row: the offsets found, the range, what it holds, both
@@ -28,10 +29,10 @@ impl From<&PartitionPlan> for PlanRow {
     fn from(p: &PartitionPlan) -> Self {
         PlanRow {
             partition: p.partition,
-            since: p.since_offset,
-            until: p.until_offset,
-            log_start: p.log_start,
-            end: p.end,
+            since: p.found.since,
+            until: p.found.until,
+            log_start: p.found.log_start,
+            end: p.found.end,
             start: p.start,
             stop: p.stop,
             records: p.records(),
@@ -49,13 +50,10 @@ impl From<&PartitionPlan> for PlanRow {
 #[derive(Serialize)]
 pub struct ReportRow {
     pub partition: i32,
-    /// This run's counters; `conflicts` are those recorded for the plan whose version not kept
-    /// is in this partition.
+    /// This run's summary; its `conflicts` are those recorded for the plan whose version not
+    /// kept is in this partition.
     #[serde(flatten)]
-    pub counters: Counters,
-    pub out_of_window: u64,
-    pub late: u64,
-    pub replay_offset: i64,
+    pub summary: ReplaySummary,
     pub stop: i64,
     pub live_before: Option<i64>,
     pub live_after: Option<i64>,
@@ -67,13 +65,13 @@ impl From<&PartitionReport> for ReportRow {
         let s = &p.summary;
         ReportRow {
             partition: p.partition,
-            counters: Counters {
-                conflicts: p.conflicts,
-                ..s.counters
+            summary: ReplaySummary {
+                counters: Counters {
+                    conflicts: p.conflicts,
+                    ..s.counters
+                },
+                ..s.clone()
             },
-            out_of_window: s.out_of_window,
-            late: s.late,
-            replay_offset: s.final_offset,
             stop: p.stop,
             live_before: p.live_before,
             live_after: p.live_after,
@@ -91,22 +89,16 @@ impl From<&PartitionReport> for ReportRow {
 #[derive(Serialize)]
 pub struct PlanDocument<'a> {
     pub brokers: &'a str,
-    pub topic: &'a str,
-    pub live_group: &'a str,
-    pub replay_group: &'a str,
-    pub window: String,
+    #[serde(flatten)]
+    pub request: &'a DayReplayRequest,
     pub partitions: &'a [PartitionPlan],
 }
 
 impl<'a> PlanDocument<'a> {
     pub fn new(plan: &'a DayPlan, brokers: &'a str) -> Self {
-        let r = &plan.request;
         PlanDocument {
             brokers,
-            topic: &r.topic,
-            live_group: &r.live_group,
-            replay_group: &r.replay_group,
-            window: r.window.to_string(),
+            request: &plan.request,
             partitions: &plan.partitions,
         }
     }

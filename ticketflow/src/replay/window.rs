@@ -36,15 +36,26 @@ impl fmt::Display for Window {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Serialized as it is displayed.
+impl Serialize for Window {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// What to plan: serialized as a plan's document states it (topic, groups and window; the
+/// partitions are the plan's own).
+#[derive(Debug, Clone, Serialize)]
 pub struct DayReplayRequest {
     pub topic: String,
     pub live_group: String,
     pub replay_group: String,
     pub window: Window,
     /// Partitions to replay; `None` means all of the topic's.
+    #[serde(skip)]
     pub partitions: Option<Vec<i32>>,
     /// Continue a recorded, unfinished plan from its SQL checkpoints.
+    #[serde(skip)]
     pub resume: bool,
 }
 
@@ -52,14 +63,10 @@ pub struct DayReplayRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionPlan {
     pub partition: i32,
-    /// First offset at or after `since` (time windows; `None`: no such record).
-    pub since_offset: Option<i64>,
-    /// First offset at or after `until` (time windows; `None`: none, so stop is the end).
-    pub until_offset: Option<i64>,
-    /// The oldest offset retention kept.
-    pub log_start: i64,
-    /// The end offset captured while planning.
-    pub end: i64,
+    /// The watermarks captured while planning and, for a time window, its offsets at `since`
+    /// and `until` (`None` for explicit offsets).
+    #[serde(flatten)]
+    pub found: TimeWindow,
     pub start: i64,
     pub stop: i64,
     pub live_committed: Option<i64>,
@@ -227,25 +234,24 @@ pub(crate) fn plan_day_with(
     let mut plans = Vec::with_capacity(partitions.len());
     let mut lost = Vec::new();
     for (i, &partition) in partitions.iter().enumerate() {
-        let found = match r.window {
-            Window::Time { .. } => Found::in_time_window(partition, &windows[i], &mut lost),
+        let (found, (start, stop)) = match r.window {
+            Window::Time { .. } => (windows[i], time_range(partition, &windows[i], &mut lost)),
             Window::Offsets { start, stop } => {
                 let (log_start, end) = broker.watermarks(&r.topic, partition)?;
-                Found::in_offsets(partition, start, stop, log_start, end, &mut lost)?
+                let found = TimeWindow::of_watermarks(log_start, end);
+                let range = offsets_range(partition, (start, stop), &found, &mut lost)?;
+                (found, range)
             }
         };
         plans.push(PartitionPlan {
             partition,
-            since_offset: found.since,
-            until_offset: found.until,
-            log_start: found.log_start,
-            end: found.end,
-            start: found.start,
-            stop: found.stop,
+            found,
+            start,
+            stop,
             live_committed: live[i],
             replay_committed: replay[i],
             // Where execution begins is the target's to say (its SQL checkpoint of this plan).
-            resume_from: found.start,
+            resume_from: start,
         });
     }
     let refusal = if !lost.is_empty() {
@@ -334,84 +340,56 @@ fn chosen_partitions(broker: &Broker, r: &DayReplayRequest) -> Result<Vec<i32>, 
     Ok(partitions)
 }
 
-/// A partition's offsets as planning found them.
-struct Found {
-    log_start: i64,
-    end: i64,
-    since: Option<i64>,
-    until: Option<i64>,
-    start: i64,
-    stop: i64,
+/// The range `[start, stop)` of a time window on one partition; what retention removed of it is
+/// added to `lost`.
+fn time_range(partition: i32, window: &TimeWindow, lost: &mut Vec<Lost>) -> (i64, i64) {
+    if let Some((from, to)) = window.lost() {
+        let why = if window.log_start >= window.end {
+            LostWhy::Everything
+        } else {
+            LostWhy::WindowStart
+        };
+        lost.push(Lost {
+            partition,
+            from,
+            to,
+            why,
+        });
+    }
+    window.range()
 }
 
-impl Found {
-    /// The range of a time window on one partition; what retention removed of it is added to
-    /// `lost`.
-    fn in_time_window(partition: i32, window: &TimeWindow, lost: &mut Vec<Lost>) -> Found {
-        let (start, stop) = window.range();
-        if let Some((from, to)) = window.lost() {
-            let why = if window.log_start >= window.end {
+/// An explicit range `[start, stop)` on one partition between its watermarks (`found`); refused
+/// when empty or past the end, and what retention removed of it added to `lost`.
+fn offsets_range(
+    partition: i32,
+    (start, stop): (i64, i64),
+    found: &TimeWindow,
+    lost: &mut Vec<Lost>,
+) -> Result<(i64, i64), Refusal> {
+    let TimeWindow { log_start, end, .. } = *found;
+    if stop <= start {
+        return Err(Refusal::EmptyRange { start, stop });
+    }
+    if start < log_start {
+        lost.push(Lost {
+            partition,
+            from: start,
+            to: log_start.min(stop),
+            why: if log_start >= end {
                 LostWhy::Everything
             } else {
-                LostWhy::WindowStart
-            };
-            lost.push(Lost {
-                partition,
-                from,
-                to,
-                why,
-            });
-        }
-        Found {
-            log_start: window.log_start,
-            end: window.end,
-            since: window.since,
-            until: window.until,
-            start,
+                LostWhy::InRange
+            },
+        });
+    } else if stop > end {
+        return Err(Refusal::StopBeyondEnd {
+            partition,
             stop,
-        }
-    }
-
-    /// An explicit range `[start, stop)` on one partition between its watermarks; refused when
-    /// empty or past the end, and what retention removed of it added to `lost`.
-    fn in_offsets(
-        partition: i32,
-        start: i64,
-        stop: i64,
-        log_start: i64,
-        end: i64,
-        lost: &mut Vec<Lost>,
-    ) -> Result<Found, Refusal> {
-        if stop <= start {
-            return Err(Refusal::EmptyRange { start, stop });
-        }
-        if start < log_start {
-            lost.push(Lost {
-                partition,
-                from: start,
-                to: log_start.min(stop),
-                why: if log_start >= end {
-                    LostWhy::Everything
-                } else {
-                    LostWhy::InRange
-                },
-            });
-        } else if stop > end {
-            return Err(Refusal::StopBeyondEnd {
-                partition,
-                stop,
-                end,
-            });
-        }
-        Ok(Found {
-            log_start,
             end,
-            since: None,
-            until: None,
-            start,
-            stop,
-        })
+        });
     }
+    Ok((start, stop))
 }
 
 #[cfg(test)]
@@ -493,7 +471,7 @@ mod tests {
             );
             // -1 for `until` on partition 0 (no timestamp reaches 10 s): stop is the end.
             if partition == 0 {
-                assert_eq!(p.until_offset, None);
+                assert_eq!(p.found.until, None);
             }
             // The mock itself answers -1 to every lookup: the plan comes from reading.
             let read = plan_day(&mock, &request(partition, since, until)).unwrap();

@@ -562,14 +562,17 @@ fn serve_between_batches(
 mod tests {
     mod unfinished {
         use super::super::*;
+        use crate::kafka::TimeWindow;
 
         fn partition(partition: i32, stop: i64) -> PartitionPlan {
             PartitionPlan {
                 partition,
-                since_offset: Some(0),
-                until_offset: None,
-                log_start: 0,
-                end: stop,
+                found: TimeWindow {
+                    since: Some(0),
+                    until: None,
+                    log_start: 0,
+                    end: stop,
+                },
                 start: 0,
                 stop,
                 live_committed: None,

@@ -103,8 +103,8 @@ impl LiveOffsets {
         LiveOffsets {
             partition: p.partition,
             committed: p.live_committed,
-            end: p.end,
-            lag: p.live_committed.map(|c| (p.end - c).max(0)),
+            end: p.found.end,
+            lag: p.live_committed.map(|c| (p.found.end - c).max(0)),
             past_window: p.live_committed.map(|c| c >= p.stop),
         }
     }
