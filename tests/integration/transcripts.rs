@@ -37,17 +37,18 @@ fn verdict_of(all: &[(String, String, String, u64, String)], id: &str) -> (Strin
     (o.1.clone(), o.4.clone())
 }
 
-/// The outcome `id` of `all` has `verdict` and a message that contains `says`.
+/// The outcome `id` of `all` has `verdict` and a message that contains `says`; the message.
 #[track_caller]
 fn assert_outcome(
     all: &[(String, String, String, u64, String)],
     id: &str,
     verdict: &str,
     says: &str,
-) {
+) -> String {
     let (got, message) = verdict_of(all, id);
     assert_eq!(got, verdict, "{id}: {message}");
     assert!(message.contains(says), "{id}: {message}");
+    message
 }
 
 /// The diff of the `index`-th outcome of a `--format json` run ("" when it has none).
@@ -138,16 +139,12 @@ fn a_wrong_output_or_status_fails_at_the_command_and_the_next_blocks_still_run()
     let ran = doc(&dir).arg(&file).args(["--format", "json"]).failure();
     let all = outcomes(&ran);
     let text = dir.read("guide.md");
-    let (verdict, message) = verdict_of(&all, "guide.md:9");
-    assert_eq!(verdict, "FAIL");
     let at = line_of(&text, "$ basename \"$PWD\"");
-    assert!(
-        message.starts_with(&format!(
-            "{}:{at}: `basename \"$PWD\"` printed other output",
-            file.display()
-        )),
-        "{message}"
+    let said = format!(
+        "{}:{at}: `basename \"$PWD\"` printed other output",
+        file.display()
     );
+    assert!(assert_outcome(&all, "guide.md:9", "FAIL", &said).starts_with(&said));
     let diff = diff_of(&ran, 1);
     assert!(diff.contains("-play\n+work"), "{diff}");
     let (verdict, message) = verdict_of(&all, "guide.md:17");
@@ -281,15 +278,8 @@ fn a_failing_example_fails_with_its_line_and_doctests_own_report() {
         .args(["--python", &python, "--format", "json"])
         .failure();
     let all = outcomes(&ran);
-    let (verdict, message) = verdict_of(&all, "py.md:10");
-    assert_eq!(verdict, "FAIL");
-    assert!(
-        message.starts_with(&format!(
-            "{}:12: the example printed other output",
-            file.display()
-        )),
-        "{message}"
-    );
+    let said = format!("{}:12: the example printed other output", file.display());
+    assert!(assert_outcome(&all, "py.md:10", "FAIL", &said).starts_with(&said));
     let diff = diff_of(&ran, 1);
     assert!(diff.contains("line 12, in py.md:10"), "{diff}");
     assert!(diff.contains("Expected:\n    41\nGot:\n    42"), "{diff}");
