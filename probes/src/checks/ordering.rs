@@ -13,6 +13,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::system::System;
 use crate::context::{ensure, ProbeContext, ProbeError};
+use crate::live::TicketKey;
 use ticketflow::event::AuditEvent;
 use ticketflow::kafka::Broker;
 
@@ -95,7 +96,10 @@ pub(crate) fn same_key_same_partition(
         .project_ticket(&version_event("tenant-a", "ticket-7", 2))
         .map_err(broken)?;
     let kept = store
-        .ticket_version("tenant-a", "ticket-7")
+        .ticket_version(TicketKey {
+            tenant_id: "tenant-a",
+            ticket_id: "ticket-7",
+        })
         .map_err(broken)?;
     ensure(v3 && !late_v2 && kept == Some(3), || {
         format!("v3 applied {v3}, late v2 applied {late_v2}, kept {kept:?}")

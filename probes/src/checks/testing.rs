@@ -17,7 +17,7 @@ use ticketflow::KafkaTarget;
 
 use super::system::{System, Ticketflow};
 use crate::context::{Cancel, DbTarget, ProbeContext, ProbeError};
-use crate::live::LiveStore;
+use crate::live::{LiveStore, TicketKey};
 
 /// A context on in-memory SQLite and the embedded mock cluster, its run id unique in the process.
 pub(crate) fn sqlite() -> ProbeContext {
@@ -145,16 +145,12 @@ impl LiveStore for Rewired {
             None => self.inner.project_ticket(event),
         }
     }
-    fn ticket_version(
-        &mut self,
-        tenant_id: &str,
-        ticket_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
+    fn ticket_version(&mut self, ticket: TicketKey<'_>) -> Result<Option<i64>, StoreError> {
         match &self.unversioned {
             Some(tickets) => Ok(tickets
-                .get(&(tenant_id.to_owned(), ticket_id.to_owned()))
+                .get(&(ticket.tenant_id.to_owned(), ticket.ticket_id.to_owned()))
                 .copied()),
-            None => self.inner.ticket_version(tenant_id, ticket_id),
+            None => self.inner.ticket_version(ticket),
         }
     }
 }

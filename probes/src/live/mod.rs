@@ -26,9 +26,13 @@ pub trait LiveStore: AuditStore {
     /// one. Returns whether it was applied.
     fn project_ticket(&mut self, event: &AuditEvent) -> Result<bool, StoreError>;
     /// The stored version of a ticket.
-    fn ticket_version(
-        &mut self,
-        tenant_id: &str,
-        ticket_id: &str,
-    ) -> Result<Option<i64>, StoreError>;
+    fn ticket_version(&mut self, ticket: TicketKey<'_>) -> Result<Option<i64>, StoreError>;
+}
+
+/// A ticket as the projection keys it: its tenant, then its id within the tenant (two strings
+/// a caller could otherwise swap unnoticed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketKey<'a> {
+    pub tenant_id: &'a str,
+    pub ticket_id: &'a str,
 }

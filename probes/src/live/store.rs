@@ -11,7 +11,7 @@ use ticketflow::store::{
 };
 
 use super::migrations::Migrations;
-use super::LiveStore;
+use super::{LiveStore, TicketKey};
 use crate::scratch::ScratchSchema;
 
 /// The live service's business tables, recorded apart from the audit store's migrations.
@@ -128,17 +128,13 @@ impl LiveStore for LiveSqlite {
         Ok(n == 1)
     }
 
-    fn ticket_version(
-        &mut self,
-        tenant_id: &str,
-        ticket_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
+    fn ticket_version(&mut self, ticket: TicketKey<'_>) -> Result<Option<i64>, StoreError> {
         Ok(self
             .audit
             .connection()
             .query_row(
                 "SELECT version FROM ticket_state WHERE tenant_id = ?1 AND ticket_id = ?2",
-                params![tenant_id, ticket_id],
+                params![ticket.tenant_id, ticket.ticket_id],
                 |r| r.get(0),
             )
             .optional()?)
@@ -228,18 +224,14 @@ impl LiveStore for LivePostgres {
         Ok(n == 1)
     }
 
-    fn ticket_version(
-        &mut self,
-        tenant_id: &str,
-        ticket_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
+    fn ticket_version(&mut self, ticket: TicketKey<'_>) -> Result<Option<i64>, StoreError> {
         let place = self.audit.place().to_owned();
         let row = self
             .audit
             .client()
             .query_opt(
                 "SELECT version FROM ticket_state WHERE tenant_id = $1 AND ticket_id = $2",
-                &[&tenant_id, &ticket_id],
+                &[&ticket.tenant_id, &ticket.ticket_id],
             )
             .map_err(|e| StoreError::postgres(&place, e))?;
         Ok(row.map(|r| r.get(0)))
