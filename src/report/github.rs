@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].starts_with("::error file="), "{text}");
         assert!(
-            lines[0].contains(",line=30,title=FAIL third fails::"),
+            lines[0].contains(",line=29,title=FAIL third fails::"),
             "{text}"
         );
         assert_eq!(

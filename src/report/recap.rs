@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(lines[1], "failures (1), each rerun alone by its command:");
         assert!(lines[2].starts_with("FAIL    "), "{text}");
         assert!(
-            lines[2].ends_with("90.toml:30 lesson 90 third fails"),
+            lines[2].ends_with("90.toml:29 lesson 90 third fails"),
             "{text}"
         );
         assert_eq!(

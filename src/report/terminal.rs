@@ -401,7 +401,7 @@ mod tests {
                 "PASS    lesson 90 second prints-too",
                 "SKIP    lesson 90 prose answered-in-writing: prose exercise: answered in writing, no executable form",
                 "FAIL    lesson 90 third fails",
-                "        90.toml:30: exited with status 3",
+                "        90.toml:29: exited with status 3",
                 "JUnit report: r.xml",
                 "2 passed, 1 failed, 0 errors, 1 skipped, 0 pending in Ts; FAIL: third",
             ]

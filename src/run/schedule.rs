@@ -335,7 +335,7 @@ mod tests {
                 "case 1 finished PASS ",
                 "case 2 finished SKIP prose exercise: answered in writing, no executable form",
                 "case 3 started",
-                "case 3 finished FAIL 90.toml:30: exited with status 3",
+                "case 3 finished FAIL 90.toml:29: exited with status 3",
                 "finished 2 passed, 1 failed, 0 errors, 1 skipped, 0 pending",
             ]
         );

@@ -4,51 +4,36 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lessonprobe_testkit::{Manifest, Probe};
+
 use super::RunConfig;
 use super::{execute, FailurePolicy, Interrupt, Interruption, Plan, RemoteFlag, RemoteHost};
 use super::{RunEvent, RunSummary};
 use crate::checkpoint::{Catalog, Selection};
 
-const MANIFEST: &str = r#"
-[checkpoint]
-lesson = 90
-title = "events"
-
-[[probe]]
-id = "first"
-name = "prints"
-claim = "c"
-kind = "command"
-argv = ["echo", "one"]
-expect = "one"
-
-[[probe]]
-id = "second"
-name = "prints-too"
-claim = "c"
-kind = "command"
-argv = ["echo", "two"]
-expect = "two"
-
-[[probe]]
-id = "prose"
-name = "answered-in-writing"
-claim = "c"
-kind = "prose"
-question = "why?"
-
-[[probe]]
-id = "third"
-name = "fails"
-claim = "c"
-kind = "command"
-argv = ["sh", "-c", "exit 3"]
-"#;
+/// Lesson 90's four cases: two that print what they expect, a prose exercise, and one that
+/// fails (its id on line 29 of `90.toml`).
+fn manifest() -> String {
+    Manifest::lesson(90, "events")
+        .probe(
+            Probe::command("first", ["echo", "one"])
+                .name("prints")
+                .expect("one"),
+        )
+        .probe(
+            Probe::command("second", ["echo", "two"])
+                .name("prints-too")
+                .expect("two"),
+        )
+        .probe(Probe::prose("prose", "why?").name("answered-in-writing"))
+        .probe(Probe::script("third", "exit 3").name("fails"))
+        .to_string()
+}
 
 /// Runs the four cases as run `t` (PASS, PASS, SKIP, FAIL), handing every event to `sink`;
 /// with `interrupt_at`, Ctrl-C is requested as that case starts.
 pub(crate) fn run(interrupt_at: Option<usize>, sink: impl FnMut(&RunEvent<'_>)) -> RunSummary {
-    run_manifest(MANIFEST, FailurePolicy::default(), interrupt_at, sink)
+    run_manifest(&manifest(), FailurePolicy::default(), interrupt_at, sink)
 }
 
 /// Runs lesson 90 of `manifest` as run `t` under `failure`, as [`run`] does.
