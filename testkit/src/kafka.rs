@@ -418,10 +418,14 @@ impl Drop for BrokerProcess {
 }
 
 /// Produces `records` (partition, payload) to `topic` in their order, record `i` keyed `k{i}`
-/// and stamped `first_ms + i`, and waits until every one is acknowledged.
+/// and stamped `first_ms + i`, and waits until every one is acknowledged. Idempotent, so that a
+/// retried request (a new topic's first often is) cannot land after the one sent next.
 #[track_caller]
 pub fn produce(servers: &str, topic: &str, first_ms: i64, records: &[(i32, Vec<u8>)]) {
-    let producer = producer(servers, &[("linger.ms", "5")]);
+    let producer = producer(
+        servers,
+        &[("linger.ms", "5"), ("enable.idempotence", "true")],
+    );
     for (i, (partition, payload)) in records.iter().enumerate() {
         let key = format!("k{i}");
         let record = BaseRecord::to(topic)
