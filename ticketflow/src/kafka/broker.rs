@@ -456,16 +456,10 @@ impl Broker {
         context: C,
     ) -> Result<BaseProducer<C>, KafkaError> {
         let mut config = self.config();
-        config
-            .set("linger.ms", linger_ms.to_string())
-            .set(
-                "message.timeout.ms",
-                patience.as_millis().max(1000).to_string(),
-            )
-            // A partition's records land in the order they were sent, also when a request is
-            // retried while the next is in flight (a new topic's first request often is):
-            // without idempotence librdkafka may write the retried batch after the next one.
-            .set("enable.idempotence", "true");
+        config.set("linger.ms", linger_ms.to_string()).set(
+            "message.timeout.ms",
+            patience.as_millis().max(1000).to_string(),
+        );
         let producer: BaseProducer<C> = config
             .create_with_context(context)
             .map_err(|e| self.error("creating a producer", e))?;
