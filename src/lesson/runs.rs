@@ -12,7 +12,7 @@ use lessonprobe_probes::Cancel;
 use super::bless::Rewrite;
 use super::chain::Chains;
 use super::document::{DocBody, DocProbe};
-use super::session::{self, SessionProbe};
+use super::session;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocVerdict {
@@ -88,11 +88,13 @@ impl Runs {
     /// Runs `doc` under `deadline`, after what it waits for; `cancel` stops it.
     pub fn run(&self, doc: &DocProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
         let started = Instant::now();
+        if let Some(index) = place_in_sequence(doc) {
+            return self.sequences.result(doc, index, deadline, cancel);
+        }
         let mut done = match &doc.body {
             DocBody::Code(code) => return self.chains.run(doc, code, deadline, cancel),
-            DocBody::Session(session) => {
-                return self.sequences.result(doc, session, deadline, cancel)
-            }
+            // Run in its sequence, above.
+            DocBody::Session(_) => DocRun::not_run("a session block outside its sequence"),
             DocBody::Uncollected { lines } => {
                 let places: Vec<String> = lines
                     .iter()
@@ -116,9 +118,28 @@ impl Runs {
     }
 }
 
-/// Each document's session blocks, run once for every session probe of it in the run: from
-/// its first block to the last one the run holds (the earlier ones run for their state even
-/// when not selected, and only the held ones report).
+/// Where `doc` stands among the blocks of its document that run together, in order, once (one
+/// shell and one interpreter for a document's session blocks), if it is one of them.
+fn place_in_sequence(doc: &DocProbe) -> Option<usize> {
+    match &doc.body {
+        DocBody::Session(session) => Some(session.index),
+        _ => None,
+    }
+}
+
+/// Runs blocks `0..=upto` of the sequence `doc` belongs to: their results in order.
+fn run_sequence(doc: &DocProbe, upto: usize, deadline: Duration, cancel: &Cancel) -> Vec<DocRun> {
+    match &doc.body {
+        DocBody::Session(session) => {
+            session::run_transcript(&session.transcript, upto, deadline, cancel)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Each document's sequence (see [`place_in_sequence`]), run once for every probe of it in the
+/// run: from its first block to the last one the run holds (the earlier ones run for their
+/// state even when not selected, and only the held ones report).
 #[derive(Debug, Default)]
 struct Sequences {
     /// By (lesson, document): the last block index the run needs, and the blocks' results.
@@ -135,11 +156,11 @@ impl Sequences {
     fn new<'a>(probes: impl IntoIterator<Item = &'a DocProbe>) -> Sequences {
         let mut runs: HashMap<(u32, PathBuf), Arc<Sequence>> = HashMap::new();
         for doc in probes {
-            let DocBody::Session(s) = &doc.body else {
+            let Some(index) = place_in_sequence(doc) else {
                 continue;
             };
             let key = (doc.lesson, doc.file.clone());
-            let upto = runs.get(&key).map_or(s.index, |r| r.upto.max(s.index));
+            let upto = runs.get(&key).map_or(index, |r| r.upto.max(index));
             runs.insert(
                 key,
                 Arc::new(Sequence {
@@ -153,33 +174,26 @@ impl Sequences {
         }
     }
 
-    /// The result of block `session` of `doc`, running its document's blocks when no other
+    /// The result of block `index` of `doc`'s sequence, running the sequence when no other
     /// probe of it has (the others wait for that run).
-    fn result(
-        &self,
-        doc: &DocProbe,
-        session: &SessionProbe,
-        deadline: Duration,
-        cancel: &Cancel,
-    ) -> DocRun {
+    fn result(&self, doc: &DocProbe, index: usize, deadline: Duration, cancel: &Cancel) -> DocRun {
         let key = (doc.lesson, doc.file.clone());
         let run = self.runs.lock().ok().map(|mut runs| {
             Arc::clone(runs.entry(key).or_insert_with(|| {
                 Arc::new(Sequence {
-                    upto: session.index,
+                    upto: index,
                     results: OnceLock::new(),
                 })
             }))
         });
         let results = match &run {
-            Some(run) => run.results.get_or_init(|| {
-                let upto = run.upto.max(session.index);
-                session::run_transcript(&session.transcript, upto, deadline, cancel)
-            }),
+            Some(run) => run
+                .results
+                .get_or_init(|| run_sequence(doc, run.upto.max(index), deadline, cancel)),
             None => return not_run(doc, "the session runs' lock is poisoned"),
         };
         results
-            .get(session.index)
+            .get(index)
             .cloned()
             .unwrap_or_else(|| not_run(doc, "its document's sessions stopped before it"))
     }
@@ -206,4 +220,42 @@ pub fn run_in_order(
         .iter()
         .map(|doc| runs.run(doc, doc.timeout().unwrap_or(default_timeout), cancel))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const SESSIONS: &str = "# Sessions\n\n```console\n$ echo kept > state.txt\n```\n\nText.\n\n```console\n$ cat state.txt\nkept\n```\n\n```console\n$ cat state.txt\nchanged\n```\n";
+
+    /// The document probes of lesson 31 `text`, in a course with an empty project.
+    fn parsed(text: &str) -> super::super::LessonDoc {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        let course = super::super::Course::open(dir.path(), Path::new(".")).unwrap();
+        let doc =
+            super::super::document::parse(&course.settings, 31, Path::new("l.md"), text.as_bytes())
+                .unwrap();
+        // The run-from folder must outlive the parse for the runs below.
+        std::mem::forget(dir);
+        doc
+    }
+
+    #[test]
+    fn a_session_block_runs_after_the_blocks_before_it_once_for_all_held_blocks() {
+        let doc = parsed(SESSIONS);
+        let blocks: Vec<&DocProbe> = doc.probes.iter().collect();
+        assert_eq!(blocks.len(), 3, "{blocks:?}");
+        // Only the later blocks are held: the first still runs, for its state.
+        let runs = Runs::new(blocks[1..].iter().copied());
+        let cancel = Cancel::new();
+        let second = runs.run(blocks[1], Duration::from_secs(10), &cancel);
+        let third = runs.run(blocks[2], Duration::from_secs(10), &cancel);
+        crate::lesson::isolation::release_all();
+        assert_eq!(second.verdict, DocVerdict::Pass, "{:?}", second.message);
+        assert_eq!(third.verdict, DocVerdict::Fail);
+        assert!(third.rewrites().is_some(), "{third:?}");
+        assert_eq!(second.rewrites(), None);
+    }
 }
