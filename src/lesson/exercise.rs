@@ -34,22 +34,23 @@ pub const PINNED_ENV: &[(&str, &str)] = &[
     ("PYTHONDONTWRITEBYTECODE", "1"),
 ];
 
-/// What one run of a step gave, its streams apart: judged, then told as a [`DocRun`].
+/// What one run of a step gave while it is judged, its streams apart (the tails and the
+/// comparisons read them); told as the one result, a [`DocRun`].
 #[derive(Debug, Clone)]
 struct StepRun {
-    pub verdict: DocVerdict,
+    verdict: DocVerdict,
     /// Why it did not pass; names the lesson file and line.
-    pub message: Option<String>,
+    message: Option<String>,
     /// A diff of expected against actual output, or the tails of a failed command.
-    pub details: Option<String>,
-    pub stdout: Tail,
-    pub stderr: Tail,
+    details: Option<String>,
+    stdout: Tail,
+    stderr: Tail,
     /// What the hidden setup ran and printed, when the probe has one.
-    pub setup: Option<String>,
+    setup: Option<String>,
     /// The rewrites of the lesson that would make it pass (expected stdout and stderr blocks,
     /// with the elisions and placeholders that held kept, and the exit code's value), when
     /// those are its only faults.
-    pub blessable: Option<Vec<Rewrite>>,
+    blessable: Option<Vec<Rewrite>>,
 }
 
 /// What a step that passed left in its working copy, kept for the steps that continue it.
@@ -82,11 +83,12 @@ impl StepRun {
     }
 
     fn told(self) -> DocRun {
+        let output = self.output();
         DocRun {
             verdict: self.verdict,
-            message: self.message.clone(),
-            details: self.details.clone(),
-            output: self.output(),
+            message: self.message,
+            details: self.details,
+            output,
             duration: Duration::ZERO,
             blessable: self.blessable,
         }

@@ -28,7 +28,6 @@ pub use document::{
     Setup,
 };
 pub use exercise::resolve as resolve_interpreter;
-pub use exercise::{checkout, PINNED_ENV};
 pub use isolation::Scratch;
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
