@@ -33,7 +33,7 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use runs::{run_in_order, DocRun, DocVerdict, Runs};
+pub use runs::{run_in_order, sequence_of, DocRun, DocVerdict, Runs};
 pub use settings::{is_inside, show as show_path, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

@@ -127,6 +127,12 @@ fn place_in_sequence(doc: &DocProbe) -> Option<usize> {
     }
 }
 
+/// The document whose sequence `doc` belongs to (see [`place_in_sequence`]), if any: the
+/// probes of one sequence share one process, so nothing may split them (`--partition`).
+pub fn sequence_of(doc: &DocProbe) -> Option<&std::path::Path> {
+    place_in_sequence(doc).map(|_| doc.file.as_path())
+}
+
 /// Runs blocks `0..=upto` of the sequence `doc` belongs to: their results in order.
 fn run_sequence(doc: &DocProbe, upto: usize, deadline: Duration, cancel: &Cancel) -> Vec<DocRun> {
     match &doc.body {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::checkpoint::{ProbeKind, Selection};
-use crate::lesson::DocBody;
+use crate::lesson::{self, DocBody};
 
 /// Shard `shard` of `count`, both counted from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,19 +59,19 @@ impl std::fmt::Display for Partition {
     }
 }
 
-/// What keeps probes of a checkpoint in one shard: a chain's step (by id), or a document's
-/// session blocks (by file).
+/// What keeps probes of a checkpoint in one shard: a chain's step (by id), or the blocks of a
+/// document that run in one process, in order (by file; today its terminal and Python sessions).
 #[derive(Debug, PartialEq, Eq, Hash)]
 enum Together {
     Step(String),
-    Sessions(PathBuf),
+    Sequence(PathBuf),
 }
 
 impl Partition {
     /// Keeps only this shard's probes; checkpoints left with none are dropped. A lesson step
     /// that continues another goes to the shard of the step it continues (which comes before
-    /// it), and a session block to the shard of its document's first selected block, so that a
-    /// chain and a document's sessions each run whole in one shard.
+    /// it), and a block of a document's sequence (its sessions: one shell, one interpreter) to the
+    /// shard of the sequence's first selected block, so that each runs whole in one shard.
     pub fn keep(&self, selection: &mut Selection<'_>) {
         let mut place = 0u64;
         for (_, probes) in &mut selection.checkpoints {
@@ -80,18 +80,18 @@ impl Partition {
                 let ProbeKind::Document(doc) = &probe.kind else {
                     return self.next(&mut place);
                 };
-                let (follows, leads) = match &doc.body {
-                    DocBody::Code(code) => (
+                let (follows, leads) = match (lesson::sequence_of(doc), &doc.body) {
+                    (Some(file), _) => (
+                        Some(Together::Sequence(file.to_owned())),
+                        Together::Sequence(file.to_owned()),
+                    ),
+                    (None, DocBody::Code(code)) => (
                         code.continues
                             .as_ref()
                             .map(|c| Together::Step(c.id.clone())),
                         Together::Step(doc.id.clone()),
                     ),
-                    DocBody::Session(_) => (
-                        Some(Together::Sessions(doc.file.clone())),
-                        Together::Sessions(doc.file.clone()),
-                    ),
-                    _ => (None, Together::Step(doc.id.clone())),
+                    (None, _) => (None, Together::Step(doc.id.clone())),
                 };
                 let mine = match follows.and_then(|f| went.get(&f).copied()) {
                     Some(mine) => mine,
