@@ -1,6 +1,7 @@
 //! lessonprobe turns a course's lesson claims into numbered checkpoint probes, runs them on
 //! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
 
+pub mod case_key;
 pub mod changes;
 pub mod checkpoint;
 pub mod clean;
@@ -20,7 +21,6 @@ pub mod remote;
 pub mod render;
 pub mod report;
 pub mod run;
-pub mod scratch_key;
 pub mod selector;
 pub mod signals;
 pub mod wildcard;

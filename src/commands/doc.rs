@@ -35,11 +35,11 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     }
     let files = documents(&args.paths)?;
     // Labelled exercises and snippets run in an empty folder of their document's own too.
-    let scratch = tempfile::Builder::new()
+    let empty_roots = tempfile::Builder::new()
         .prefix("lessonprobe-doc-")
         .tempdir()
         .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
-    let docs = parse(&files, run.course.python.as_ref(), scratch.path())?;
+    let docs = parse(&files, run.course.python.as_ref(), empty_roots.path())?;
     let mut catalog = Catalog {
         source: CatalogSource::Embedded,
         checkpoints: Vec::new(),
@@ -107,11 +107,11 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
 }
 
 /// Each Markdown file as a lesson of its own (numbered from its name), its labelled exercises
-/// and snippets to run in an empty folder under `scratch`; `python` as `--python` gives it.
+/// and snippets to run in an empty folder under `empty_roots`; `python` as `--python` gives it.
 fn parse(
     files: &[PathBuf],
     python: Option<&String>,
-    scratch: &Path,
+    empty_roots: &Path,
 ) -> Result<Vec<LessonDoc>, Error> {
     let mut used = BTreeSet::new();
     let mut docs = Vec::new();
@@ -126,7 +126,7 @@ fn parse(
             course.settings.python = python.clone();
         }
         let lesson = number(&name, &mut used);
-        let empty = scratch.join(i.to_string());
+        let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
         let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
         docs.push(lesson::parse_free(

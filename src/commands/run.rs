@@ -152,7 +152,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
     let run_id = match &args.run_id {
         Some(id) => {
             // A run given the id of an earlier one starts from nothing that run left.
-            drop_scratch(&selection, &config, id, Leftovers::OfEarlierRun);
+            drop_leftovers(&selection, &config, id, Leftovers::OfEarlierRun);
             id.clone()
         }
         None => new_run_id(),
@@ -325,13 +325,13 @@ pub(super) fn execute_and_record(
         reporters.event(event)
     });
     if summary.interrupted.is_some() {
-        drop_scratch(selection, config, run_id, Leftovers::OfInterruption);
+        drop_leftovers(selection, config, run_id, Leftovers::OfInterruption);
     }
     reporters.finish()?;
     Ok(Code::of_run(&summary, reporting.strict))
 }
 
-/// Why a run drops scratch resources of its own id.
+/// Why a run drops what runs of its own id left.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Leftovers {
     /// Before it starts: an earlier run with this id left them.
@@ -343,7 +343,7 @@ enum Leftovers {
 /// Drops what the probes of `selection` have of run `run_id` on PostgreSQL and a real broker,
 /// saying what, and how to finish the job when a service refuses. Services that cannot be
 /// asked are named after an interruption only: before a run, its probes will say so.
-fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why: Leftovers) {
+fn drop_leftovers(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why: Leftovers) {
     let runs = Runs::One {
         run_id: run_id.to_owned(),
         schemas: clean::run_schemas(selection.checkpoints.iter().map(|(c, _)| *c), run_id),
@@ -368,7 +368,7 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
         "`lessonprobe clean --run-id {run_id} --execute` with the same --db/--kafka drops it later"
     );
     for place in &places {
-        let found = match clean::find(place, &runs, SCRATCH_TIMEOUT) {
+        let found = match clean::find(place, &runs, LEFTOVER_TIMEOUT) {
             Ok(found) => found,
             Err(e) => {
                 if loud {
@@ -377,7 +377,7 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
                 continue;
             }
         };
-        for result in clean::drop_all(place, &found.leftovers, SCRATCH_TIMEOUT) {
+        for result in clean::drop_all(place, &found.leftovers, LEFTOVER_TIMEOUT) {
             match result {
                 Ok(leftover) => eprintln!("lessonprobe: dropped {leftover}, {because}"),
                 Err(e) => eprintln!("lessonprobe: {e}; {later}"),
@@ -386,5 +386,5 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
     }
 }
 
-/// How long each service gets to list and drop a run's scratch resources.
-const SCRATCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long each service gets to list and drop what a run left.
+const LEFTOVER_TIMEOUT: Duration = Duration::from_secs(5);

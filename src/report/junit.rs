@@ -104,7 +104,7 @@ pub fn render(
         let cases: Vec<&Outcome> = outcomes.iter().filter(|o| o.lesson == lesson).collect();
         let title = cases.first().map_or("", |o| o.checkpoint.as_str());
         let mut suite = TestSuite::new(match cases.first() {
-            Some(o) if o.kind == crate::run::ENVIRONMENT => title.to_owned(),
+            Some(o) if o.kind == crate::run::PREFLIGHT => title.to_owned(),
             _ => format!("lesson {lesson}: {title}"),
         });
         suite.set_timestamp(now);

@@ -3,13 +3,13 @@
 //! [`Reporter::finish`].
 
 mod ending;
-pub mod environment;
 pub mod github;
 pub mod html;
 pub mod json;
 pub mod junit;
 pub mod ndjson;
 pub mod output;
+pub mod provenance;
 pub mod recap;
 pub mod slow;
 pub mod terminal;

@@ -103,7 +103,7 @@ impl<W: Write> Terminal<W> {
         if !fails {
             return;
         }
-        if o.kind == crate::run::ENVIRONMENT {
+        if o.kind == crate::run::PREFLIGHT {
             self.failing
                 .push((o.verdict, format!("environment: {}", o.name)));
             return;
@@ -168,7 +168,7 @@ impl<W: Write> Terminal<W> {
             label
         };
         // A failed preflight check: what is wrong and the fix, on one line.
-        if o.kind == crate::run::ENVIRONMENT {
+        if o.kind == crate::run::PREFLIGHT {
             return format!(
                 "{label} environment: {}",
                 o.message.as_deref().unwrap_or("")
@@ -199,8 +199,7 @@ impl<W: Write> Terminal<W> {
 
     fn details(&self, o: &Outcome) -> Vec<String> {
         let mut lines = Vec::new();
-        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::ENVIRONMENT
-        {
+        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::PREFLIGHT {
             if let Some(message) = &o.message {
                 lines.push(format!("        {message}"));
             }

@@ -16,7 +16,7 @@ mod schedule;
 pub(crate) mod testing;
 
 pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
-pub use execute::ENVIRONMENT;
+pub use execute::PREFLIGHT;
 pub use outcome::{Attempt, Counts, Outcome, Verdict};
 pub use partition::{Partition, PartitionError};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};

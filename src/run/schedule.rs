@@ -81,7 +81,7 @@ pub fn execute(
                     if runs && tx.send(Progress::Started(i)).is_err() {
                         break;
                     }
-                    let key = case.scratch_key(run_id);
+                    let key = case.case_key(run_id);
                     let outcomes = run_with_retries(case, config, &key, interrupt.cancel(), chains);
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
