@@ -12,7 +12,7 @@ use crate::history::{History, Recorder};
 use crate::lesson::{self, Course, LessonDoc};
 use crate::run::{FailurePolicy, RunConfig};
 
-use super::ci_reports::Extras;
+use super::run::ci_reports::Extras;
 use super::run::{execute_and_record, new_run_id, Reporting};
 
 /// Folders never searched for documents.
@@ -79,7 +79,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     };
     // No course: the documents' interpreter is as given; the services are checked as in a run.
     let config = RunConfig {
-        preflight: super::preflight::checks(None, &config.sql, &config.kafka, &config.remote),
+        preflight: super::run::preflight::checks(None, &config.sql, &config.kafka, &config.remote),
         ..config
     };
     let reporting = Reporting {

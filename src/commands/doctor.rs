@@ -53,7 +53,7 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
     let kafka = super::kafka_target(&args.kafka)?;
     let remote = super::remote_host(&args.hosts, false)?;
     let checks =
-        super::preflight::checks(course.as_ref().map(|c| &c.course), &sql, &kafka, &remote);
+        super::run::preflight::checks(course.as_ref().map(|c| &c.course), &sql, &kafka, &remote);
     let wanted: Vec<&crate::run::Check> = checks.iter().collect();
     let mut failed = rows.iter().any(|r| r.result == "FAILED");
     for (check, problem) in preflight::run_all(&wanted) {

@@ -258,7 +258,7 @@ impl Page {
 mod tests {
     use super::*;
     use crate::report::reported;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     #[test]
     fn a_self_contained_page_with_counts_verdicts_and_the_failure() {
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn text_is_escaped() {
-        let mut o = testing::outcome(5, "<b>x</b>", Verdict::Fail);
+        let mut o = test_support::outcome(5, "<b>x</b>", Verdict::Fail);
         o.diff = Some("-<script>\n+&amp;".into());
         let page = Page {
             run_id: "r".into(),

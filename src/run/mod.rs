@@ -13,7 +13,7 @@ mod remote_host;
 mod retry;
 mod schedule;
 #[cfg(test)]
-pub(crate) mod testing;
+pub(crate) mod test_support;
 
 pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
 pub use execute::PREFLIGHT;

@@ -1,4 +1,9 @@
-//! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
+//! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code; and
+//! what serves every run: the course, the preflight's checks, the reports beside stdout.
+
+pub(super) mod ci_reports;
+pub(super) mod course;
+pub(super) mod preflight;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,8 +25,8 @@ use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
 use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
 
-use super::ci_reports::Extras;
-use super::course::OpenCourse;
+use ci_reports::Extras;
+use course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
 pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
@@ -135,7 +140,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
             Order::FailedFirst => history.failed(),
         },
     };
-    config.preflight = super::preflight::checks(
+    config.preflight = preflight::checks(
         course.as_ref().map(|c| &c.course),
         &config.sql,
         &config.kafka,

@@ -12,7 +12,7 @@ use crate::run::{Check, Need, Problem, RemoteHost, SqlTarget};
 
 /// Every check a run with this course, these databases, broker and remote host may need; the
 /// runner makes only those some case needs.
-pub(super) fn checks(
+pub(in crate::commands) fn checks(
     course: Option<&crate::lesson::Course>,
     sql: &[SqlTarget],
     kafka: &KafkaTarget,

@@ -24,7 +24,7 @@ use super::course::OpenCourse;
 
 /// What a run reports beside standard output and JUnit.
 #[derive(Default)]
-pub(super) struct Extras {
+pub(in crate::commands) struct Extras {
     pub html: Option<PathBuf>,
     /// Whether to write GitHub Actions workflow commands and the step summary.
     pub github: bool,
