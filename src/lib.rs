@@ -8,6 +8,7 @@ pub mod clean;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod course_files;
 pub mod diagnostics;
 pub mod environment;
 pub mod exit;

@@ -55,7 +55,7 @@ pub struct Cached {
 /// size and modification time: a new Python version is a new file), so nothing is spawned to
 /// find an environment already made.
 pub fn locate(declared: &Declared, base: &str) -> Result<Cached, ProvisionError> {
-    let program = crate::lesson::resolve_interpreter(base).ok_or(ProvisionError::NoBase {
+    let program = super::interpreter::resolve(base).ok_or(ProvisionError::NoBase {
         python: base.to_owned(),
     })?;
     let real = std::fs::canonicalize(&program).unwrap_or(program);
@@ -96,7 +96,7 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
         .tempdir_in(&root)
         .map_err(folder)?;
     let venv = building.path().join("env");
-    let uv = crate::lesson::resolve_interpreter("uv");
+    let uv = super::interpreter::resolve("uv");
     let tool = if uv.is_some() {
         "uv"
     } else {

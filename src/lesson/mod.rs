@@ -31,7 +31,6 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::resolve as resolve_interpreter;
 pub use scratch::{checkout, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
 pub use settings::{is_inside, show as show_path, Settings};
 

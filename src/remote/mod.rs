@@ -8,7 +8,7 @@ mod selector;
 mod ssh;
 
 pub use hosts::{AuthorizedHost, HostsError, HostsFile, NoHostsFile};
-pub use run_selector::{check_host, run_selector, HostFacts};
+pub use run_selector::{answers, check_host, run_selector, HostFacts, UNANSWERED_FIX};
 pub use selector::CommandSet;
 
 /// The verdict of one remote test case, as its JUnit said.

@@ -29,6 +29,18 @@ pub fn check_host(host: &AuthorizedHost) -> Result<HostFacts, RemoteError> {
     check_os(host, &connection, &connect_timeout(host))
 }
 
+/// The preflight's check of `host`: [`check_host`] within `limit`, or within the host's own
+/// connect timeout when that is shorter.
+pub fn answers(host: &AuthorizedHost, limit: Duration) -> Result<(), RemoteError> {
+    let mut host = host.clone();
+    host.connect_timeout = host.connect_timeout.min(limit);
+    check_host(&host).map(drop)
+}
+
+/// What to do when a host fails [`answers`].
+pub const UNANSWERED_FIX: &str = "check the host is up and its key is the one in known_hosts \
+                                  (lessonprobe hosts check says more)";
+
 /// Runs `selector` of `checkpoint` on `host`. `deadline` bounds everything up to the fetched
 /// report, connecting included, and `cancel` cuts it short; teardown has its own bound and
 /// runs either way.

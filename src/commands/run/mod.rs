@@ -1,29 +1,33 @@
 //! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code; and
 //! what serves every run: the course, the preflight's checks, the reports beside stdout.
 
+mod builder;
 pub(super) mod ci_reports;
 pub(super) mod course;
 pub(super) mod preflight;
 
-use std::path::{Path, PathBuf};
+pub(super) use builder::{junit_path, select, Reporting, RunBuilder};
+
+use std::path::Path;
 use std::time::Duration;
 
 use lessonprobe_probes::DbTarget;
 use ticketflow::KafkaTarget;
 
-use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
+use crate::checkpoint::{Backend, Catalog, Selection};
 use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
+use crate::environment::interpreter::{self, Making};
 use crate::exit::{Code, Error};
-use crate::history::{History, Recorder};
+use crate::history::Recorder;
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
 use crate::report::ndjson::Ndjson;
-use crate::report::output::{self, Delivered};
+use crate::report::output::Delivered;
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
-use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
+use crate::run::{self, Interrupt, Partition, Plan, RunConfig, SqlTarget};
 
 use ci_reports::Extras;
 use course::OpenCourse;
@@ -78,11 +82,14 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let mut course = OpenCourse::find(&args.course, args.rev.as_deref())?;
-    // Without --python, a course that declares its environment runs in it, made when missing.
-    if let (Some(open), None) = (course.as_mut(), &args.course.python) {
-        let base = open.course.settings.python.clone();
-        if let Some(python) = super::env::ensure(&open.course, &base)? {
-            open.course.settings.python = python.display().to_string();
+    if let Some(open) = course.as_mut() {
+        let settings = &mut open.course.settings;
+        let given = args.course.python.is_some();
+        let declared = settings.environment.as_ref();
+        let made = interpreter::cached(declared, given, &settings.python, Making::WhenMissing)
+            .map_err(super::env::unmade)?;
+        if let Some(cached) = made {
+            settings.python = cached.python.display().to_string();
         }
     }
     let uncollected = match &course {
@@ -101,59 +108,23 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
             return Ok(Code::Ok);
         }
     }
-    let mut selection = Selection::new(&catalog, args.lesson, &args.select)?;
-    if let Some(partition) = partition {
-        partition.keep(&mut selection);
-    }
     let key = selection_key(args, course.is_some(), partition);
-    let history = History::open(Path::new("."), key);
-    if args.last_failed {
-        let what = history.keep_failed(&mut selection);
-        eprintln!("lessonprobe: {what}");
-    }
-    let wants_remote = selection
-        .checkpoints
-        .iter()
-        .flat_map(|(_, probes)| probes)
-        .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
-    let mut config = RunConfig {
-        jobs: super::jobs(args.jobs),
-        default_timeout: args.timeout,
-        course_root: course
-            .as_ref()
-            .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
-        sql: sql_targets(&args.db)?,
-        kafka: super::kafka_target(&args.kafka)?,
-        remote: super::remote_host(&args.hosts, wants_remote)?,
-        failure: FailurePolicy {
-            max_fail: if args.fail_fast {
-                Some(1)
-            } else {
-                args.max_fail
-            },
-            retries: args.retries.unwrap_or(0),
-            retry_documents: args.retry_documents,
-        },
-        preflight: Vec::new(),
-        first: match order {
-            Order::AsPlanned => Default::default(),
-            Order::FailedFirst => history.failed(),
-        },
+    let keep = |selection: &mut Selection<'_>| {
+        if let Some(partition) = partition {
+            partition.keep(selection);
+        }
     };
-    config.preflight = preflight::checks(
-        course.as_ref().map(|c| &c.course),
-        &config.sql,
-        &config.kafka,
-        &config.remote,
-    );
-    let report = Reporting {
-        junit: junit_path(args),
-        format: args.format,
-        verbose: args.verbose,
-        strict: args.strict,
-        junit_family: args.junit_family,
-        extras: Extras::of(args, course.as_ref(), uncollected, &config)?,
+    let (selection, history) = builder::select(args, &catalog, keep, Path::new("."), key)?;
+    let first = match order {
+        Order::AsPlanned => Default::default(),
+        Order::FailedFirst => history.failed(),
     };
+    let (config, report) = RunBuilder::new(args)
+        .course(course.as_ref())
+        .uncollected(uncollected)
+        .databases(&args.db)
+        .first(first)
+        .build(&selection)?;
     let run_id = match &args.run_id {
         Some(id) => {
             // A run given the id of an earlier one starts from nothing that run left.
@@ -170,17 +141,6 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         interrupt,
         Some(Recorder::new(history)),
     )
-}
-
-/// Where a run's JUnit report goes: `--junit`, else `reports/lesson-NN.xml` for one lesson or
-/// `reports/lessonprobe.xml`; none with `--no-junit`.
-pub(super) fn junit_path(args: &RunArgs) -> Option<PathBuf> {
-    (!args.no_junit).then(|| {
-        args.junit.clone().unwrap_or_else(|| match args.lesson {
-            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-            None => PathBuf::from("reports/lessonprobe.xml"),
-        })
-    })
 }
 
 /// What names a course and selection in the last-failed state: the course checkout, the
@@ -215,49 +175,6 @@ pub(super) fn new_run_id() -> String {
         chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
         std::process::id()
     )
-}
-
-/// How a run reports: where JUnit goes, what stdout shows, whether PENDING fails.
-pub(super) struct Reporting {
-    pub junit: Option<PathBuf>,
-    pub format: Format,
-    pub verbose: bool,
-    pub strict: bool,
-    pub junit_family: crate::report::junit::Family,
-    /// GitHub Actions output, HTML, the failure recap, slow notices.
-    pub extras: Extras,
-}
-
-impl Reporting {
-    /// Whether a report is written to standard output (`-`): then the human lines go to
-    /// standard error. Two writers of standard output are refused.
-    fn stdout_taken(&self) -> Result<bool, Error> {
-        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new(output::STDOUT));
-        let mut takers: Vec<&str> = Vec::new();
-        if dash(&self.junit) {
-            takers.push("--junit -");
-        }
-        if dash(&self.extras.html) {
-            takers.push("--html -");
-        }
-        if self.format != Format::Human && !takers.is_empty() {
-            takers.push(match self.format {
-                Format::Json => "--format json",
-                _ => "--format ndjson",
-            });
-        }
-        match takers.as_slice() {
-            [] => Ok(false),
-            [_] => Ok(true),
-            [a, b] => Err(Error::Usage(format!(
-                "{a} and {b} both write to standard output; send one of them to a file"
-            ))),
-            _ => Err(Error::Usage(format!(
-                "{} all write to standard output; send all but one to a file",
-                takers.join(", ")
-            ))),
-        }
-    }
 }
 
 /// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into

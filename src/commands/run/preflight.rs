@@ -1,19 +1,23 @@
-//! The preflight checks of a run, each from the component that owns what it checks: the
-//! course's interpreter and requirements (`environment`), the broker and PostgreSQL
-//! (`ticketflow`), the authorized host (`remote`). The runner schedules them.
+//! The preflight checks of a run, each with its fix text from the component that owns what it
+//! checks: the course's interpreter and requirements (`environment`), the broker and PostgreSQL
+//! (`ticketflow`), the authorized host (`remote`). This only gathers them; the runner schedules
+//! them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lessonprobe_probes::DbTarget;
 use ticketflow::kafka::Broker;
+use ticketflow::store::preflight as postgres;
 use ticketflow::KafkaTarget;
 
+use crate::lesson::Course;
 use crate::run::{Check, Need, Problem, RemoteHost, SqlTarget};
 
 /// Every check a run with this course, these databases, broker and remote host may need; the
 /// runner makes only those some case needs.
 pub(in crate::commands) fn checks(
-    course: Option<&crate::lesson::Course>,
+    course: Option<&Course>,
     sql: &[SqlTarget],
     kafka: &KafkaTarget,
     remote: &RemoteHost,
@@ -22,68 +26,59 @@ pub(in crate::commands) fn checks(
     if let Some(course) = course {
         let python = course.settings.python.clone();
         let declared = course.settings.environment.clone();
-        checks.push(Check {
-            need: Need::Interpreter,
-            name: "python".into(),
-            run: Arc::new(move |limit| {
-                crate::environment::check(&python, declared.as_ref(), limit).map_err(|e| Problem {
-                    what: e.to_string(),
-                    fix: e.fix(),
-                })
-            }),
-        });
+        checks.push(check(Need::Interpreter, "python".into(), move |limit| {
+            crate::environment::check(&python, declared.as_ref(), limit).map_err(|e| Problem {
+                what: e.to_string(),
+                fix: e.fix(),
+            })
+        }));
     }
     if let KafkaTarget::Bootstrap { servers, .. } = kafka {
         let target = kafka.clone();
-        checks.push(Check {
-            need: Need::Kafka,
-            name: format!("kafka {servers}"),
-            run: Arc::new(move |limit| {
+        checks.push(check(
+            Need::Kafka,
+            format!("kafka {servers}"),
+            move |limit| {
                 Broker::answers(&target, limit).map_err(|e| Problem {
                     what: e.to_string(),
-                    fix: "start the broker, or give --kafka the address of one that is up \
-                          (without --kafka the probes use the embedded broker)"
-                        .into(),
+                    fix: Broker::unanswered_fix("--kafka"),
                 })
-            }),
-        });
+            },
+        ));
     }
     for target in sql {
         let DbTarget::Postgres(url) = &target.target else {
             continue;
         };
-        let url = url.clone();
-        checks.push(Check {
-            need: Need::Postgres(url.clone()),
-            name: ticketflow::store::preflight::place_of(&url),
-            run: Arc::new(move |limit| {
-                ticketflow::store::preflight::answers(&url, limit).map_err(|e| Problem {
-                    what: e.to_string(),
-                    fix: "start the server, or give --db the URL of one that accepts this \
-                          user (host, port, database, password)"
-                        .into(),
-                })
-            }),
-        });
+        let (need, url) = (Need::Postgres(url.clone()), url.clone());
+        checks.push(check(need, postgres::place_of(&url), move |limit| {
+            postgres::answers(&url, limit).map_err(|e| Problem {
+                what: e.to_string(),
+                fix: postgres::fix("--db"),
+            })
+        }));
     }
     if let RemoteHost::Host(host) = remote {
+        let name = format!("host {}", host.name);
         let host = host.clone();
-        checks.push(Check {
-            need: Need::RemoteHost,
-            name: format!("host {}", host.name),
-            run: Arc::new(move |limit| {
-                let mut host = (*host).clone();
-                host.connect_timeout = host.connect_timeout.min(limit);
-                crate::remote::check_host(&host)
-                    .map(drop)
-                    .map_err(|e| Problem {
-                        what: e.to_string(),
-                        fix: "check the host is up and its key is the one in known_hosts \
-                              (lessonprobe hosts check says more)"
-                            .into(),
-                    })
-            }),
-        });
+        checks.push(check(Need::RemoteHost, name, move |limit| {
+            crate::remote::answers(&host, limit).map_err(|e| Problem {
+                what: e.to_string(),
+                fix: crate::remote::UNANSWERED_FIX.into(),
+            })
+        }));
     }
     checks
+}
+
+fn check(
+    need: Need,
+    name: String,
+    run: impl Fn(Duration) -> Result<(), Problem> + Send + Sync + 'static,
+) -> Check {
+    Check {
+        need,
+        name,
+        run: Arc::new(run),
+    }
 }
