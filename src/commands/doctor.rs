@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::cli::DoctorArgs;
-use crate::environment::interpreter::{self, Making};
+use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::render;
 use crate::run::preflight;
@@ -27,7 +27,7 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
         let given = args.course.python.is_some();
         let declared = settings.environment.as_ref();
         // What a run would use: the cached environment, made or not.
-        match interpreter::cached(declared, given, &settings.python, Making::Never) {
+        match provision::cached(declared, given, &settings.python, Making::Never) {
             Ok(None) => {}
             Ok(Some(cached)) if cached.complete => {
                 settings.python = cached.python.display().to_string();

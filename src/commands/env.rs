@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 
 use crate::cli::EnvArgs;
-use crate::environment::interpreter::{self, Making};
-use crate::environment::provision::ProvisionError;
+use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::lesson::Course;
 
@@ -17,7 +16,7 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
         .clone()
         .unwrap_or_else(|| course.settings.python.clone());
     let declared = course.settings.environment.as_ref();
-    let cached = interpreter::cached(declared, false, &base, Making::WhenMissing)
+    let cached = provision::cached(declared, false, &base, Making::WhenMissing)
         .map_err(unmade)?
         .ok_or_else(|| {
             Error::Usage(format!(
@@ -31,9 +30,9 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
 
 /// Why the course's environment could not be made, as the command's error: a base interpreter
 /// that is not there is a usage error, a failed installation exits 4.
-pub(super) fn unmade(e: ProvisionError) -> Error {
+pub(super) fn unmade(e: provision::ProvisionError) -> Error {
     match e {
-        ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
+        provision::ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
         e => Error::Operation(format!("cannot make the course's environment: {e}")),
     }
 }

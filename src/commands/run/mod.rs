@@ -18,7 +18,7 @@ use crate::checkpoint::{Backend, Catalog, Selection};
 use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
-use crate::environment::interpreter::{self, Making};
+use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::history::Recorder;
 use crate::report::json::Json;
@@ -86,7 +86,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         let settings = &mut open.course.settings;
         let given = args.course.python.is_some();
         let declared = settings.environment.as_ref();
-        let made = interpreter::cached(declared, given, &settings.python, Making::WhenMissing)
+        let made = provision::cached(declared, given, &settings.python, Making::WhenMissing)
             .map_err(super::env::unmade)?;
         if let Some(cached) = made {
             settings.python = cached.python.display().to_string();
