@@ -17,7 +17,7 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
         .unwrap_or_else(|| course.settings.python.clone());
     let declared = course.settings.environment.as_ref();
     let cached = provision::cached(declared, false, &base, Making::WhenMissing)
-        .map_err(unmade)?
+        .map_err(super::unmade)?
         .ok_or_else(|| {
             Error::Usage(format!(
                 "{}: declares no [environment]; name a requirements file there (see docs/writing-lessons.md)",
@@ -26,13 +26,4 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
         })?;
     println!("{}", cached.python.display());
     Ok(Code::Ok)
-}
-
-/// Why the course's environment could not be made, as the command's error: a base interpreter
-/// that is not there is a usage error, a failed installation exits 4.
-pub(super) fn unmade(e: provision::ProvisionError) -> Error {
-    match e {
-        provision::ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
-        e => Error::Operation(format!("cannot make the course's environment: {e}")),
-    }
 }

@@ -87,7 +87,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         let given = args.course.python.is_some();
         let declared = settings.environment.as_ref();
         let made = provision::cached(declared, given, &settings.python, Making::WhenMissing)
-            .map_err(super::env::unmade)?;
+            .map_err(super::unmade)?;
         if let Some(cached) = made {
             settings.python = cached.python.display().to_string();
         }
