@@ -96,7 +96,7 @@ impl TempFolder {
     }
 }
 
-/// `command` in the host's workdir with its environment, as the leader of a new session and
+/// `command` in the host's workdir with its variables, started by `setsid`, leading a new
 /// process group whose id goes to `pidfile`. The host kills the whole group after `limit` by
 /// itself (`timeout` signals its own group), so it ends even when this side cannot reconnect;
 /// teardown kills it again by its id.
