@@ -17,7 +17,7 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
         .unwrap_or_else(|| course.settings.python.clone());
     let declared = course.settings.environment.as_ref();
     let cached = provision::cached(declared, false, &base, Making::WhenMissing)
-        .map_err(super::unmade)?
+        .map_err(super::course::unmade)?
         .ok_or_else(|| {
             Error::Usage(format!(
                 "{}: declares no [environment]; name a requirements file there (see docs/writing-lessons.md)",

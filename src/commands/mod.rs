@@ -23,7 +23,6 @@ use ticketflow::store::AuditDb;
 
 use crate::cli::{Cli, Command, HostArgs, KafkaArgs, ReplayAction, RunArgs, WindowArgs};
 use crate::config::db::replay_target;
-use crate::environment::provision::ProvisionError;
 use crate::exit::{Code, Error};
 use crate::remote::{AuthorizedHost, HostsError, HostsFile};
 use crate::run::{RemoteFlag, RemoteHost};
@@ -75,15 +74,6 @@ fn kafka_target(args: &KafkaArgs) -> Result<KafkaTarget, Error> {
             }
             other => Error::Usage(other.to_string()),
         })
-}
-
-/// Why the course's environment could not be made, as the command's error: a base interpreter
-/// that is not there is a usage error, a failed installation exits 4.
-fn unmade(e: ProvisionError) -> Error {
-    match e {
-        ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
-        e => Error::Operation(format!("cannot make the course's environment: {e}")),
-    }
 }
 
 /// The fewest probes run at once by default: most probes wait (on a broker, a database, a

@@ -1,15 +1,16 @@
-//! Steps that build on each other (`Continues: EX-31-01`): a step runs in a copy of the folder
-//! the step it continues left, after it; a step whose predecessor did not pass is not run, and
-//! says which one failed.
+//! Steps that build on each other (`Continues: EX-31-01`), the one place their order lives: a
+//! step runs after the step it continues, in a copy of the folder that step left; a step whose
+//! predecessor did not pass is not run, and says which one failed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
 use super::document::{CodeProbe, DocBody, DocProbe};
-use super::scratch::{run_step, DocRun, DocVerdict, Workspace};
+use super::exercise::{run_step, Workspace};
+use super::runs::{DocRun, DocVerdict};
 
 /// What a step left for the steps that continue it.
 #[derive(Debug)]
@@ -20,9 +21,103 @@ pub enum Left {
     NotPassed(String),
 }
 
+/// What each continued step left, by (lesson, step id); `None` until it finishes.
+type LeftBySteps = HashMap<(u32, String), Option<Arc<Left>>>;
+
+/// How often a step waiting for its predecessor looks at the run's cancellation.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What the continued steps of a run left, as they finish: a continuing step waits here for
+/// its predecessor, which comes before it in document order, so some worker already runs it
+/// (or, run one after another, it has finished).
+#[derive(Debug, Default)]
+pub struct Chains {
+    /// (lesson, step id) of every continued step of the run; `None` until it finishes.
+    left: Mutex<LeftBySteps>,
+    finished: Condvar,
+}
+
+impl Chains {
+    /// The continued steps among a run's document probes.
+    pub fn new<'a>(probes: impl IntoIterator<Item = &'a DocProbe>) -> Chains {
+        let left = probes
+            .into_iter()
+            .filter_map(|doc| match &doc.body {
+                DocBody::Code(code) => code
+                    .continues
+                    .as_ref()
+                    .map(|c| ((doc.lesson, c.id.clone()), None)),
+                _ => None,
+            })
+            .collect();
+        Chains {
+            left: Mutex::new(left),
+            finished: Condvar::new(),
+        }
+    }
+
+    /// What step `id` of `lesson` left, once it has finished; `None` when cancelled first.
+    fn wait(&self, lesson: u32, id: &str, cancel: &Cancel) -> Option<Arc<Left>> {
+        let key = (lesson, id.to_owned());
+        let mut left = self.left.lock().ok()?;
+        loop {
+            match left.get(&key) {
+                None => {
+                    let why = format!("{id} is not part of this run");
+                    return Some(Arc::new(Left::NotPassed(why)));
+                }
+                Some(Some(done)) => return Some(done.clone()),
+                Some(None) if cancel.is_cancelled() => return None,
+                Some(None) => left = self.finished.wait_timeout(left, POLL).ok()?.0,
+            }
+        }
+    }
+
+    /// Records what step `id` of `lesson` left, for the steps that continue it.
+    fn leave(&self, lesson: u32, id: &str, what: Left) {
+        if let Ok(mut left) = self.left.lock() {
+            if let Some(slot) = left.get_mut(&(lesson, id.to_owned())) {
+                *slot = Some(Arc::new(what));
+            }
+        }
+        self.finished.notify_all();
+    }
+
+    /// Runs `code` of `doc` after the step it continues, and records what it leaves; its
+    /// duration is its own, not the wait for that step.
+    pub fn run(
+        &self,
+        doc: &DocProbe,
+        code: &CodeProbe,
+        deadline: Duration,
+        cancel: &Cancel,
+    ) -> DocRun {
+        let before = match &code.continues {
+            Some(c) => match self.wait(doc.lesson, &c.id, cancel) {
+                Some(left) => Some(left),
+                None => {
+                    let why = format!("stopped: the run was interrupted before {} finished", c.id);
+                    self.leave(
+                        doc.lesson,
+                        &doc.id,
+                        Left::NotPassed(format!("{} was not run", doc.id)),
+                    );
+                    return DocRun::not_run(&why);
+                }
+            },
+            None => None,
+        };
+        let started = Instant::now();
+        let (mut run, left) = run_after(doc, code, before.as_deref(), deadline, cancel);
+        self.leave(doc.lesson, &doc.id, left);
+        run.duration = started.elapsed();
+        run
+    }
+}
+
 /// Runs `probe` after what the step it continues `left` (nothing for a first step) and says
 /// what it leaves in turn.
-pub fn run_after(
+fn run_after(
     probe: &DocProbe,
     code: &CodeProbe,
     left: Option<&Left>,
@@ -46,36 +141,6 @@ pub fn run_after(
     (run, left)
 }
 
-/// The code steps of `steps` (one lesson's document probes, in document order), one after
-/// another, each continuing step after its predecessor; results in the steps' order. A step
-/// whose predecessor is not among `steps` is not run.
-pub fn run_in_order(
-    steps: &[(&DocProbe, &CodeProbe)],
-    default_timeout: Duration,
-    cancel: &Cancel,
-) -> Vec<DocRun> {
-    let continued: HashSet<&str> = steps
-        .iter()
-        .filter_map(|(_, code)| code.continues.as_ref().map(|c| c.id.as_str()))
-        .collect();
-    let mut left: HashMap<&str, Arc<Left>> = HashMap::new();
-    let mut runs = Vec::with_capacity(steps.len());
-    for (probe, code) in steps {
-        let before = code.continues.as_ref().map(|c| {
-            left.get(c.id.as_str()).cloned().unwrap_or_else(|| {
-                Arc::new(Left::NotPassed(format!("{} is not part of this run", c.id)))
-            })
-        });
-        let deadline = code.timeout.unwrap_or(default_timeout);
-        let (run, after) = run_after(probe, code, before.as_deref(), deadline, cancel);
-        if continued.contains(probe.id.as_str()) {
-            left.insert(probe.id.as_str(), Arc::new(after));
-        }
-        runs.push(run);
-    }
-    runs
-}
-
 /// `wanted` (of one lesson) with every step they continue, directly or not, taken from `all`
 /// (the lesson's document probes in document order); in document order.
 pub fn with_predecessors<'a>(all: &[&'a DocProbe], wanted: &[&DocProbe]) -> Vec<&'a DocProbe> {
@@ -97,35 +162,9 @@ pub fn with_predecessors<'a>(all: &[&'a DocProbe], wanted: &[&DocProbe]) -> Vec<
         .collect()
 }
 
-/// Groups of `steps` (indices) that a chain joins: each step with every step it continues or
-/// is continued by; each group in document order, steps without a chain alone.
-pub fn groups(steps: &[(&DocProbe, &CodeProbe)]) -> Vec<Vec<usize>> {
-    let mut group_of: Vec<usize> = (0..steps.len()).collect();
-    for (i, (_, code)) in steps.iter().enumerate() {
-        let Some(c) = &code.continues else { continue };
-        if let Some(j) = steps
-            .iter()
-            .position(|(p, _)| p.id == c.id && p.lesson == steps[i].0.lesson)
-        {
-            group_of[i] = group_of[j];
-        }
-    }
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut index: HashMap<usize, usize> = HashMap::new();
-    for (i, g) in group_of.iter().enumerate() {
-        match index.get(g) {
-            Some(&k) => groups[k].push(i),
-            None => {
-                index.insert(*g, groups.len());
-                groups.push(vec![i]);
-            }
-        }
-    }
-    groups
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::runs::run_in_order;
     use super::*;
     use std::path::Path;
 
@@ -148,13 +187,10 @@ mod tests {
 
     const CHAIN: &str = "### Answer EX-31-01 [code]\n\nRun:\n\n```sh\necho one > step.txt\n```\n\n### Answer EX-31-02 [code]\n\nContinues: EX-31-01\n\nRun:\n\n```sh\ncat seed.txt step.txt; echo two >> step.txt\n```\n\nExpected output:\n\n```text\nseed\none\n```\n\n### Answer EX-31-03 [code]\n\n接续：EX-31-02\n\nRun:\n\n```sh\ncat step.txt\n```\n\nExpected output:\n\n```text\none\ntwo\n```\n\n### Answer EX-31-04 [code]\n\nRun:\n\n```sh\ntest ! -e step.txt\n```\n";
 
-    fn steps(d: &super::super::LessonDoc) -> Vec<(&DocProbe, &CodeProbe)> {
+    fn steps(d: &super::super::LessonDoc) -> Vec<&DocProbe> {
         d.probes
             .iter()
-            .filter_map(|p| match &p.body {
-                DocBody::Code(c) => Some((p, c.as_ref())),
-                _ => None,
-            })
+            .filter(|p| matches!(p.body, DocBody::Code(_)))
             .collect()
     }
 
@@ -171,7 +207,6 @@ mod tests {
             verdicts.iter().all(|(v, _)| *v == DocVerdict::Pass),
             "{verdicts:?}"
         );
-        assert_eq!(groups(&steps(&d)), vec![vec![0, 1, 2], vec![3]]);
     }
 
     #[test]

@@ -57,6 +57,33 @@ pub struct DocProbe {
     pub body: DocBody,
 }
 
+impl DocProbe {
+    /// Its deadline, when its lesson sets one.
+    pub fn timeout(&self) -> Option<Duration> {
+        match &self.body {
+            DocBody::Code(code) => code.timeout,
+            DocBody::Session(session) => session.transcript.timeout,
+            DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
+        }
+    }
+
+    /// The file its expected forms are read from (and bless rewrites), where it has any.
+    pub fn source(&self) -> Option<PathBuf> {
+        match &self.body {
+            DocBody::Code(code) => Some(code.source.clone()),
+            DocBody::Session(session) => {
+                let transcript = &session.transcript;
+                Some(
+                    transcript
+                        .testdir
+                        .join(transcript.file.file_name().unwrap_or_default()),
+                )
+            }
+            DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DocBody {
     Code(Box<CodeProbe>),

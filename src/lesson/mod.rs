@@ -1,17 +1,18 @@
 //! Lesson documents as probes: a course's Markdown lessons parsed into document probes
 //! (exercises and snippets with their saved files, hidden setup, run command, expected exit code,
-//! stdout and stderr, and the steps they continue), run in a scratch copy of the course project,
-//! linted, and blessed.
+//! stdout and stderr, and the steps they continue; session blocks), run through [`Runs`] in a
+//! working copy of the course project, linted, and blessed.
 
 mod bless;
 mod chain;
 mod course;
 mod document;
+mod exercise;
 pub mod isolation;
 mod labels;
 mod matcher;
 mod revision;
-mod scratch;
+mod runs;
 pub mod session;
 mod settings;
 
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 use crate::diagnostics::Diagnostic;
 
 pub use bless::{bless, write_atomically, Blessed, Rewrite};
-pub use chain::{groups as chain_groups, run_after, run_in_order, with_predecessors, Left};
+pub use chain::with_predecessors;
 pub use course::{Course, CONFIG_FILE};
 pub use document::{
     parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
@@ -31,7 +32,7 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use scratch::{checkout, run, run_step, DocRun, DocVerdict, Workspace, PINNED_ENV};
+pub use runs::{run_in_order, DocRun, DocVerdict, Runs};
 pub use settings::{is_inside, show as show_path, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

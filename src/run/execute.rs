@@ -12,6 +12,7 @@ use similar::TextDiff;
 use super::plan::{Decision, PlannedCase};
 use super::{document, remote, Outcome, RemoteHost, RunConfig, Verdict};
 use crate::checkpoint::ProbeKind;
+use crate::lesson::Runs;
 use crate::process::{self, Finished};
 
 /// How often a waiting builtin probe's case looks at the run's cancellation.
@@ -122,13 +123,13 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
 
 /// One planned case's outcomes: exactly one, except a remote selector whose report holds
 /// several test cases. `key` names what the case creates on shared services; `cancel` stops it;
-/// a lesson step that continues another waits in `chains` for it.
+/// a document probe runs through the plan's `runs`.
 pub(super) fn run_case(
     case: &PlannedCase<'_>,
     config: &RunConfig,
     key: &str,
     cancel: &Cancel,
-    chains: &document::Chains,
+    runs: &Runs,
 ) -> Vec<Outcome> {
     if let Some(outcome) = decided(case) {
         return vec![outcome];
@@ -149,7 +150,7 @@ pub(super) fn run_case(
         );
     }
     if let ProbeKind::Document(doc) = &probe.kind {
-        return vec![document::run(outcome, doc, deadline, cancel, chains)];
+        return vec![document::run(outcome, doc, deadline, cancel, runs)];
     }
     let started = Instant::now();
     let result = match &probe.kind {

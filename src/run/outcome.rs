@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::PlannedCase;
 use crate::checkpoint::ProbeKind;
-use crate::lesson::DocBody;
+use crate::lesson::{DocBody, Rewrite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -117,6 +117,10 @@ pub struct Outcome {
     pub attempts: u32,
     /// The earlier attempts that failed, in order (the outcome itself is the last attempt).
     pub failed_attempts: Vec<Attempt>,
+    /// A document probe's FAIL whose every fault is an expected form: the rewrites of its
+    /// lesson that would make it pass, for `bless`.
+    #[serde(skip)]
+    pub rewrites: Option<Vec<Rewrite>>,
 }
 
 impl Outcome {
@@ -161,6 +165,7 @@ impl Outcome {
             checkpoint_file: case.checkpoint.source.display().to_string(),
             attempts: 1,
             failed_attempts: Vec::new(),
+            rewrites: None,
         }
     }
 

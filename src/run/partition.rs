@@ -4,6 +4,7 @@
 //! steps of a lesson chain (`Continues:`) in the shard of its first step.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::checkpoint::{ProbeKind, Selection};
@@ -58,40 +59,58 @@ impl std::fmt::Display for Partition {
     }
 }
 
+/// What keeps probes of a checkpoint in one shard: a chain's step (by id), or a document's
+/// session blocks (by file).
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Together {
+    Step(String),
+    Sessions(PathBuf),
+}
+
 impl Partition {
     /// Keeps only this shard's probes; checkpoints left with none are dropped. A lesson step
     /// that continues another goes to the shard of the step it continues (which comes before
-    /// it), so that a chain runs whole in one shard.
+    /// it), and a session block to the shard of its document's first selected block, so that a
+    /// chain and a document's sessions each run whole in one shard.
     pub fn keep(&self, selection: &mut Selection<'_>) {
         let mut place = 0u64;
         for (_, probes) in &mut selection.checkpoints {
-            let mut went: HashMap<String, bool> = HashMap::new();
+            let mut went: HashMap<Together, bool> = HashMap::new();
             probes.retain(|probe| {
-                let step = match &probe.kind {
-                    ProbeKind::Document(doc) => Some(doc),
-                    _ => None,
+                let ProbeKind::Document(doc) = &probe.kind else {
+                    return self.next(&mut place);
                 };
-                let continued = step.and_then(|doc| match &doc.body {
-                    DocBody::Code(code) => code.continues.as_ref(),
-                    _ => None,
-                });
-                let mine = match continued.and_then(|c| went.get(&c.id)) {
-                    Some(&mine) => mine,
-                    None => {
-                        let mine = place % u64::from(self.count) + 1 == u64::from(self.shard);
-                        place += 1;
-                        mine
-                    }
+                let (follows, leads) = match &doc.body {
+                    DocBody::Code(code) => (
+                        code.continues
+                            .as_ref()
+                            .map(|c| Together::Step(c.id.clone())),
+                        Together::Step(doc.id.clone()),
+                    ),
+                    DocBody::Session(_) => (
+                        Some(Together::Sessions(doc.file.clone())),
+                        Together::Sessions(doc.file.clone()),
+                    ),
+                    _ => (None, Together::Step(doc.id.clone())),
                 };
-                if let Some(doc) = step {
-                    went.insert(doc.id.clone(), mine);
-                }
+                let mine = match follows.and_then(|f| went.get(&f).copied()) {
+                    Some(mine) => mine,
+                    None => self.next(&mut place),
+                };
+                went.entry(leads).or_insert(mine);
                 mine
             });
         }
         selection
             .checkpoints
             .retain(|(_, probes)| !probes.is_empty());
+    }
+
+    /// Whether the probe at `place` in the selection is this shard's; moves `place` on.
+    fn next(&self, place: &mut u64) -> bool {
+        let mine = *place % u64::from(self.count) + 1 == u64::from(self.shard);
+        *place += 1;
+        mine
     }
 }
 

@@ -3,11 +3,11 @@
 
 use lessonprobe_probes::Cancel;
 
-use super::document::Chains;
 use super::execute::run_case;
 use super::plan::PlannedCase;
 use super::{Attempt, Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Probe, ProbeKind};
+use crate::lesson::Runs;
 
 /// How many times a failing case of `probe` is run again: its manifest's `retries`, else
 /// `--retries` for builtin, command and remote probes, and for document probes only with
@@ -34,7 +34,7 @@ pub(super) fn run_with_retries(
     config: &RunConfig,
     key: &str,
     cancel: &Cancel,
-    chains: &Chains,
+    runs: &Runs,
 ) -> Vec<Outcome> {
     let retries = retries_of(case.probe, config);
     let mut earlier: Vec<Vec<Outcome>> = Vec::new();
@@ -43,7 +43,7 @@ pub(super) fn run_with_retries(
             0 => key.to_owned(),
             n => format!("{key}-r{n}"),
         };
-        let outcomes = run_case(case, config, &key, cancel, chains);
+        let outcomes = run_case(case, config, &key, cancel, runs);
         let failed = outcomes.iter().any(|o| o.verdict.failed());
         if !failed || earlier.len() as u32 >= retries || cancel.is_cancelled() {
             return settle(outcomes, &earlier);

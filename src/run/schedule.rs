@@ -11,6 +11,7 @@ use super::execute::decided;
 use super::plan::{Decision, Plan, PlannedCase};
 use super::retry::run_with_retries;
 use super::{Counts, Outcome, RunConfig, Verdict};
+use crate::checkpoint::ProbeKind;
 
 /// How often the calling thread looks for an interruption while no case reports.
 const POLL: Duration = Duration::from_millis(50);
@@ -57,18 +58,19 @@ pub fn execute(
     let failures = AtomicUsize::new(0);
     let stop_at = config.failure.max_fail.map(|n| n as usize);
     let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
-    // A step that continues another waits for it: it comes earlier in the plan, so a worker
-    // took it already (a case taken always runs, --max-fail or not).
-    let chains = super::document::Chains::new(
-        cases
-            .iter()
-            .map(|case| (case.checkpoint.lesson, case.probe)),
-    );
+    // The plan's document probes run through the lesson's one API: a step that continues
+    // another waits for it there (it comes earlier in the plan, so a worker took it already: a
+    // case taken always runs, --max-fail or not), a session block runs with its document's.
+    let documents =
+        crate::lesson::Runs::new(cases.iter().filter_map(|case| match &case.probe.kind {
+            ProbeKind::Document(doc) => Some(doc.as_ref()),
+            _ => None,
+        }));
     let (tx, rx) = mpsc::channel::<Progress>();
     let interrupted = std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
-            let (next, failures, stopped, chains) = (&next, &failures, &stopped, &chains);
+            let (next, failures, stopped, documents) = (&next, &failures, &stopped, &documents);
             scope.spawn(move || {
                 while interrupt.requested().is_none() && !stopped() {
                     let i = next.fetch_add(1, Ordering::SeqCst);
@@ -82,7 +84,8 @@ pub fn execute(
                         break;
                     }
                     let key = case.case_key(run_id);
-                    let outcomes = run_with_retries(case, config, &key, interrupt.cancel(), chains);
+                    let outcomes =
+                        run_with_retries(case, config, &key, interrupt.cancel(), documents);
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
                     }

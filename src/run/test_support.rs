@@ -110,5 +110,6 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         checkpoint_file: format!("checkpoints/{lesson}.toml"),
         attempts: 1,
         failed_attempts: Vec::new(),
+        rewrites: None,
     }
 }

@@ -3,6 +3,7 @@
 //! from `scripts/test.sh`.
 
 mod apache_kafka;
+mod bless;
 mod ci_outputs;
 mod clean;
 mod cli;

@@ -505,6 +505,71 @@ fn three_shards_run_every_probe_of_the_selection_exactly_once() {
     );
 }
 
+/// Lesson 45: four terminal session blocks of one document sharing one shell, each appending
+/// to `ran.log` outside the working copy, and two command probes.
+const SHARDED_SESSIONS: &str = "# Sessions
+
+```console
+$ export GREETING=hello
+$ echo 1 >> \"$LOG\"
+```
+
+```console
+$ echo $GREETING; echo 2 >> \"$LOG\"
+hello
+```
+
+```console
+$ echo 3 >> \"$LOG\"
+```
+
+```console
+$ echo 4 >> \"$LOG\"; echo $GREETING again
+hello again
+```
+";
+
+#[test]
+fn a_documents_session_blocks_run_whole_in_one_shard() {
+    let dir = Manifest::lesson(45, "sessions")
+        .probe(Probe::command("P45-a", ["echo", "a"]))
+        .probe(Probe::command("P45-b", ["echo", "b"]))
+        .in_new_dir("45-sessions.toml");
+    dir.write("course/lessonprobe.toml", "");
+    dir.write("course/lessons/45-sessions.md", SHARDED_SESSIONS);
+    let log = dir.join("ran.log");
+    let mut shards = Vec::new();
+    for k in 1..=2 {
+        let ran = dir
+            .lessonprobe()
+            .args(["--course", "course", "--lesson", "45", "--format", "json"])
+            .args(["--partition", &format!("{k}/2")])
+            .env("LOG", &log)
+            .success();
+        shards.push(json_verdicts(&ran.json()));
+    }
+    let sessions: Vec<usize> = shards
+        .iter()
+        .map(|s| {
+            s.iter()
+                .filter(|(id, _)| id.starts_with("45-sessions.md:"))
+                .count()
+        })
+        .collect();
+    assert!(
+        sessions.contains(&4) && sessions.contains(&0),
+        "a document's session blocks were split across shards: {shards:?}"
+    );
+    let all: BTreeSet<String> = shards.iter().flatten().map(|(id, _)| id.clone()).collect();
+    assert_eq!(all.len(), 6, "{shards:?}");
+    assert!(
+        shards.iter().flatten().all(|(_, v)| v == "PASS"),
+        "{shards:?}"
+    );
+    // Every block ran once over both shards: none was run again for another shard's state.
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "1\n2\n3\n4\n");
+}
+
 #[test]
 fn an_invalid_partition_exits_2_with_one_line() {
     let dir = partition_course();

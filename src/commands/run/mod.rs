@@ -18,7 +18,6 @@ use crate::checkpoint::{Backend, Catalog, Selection};
 use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
-use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::history::Recorder;
 use crate::report::json::Json;
@@ -83,14 +82,7 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let mut course = OpenCourse::find(&args.course, args.rev.as_deref())?;
     if let Some(open) = course.as_mut() {
-        let settings = &mut open.course.settings;
-        let given = args.course.python.is_some();
-        let declared = settings.environment.as_ref();
-        let made = provision::cached(declared, given, &settings.python, Making::WhenMissing)
-            .map_err(super::unmade)?;
-        if let Some(cached) = made {
-            settings.python = cached.python.display().to_string();
-        }
+        open.run_in_environment(args.course.python.is_some())?;
     }
     let uncollected = match &course {
         Some(course) => course.attach(&mut catalog, args.strict)?,

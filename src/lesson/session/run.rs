@@ -12,37 +12,10 @@ use super::python::{self, Interpreter, Request};
 use super::terminal::{self, Shell};
 use super::{Command, SessionBlock, SessionBody, Transcript};
 use crate::lesson::bless::Rewrite;
+use crate::lesson::exercise::PINNED_ENV;
 use crate::lesson::isolation::Scratch;
 use crate::lesson::matcher::{self, Rules};
-use crate::lesson::scratch::{DocVerdict, PINNED_ENV};
-
-/// One block's result.
-#[derive(Debug, Clone)]
-pub struct BlockRun {
-    pub verdict: DocVerdict,
-    /// Why it did not pass, naming the document's file and the failing command's line.
-    pub message: Option<String>,
-    /// The expected-against-actual diff of each failing command, or doctest's reports.
-    pub details: Option<String>,
-    /// What the block printed, as a transcript.
-    pub output: String,
-    pub duration: Duration,
-    /// On a FAIL whose every fault is an expected line: how bless rewrites them.
-    pub blessable: Option<Vec<Rewrite>>,
-}
-
-impl BlockRun {
-    fn error(message: String) -> BlockRun {
-        BlockRun {
-            verdict: DocVerdict::Error,
-            message: Some(message),
-            details: None,
-            output: String::new(),
-            duration: Duration::ZERO,
-            blessable: None,
-        }
-    }
-}
+use crate::lesson::runs::{DocRun, DocVerdict};
 
 /// The folder the blocks run in, kept until they are done.
 enum Folder {
@@ -65,7 +38,7 @@ pub fn run(
     upto: usize,
     deadline: Duration,
     cancel: &Cancel,
-) -> Vec<BlockRun> {
+) -> Vec<DocRun> {
     let blocks = &transcript.blocks[..(upto + 1).min(transcript.blocks.len())];
     let folder = match &transcript.run_from {
         Some(layout) => Scratch::checkout(layout, None)
@@ -82,7 +55,7 @@ pub fn run(
         Err(why) => {
             return blocks
                 .iter()
-                .map(|b| BlockRun::error(format!("{}: {why}", at(transcript, b.line))))
+                .map(|b| DocRun::error(format!("{}: {why}", at(transcript, b.line))))
                 .collect()
         }
     };
@@ -92,7 +65,7 @@ pub fn run(
         .map(|block| {
             let started = Instant::now();
             let mut done = if cancel.is_cancelled() {
-                BlockRun::error("stopped: the run was interrupted before this block ran".into())
+                DocRun::error("stopped: the run was interrupted before this block ran".into())
             } else {
                 state.block(block, started + deadline, deadline, cancel)
             };
@@ -155,7 +128,7 @@ impl<'a> State<'a> {
         deadline: Instant,
         limit: Duration,
         cancel: &Cancel,
-    ) -> BlockRun {
+    ) -> DocRun {
         match &block.body {
             SessionBody::Terminal(commands) => {
                 self.terminal(block, commands, deadline, limit, cancel)
@@ -186,10 +159,10 @@ impl<'a> State<'a> {
         deadline: Instant,
         limit: Duration,
         cancel: &Cancel,
-    ) -> BlockRun {
+    ) -> DocRun {
         let t = self.transcript;
         if let Some(why) = &self.shell_gone {
-            return BlockRun::error(format!("{}: not run: {why}", at(t, block.line)));
+            return DocRun::error(format!("{}: not run: {why}", at(t, block.line)));
         }
         if self.shell.is_none() {
             match Shell::start(self.folder.path(), &self.env) {
@@ -197,12 +170,12 @@ impl<'a> State<'a> {
                 Err(e) => {
                     let why = format!("cannot start bash for the terminal sessions: {e}");
                     self.shell_gone = Some(why.clone());
-                    return BlockRun::error(format!("{}: {why}", at(t, block.line)));
+                    return DocRun::error(format!("{}: {why}", at(t, block.line)));
                 }
             }
         }
         let Some(shell) = self.shell.as_mut() else {
-            return BlockRun::error(format!("{}: no shell", at(t, block.line)));
+            return DocRun::error(format!("{}: no shell", at(t, block.line)));
         };
         let rules = Rules {
             redactions: &t.redactions,
@@ -317,13 +290,13 @@ impl<'a> State<'a> {
         deadline: Instant,
         limit: Duration,
         cancel: &Cancel,
-    ) -> BlockRun {
+    ) -> DocRun {
         let t = self.transcript;
         let here = at(t, block.line);
         let interpreter = match self.interpreter() {
             Ok(interpreter) => interpreter,
-            Err(Unstarted::Gone(why)) => return BlockRun::error(format!("{here}: not run: {why}")),
-            Err(Unstarted::Failed(why)) => return BlockRun::error(format!("{here}: {why}")),
+            Err(Unstarted::Gone(why)) => return DocRun::error(format!("{here}: not run: {why}")),
+            Err(Unstarted::Failed(why)) => return DocRun::error(format!("{here}: {why}")),
         };
         let file = t.file.display().to_string();
         let request = Request {
@@ -342,14 +315,14 @@ impl<'a> State<'a> {
                 let (why, details) = stopped(stop, limit);
                 self.interpreter = None;
                 self.interpreter_gone = Some(format!("{here}: {why}"));
-                let mut run = BlockRun::error(format!("{here}: {why}"));
+                let mut run = DocRun::error(format!("{here}: {why}"));
                 run.details = details.filter(|d| !d.trim().is_empty());
                 run.output = output;
                 return run;
             }
         };
         if let Some(error) = reply.error {
-            let mut run = BlockRun::error(format!("{here}: {error}"));
+            let mut run = DocRun::error(format!("{here}: {error}"));
             run.output = output;
             return run;
         }
@@ -474,7 +447,7 @@ fn blessed(cmd: &Command, actual: &str, status: i32, rules: Rules<'_>) -> Vec<Re
 }
 
 /// A block's verdict from what stopped it and the faults found.
-fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String) -> BlockRun {
+fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String) -> DocRun {
     let details = (!faults.is_empty()).then(|| {
         faults
             .iter()
@@ -483,7 +456,7 @@ fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String
             .join("\n")
     });
     if let Some(why) = stopped {
-        return BlockRun {
+        return DocRun {
             verdict: DocVerdict::Error,
             message: Some(why),
             details,
@@ -496,7 +469,7 @@ fn judged(stopped: Option<String>, faults: Vec<(String, String)>, output: String
         1 => m.clone(),
         n => format!("{m} (and {} more)", n - 1),
     });
-    BlockRun {
+    DocRun {
         verdict: if faults.is_empty() {
             DocVerdict::Pass
         } else {

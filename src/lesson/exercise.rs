@@ -1,8 +1,8 @@
-//! Runs a document probe in a scratch copy of its run-from folder (or of the folder the step it
-//! continues left; the copies come from `isolation`): the saved files written there, its hidden setup run, the command run by the
-//! shell with the course's interpreter for a leading `python`/`python3`, in a pinned
-//! environment, under a deadline, its process group killed; exit status, stdout and stderr
-//! judged.
+//! Runs a code exercise or snippet in a working copy of its run-from folder (or of the folder
+//! the step it continues left; the copies come from `isolation`): the saved files written
+//! there, its hidden setup run, the command run by the shell with the course's interpreter for
+//! a leading `python`/`python3`, in a pinned environment, under a deadline, its process group
+//! killed; exit status, stdout and stderr judged.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::bless::Rewrite;
 use super::document::{Block, CodeProbe, DocProbe};
 use super::isolation::{Delta, Layout, Scratch};
+use super::runs::{DocRun, DocVerdict};
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};
@@ -34,45 +35,34 @@ pub const PINNED_ENV: &[(&str, &str)] = &[
     ("PYTHONDONTWRITEBYTECODE", "1"),
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DocVerdict {
-    Pass,
-    Fail,
-    Error,
-}
-
-/// What one run of a document probe gave.
+/// What one run of a step gave while it is judged, its streams apart (the tails and the
+/// comparisons read them); told as the one result, a [`DocRun`].
 #[derive(Debug, Clone)]
-pub struct DocRun {
-    pub verdict: DocVerdict,
+struct StepRun {
+    verdict: DocVerdict,
     /// Why it did not pass; names the lesson file and line.
-    pub message: Option<String>,
+    message: Option<String>,
     /// A diff of expected against actual output, or the tails of a failed command.
-    pub details: Option<String>,
-    pub stdout: Tail,
-    pub stderr: Tail,
+    details: Option<String>,
+    stdout: Tail,
+    stderr: Tail,
     /// What the hidden setup ran and printed, when the probe has one.
-    pub setup: Option<String>,
+    setup: Option<String>,
     /// The rewrites of the lesson that would make it pass (expected stdout and stderr blocks,
     /// with the elisions and placeholders that held kept, and the exit code's value), when
     /// those are its only faults.
-    pub blessable: Option<Vec<Rewrite>>,
+    blessable: Option<Vec<Rewrite>>,
 }
 
-/// What a step that passed left in its scratch copy, kept for the steps that continue it.
+/// What a step that passed left in its working copy, kept for the steps that continue it.
 #[derive(Debug)]
 pub struct Workspace {
     left: Delta,
 }
 
-impl DocRun {
-    /// An ERROR for a probe that could not be run at all.
-    pub fn not_run(why: &str) -> DocRun {
-        DocRun::error(why.to_owned())
-    }
-
-    fn error(message: String) -> DocRun {
-        DocRun {
+impl StepRun {
+    fn error(message: String) -> StepRun {
+        StepRun {
             verdict: DocVerdict::Error,
             message: Some(message),
             details: None,
@@ -85,23 +75,30 @@ impl DocRun {
 
     /// The hidden setup's transcript when there is one, then stdout, then stderr if it said
     /// anything: the report's captured output.
-    pub fn output(&self) -> String {
+    fn output(&self) -> String {
         let command = process::transcript(&self.stdout, &self.stderr);
         match &self.setup {
             Some(setup) => format!("{setup}--- command ---\n{command}"),
             None => command,
         }
     }
+
+    fn told(self) -> DocRun {
+        let output = self.output();
+        DocRun {
+            verdict: self.verdict,
+            message: self.message,
+            details: self.details,
+            output,
+            duration: Duration::ZERO,
+            blessable: self.blessable,
+        }
+    }
 }
 
-/// Runs `probe` (whose body is `code`) in a fresh copy of its run-from folder with `deadline`,
-/// stopping when `cancel` is set.
-pub fn run(probe: &DocProbe, code: &CodeProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
-    run_step(probe, code, None, deadline, cancel).0
-}
-
-/// Runs `probe` in a copy of the folder `after` left (a fresh copy of its run-from folder
-/// without one), and hands back the folder as it left it.
+/// Runs `probe` (whose body is `code`) in a copy of the folder `after` left (a fresh copy of
+/// its run-from folder without one) with `deadline`, stopping when `cancel` is set, and hands
+/// back the folder as it left it when it passed.
 pub fn run_step(
     probe: &DocProbe,
     code: &CodeProbe,
@@ -109,22 +106,33 @@ pub fn run_step(
     deadline: Duration,
     cancel: &Cancel,
 ) -> (DocRun, Option<Workspace>) {
+    let (run, left) = step(probe, code, after, deadline, cancel);
+    (run.told(), left)
+}
+
+fn step(
+    probe: &DocProbe,
+    code: &CodeProbe,
+    after: Option<&Workspace>,
+    deadline: Duration,
+    cancel: &Cancel,
+) -> (StepRun, Option<Workspace>) {
     let started = Instant::now();
     let at = format!("{}:{}", probe.file.display(), code.command.line);
     let Some(python) = resolve(&code.python) else {
         return (
-            DocRun::error(format!(
+            StepRun::error(format!(
                 "{at}: python interpreter {:?} not found (give --python INTERP, or `python` in lessonprobe.toml)",
                 code.python
             )),
             None,
         );
     };
-    let scratch = match checkout(probe, code, after) {
+    let copy = match checkout(probe, code, after) {
         Ok(s) => s,
-        Err(message) => return (DocRun::error(message), None),
+        Err(message) => return (StepRun::error(message), None),
     };
-    let cwd = scratch.cwd().to_owned();
+    let cwd = copy.cwd().to_owned();
     let env: BTreeMap<String, String> = PINNED_ENV
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -141,7 +149,7 @@ pub fn run_step(
                     "{setup_at}: cannot start the hidden setup's {}: {e}",
                     setup.lang
                 );
-                return (DocRun::error(message), None);
+                return (StepRun::error(message), None);
             }
         };
         let shown: String = setup.script.lines().map(|l| format!("$ {l}\n")).collect();
@@ -150,7 +158,7 @@ pub fn run_step(
             with_newline(process::transcript(&done.stdout, &done.stderr))
         );
         if let Some(why) = setup_failure(&done, deadline) {
-            let mut result = DocRun::error(format!("{setup_at}: hidden setup {why}"));
+            let mut result = StepRun::error(format!("{setup_at}: hidden setup {why}"));
             result.stdout = done.stdout;
             result.stderr = done.stderr;
             result.details = tails(&result);
@@ -171,7 +179,7 @@ pub fn run_step(
         Ok(done) => done,
         Err(e) => {
             return (
-                DocRun::error(format!("{at}: cannot start {shell}: {e}")),
+                StepRun::error(format!("{at}: cannot start {shell}: {e}")),
                 None,
             )
         }
@@ -181,7 +189,7 @@ pub fn run_step(
     if result.verdict != DocVerdict::Pass {
         return (result, None);
     }
-    match scratch.keep() {
+    match copy.keep() {
         Ok(left) => (result, Some(Workspace { left })),
         Err(e) => {
             result.verdict = DocVerdict::Error;
@@ -194,7 +202,7 @@ pub fn run_step(
     }
 }
 
-/// A scratch copy of the folder `code` runs from (as the step `after` left it, when it continues
+/// A working copy of the folder `code` runs from (as the step `after` left it, when it continues
 /// one) with the probe's saved files written in it: the folder a document probe runs in. The
 /// copy goes back to its pool, reset, when the [`Scratch`] is dropped.
 pub fn checkout(
@@ -206,8 +214,8 @@ pub fn checkout(
         source: code.run_from.clone(),
         shared: code.shared.clone(),
     };
-    let scratch = Scratch::checkout(&layout, after.map(|w| &w.left)).map_err(|e| e.to_string())?;
-    let cwd = scratch.cwd();
+    let copy = Scratch::checkout(&layout, after.map(|w| &w.left)).map_err(|e| e.to_string())?;
+    let cwd = copy.cwd();
     for file in &code.files {
         let to = cwd.join(&file.path);
         let written = to
@@ -223,7 +231,7 @@ pub fn checkout(
             ));
         }
     }
-    Ok(scratch)
+    Ok(copy)
 }
 
 /// Why a hidden setup did not succeed, if it did not.
@@ -256,9 +264,9 @@ struct Fault {
 
 /// The verdict of a finished command: its exit status, then stdout and stderr against the
 /// lesson's expected blocks.
-fn judge(probe: &DocProbe, code: &CodeProbe, done: Finished, deadline: Duration) -> DocRun {
+fn judge(probe: &DocProbe, code: &CodeProbe, done: Finished, deadline: Duration) -> StepRun {
     let at = format!("{}:{}", probe.file.display(), code.command.line);
-    let mut result = DocRun {
+    let mut result = StepRun {
         verdict: DocVerdict::Pass,
         message: None,
         details: None,
@@ -453,7 +461,7 @@ fn last_line(tail: &Tail) -> String {
 }
 
 /// The last lines of stderr and stdout, for a command that failed.
-fn tails(run: &DocRun) -> Option<String> {
+fn tails(run: &StepRun) -> Option<String> {
     let mut out = String::new();
     for (name, tail) in [("stderr", &run.stderr), ("stdout", &run.stdout)] {
         let lines: Vec<&str> = tail.text.lines().collect();
@@ -492,7 +500,7 @@ mod tests {
         let super::super::DocBody::Code(code) = &probe.body else {
             panic!()
         };
-        let done = run(probe, code, Duration::from_secs(10), &Cancel::new());
+        let done = run_step(probe, code, None, Duration::from_secs(10), &Cancel::new()).0;
         // The pooled copies are temp folders; the binary releases them as it ends.
         crate::lesson::isolation::release_all();
         done
@@ -531,10 +539,10 @@ mod tests {
         let ok = run_exercise(body);
         assert_eq!(ok.verdict, DocVerdict::Pass, "{:?}", ok.message);
         assert!(
-            ok.output()
+            ok.output
                 .starts_with("--- hidden setup (l.md:3) ---\n$ echo"),
             "{}",
-            ok.output()
+            ok.output
         );
         let broken = run_exercise(&body.replace("> env.txt", "; exit 4"));
         assert_eq!(broken.verdict, DocVerdict::Error);
