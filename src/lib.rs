@@ -1,12 +1,14 @@
 //! lessonprobe turns a course's lesson claims into numbered checkpoint probes, runs them on
 //! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
 
+pub mod case_key;
 pub mod changes;
 pub mod checkpoint;
 pub mod clean;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod course_files;
 pub mod diagnostics;
 pub mod environment;
 pub mod exit;
@@ -20,7 +22,6 @@ pub mod remote;
 pub mod render;
 pub mod report;
 pub mod run;
-pub mod scratch_key;
 pub mod selector;
 pub mod signals;
 pub mod wildcard;

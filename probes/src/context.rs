@@ -11,8 +11,8 @@ use ticketflow::kafka::KafkaError;
 use ticketflow::store::StoreError;
 use ticketflow::KafkaTarget;
 
+use crate::case_schema::schema_for_run;
 use crate::live::{LiveError, LivePostgres, LiveSqlite, LiveStore};
-use crate::scratch::schema_for_run;
 
 /// Which SQL database a probe's store lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl ProbeContext {
             DbTarget::SqliteFile(path) => LiveSqlite::open(path).map(|s| Box::new(s) as _),
             DbTarget::Postgres(url) => {
                 let timeout = self.deadline.min(Duration::from_secs(10));
-                LivePostgres::scratch(url, &schema_for_run(&self.run_id), timeout)
+                LivePostgres::in_case_schema(url, &schema_for_run(&self.run_id), timeout)
                     .map(|s| Box::new(s) as _)
             }
         };

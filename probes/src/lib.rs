@@ -3,10 +3,10 @@
 //! counts, the ticket projection) that only probes need. The ticketflow system under test is
 //! the `ticketflow` crate.
 
+pub mod case_schema;
 pub mod context;
 pub mod live;
 pub mod registry;
-pub mod scratch;
 
 mod checks;
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{CleanError, Dropped, Kind, Leftover, Runs};
-use crate::scratch_key;
+use crate::case_key;
 
 pub fn find(dir: &Path, runs: &Runs) -> Result<Vec<Leftover>, CleanError> {
     let place = dir.display().to_string();
@@ -23,7 +23,7 @@ pub fn find(dir: &Path, runs: &Runs) -> Result<Vec<Leftover>, CleanError> {
         let stem = ["-journal", "-wal", "-shm", ""]
             .iter()
             .find_map(|suffix| name.strip_suffix(suffix)?.strip_suffix(".db"));
-        if stem.is_some_and(|stem| scratch_key::is_of(stem, run)) {
+        if stem.is_some_and(|stem| case_key::is_of(stem, run)) {
             found.push(Leftover {
                 kind: Kind::File,
                 name: dir.join(name).display().to_string(),

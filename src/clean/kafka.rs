@@ -8,7 +8,7 @@ use ticketflow::kafka::{Broker, Deletion, KafkaError};
 use ticketflow::KafkaTarget;
 
 use super::{CleanError, Dropped, Found, Kind, Leftover, Runs};
-use crate::scratch_key;
+use crate::case_key;
 
 pub fn find(target: &KafkaTarget, runs: &Runs, timeout: Duration) -> Result<Found, CleanError> {
     let (broker, place) = connect(target, timeout)?;
@@ -23,7 +23,7 @@ pub fn find(target: &KafkaTarget, runs: &Runs, timeout: Duration) -> Result<Foun
     let leftovers = |kind: Kind, names: Vec<String>| {
         names
             .into_iter()
-            .filter(|name| scratch_key::is_of(name, run))
+            .filter(|name| case_key::is_of(name, run))
             .map(|name| Leftover {
                 kind,
                 name,

@@ -1,5 +1,5 @@
 //! What probe runs leave on shared services — PostgreSQL schemas, Kafka topics and consumer
-//! groups, SQLite files — found by the naming rule of [`crate::scratch_key`] and dropped: by
+//! groups, SQLite files — found by the naming rule of [`crate::case_key`] and dropped: by
 //! `lessonprobe clean` for earlier runs, and after an interruption for the run interrupted.
 
 mod files;
@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use ticketflow::KafkaTarget;
 
+use crate::case_key::case_key;
 use crate::checkpoint::{Backend, Checkpoint};
-use crate::scratch_key::case_key;
 
 /// A service runs leave things on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Place {
-    /// A PostgreSQL database: scratch schemas.
+    /// A PostgreSQL database: case schemas.
     Postgres(String),
     /// A `sqlite:DIR` folder: database files.
     SqliteDir(PathBuf),
@@ -197,7 +197,7 @@ pub fn run_schemas<'a>(
         .filter(|(_, p)| p.backends.contains(&Backend::Postgres))
         .map(|(lesson, p)| {
             let key = case_key(run_id, lesson, &p.id, Some(Backend::Postgres.label()));
-            lessonprobe_probes::scratch::schema_for_run(&key)
+            lessonprobe_probes::case_schema::schema_for_run(&key)
         })
         .collect()
 }

@@ -1,4 +1,4 @@
-//! Scratch schemas on PostgreSQL: `lp_<hash>_<end of the case key>`, as the probe crate names
+//! Per-case schemas on PostgreSQL: `lp_<hash>_<end of the case key>`, as the probe crate names
 //! them, listed from the catalog and dropped with everything in them.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use ticketflow::store::StoreError;
 
 use super::{CleanError, Dropped, Kind, Leftover, Runs};
 
-/// Every scratch schema name: `lp_`, sixteen hex digits of hash, `_`, the key's end.
+/// Every case schema name: `lp_`, sixteen hex digits of hash, `_`, the key's end.
 const ANY_RUN: &str = "^lp_[0-9a-f]{16}_[a-z0-9_]+$";
 
 pub fn find(url: &str, runs: &Runs, timeout: Duration) -> Result<Vec<Leftover>, CleanError> {

@@ -24,12 +24,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         Error::Usage("bless needs a course: give --course DIR (the folder with lessons/)".into())
     })?;
     // Without --python, a course that declares its environment runs in it, as a run does.
-    if args.course.python.is_none() {
-        let base = course.course.settings.python.clone();
-        if let Some(python) = super::env::ensure(&course.course, &base)? {
-            course.course.settings.python = python.display().to_string();
-        }
-    }
+    course.run_in_environment(args.course.python.is_some())?;
     course.attach(&mut catalog, false)?;
     let mut selection = Selection::new(&catalog, Some(args.lesson), &args.select)?;
     // Only probes bless can rewrite; the runner adds the steps they continue.
@@ -52,7 +47,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         flag: RemoteFlag::from_env(),
         host: None,
     };
-    let preflight = super::preflight::checks(
+    let preflight = super::run::preflight::checks(
         Some(&course.course),
         &[],
         &ticketflow::KafkaTarget::Embedded,

@@ -5,15 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{Catalog, CatalogSource, Selection};
+use crate::checkpoint::{Catalog, CatalogSource};
 use crate::cli::{DocArgs, RunArgs};
 use crate::exit::{Code, Error};
-use crate::history::{History, Recorder};
+use crate::history::Recorder;
 use crate::lesson::{self, Course, LessonDoc};
-use crate::run::{FailurePolicy, RunConfig};
 
-use super::ci_reports::Extras;
-use super::run::{execute_and_record, new_run_id, Reporting};
+use super::run::{execute_and_record, new_run_id, select, RunBuilder};
 
 /// Folders never searched for documents.
 const SKIPPED: &[&str] = &["node_modules", "target", "venv", "__pycache__"];
@@ -35,11 +33,11 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     }
     let files = documents(&args.paths)?;
     // Labelled exercises and snippets run in an empty folder of their document's own too.
-    let scratch = tempfile::Builder::new()
+    let empty_roots = tempfile::Builder::new()
         .prefix("lessonprobe-doc-")
         .tempdir()
         .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
-    let docs = parse(&files, run.course.python.as_ref(), scratch.path())?;
+    let docs = parse(&files, run.course.python.as_ref(), empty_roots.path())?;
     let mut catalog = Catalog {
         source: CatalogSource::Embedded,
         checkpoints: Vec::new(),
@@ -54,43 +52,14 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
             shown(&args.paths)
         )));
     }
-    let mut selection = Selection::new(&catalog, run.lesson, &run.select)?;
     let key = selection_key(&files, run);
     // Kept outside the user's tree: `doc` writes nothing there unless told to (--junit, --html).
-    let history = History::open(&cache_dir(), key);
-    if run.last_failed {
-        let what = history.keep_failed(&mut selection);
-        eprintln!("lessonprobe: {what}");
-    }
-    let config = RunConfig {
-        jobs: super::jobs(run.jobs),
-        default_timeout: run.timeout,
-        course_root: PathBuf::from("."),
-        sql: Vec::new(),
-        kafka: super::kafka_target(&run.kafka)?,
-        remote: super::remote_host(&run.hosts, false)?,
-        failure: FailurePolicy {
-            max_fail: if run.fail_fast { Some(1) } else { run.max_fail },
-            retries: run.retries.unwrap_or(0),
-            retry_documents: run.retry_documents,
-        },
-        preflight: Vec::new(),
-        first: Default::default(),
-    };
+    let (selection, history) = select(run, &catalog, |_| {}, &cache_dir(), key)?;
     // No course: the documents' interpreter is as given; the services are checked as in a run.
-    let config = RunConfig {
-        preflight: super::preflight::checks(None, &config.sql, &config.kafka, &config.remote),
-        ..config
-    };
-    let reporting = Reporting {
-        junit: run.junit.clone(),
-        format: run.format,
-        verbose: run.verbose,
-        strict: run.strict,
-        junit_family: run.junit_family,
-        extras: Extras::of(run, None, uncollected, &config)?,
-    };
-    let mut reporting = reporting;
+    let (config, mut reporting) = RunBuilder::new(run)
+        .junit(run.junit.clone())
+        .uncollected(uncollected)
+        .build(&selection)?;
     // A failure's rerun command is this command with its paths.
     let paths = args.paths.iter().map(|p| p.display().to_string());
     let before: Vec<String> = std::iter::once("doc".to_owned()).chain(paths).collect();
@@ -107,11 +76,11 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
 }
 
 /// Each Markdown file as a lesson of its own (numbered from its name), its labelled exercises
-/// and snippets to run in an empty folder under `scratch`; `python` as `--python` gives it.
+/// and snippets to run in an empty folder under `empty_roots`; `python` as `--python` gives it.
 fn parse(
     files: &[PathBuf],
     python: Option<&String>,
-    scratch: &Path,
+    empty_roots: &Path,
 ) -> Result<Vec<LessonDoc>, Error> {
     let mut used = BTreeSet::new();
     let mut docs = Vec::new();
@@ -126,7 +95,7 @@ fn parse(
             course.settings.python = python.clone();
         }
         let lesson = number(&name, &mut used);
-        let empty = scratch.join(i.to_string());
+        let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
         let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
         docs.push(lesson::parse_free(

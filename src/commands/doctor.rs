@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::cli::DoctorArgs;
-use crate::environment::provision;
+use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::render;
 use crate::run::preflight;
@@ -24,36 +24,37 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
     let mut rows = Vec::new();
     if let Some(open) = course.as_mut() {
         let settings = &mut open.course.settings;
-        if let (Some(declared), None) = (&settings.environment, &args.course.python) {
-            // What a run would use: the cached environment, made or not.
-            match provision::locate(declared, &settings.python) {
-                Ok(cached) if cached.complete => {
-                    settings.python = cached.python.display().to_string();
-                }
-                Ok(cached) => rows.push(Row {
-                    check: "environment".into(),
-                    result: "not made",
-                    problem: Some(format!(
-                        "the environment of {} is not made yet ({})",
-                        declared.shown.display(),
-                        cached.dir.display()
-                    )),
-                    fix: Some("run lessonprobe env (a run makes it too)".into()),
-                }),
-                Err(e) => rows.push(Row {
-                    check: "environment".into(),
-                    result: "FAILED",
-                    problem: Some(e.to_string()),
-                    fix: Some("give --python an interpreter to build it from".into()),
-                }),
+        let given = args.course.python.is_some();
+        let declared = settings.environment.as_ref();
+        // What a run would use: the cached environment, made or not.
+        match provision::cached(declared, given, &settings.python, Making::Never) {
+            Ok(None) => {}
+            Ok(Some(cached)) if cached.complete => {
+                settings.python = cached.python.display().to_string();
             }
+            Ok(Some(cached)) => rows.push(Row {
+                check: "environment".into(),
+                result: "not made",
+                problem: Some(format!(
+                    "the environment of {} is not made yet ({})",
+                    declared.map_or_else(Default::default, |d| d.shown.display().to_string()),
+                    cached.dir.display()
+                )),
+                fix: Some("run lessonprobe env (a run makes it too)".into()),
+            }),
+            Err(e) => rows.push(Row {
+                check: "environment".into(),
+                result: "FAILED",
+                problem: Some(e.to_string()),
+                fix: Some("give --python an interpreter to build it from".into()),
+            }),
         }
     }
     let sql = super::run::sql_targets(&args.db)?;
     let kafka = super::kafka_target(&args.kafka)?;
     let remote = super::remote_host(&args.hosts, false)?;
     let checks =
-        super::preflight::checks(course.as_ref().map(|c| &c.course), &sql, &kafka, &remote);
+        super::run::preflight::checks(course.as_ref().map(|c| &c.course), &sql, &kafka, &remote);
     let wanted: Vec<&crate::run::Check> = checks.iter().collect();
     let mut failed = rows.iter().any(|r| r.result == "FAILED");
     for (check, problem) in preflight::run_all(&wanted) {

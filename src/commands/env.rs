@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::cli::EnvArgs;
-use crate::environment::provision;
+use crate::environment::provision::{self, Making};
 use crate::exit::{Code, Error};
 use crate::lesson::Course;
 
@@ -15,25 +15,15 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
         .python
         .clone()
         .unwrap_or_else(|| course.settings.python.clone());
-    let python = ensure(&course, &base)?.ok_or_else(|| {
-        Error::Usage(format!(
-            "{}: declares no [environment]; name a requirements file there (see docs/writing-lessons.md)",
-            course.show(std::path::Path::new(crate::lesson::CONFIG_FILE)).display()
-        ))
-    })?;
-    println!("{}", python.display());
+    let declared = course.settings.environment.as_ref();
+    let cached = provision::cached(declared, false, &base, Making::WhenMissing)
+        .map_err(super::course::unmade)?
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: declares no [environment]; name a requirements file there (see docs/writing-lessons.md)",
+                course.show(std::path::Path::new(crate::lesson::CONFIG_FILE)).display()
+            ))
+        })?;
+    println!("{}", cached.python.display());
     Ok(Code::Ok)
-}
-
-/// The interpreter of `course`'s declared environment built from `base`, made first when
-/// missing; `None` when the course declares none. A failed installation exits 4.
-pub(super) fn ensure(course: &Course, base: &str) -> Result<Option<PathBuf>, Error> {
-    let Some(declared) = &course.settings.environment else {
-        return Ok(None);
-    };
-    let cached = provision::ensure(declared, base).map_err(|e| match e {
-        provision::ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
-        e => Error::Operation(format!("cannot make the course's environment: {e}")),
-    })?;
-    Ok(Some(cached.python))
 }

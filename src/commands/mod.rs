@@ -2,20 +2,19 @@
 
 pub mod bless;
 pub mod broker;
-mod ci_reports;
 pub mod clean;
-mod course;
 pub mod doc;
 mod doctor;
 mod env;
 pub mod hosts;
 pub mod list;
-mod preflight;
 pub mod remote;
 pub mod replay;
 pub mod run;
-pub mod verify;
 mod watch;
+
+// Found by list, bless and doctor as by a run.
+use run::course;
 
 use lessonprobe_probes::registry;
 use ticketflow::kafka::{KafkaTarget, KafkaTargetError};
@@ -41,7 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<Code, Error> {
         Some(Command::Bless(args)) => bless::bless(args),
         Some(Command::Replay(mut args)) => match args.action.take() {
             Some(ReplayAction::Status(status)) => replay::status(status),
-            Some(ReplayAction::Verify(window)) => verify::verify(*window),
+            Some(ReplayAction::Verify(window)) => replay::verify::verify(*window),
             None => replay::replay(args),
         },
         Some(Command::Remote(args)) => remote::remote(args),

@@ -3,11 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::run::{execute_and_report, new_run_id, Reporting};
+use super::run::{execute_and_report, new_run_id, RunBuilder};
 use crate::checkpoint::{Catalog, Checkpoint, Probe, ProbeKind, Selection};
 use crate::cli::RemoteArgs;
 use crate::exit::{Code, Error};
-use crate::run::RunConfig;
 use crate::selector::validate_selector;
 
 pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
@@ -39,26 +38,12 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
     let selection = Selection {
         checkpoints: vec![(&checkpoint, checkpoint.probes.iter().collect())],
     };
-    let config = RunConfig {
-        jobs: 1,
-        default_timeout: args.timeout,
-        course_root: PathBuf::from("."),
-        sql: Vec::new(),
-        kafka: lessonprobe_probes::KafkaTarget::Embedded,
-        remote: super::remote_host(&args.hosts, true)?,
-        failure: crate::run::FailurePolicy::default(),
-        preflight: Vec::new(),
-        first: Default::default(),
-    };
-    let reporting = Reporting {
-        junit: Some(args.junit.clone().unwrap_or_else(|| {
-            PathBuf::from(format!("reports/remote-{:02}.xml", args.checkpoint))
-        })),
-        format: args.format,
-        verbose: false,
-        strict: args.strict,
-        junit_family: crate::report::junit::Family::default(),
-        extras: Default::default(),
-    };
+    let junit = args
+        .junit
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("reports/remote-{:02}.xml", args.checkpoint)));
+    let (config, reporting) =
+        RunBuilder::remote(&args.hosts, args.timeout, junit, args.format, args.strict)
+            .build(&selection)?;
     execute_and_report(&selection, &config, &new_run_id(), &reporting)
 }

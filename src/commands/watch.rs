@@ -18,9 +18,9 @@ use super::run::{junit_path, run_once, Order};
 /// How often a running or waiting loop looks at Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
 
-/// Runs the selection of `args` until `session` (Ctrl-C, SIGTERM) is requested; the exit code is
+/// Runs the selection of `args` until `signals` (Ctrl-C, SIGTERM) is requested; the exit code is
 /// that of the interruption.
-pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
+pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
     given_folders_exist(args)?;
     let changes = Changes::watch(&folders(args), &own_files(args))
         .map_err(|e| Error::Operation(e.to_string()))?;
@@ -36,7 +36,7 @@ pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
         let interrupt = Interrupt::new();
         let (result, restarted) = std::thread::scope(|scope| {
             let run = scope.spawn(|| run_once(args, &interrupt, Order::FailedFirst));
-            let restarted = forward(session, &interrupt, &changes, || run.is_finished());
+            let restarted = forward(signals, &interrupt, &changes, || run.is_finished());
             let result = run
                 .join()
                 .unwrap_or_else(|_| Err(Error::Operation("the run panicked".into())));
@@ -47,7 +47,7 @@ pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
         if let Err(e) = result {
             eprintln!("lessonprobe: {e}");
         }
-        if let Some(why) = session.requested() {
+        if let Some(why) = signals.requested() {
             return Ok(ended_by(why));
         }
         cause = match restarted {
@@ -57,7 +57,7 @@ pub fn watch(args: &RunArgs, session: &Interrupt) -> Result<Code, Error> {
                     "lessonprobe --watch: waiting for a change in {} (Ctrl-C to stop)",
                     list(changes.roots())
                 );
-                match wait(session, &changes) {
+                match wait(signals, &changes) {
                     Ok(paths) => Some(paths),
                     Err(why) => return Ok(ended_by(why)),
                 }
@@ -103,13 +103,13 @@ fn own_files(args: &RunArgs) -> Vec<PathBuf> {
 /// While the run goes on: Ctrl-C or SIGTERM stops it as such, a change stops it to start the
 /// next (whose cause it returns).
 fn forward(
-    session: &Interrupt,
+    signals: &Interrupt,
     run: &Interrupt,
     changes: &Changes,
     finished: impl Fn() -> bool,
 ) -> Option<Vec<PathBuf>> {
     while !finished() {
-        if let Some(why) = session.requested() {
+        if let Some(why) = signals.requested() {
             run.request(why);
             return None;
         }
@@ -122,9 +122,9 @@ fn forward(
 }
 
 /// Between runs: the next change, or the interruption that ends the loop.
-fn wait(session: &Interrupt, changes: &Changes) -> Result<Vec<PathBuf>, Interruption> {
+fn wait(signals: &Interrupt, changes: &Changes) -> Result<Vec<PathBuf>, Interruption> {
     loop {
-        if let Some(why) = session.requested() {
+        if let Some(why) = signals.requested() {
             return Err(why);
         }
         if let Some(paths) = changes.next(POLL) {

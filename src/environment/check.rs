@@ -99,14 +99,14 @@ pub fn check(
     limit: Duration,
 ) -> Result<(), EnvironmentProblem> {
     let Some(declared) = declared else {
-        return match crate::lesson::resolve_interpreter(python) {
+        return match super::interpreter::resolve(python) {
             Some(_) => Ok(()),
             None => Err(EnvironmentProblem::NotFound {
                 python: python.to_owned(),
             }),
         };
     };
-    let Some(program) = crate::lesson::resolve_interpreter(python) else {
+    let Some(program) = super::interpreter::resolve(python) else {
         return Err(EnvironmentProblem::NotFound {
             python: python.to_owned(),
         });
@@ -167,7 +167,7 @@ fn judge(python: &str, declared: &Declared, answer: &Answer) -> Result<(), Envir
                 python: python.to_owned(),
                 version,
                 wanted: wanted.clone(),
-                shown: crate::lesson::CONFIG_FILE.into(),
+                shown: crate::course_files::CONFIG_FILE.into(),
             });
         }
     }

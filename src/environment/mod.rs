@@ -1,8 +1,10 @@
 //! A course's declared environment (`[environment]` of lessonprobe.toml): the requirements file
 //! and the Python versions it accepts, the preflight's check of an interpreter against them,
-//! and the cached virtual environment `lessonprobe env` makes from them.
+//! the cached virtual environment `lessonprobe env` makes from them, and which interpreter a
+//! run uses. Lessons use it; it knows nothing of them.
 
 pub mod check;
+pub mod interpreter;
 pub mod provision;
 pub mod requirements;
 
@@ -50,7 +52,7 @@ impl RawEnvironment {
         source: &Source<'_>,
     ) -> Result<Declared, Diagnostic> {
         let relative = PathBuf::from(self.requirements.get_ref());
-        if !crate::lesson::is_inside(&relative) {
+        if !crate::course_files::is_inside(&relative) {
             return Err(source.error(
                 self.requirements.span(),
                 format!(
@@ -60,7 +62,7 @@ impl RawEnvironment {
             ));
         }
         let file = root.join(&relative);
-        let shown = crate::lesson::show_path(shown, &relative);
+        let shown = crate::course_files::show(shown, &relative);
         let text = std::fs::read(&file)
             .map_err(|e| {
                 source.error(

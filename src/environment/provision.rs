@@ -1,7 +1,8 @@
-//! The cached environment of a course (`lessonprobe env`, and a run without `--python`): a
-//! virtual environment in the user's cache folder, never in the course, keyed by the
-//! requirements file's content and the base interpreter; made with `uv` when it is on PATH,
-//! else `python -m venv` and pip; built beside its place and renamed there only when complete.
+//! The cached environment of a course: a virtual environment in the user's cache folder, never
+//! in the course, keyed by the requirements file's content and the base interpreter; made with
+//! `uv` when it is on PATH, else `python -m venv` and pip; built beside its place and renamed
+//! there only when complete. [`cached`] is the rule that runs a course declaring one in it
+//! (a run and `lessonprobe env` make it, `lessonprobe doctor` only looks).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -55,7 +56,7 @@ pub struct Cached {
 /// size and modification time: a new Python version is a new file), so nothing is spawned to
 /// find an environment already made.
 pub fn locate(declared: &Declared, base: &str) -> Result<Cached, ProvisionError> {
-    let program = crate::lesson::resolve_interpreter(base).ok_or(ProvisionError::NoBase {
+    let program = super::interpreter::resolve(base).ok_or(ProvisionError::NoBase {
         python: base.to_owned(),
     })?;
     let real = std::fs::canonicalize(&program).unwrap_or(program);
@@ -73,6 +74,33 @@ pub fn locate(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
         complete: dir.join(COMPLETE).is_file(),
         dir,
     })
+}
+
+/// Whether finding the cached environment may make it: a run and `lessonprobe env` make it,
+/// `lessonprobe doctor` only looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Making {
+    WhenMissing,
+    Never,
+}
+
+/// The cached environment the course's probes run in, built from `base`: `None` when the
+/// interpreter is `given` on the command line or the course declares no environment (the
+/// interpreter stays as it is). With [`Making::Never`] it may not be complete.
+pub fn cached(
+    declared: Option<&Declared>,
+    given: bool,
+    base: &str,
+    making: Making,
+) -> Result<Option<Cached>, ProvisionError> {
+    let Some(declared) = declared.filter(|_| !given) else {
+        return Ok(None);
+    };
+    match making {
+        Making::WhenMissing => ensure(declared, base),
+        Making::Never => locate(declared, base),
+    }
+    .map(Some)
 }
 
 /// Makes the environment unless it is made already; says each step on stderr. Returns it.
@@ -96,7 +124,7 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
         .tempdir_in(&root)
         .map_err(folder)?;
     let venv = building.path().join("env");
-    let uv = crate::lesson::resolve_interpreter("uv");
+    let uv = super::interpreter::resolve("uv");
     let tool = if uv.is_some() {
         "uv"
     } else {

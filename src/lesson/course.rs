@@ -17,7 +17,7 @@ use super::CourseError;
 use crate::diagnostics::Source;
 
 /// The course configuration file at the root of a course checkout.
-pub const CONFIG_FILE: &str = "lessonprobe.toml";
+pub use crate::course_files::CONFIG_FILE;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]

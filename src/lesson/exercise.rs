@@ -5,7 +5,7 @@
 //! killed; exit status, stdout and stderr judged.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::bless::Rewrite;
@@ -15,6 +15,7 @@ use super::runs::{DocRun, DocVerdict};
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};
+use crate::environment::interpreter::resolve;
 use crate::process::{self, Finished, Tail};
 
 /// Lines of each stream's tail shown with a failure.
@@ -421,27 +422,6 @@ fn with_newline(mut text: String) -> String {
     text
 }
 
-/// The interpreter as a path the shell can run from any folder, if it exists.
-/// The interpreter `python` names: a path, or a program found on PATH; `None` when there is
-/// no such executable.
-pub fn resolve(python: &str) -> Option<PathBuf> {
-    let path = Path::new(python);
-    if python.contains('/') {
-        let abs = std::path::absolute(path).ok()?;
-        return is_executable(&abs).then_some(abs);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(python))
-            .find(|candidate| is_executable(candidate))
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// Each line whose first word is `python` or `python3` runs `interpreter` instead.
 fn substitute_python(script: &str, interpreter: &Path) -> String {
     let quoted = shell_quote(&interpreter.display().to_string());
@@ -583,13 +563,5 @@ mod tests {
             substitute_python("python x\n", Path::new("/my venv/py")),
             "'/my venv/py' x\n"
         );
-    }
-
-    #[test]
-    fn interpreters_resolve_on_path_or_by_path() {
-        assert!(resolve("sh").is_some());
-        assert!(resolve("/bin/sh").is_some());
-        assert!(resolve("no-such-python-3.99").is_none());
-        assert!(resolve("./no/such/python").is_none());
     }
 }

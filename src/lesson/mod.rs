@@ -27,7 +27,6 @@ pub use document::{
     parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
     Setup,
 };
-pub use exercise::resolve as resolve_interpreter;
 pub use isolation::Scratch;
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};

@@ -1,12 +1,13 @@
 //! How a course's lessons are written and run: what parsing a lesson document needs of its
 //! course (where the course is and how it is shown, the run-from folder, the interpreter, the
-//! deadline, the label words, the named redactions), and the rule that keeps a path inside it.
+//! deadline, the label words, the named redactions); the rule that keeps a path inside it is `crate::course_files`'.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::labels::Labels;
 use super::matcher::Redactions;
+pub use crate::course_files::{is_inside, show};
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -37,37 +38,5 @@ impl Settings {
     /// leading `./`.
     pub fn show(&self, relative: &Path) -> PathBuf {
         show(&self.shown, relative)
-    }
-}
-
-/// `shown/relative` without a leading `./`.
-pub fn show(shown: &Path, relative: &Path) -> PathBuf {
-    let joined = shown.join(relative);
-    match joined.strip_prefix(".") {
-        Ok(rest) if !rest.as_os_str().is_empty() => rest.to_owned(),
-        _ => joined,
-    }
-}
-
-/// A relative path that stays inside its folder: no root, no `..`.
-pub fn is_inside(path: &Path) -> bool {
-    !path.as_os_str().is_empty()
-        && path
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_must_stay_inside() {
-        assert!(is_inside(Path::new("a/b.py")));
-        assert!(is_inside(Path::new("./a.py")));
-        assert!(!is_inside(Path::new("../x")));
-        assert!(!is_inside(Path::new("a/../../x")));
-        assert!(!is_inside(Path::new("/etc/passwd")));
-        assert!(!is_inside(Path::new("")));
     }
 }

@@ -1,14 +1,14 @@
-//! Remote selectors: authorized host profiles, an SSH session that verifies the host key
+//! Remote selectors: authorized host profiles, an SSH connection that verifies the host key
 //! against known_hosts before anything else and never hangs, and the remote JUnit brought back.
 
 mod hosts;
 mod junit_in;
 mod run_selector;
 mod selector;
-mod session;
+mod ssh;
 
 pub use hosts::{AuthorizedHost, HostsError, HostsFile, NoHostsFile};
-pub use run_selector::{check_host, run_selector, HostFacts};
+pub use run_selector::{answers, check_host, run_selector, HostFacts, UNANSWERED_FIX};
 pub use selector::CommandSet;
 
 /// The verdict of one remote test case, as its JUnit said.

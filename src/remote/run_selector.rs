@@ -1,6 +1,6 @@
 //! One remote selector run under one deadline — connect and verify, check the OS, make a temp
 //! folder, prepare, run, fetch the JUnit report — then always teardown and cleanup, over a
-//! fresh session when the first one failed. Prepare, run and teardown each lead a process group
+//! fresh connection when the first one failed. Prepare, run and teardown each lead a process group
 //! of their own that the host kills at their deadline, so nothing they start outlives the run.
 
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use lessonprobe_probes::Cancel;
 
 use super::hosts::AuthorizedHost;
 use super::selector::{quote, CommandSet};
-use super::session::{Deadline, SshSession, StepError};
+use super::ssh::{Deadline, SshConnection, StepError};
 use super::{junit_in, RemoteError, RemoteReport};
 
 /// How long after this side's deadline the host kills prepare and run by itself: late enough
@@ -25,9 +25,21 @@ pub struct HostFacts {
 
 /// Connects, verifies the host key and the OS, within the connect timeout; runs nothing else.
 pub fn check_host(host: &AuthorizedHost) -> Result<HostFacts, RemoteError> {
-    let session = open(host, &connect_timeout(host))?;
-    check_os(host, &session, &connect_timeout(host))
+    let connection = open(host, &connect_timeout(host))?;
+    check_os(host, &connection, &connect_timeout(host))
 }
+
+/// The preflight's check of `host`: [`check_host`] within `limit`, or within the host's own
+/// connect timeout when that is shorter.
+pub fn answers(host: &AuthorizedHost, limit: Duration) -> Result<(), RemoteError> {
+    let mut host = host.clone();
+    host.connect_timeout = host.connect_timeout.min(limit);
+    check_host(&host).map(drop)
+}
+
+/// What to do when a host fails [`answers`].
+pub const UNANSWERED_FIX: &str = "check the host is up and its key is the one in known_hosts \
+                                  (lessonprobe hosts check says more)";
 
 /// Runs `selector` of `checkpoint` on `host`. `deadline` bounds everything up to the fetched
 /// report, connecting included, and `cancel` cuts it short; teardown has its own bound and
@@ -40,11 +52,11 @@ pub fn run_selector(
     cancel: &Cancel,
 ) -> Result<RemoteReport, RemoteError> {
     let end = Deadline::after(deadline, "the deadline").or_cancelled(cancel);
-    let session = open(host, &end)?;
+    let connection = open(host, &end)?;
     // Steps that should answer at once get the connect timeout, within the deadline.
     let quick = || end.clone().or(connect_timeout(host));
-    let facts = check_os(host, &session, &quick())?;
-    let made = session
+    let facts = check_os(host, &connection, &quick())?;
+    let made = connection
         .exec(
             "creating a temp folder",
             "mktemp -d /tmp/lessonprobe.XXXXXX",
@@ -62,8 +74,8 @@ pub fn run_selector(
     }
     let folder = TempFolder(path.to_owned());
     let commands = host.commands(checkpoint, selector, &folder.file("report.xml"));
-    let outcome = prepare_run_fetch(host, &session, &folder, &commands, &end, &facts);
-    teardown(host, session, &folder, &commands);
+    let outcome = prepare_run_fetch(host, &connection, &folder, &commands, &end, &facts);
+    teardown(host, connection, &folder, &commands);
     outcome
 }
 
@@ -84,7 +96,7 @@ impl TempFolder {
     }
 }
 
-/// `command` in the host's workdir with its environment, as the leader of a new session and
+/// `command` in the host's workdir with its variables, started by `setsid`, leading a new
 /// process group whose id goes to `pidfile`. The host kills the whole group after `limit` by
 /// itself (`timeout` signals its own group), so it ends even when this side cannot reconnect;
 /// teardown kills it again by its id.
@@ -113,7 +125,7 @@ fn in_own_group(
 
 fn prepare_run_fetch(
     host: &AuthorizedHost,
-    session: &SshSession,
+    connection: &SshConnection,
     folder: &TempFolder,
     commands: &CommandSet,
     end: &Deadline,
@@ -123,7 +135,7 @@ fn prepare_run_fetch(
     let step = |doing: &str, pidfile: &str, command: &str| {
         let limit = end.remaining() + HOST_KILL_GRACE;
         let wrapped = in_own_group(host, &commands.env, &folder.file(pidfile), limit, command);
-        session
+        connection
             .exec(doing, &wrapped, end)
             .map_err(|cut| fail(cut.error.to_string(), cut.output))
     };
@@ -138,7 +150,7 @@ fn prepare_run_fetch(
     }
     let ran = step("running the selector", "run.pid", &commands.run)?;
     let report = folder.file("report.xml");
-    let xml = session
+    let xml = connection
         .read_file(&report, &end.clone().or(connect_timeout(host)))
         .map_err(|e| fail(e.to_string(), ran.output.clone()))?;
     let Some(xml) = xml else {
@@ -165,21 +177,21 @@ fn prepare_run_fetch(
 }
 
 /// Kills every process group the run started, runs the teardown command in a group of its own
-/// under the teardown timeout, kills what it left, and removes the temp folder. A session that
+/// under the teardown timeout, kills what it left, and removes the temp folder. A connection that
 /// failed is replaced by a fresh one, and a teardown that fails midway is finished on another;
 /// the teardown command runs at most once. Problems are logged: the outcome of the run stands.
 fn teardown(
     host: &AuthorizedHost,
-    session: SshSession,
+    connection: SshConnection,
     folder: &TempFolder,
     commands: &CommandSet,
 ) {
-    let mut session = Some(session).filter(|s| !s.is_broken());
+    let mut connection = Some(connection).filter(|s| !s.is_broken());
     let mut command = commands.teardown.as_deref();
     for attempt in 1..=2 {
-        let current = match session.take() {
+        let current = match connection.take() {
             Some(s) => s,
-            None => match SshSession::open(host, &connect_timeout(host)) {
+            None => match SshConnection::open(host, &connect_timeout(host)) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(
@@ -204,13 +216,15 @@ fn teardown(
 
 fn teardown_on(
     host: &AuthorizedHost,
-    session: &SshSession,
+    connection: &SshConnection,
     folder: &TempFolder,
     env: &str,
     command: &mut Option<&str>,
 ) -> Result<(), StepError> {
     let exec = |doing: &str, script: &str, limit: &Deadline| {
-        session.exec(doing, script, limit).map_err(|cut| cut.error)
+        connection
+            .exec(doing, script, limit)
+            .map_err(|cut| cut.error)
     };
     exec(
         "stopping what the run started",
@@ -226,7 +240,7 @@ fn teardown_on(
             teardown,
         );
         // The host kills the teardown at its timeout; this side waits a connect timeout more
-        // for that answer, so the folder can still be removed over this session.
+        // for that answer, so the folder can still be removed over this connection.
         let limit = Deadline::after(host.teardown_timeout, "the teardown timeout")
             .extended(host.connect_timeout);
         let started = Instant::now();
@@ -269,18 +283,18 @@ fn connect_timeout(host: &AuthorizedHost) -> Deadline {
     Deadline::after(host.connect_timeout, "the connect timeout")
 }
 
-fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshSession, RemoteError> {
-    SshSession::open(host, deadline).map_err(|e| error(host, e.to_string(), None, String::new()))
+fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshConnection, RemoteError> {
+    SshConnection::open(host, deadline).map_err(|e| error(host, e.to_string(), None, String::new()))
 }
 
 /// The host's OS as /etc/os-release names it; another than the host entry expects is an error
 /// that still carries what was verified.
 fn check_os(
     host: &AuthorizedHost,
-    session: &SshSession,
+    connection: &SshConnection,
     limit: &Deadline,
 ) -> Result<HostFacts, RemoteError> {
-    let ran = session
+    let ran = connection
         .exec("reading /etc/os-release", "cat /etc/os-release", limit)
         .map_err(|cut| error(host, cut.error.to_string(), None, cut.output))?;
     let id = ran
@@ -290,7 +304,7 @@ fn check_os(
         .map(|v| v.trim().trim_matches('"').to_owned())
         .unwrap_or_default();
     let facts = HostFacts {
-        fingerprint: session.fingerprint.clone(),
+        fingerprint: connection.fingerprint.clone(),
         os: id,
     };
     if facts.os != host.os {

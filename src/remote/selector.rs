@@ -1,4 +1,4 @@
-//! Quoting selectors, paths and a host's environment into command templates.
+//! Quoting selectors, paths and a host's variables into command templates.
 
 /// Single-quotes `s` for a POSIX shell.
 pub fn quote(s: &str) -> String {
@@ -55,7 +55,7 @@ pub fn render_env<'a>(vars: impl IntoIterator<Item = (&'a String, &'a String)>) 
         .join(" ")
 }
 
-/// The commands one remote run executes, rendered, and the environment they get.
+/// The commands one remote run executes, rendered, and the variables they get.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSet {
     /// `NAME='value' …`, empty when the host sets none.

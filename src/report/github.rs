@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::environment::Environment;
+use super::provenance::Provenance;
 use super::{failed_itself, Gathered, ReportError, Reporter};
 use crate::checkpoint::Uncollected;
 use crate::run::{Counts, Outcome, RunEvent, Verdict};
@@ -46,19 +46,19 @@ pub struct Github {
     workspace: Option<PathBuf>,
     strict: bool,
     uncollected: Vec<Uncollected>,
-    environment: Environment,
+    provenance: Provenance,
     gathered: Gathered,
 }
 
 impl Github {
-    pub fn new(commands: Box<dyn Write>, environment: Environment) -> Self {
+    pub fn new(commands: Box<dyn Write>, provenance: Provenance) -> Self {
         Github {
             commands,
             summary: None,
             workspace: None,
             strict: false,
             uncollected: Vec::new(),
-            environment,
+            provenance,
             gathered: Gathered::default(),
         }
     }
@@ -165,7 +165,7 @@ impl Reporter for Github {
             strict: self.strict,
             report_error: self.gathered.report_error.as_deref(),
             uncollected: self.uncollected.len(),
-            environment: &self.environment,
+            provenance: &self.provenance,
             relative: &|p| self.relative(p),
         });
         append_summary(path, &text)
@@ -239,7 +239,7 @@ struct Summary<'a> {
     /// A report that could not be written, which the run ends with.
     report_error: Option<&'a str>,
     uncollected: usize,
-    environment: &'a Environment,
+    provenance: &'a Provenance,
     relative: &'a dyn Fn(&str) -> String,
 }
 
@@ -284,7 +284,7 @@ fn markdown(s: &Summary<'_>) -> String {
     }
     md.push_str(&format!(
         "Verified: {}.\n\n",
-        cell(&s.environment.verified_text())
+        cell(&s.provenance.verified_text())
     ));
     // What failed first, then what is PENDING; each in plan order.
     let mut listed: Vec<&Outcome> = s
@@ -380,7 +380,7 @@ mod tests {
         let summary = dir.path().join("summary.md");
         std::fs::write(&summary, "earlier step\n").unwrap();
         let out = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let github = Github::new(Box::new(Shared(out.clone())), Environment::default())
+        let github = Github::new(Box::new(Shared(out.clone())), Provenance::default())
             .summary(Some(summary.clone()))
             .uncollected(vec![Uncollected {
                 file: "lessons/32.md".into(),

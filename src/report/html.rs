@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use html_escape::encode_text as esc;
 
-use super::environment::Environment;
 use super::output::Destination;
+use super::provenance::Provenance;
 use super::{failed_itself, Gathered, ReportError, Reporter};
 use crate::run::RunEvent;
 use crate::run::{Counts, Outcome, Verdict};
@@ -18,16 +18,16 @@ use crate::run::{Counts, Outcome, Verdict};
 pub struct Html {
     path: PathBuf,
     strict: bool,
-    environment: Environment,
+    provenance: Provenance,
     gathered: Gathered,
 }
 
 impl Html {
-    pub fn new(path: impl Into<PathBuf>, environment: Environment) -> Self {
+    pub fn new(path: impl Into<PathBuf>, provenance: Provenance) -> Self {
         Html {
             path: path.into(),
             strict: false,
-            environment,
+            provenance,
             gathered: Gathered::default(),
         }
     }
@@ -62,7 +62,7 @@ impl Reporter for Html {
             report_error: self.gathered.report_error.clone(),
             outcomes: self.gathered.outcomes(),
         };
-        let text = page.render(&self.environment);
+        let text = page.render(&self.provenance);
         Destination::of(&self.path)
             .and_then(|to| to.write(text.as_bytes()))
             .map_err(|e| {
@@ -99,7 +99,7 @@ code{font-size:90%}
 ";
 
 impl Page {
-    fn render(&self, env: &Environment) -> String {
+    fn render(&self, env: &Provenance) -> String {
         let counts = Counts::of(&self.outcomes);
         let verdict = if self.succeeded { "passed" } else { "failed" };
         let mut h = String::new();
@@ -258,13 +258,13 @@ impl Page {
 mod tests {
     use super::*;
     use crate::report::reported;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     #[test]
     fn a_self_contained_page_with_counts_verdicts_and_the_failure() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out/report.html");
-        reported(Html::new(&path, Environment::default()), None);
+        reported(Html::new(&path, Provenance::default()), None);
         let page = std::fs::read_to_string(&path).unwrap();
         assert!(
             page.contains("<h1 id=\"verdict\" class=\"failed\">"),
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn text_is_escaped() {
-        let mut o = testing::outcome(5, "<b>x</b>", Verdict::Fail);
+        let mut o = test_support::outcome(5, "<b>x</b>", Verdict::Fail);
         o.diff = Some("-<script>\n+&amp;".into());
         let page = Page {
             run_id: "r".into(),
@@ -289,7 +289,7 @@ mod tests {
             report_error: None,
             outcomes: vec![o],
         }
-        .render(&Environment::default());
+        .render(&Provenance::default());
         assert!(
             !page.contains("<b>x</b>") && !page.contains("<script>"),
             "{page}"

@@ -104,7 +104,7 @@ pub fn render(
         let cases: Vec<&Outcome> = outcomes.iter().filter(|o| o.lesson == lesson).collect();
         let title = cases.first().map_or("", |o| o.checkpoint.as_str());
         let mut suite = TestSuite::new(match cases.first() {
-            Some(o) if o.kind == crate::run::ENVIRONMENT => title.to_owned(),
+            Some(o) if o.kind == crate::run::PREFLIGHT => title.to_owned(),
             _ => format!("lesson {lesson}: {title}"),
         });
         suite.set_timestamp(now);
@@ -329,7 +329,7 @@ fn hostname() -> String {
 mod tests {
     use super::*;
     use crate::report::reported;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     #[test]
     fn an_interrupted_run_is_written_whole_with_unfinished_cases_as_errors() {
@@ -380,7 +380,7 @@ mod tests {
         let blocker = dir.path().join("file");
         std::fs::write(&blocker, "").unwrap();
         let mut junit = Junit::new(blocker.join("r.xml"));
-        testing::run(None, |e| junit.event(e));
+        test_support::run(None, |e| junit.event(e));
         let e = junit.finish().unwrap_err();
         assert!(
             matches!(e, ReportError::Folder { ref dir, .. } if *dir == blocker),
@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn under_strict_a_pending_case_is_a_failure_saying_so() {
-        let mut outcome = testing::outcome(30, "L30-10", Verdict::Pending);
+        let mut outcome = test_support::outcome(30, "L30-10", Verdict::Pending);
         outcome.message = Some("TICKETFLOW_REMOTE_TESTS is not set".into());
         let status = |o: &Outcome, strict| test_case(30, o, strict).status;
         assert!(matches!(

@@ -3,13 +3,13 @@
 //! [`Reporter::finish`].
 
 mod ending;
-pub mod environment;
 pub mod github;
 pub mod html;
 pub mod json;
 pub mod junit;
 pub mod ndjson;
 pub mod output;
+pub mod provenance;
 pub mod recap;
 pub mod slow;
 pub mod terminal;
@@ -184,7 +184,7 @@ impl Gathered {
 /// `interrupt_at` cases, when given) and finished.
 #[cfg(test)]
 fn reported<R: Reporter>(mut reporter: R, interrupt_at: Option<usize>) -> R {
-    crate::run::testing::run(interrupt_at, |e| reporter.event(e));
+    crate::run::test_support::run(interrupt_at, |e| reporter.event(e));
     reporter.finish().unwrap();
     reporter
 }
@@ -192,7 +192,7 @@ fn reported<R: Reporter>(mut reporter: R, interrupt_at: Option<usize>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     /// A reporter that fails to finish, like a JUnit file that cannot be written.
     struct Failing;
@@ -225,7 +225,7 @@ mod tests {
         let mut reporters = Reporters::default();
         reporters.add(Failing);
         reporters.add(Counting(finished.clone()));
-        testing::run(None, |e| reporters.event(e));
+        test_support::run(None, |e| reporters.event(e));
         let e = reporters.finish().unwrap_err();
         assert!(matches!(e, ReportError::IsFolder { .. }), "{e}");
         assert_eq!(finished.get(), 1, "the results are still printed");

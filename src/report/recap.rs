@@ -113,7 +113,7 @@ impl<W: Write> Reporter for Recap<W> {
         for o in outcomes
             .iter()
             // A failed preflight check says its fix on its own line; nothing reruns it alone.
-            .filter(|o| failed_itself(o.verdict, self.strict) && o.kind != crate::run::ENVIRONMENT)
+            .filter(|o| failed_itself(o.verdict, self.strict) && o.kind != crate::run::PREFLIGHT)
         {
             let place = o.location().unwrap_or_else(|| "(no file)".into());
             self.failed.push(Failed {

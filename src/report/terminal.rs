@@ -103,7 +103,7 @@ impl<W: Write> Terminal<W> {
         if !fails {
             return;
         }
-        if o.kind == crate::run::ENVIRONMENT {
+        if o.kind == crate::run::PREFLIGHT {
             self.failing
                 .push((o.verdict, format!("environment: {}", o.name)));
             return;
@@ -168,7 +168,7 @@ impl<W: Write> Terminal<W> {
             label
         };
         // A failed preflight check: what is wrong and the fix, on one line.
-        if o.kind == crate::run::ENVIRONMENT {
+        if o.kind == crate::run::PREFLIGHT {
             return format!(
                 "{label} environment: {}",
                 o.message.as_deref().unwrap_or("")
@@ -199,8 +199,7 @@ impl<W: Write> Terminal<W> {
 
     fn details(&self, o: &Outcome) -> Vec<String> {
         let mut lines = Vec::new();
-        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::ENVIRONMENT
-        {
+        if matches!(o.verdict, Verdict::Fail | Verdict::Error) && o.kind != crate::run::PREFLIGHT {
             if let Some(message) = &o.message {
                 lines.push(format!("        {message}"));
             }
@@ -364,7 +363,7 @@ fn paint(verdict: Verdict, text: &str) -> String {
 mod tests {
     use super::*;
     use crate::report::reported;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     /// The terminal's output for the test run, durations blanked.
     fn output(interrupt_at: Option<usize>, colour: bool) -> Vec<String> {
@@ -379,7 +378,7 @@ mod tests {
         String::from_utf8(terminal.out)
             .unwrap()
             .lines()
-            .map(testing::without_temp_dir)
+            .map(test_support::without_temp_dir)
             .map(|l| l.replace(&format!("{}/", dir.path().display()), ""))
             .map(|l| match (l.find(" ["), l.find("s] ")) {
                 (Some(a), Some(b)) if a < b => format!("{}{}", &l[..a], &l[b + 2..]),
@@ -442,7 +441,7 @@ mod tests {
         {
             let lesson = if i % 2 == 0 { 30 } else { 31 };
             terminal.several_lessons = true;
-            let mut o = crate::run::testing::outcome(lesson, &format!("P{i:02}"), verdict);
+            let mut o = crate::run::test_support::outcome(lesson, &format!("P{i:02}"), verdict);
             o.backend = (i == 0).then_some("postgres");
             terminal.record(&o);
         }

@@ -97,10 +97,10 @@ impl From<ProbeError> for CaseError {
     }
 }
 
-/// The kind of the outcome of a failed preflight check.
-pub const ENVIRONMENT: &str = "environment";
+/// The kind of the outcome of a failed preflight check, which reports show as `environment`.
+pub const PREFLIGHT: &str = "environment";
 
-/// The outcome of a case decided SKIP, PENDING, NOT RUN (its environment is broken) or ERROR
+/// The outcome of a case decided SKIP, PENDING, NOT RUN (a check it needs failed) or ERROR
 /// (a failed preflight check); `None` for a case to run.
 pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     let (verdict, reason) = match &case.decision {
@@ -113,7 +113,7 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     let mut outcome = Outcome::of(case);
     if matches!(case.decision, Decision::Broken(_)) {
         // Its message says what and where; no manifest line is its place.
-        outcome.kind = ENVIRONMENT;
+        outcome.kind = PREFLIGHT;
         outcome.file = None;
     }
     outcome.verdict = verdict;

@@ -13,10 +13,10 @@ mod remote_host;
 mod retry;
 mod schedule;
 #[cfg(test)]
-pub(crate) mod testing;
+pub(crate) mod test_support;
 
 pub use events::{Interrupt, Interruption, RunEvent, RunSummary};
-pub use execute::ENVIRONMENT;
+pub use execute::PREFLIGHT;
 pub use outcome::{Attempt, Counts, Outcome, Verdict};
 pub use partition::{Partition, PartitionError};
 pub use plan::{Decision, Plan, PlannedCase, SqlTarget};
@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use lessonprobe_probes::KafkaTarget;
 
-/// Everything a run needs to know, decided once from the command line and the environment.
+/// Everything a run needs to know, decided once from the command line and its variables.
 #[derive(Debug)]
 pub struct RunConfig {
     pub jobs: usize,
@@ -44,7 +44,7 @@ pub struct RunConfig {
     pub remote: RemoteHost,
     /// When the run stops starting probes, and how often a failing one is tried again.
     pub failure: FailurePolicy,
-    /// The environment checks made before any probe, those that some case needs.
+    /// The preflight checks made before any probe, those that some case needs.
     pub preflight: Vec<Check>,
     /// Probes to run before the others, as (lesson, probe id): those that failed in the
     /// previous run, under `--watch`. Empty: the plan keeps the lessons' order.

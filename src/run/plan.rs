@@ -53,8 +53,8 @@ impl PlannedCase<'_> {
 
     /// The key this case's names on shared services carry in run `run_id`: topics, groups,
     /// schemas and database files of the same probe id in two lessons never meet.
-    pub fn scratch_key(&self, run_id: &str) -> String {
-        crate::scratch_key::case_key(
+    pub fn case_key(&self, run_id: &str) -> String {
+        crate::case_key::case_key(
             run_id,
             self.checkpoint.lesson,
             &self.probe.id,

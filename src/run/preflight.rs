@@ -1,5 +1,5 @@
-//! The preflight: the environment checks a run is given (by the components that own each
-//! service) run at once, in parallel and bounded, before any probe; a failed one becomes an
+//! The preflight: the checks of services and the interpreter a run is given (by the components
+//! that own each) run at once, in parallel and bounded, before any probe; a failed one becomes an
 //! ERROR case of its own and the cases that need it are NOT RUN with its message.
 
 use std::sync::mpsc;
@@ -42,7 +42,7 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// One check of the environment, given by the component that owns the service; it bounds its
+/// One check of a service or the interpreter, given by the component that owns the service; it bounds its
 /// own waits by the limit it is handed.
 #[derive(Clone)]
 pub struct Check {
@@ -69,7 +69,7 @@ pub struct Failed {
     pub problem: Problem,
 }
 
-/// What a planned case needs of the environment, from what the plan knows of it.
+/// What a planned case needs of services and the interpreter, from what the plan knows of it.
 pub fn needs(case: &PlannedCase<'_>, config: &RunConfig) -> Vec<Need> {
     let mut needs = Vec::new();
     let probe = case.probe;
@@ -199,18 +199,18 @@ pub fn checkpoint(failed: &[Failed]) -> Checkpoint {
 }
 
 /// The plan with the failed checks first, as cases of their own, and every case that needs one
-/// of them NOT RUN with its message; `environment` is [`checkpoint`] of `failed`.
+/// of them NOT RUN with its message; `broken` is [`checkpoint`] of `failed`.
 pub fn apply<'a>(
     plan: &Plan<'a>,
     config: &RunConfig,
     failed: &[Failed],
-    environment: &'a Checkpoint,
+    broken: &'a Checkpoint,
 ) -> Plan<'a> {
     let mut cases: Vec<PlannedCase<'a>> = failed
         .iter()
-        .zip(&environment.probes)
+        .zip(&broken.probes)
         .map(|(f, probe)| PlannedCase {
-            checkpoint: environment,
+            checkpoint: broken,
             probe,
             sql: None,
             decision: Decision::Broken(f.problem.to_string()),

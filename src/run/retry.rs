@@ -94,15 +94,15 @@ fn plural(n: usize, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     #[test]
     fn a_pass_after_a_failure_is_flaky_and_keeps_the_failed_attempt() {
-        let mut first = testing::outcome(90, "a", Verdict::Fail);
+        let mut first = test_support::outcome(90, "a", Verdict::Fail);
         first.message = Some("exited with status 1".into());
         first.output = "attempt one".into();
         let last = settle(
-            vec![testing::outcome(90, "a", Verdict::Pass)],
+            vec![test_support::outcome(90, "a", Verdict::Pass)],
             &[vec![first]],
         );
         assert_eq!(last[0].verdict, Verdict::Flaky);
@@ -118,12 +118,12 @@ mod tests {
 
     #[test]
     fn a_case_that_fails_every_attempt_stays_fail_and_a_first_pass_stays_pass() {
-        let fail = || testing::outcome(90, "a", Verdict::Fail);
+        let fail = || test_support::outcome(90, "a", Verdict::Fail);
         let last = settle(vec![fail()], &[vec![fail()], vec![fail()]]);
         assert_eq!(last[0].verdict, Verdict::Fail);
         assert_eq!(last[0].attempts, 3);
         assert_eq!(last[0].failed_attempts.len(), 2);
-        let once = settle(vec![testing::outcome(90, "a", Verdict::Pass)], &[]);
+        let once = settle(vec![test_support::outcome(90, "a", Verdict::Pass)], &[]);
         assert_eq!((once[0].verdict, once[0].attempts), (Verdict::Pass, 1));
     }
 }

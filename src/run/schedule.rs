@@ -83,7 +83,7 @@ pub fn execute(
                     if runs && tx.send(Progress::Started(i)).is_err() {
                         break;
                     }
-                    let key = case.scratch_key(run_id);
+                    let key = case.case_key(run_id);
                     let outcomes =
                         run_with_retries(case, config, &key, interrupt.cancel(), documents);
                     if outcomes.iter().any(|o| o.verdict.failed()) {
@@ -290,7 +290,7 @@ fn interrupted(case: &PlannedCase<'_>, why: Interruption, when: &str) -> Outcome
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::testing;
+    use crate::run::test_support;
 
     /// Each event as a line: its kind, the case and the verdicts.
     fn describe(event: &RunEvent<'_>) -> String {
@@ -327,7 +327,9 @@ mod tests {
     #[test]
     fn every_case_starts_and_finishes_in_order_between_run_started_and_finished() {
         let mut seen = Vec::new();
-        let summary = testing::run(None, |e| seen.push(testing::without_temp_dir(&describe(e))));
+        let summary = test_support::run(None, |e| {
+            seen.push(test_support::without_temp_dir(&describe(e)))
+        });
         assert_eq!(
             seen,
             [
@@ -348,7 +350,7 @@ mod tests {
     #[test]
     fn an_interruption_ends_every_unfinished_case_as_error_and_starts_no_other() {
         let mut seen = Vec::new();
-        let summary = testing::run(Some(1), |e| seen.push(describe(e)));
+        let summary = test_support::run(Some(1), |e| seen.push(describe(e)));
         assert_eq!(
             seen,
             [
@@ -399,8 +401,8 @@ question = "why?"
             ..Default::default()
         };
         let mut seen = Vec::new();
-        testing::run_manifest(manifest, failure, None, |e| {
-            seen.push(testing::without_temp_dir(&describe(e)))
+        test_support::run_manifest(manifest, failure, None, |e| {
+            seen.push(test_support::without_temp_dir(&describe(e)))
         });
         assert_eq!(
             seen,
@@ -428,7 +430,8 @@ question = "why?"
             ..Default::default()
         };
         let mut seen = Vec::new();
-        let summary = testing::run_manifest(&manifest, failure, None, |e| seen.push(describe(e)));
+        let summary =
+            test_support::run_manifest(&manifest, failure, None, |e| seen.push(describe(e)));
         assert_eq!(
             seen[2],
             "case 0 finished FLAKY passed on attempt 2 of 2 after 1 failed attempt"

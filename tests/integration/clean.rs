@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lessonprobe_probes::scratch::schema_for_run;
+use lessonprobe_probes::case_schema::schema_for_run;
 use lessonprobe_testkit::kafka::partitions_of;
 use lessonprobe_testkit::*;
 

@@ -109,3 +109,66 @@ fn every_console_example_in_the_docs_holds_under_lessonprobe_doc() {
     assert!(total >= 5, "the docs hold console examples: {pages:?}");
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
 }
+
+/// `docs/development.md` is the contributor's map: it names every folder of `src/` and
+/// `ticketflow/src/` (`src/lesson/isolation/`), every module of `src/commands/`
+/// (`src/commands/run/builder.rs`) and every integration test module
+/// (`tests/integration/cli.rs`) by its path, as they are on disk.
+#[test]
+fn the_contributor_map_names_every_folder_command_module_and_test_module() {
+    let page = std::fs::read_to_string(repo().join("docs/development.md"))
+        .expect("docs/development.md is readable");
+    let mut wanted = Vec::new();
+    for root in ["src", "ticketflow/src"] {
+        let mut folders = Vec::new();
+        walk(&repo().join(root), &mut folders, &mut Vec::new());
+        wanted.extend(folders.iter().map(|f| format!("{}/", relative(f))));
+    }
+    let (mut folders, mut files) = (Vec::new(), Vec::new());
+    walk(&repo().join("src/commands"), &mut folders, &mut files);
+    wanted.extend(
+        files
+            .iter()
+            .filter(|f| !f.ends_with("src/commands/mod.rs"))
+            .map(|f| relative(f)),
+    );
+    let tests = std::fs::read_dir(repo().join("tests/integration"))
+        .expect("tests/integration is readable")
+        .map(|e| e.expect("a tests/integration entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"));
+    wanted.extend(tests.map(|p| relative(&p)));
+    let missing: Vec<&String> = wanted
+        .iter()
+        .filter(|path| !page.contains(&format!("`{path}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/development.md does not name (as `PATH`): {missing:?}"
+    );
+    assert!(wanted.len() > 60, "the tree was read: {wanted:?}");
+}
+
+/// Every folder under `dir` (itself included) and every `.rs` file in them.
+fn walk(dir: &std::path::Path, folders: &mut Vec<PathBuf>, files: &mut Vec<PathBuf>) {
+    folders.push(dir.to_owned());
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("a readable source folder")
+        .map(|e| e.expect("a source folder entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            walk(&path, folders, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+}
+
+/// `path` relative to the repository, with `/` between its parts.
+fn relative(path: &std::path::Path) -> String {
+    path.strip_prefix(repo())
+        .expect("a path in the repository")
+        .to_string_lossy()
+        .into_owned()
+}

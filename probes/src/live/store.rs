@@ -12,7 +12,7 @@ use ticketflow::store::{
 
 use super::migrations::Migrations;
 use super::{LiveStore, TicketKey};
-use crate::scratch::ScratchSchema;
+use crate::case_schema::CaseSchema;
 
 /// The live service's business tables, recorded apart from the audit store's migrations.
 pub const LIVE_TABLES: Migrations = Migrations {
@@ -141,23 +141,23 @@ impl LiveStore for LiveSqlite {
     }
 }
 
-/// The live service on PostgreSQL, inside a scratch schema dropped after the store closes.
+/// The live service on PostgreSQL, inside a case schema dropped after the store closes.
 pub struct LivePostgres {
     // Declared first so its connection closes before the schema is dropped.
     audit: PostgresAuditStore,
-    _schema: ScratchSchema,
+    _schema: CaseSchema,
 }
 
 impl LivePostgres {
-    /// Creates the scratch schema `schema` on `url` and opens both sets of tables in it.
-    pub fn scratch(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let scratch = ScratchSchema::create(url, schema, timeout)?;
-        let mut audit = PostgresAuditStore::open_in_schema(url, scratch.name(), timeout)?;
+    /// Creates the case schema `schema` on `url` and opens both sets of tables in it.
+    pub fn in_case_schema(url: &str, schema: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let schema_of_case = CaseSchema::create(url, schema, timeout)?;
+        let mut audit = PostgresAuditStore::open_in_schema(url, schema_of_case.name(), timeout)?;
         let place = audit.place().to_owned();
         LIVE_TABLES.apply_postgres(audit.client(), &place)?;
         Ok(LivePostgres {
             audit,
-            _schema: scratch,
+            _schema: schema_of_case,
         })
     }
 }

@@ -1,9 +1,10 @@
 //! `lessonprobe replay`: parses the arguments into a `ticketflow::replay` request, prepares
 //! it, prints the plan (a dry run by default) or executes it with progress bars, renders the
-//! report and maps its verdict to an exit code. `replay status` lists the recorded plans.
+//! report and maps its verdict to an exit code. `replay status` lists the recorded plans; `replay verify` compares a window with its table.
 
 mod output;
 mod status;
+pub mod verify;
 
 use std::time::Instant;
 

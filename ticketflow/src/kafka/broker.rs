@@ -254,6 +254,15 @@ impl Broker {
             .map_err(|e| broker.error("asking for metadata", format!("{e}")))
     }
 
+    /// What to do when [`Broker::answers`] fails, said to a user whose option naming a broker
+    /// is `option`.
+    pub fn unanswered_fix(option: &str) -> String {
+        format!(
+            "start the broker, or give {option} the address of one that is up (without {option} \
+             the probes use the embedded broker)"
+        )
+    }
+
     /// A handle on the same address and properties that owns nothing (no mock cluster, no
     /// topics to delete), sharing this one's clients: for clients made later by something that
     /// outlives a borrow.

@@ -1,4 +1,4 @@
-//! Scratch schemas on a real PostgreSQL (LESSONPROBE_TEST_POSTGRES, started by scripts/test.sh):
+//! Per-case schemas on a real PostgreSQL (LESSONPROBE_TEST_POSTGRES, started by scripts/test.sh):
 //! a probe's store holds the audit and the live service's tables in a schema of its own, and
 //! the schema goes with the store.
 
@@ -10,12 +10,12 @@ use lessonprobe_testkit::services;
 use ticketflow::event::AuditEvent;
 
 #[test]
-fn a_scratch_store_has_both_sets_of_tables_and_its_schema_is_dropped_with_it() {
+fn a_store_in_a_case_schema_has_both_sets_of_tables_and_its_schema_is_dropped_with_it() {
     let Some(url) = services::postgres() else {
         return;
     };
-    let name = format!("t_scratch_{}", std::process::id());
-    let mut store = LivePostgres::scratch(&url, &name, Duration::from_secs(10)).unwrap();
+    let name = format!("t_case_schema_{}", std::process::id());
+    let mut store = LivePostgres::in_case_schema(&url, &name, Duration::from_secs(10)).unwrap();
     assert!(store.apply_live(&AuditEvent::sample()).unwrap());
     assert!(!store.apply_live(&AuditEvent::sample()).unwrap());
     assert_eq!(store.business_counts().unwrap(), (1, 1));

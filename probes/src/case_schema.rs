@@ -1,4 +1,4 @@
-//! Scratch PostgreSQL schemas: one per probe case, named after the run, created before the
+//! Per-case PostgreSQL schemas: one per probe case, named after the run, created before the
 //! case's store opens and dropped after it, so parallel runs never see each other's rows; and
 //! the characters such per-run names keep.
 
@@ -9,20 +9,20 @@ use ticketflow::store::postgres::{connect, quote_ident};
 use ticketflow::store::StoreError;
 
 /// A schema this case created; dropping the value drops the schema and everything in it.
-pub struct ScratchSchema {
+pub struct CaseSchema {
     client: Client,
     name: String,
     place: String,
 }
 
-impl ScratchSchema {
+impl CaseSchema {
     /// Connects to `url` (within `timeout`) and creates the schema `name`.
     pub fn create(url: &str, name: &str, timeout: Duration) -> Result<Self, StoreError> {
         let (mut client, place) = connect(url, timeout)?;
         client
             .batch_execute(&format!("CREATE SCHEMA {}", quote_ident(name)))
             .map_err(|e| StoreError::postgres(&place, e))?;
-        Ok(ScratchSchema {
+        Ok(CaseSchema {
             client,
             name: name.to_owned(),
             place,
@@ -34,7 +34,7 @@ impl ScratchSchema {
     }
 }
 
-impl Drop for ScratchSchema {
+impl Drop for CaseSchema {
     fn drop(&mut self) {
         if self.client.is_closed() {
             return;

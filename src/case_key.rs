@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use lessonprobe_probes::scratch::lower_alphanumeric;
+use lessonprobe_probes::case_schema::lower_alphanumeric;
 use regex::Regex;
 
 /// What every key starts with, so that names of other systems are never taken for ours.

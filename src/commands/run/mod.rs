@@ -1,27 +1,35 @@
-//! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code.
+//! `lessonprobe run` (and `lessonprobe` alone): select, plan, execute, report, exit code; and
+//! what serves every run: the course, the preflight's checks, the reports beside stdout.
 
-use std::path::{Path, PathBuf};
+mod builder;
+pub(super) mod ci_reports;
+pub(super) mod course;
+pub(super) mod preflight;
+
+pub(super) use builder::{junit_path, select, Reporting, RunBuilder};
+
+use std::path::Path;
 use std::time::Duration;
 
 use lessonprobe_probes::DbTarget;
 use ticketflow::KafkaTarget;
 
-use crate::checkpoint::{Backend, Catalog, ProbeKind, Selection};
+use crate::checkpoint::{Backend, Catalog, Selection};
 use crate::clean::{self, Place, Runs};
 use crate::cli::RunArgs;
 use crate::config::db::{self, DbChoice};
 use crate::exit::{Code, Error};
-use crate::history::{History, Recorder};
+use crate::history::Recorder;
 use crate::report::json::Json;
 use crate::report::junit::{self, Junit};
 use crate::report::ndjson::Ndjson;
-use crate::report::output::{self, Delivered};
+use crate::report::output::Delivered;
 use crate::report::terminal::Terminal;
 use crate::report::{Format, Reporter, Reporters};
-use crate::run::{self, FailurePolicy, Interrupt, Partition, Plan, RunConfig, SqlTarget};
+use crate::run::{self, Interrupt, Partition, Plan, RunConfig, SqlTarget};
 
-use super::ci_reports::Extras;
-use super::course::OpenCourse;
+use ci_reports::Extras;
+use course::OpenCourse;
 
 /// The SQL backends of `--db`, folders of `sqlite:DIR` created.
 pub(super) fn sql_targets(choices: &[DbChoice]) -> Result<Vec<SqlTarget>, Error> {
@@ -73,12 +81,8 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut catalog = Catalog::load(args.catalog.checkpoints.as_deref(), &super::builtin_names())?;
     let mut course = OpenCourse::find(&args.course, args.rev.as_deref())?;
-    // Without --python, a course that declares its environment runs in it, made when missing.
-    if let (Some(open), None) = (course.as_mut(), &args.course.python) {
-        let base = open.course.settings.python.clone();
-        if let Some(python) = super::env::ensure(&open.course, &base)? {
-            open.course.settings.python = python.display().to_string();
-        }
+    if let Some(open) = course.as_mut() {
+        open.run_in_environment(args.course.python.is_some())?;
     }
     let uncollected = match &course {
         Some(course) => course.attach(&mut catalog, args.strict)?,
@@ -96,63 +100,27 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
             return Ok(Code::Ok);
         }
     }
-    let mut selection = Selection::new(&catalog, args.lesson, &args.select)?;
-    if let Some(partition) = partition {
-        partition.keep(&mut selection);
-    }
     let key = selection_key(args, course.is_some(), partition);
-    let history = History::open(Path::new("."), key);
-    if args.last_failed {
-        let what = history.keep_failed(&mut selection);
-        eprintln!("lessonprobe: {what}");
-    }
-    let wants_remote = selection
-        .checkpoints
-        .iter()
-        .flat_map(|(_, probes)| probes)
-        .any(|p| matches!(p.kind, ProbeKind::Remote { .. }));
-    let mut config = RunConfig {
-        jobs: super::jobs(args.jobs),
-        default_timeout: args.timeout,
-        course_root: course
-            .as_ref()
-            .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
-        sql: sql_targets(&args.db)?,
-        kafka: super::kafka_target(&args.kafka)?,
-        remote: super::remote_host(&args.hosts, wants_remote)?,
-        failure: FailurePolicy {
-            max_fail: if args.fail_fast {
-                Some(1)
-            } else {
-                args.max_fail
-            },
-            retries: args.retries.unwrap_or(0),
-            retry_documents: args.retry_documents,
-        },
-        preflight: Vec::new(),
-        first: match order {
-            Order::AsPlanned => Default::default(),
-            Order::FailedFirst => history.failed(),
-        },
+    let keep = |selection: &mut Selection<'_>| {
+        if let Some(partition) = partition {
+            partition.keep(selection);
+        }
     };
-    config.preflight = super::preflight::checks(
-        course.as_ref().map(|c| &c.course),
-        &config.sql,
-        &config.kafka,
-        &config.remote,
-    );
-    let report = Reporting {
-        junit: junit_path(args),
-        format: args.format,
-        verbose: args.verbose,
-        strict: args.strict,
-        junit_family: args.junit_family,
-        extras: Extras::of(args, course.as_ref(), uncollected, &config)?,
+    let (selection, history) = builder::select(args, &catalog, keep, Path::new("."), key)?;
+    let first = match order {
+        Order::AsPlanned => Default::default(),
+        Order::FailedFirst => history.failed(),
     };
+    let (config, report) = RunBuilder::new(args)
+        .course(course.as_ref())
+        .uncollected(uncollected)
+        .databases(&args.db)
+        .first(first)
+        .build(&selection)?;
     let run_id = match &args.run_id {
         Some(id) => {
             // A run given the id of an earlier one starts from nothing that run left.
-            drop_scratch(&selection, &config, id, Leftovers::OfEarlierRun);
+            drop_leftovers(&selection, &config, id, Leftovers::OfEarlierRun);
             id.clone()
         }
         None => new_run_id(),
@@ -165,17 +133,6 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         interrupt,
         Some(Recorder::new(history)),
     )
-}
-
-/// Where a run's JUnit report goes: `--junit`, else `reports/lesson-NN.xml` for one lesson or
-/// `reports/lessonprobe.xml`; none with `--no-junit`.
-pub(super) fn junit_path(args: &RunArgs) -> Option<PathBuf> {
-    (!args.no_junit).then(|| {
-        args.junit.clone().unwrap_or_else(|| match args.lesson {
-            Some(n) => PathBuf::from(format!("reports/lesson-{n:02}.xml")),
-            None => PathBuf::from("reports/lessonprobe.xml"),
-        })
-    })
 }
 
 /// What names a course and selection in the last-failed state: the course checkout, the
@@ -210,49 +167,6 @@ pub(super) fn new_run_id() -> String {
         chrono::Utc::now().format("%Y%m%d%H%M%S%3f"),
         std::process::id()
     )
-}
-
-/// How a run reports: where JUnit goes, what stdout shows, whether PENDING fails.
-pub(super) struct Reporting {
-    pub junit: Option<PathBuf>,
-    pub format: Format,
-    pub verbose: bool,
-    pub strict: bool,
-    pub junit_family: crate::report::junit::Family,
-    /// GitHub Actions output, HTML, the failure recap, slow notices.
-    pub extras: Extras,
-}
-
-impl Reporting {
-    /// Whether a report is written to standard output (`-`): then the human lines go to
-    /// standard error. Two writers of standard output are refused.
-    fn stdout_taken(&self) -> Result<bool, Error> {
-        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new(output::STDOUT));
-        let mut takers: Vec<&str> = Vec::new();
-        if dash(&self.junit) {
-            takers.push("--junit -");
-        }
-        if dash(&self.extras.html) {
-            takers.push("--html -");
-        }
-        if self.format != Format::Human && !takers.is_empty() {
-            takers.push(match self.format {
-                Format::Json => "--format json",
-                _ => "--format ndjson",
-            });
-        }
-        match takers.as_slice() {
-            [] => Ok(false),
-            [_] => Ok(true),
-            [a, b] => Err(Error::Usage(format!(
-                "{a} and {b} both write to standard output; send one of them to a file"
-            ))),
-            _ => Err(Error::Usage(format!(
-                "{} all write to standard output; send all but one to a file",
-                takers.join(", ")
-            ))),
-        }
-    }
 }
 
 /// Checks the report path, plans and executes the selection with Ctrl-C and SIGTERM turned into
@@ -325,13 +239,13 @@ pub(super) fn execute_and_record(
         reporters.event(event)
     });
     if summary.interrupted.is_some() {
-        drop_scratch(selection, config, run_id, Leftovers::OfInterruption);
+        drop_leftovers(selection, config, run_id, Leftovers::OfInterruption);
     }
     reporters.finish()?;
     Ok(Code::of_run(&summary, reporting.strict))
 }
 
-/// Why a run drops scratch resources of its own id.
+/// Why a run drops what runs of its own id left.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Leftovers {
     /// Before it starts: an earlier run with this id left them.
@@ -343,7 +257,7 @@ enum Leftovers {
 /// Drops what the probes of `selection` have of run `run_id` on PostgreSQL and a real broker,
 /// saying what, and how to finish the job when a service refuses. Services that cannot be
 /// asked are named after an interruption only: before a run, its probes will say so.
-fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why: Leftovers) {
+fn drop_leftovers(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why: Leftovers) {
     let runs = Runs::One {
         run_id: run_id.to_owned(),
         schemas: clean::run_schemas(selection.checkpoints.iter().map(|(c, _)| *c), run_id),
@@ -368,7 +282,7 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
         "`lessonprobe clean --run-id {run_id} --execute` with the same --db/--kafka drops it later"
     );
     for place in &places {
-        let found = match clean::find(place, &runs, SCRATCH_TIMEOUT) {
+        let found = match clean::find(place, &runs, LEFTOVER_TIMEOUT) {
             Ok(found) => found,
             Err(e) => {
                 if loud {
@@ -377,7 +291,7 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
                 continue;
             }
         };
-        for result in clean::drop_all(place, &found.leftovers, SCRATCH_TIMEOUT) {
+        for result in clean::drop_all(place, &found.leftovers, LEFTOVER_TIMEOUT) {
             match result {
                 Ok(leftover) => eprintln!("lessonprobe: dropped {leftover}, {because}"),
                 Err(e) => eprintln!("lessonprobe: {e}; {later}"),
@@ -386,5 +300,5 @@ fn drop_scratch(selection: &Selection<'_>, config: &RunConfig, run_id: &str, why
     }
 }
 
-/// How long each service gets to list and drop a run's scratch resources.
-const SCRATCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long each service gets to list and drop what a run left.
+const LEFTOVER_TIMEOUT: Duration = Duration::from_secs(5);

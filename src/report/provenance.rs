@@ -12,9 +12,9 @@ pub enum Verified {
     ChangedSince { base: String },
 }
 
-/// The run's environment as the reports show it.
+/// What the run verified, as the reports show it.
 #[derive(Debug, Clone)]
-pub struct Environment {
+pub struct Provenance {
     /// The course folder as given, if the run had a course.
     pub course: Option<String>,
     pub verified: Verified,
@@ -26,9 +26,9 @@ pub struct Environment {
     pub remote: String,
 }
 
-impl Default for Environment {
+impl Default for Provenance {
     fn default() -> Self {
-        Environment {
+        Provenance {
             course: None,
             verified: Verified::Checkout,
             backends: Vec::new(),
@@ -38,7 +38,7 @@ impl Default for Environment {
     }
 }
 
-impl Environment {
+impl Provenance {
     /// One line naming what was verified, e.g. "revision v2 (commit 1a2b3c4d5e6f)".
     pub fn verified_text(&self) -> String {
         match &self.verified {

@@ -1,6 +1,6 @@
 //! The reports of a run beside its standard output and JUnit — GitHub Actions annotations and
 //! step summary, the HTML report, the failure recap, the slow notices — decided from the
-//! command line, the environment and the course.
+//! command line, the GitHub Actions variables and the course.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -12,9 +12,9 @@ use crate::checkpoint::Uncollected;
 use crate::cli::RunArgs;
 use crate::config::db::DbChoice;
 use crate::exit::Error;
-use crate::report::environment::{Environment, Verified};
 use crate::report::github::Github;
 use crate::report::html::Html;
+use crate::report::provenance::{Provenance, Verified};
 use crate::report::recap::{Recap, Rerun};
 use crate::report::slow::Slow;
 use crate::report::{Format, Reporters};
@@ -24,12 +24,12 @@ use super::course::OpenCourse;
 
 /// What a run reports beside standard output and JUnit.
 #[derive(Default)]
-pub(super) struct Extras {
+pub(in crate::commands) struct Extras {
     pub html: Option<PathBuf>,
     /// Whether to write GitHub Actions workflow commands and the step summary.
     pub github: bool,
     pub uncollected: Vec<Uncollected>,
-    pub environment: Environment,
+    pub provenance: Provenance,
     pub rerun: Rerun,
     pub slow_after: Option<Duration>,
 }
@@ -56,7 +56,7 @@ impl Extras {
             html: args.html.clone(),
             github,
             uncollected,
-            environment: environment(args, course, config),
+            provenance: provenance(args, course, config),
             rerun: rerun(args),
             slow_after: Some(args.slow_after),
         })
@@ -113,7 +113,7 @@ impl Extras {
             reporters.add(Recap::to(human_out(), self.rerun.clone()).strict(strict));
         }
         if let Some(path) = &self.html {
-            reporters.add(Html::new(path, self.environment.clone()).strict(strict));
+            reporters.add(Html::new(path, self.provenance.clone()).strict(strict));
         }
         if self.github {
             let out: Box<dyn std::io::Write> = if human {
@@ -127,7 +127,7 @@ impl Extras {
                     .map(PathBuf::from)
             };
             reporters.add(
-                Github::new(out, self.environment.clone())
+                Github::new(out, self.provenance.clone())
                     .summary(var("GITHUB_STEP_SUMMARY"))
                     .workspace(var("GITHUB_WORKSPACE"))
                     .uncollected(self.uncollected.clone())
@@ -137,7 +137,7 @@ impl Extras {
     }
 }
 
-fn environment(args: &RunArgs, course: Option<&OpenCourse>, config: &RunConfig) -> Environment {
+fn provenance(args: &RunArgs, course: Option<&OpenCourse>, config: &RunConfig) -> Provenance {
     let verified = match (
         &args.rev,
         &args.changed_since,
@@ -156,7 +156,7 @@ fn environment(args: &RunArgs, course: Option<&OpenCourse>, config: &RunConfig) 
         .map(|t| t.backend.label().to_owned())
         .collect();
     backends.dedup();
-    Environment {
+    Provenance {
         course: course.map(|_| {
             args.course
                 .course

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{Catalog, ProbeKind, Uncollected};
 use crate::cli::CourseArgs;
+use crate::environment::provision::{self, Making};
 use crate::exit::Error;
 use crate::lesson::{self, Course, DocBody, Snapshot};
 
@@ -41,6 +42,19 @@ impl OpenCourse {
             course.settings.python = python.clone();
         }
         Ok(Some(OpenCourse { course, snapshot }))
+    }
+
+    /// Runs the course's probes in its declared environment, made when missing, unless the
+    /// interpreter is `given` (`--python`); as [`provision::cached`] decides.
+    pub fn run_in_environment(&mut self, given: bool) -> Result<(), Error> {
+        let settings = &mut self.course.settings;
+        let declared = settings.environment.as_ref();
+        let made = provision::cached(declared, given, &settings.python, Making::WhenMissing)
+            .map_err(unmade)?;
+        if let Some(cached) = made {
+            settings.python = cached.python.display().to_string();
+        }
+        Ok(())
     }
 
     /// Where `command` probes run.
@@ -88,5 +102,14 @@ impl OpenCourse {
                 })
         });
         Ok(catalog.checkpoints.iter().map(|c| c.lesson).collect())
+    }
+}
+
+/// Why the course's environment could not be made, as the command's error: a base interpreter
+/// that is not there is a usage error, a failed installation exits 4.
+pub(crate) fn unmade(e: provision::ProvisionError) -> Error {
+    match e {
+        provision::ProvisionError::NoBase { .. } => Error::Usage(e.to_string()),
+        e => Error::Operation(format!("cannot make the course's environment: {e}")),
     }
 }

@@ -1,4 +1,4 @@
-//! One SSH session under a watchdog: TCP connect, handshake, host-key verification against the
+//! One SSH connection under a watchdog: TCP connect, handshake, host-key verification against the
 //! host's known_hosts (before any authentication; no trust on first use), key or agent
 //! authentication, commands and file reads. Every step runs under a deadline; when it passes, or
 //! the run is cancelled, the watchdog shuts the socket so every pending libssh2 call returns
@@ -64,7 +64,7 @@ impl Deadline {
     }
 }
 
-/// Why a session step failed.
+/// Why a connection step failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StepError {
     /// The deadline passed and the watchdog shut the connection.
@@ -169,20 +169,20 @@ impl Drop for Watchdog {
     }
 }
 
-pub struct SshSession {
-    session: Session,
+pub struct SshConnection {
+    ssh: Session,
     watchdog: Watchdog,
-    /// Shut when the session is dropped, so freeing libssh2's state never waits on the peer.
+    /// Shut when the connection is dropped, so freeing libssh2's state never waits on the peer.
     socket: TcpStream,
     /// Set by any failed libssh2 call: the connection may be gone, open a new one.
     broken: AtomicBool,
     pub fingerprint: String,
 }
 
-impl SshSession {
+impl SshConnection {
     /// Connects, verifies the host key and authenticates, all by `deadline` and within the
     /// host's connect timeout.
-    pub fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshSession, StepError> {
+    pub fn open(host: &AuthorizedHost, deadline: &Deadline) -> Result<SshConnection, StepError> {
         let deadline = deadline
             .clone()
             .or(Deadline::after(host.connect_timeout, "the connect timeout"));
@@ -218,9 +218,9 @@ impl SshSession {
             None => failed(doing, e.to_string()),
         };
 
-        let mut session = Session::new().map_err(|e| failed("starting SSH", e.to_string()))?;
-        session.set_tcp_stream(stream);
-        let handshake = session.handshake();
+        let mut ssh = Session::new().map_err(|e| failed("starting SSH", e.to_string()))?;
+        ssh.set_tcp_stream(stream);
+        let handshake = ssh.handshake();
         // From here on a failure must not leave the socket to a drop that waits on the peer.
         let close = |e: StepError| {
             let _ = socket.shutdown(Shutdown::Both);
@@ -229,11 +229,11 @@ impl SshSession {
         handshake.map_err(|e| close(ssh_error("doing the SSH handshake", e)))?;
 
         // Host key first: nothing is sent about the user before the key is known.
-        let (key, _) = session
+        let (key, _) = ssh
             .host_key()
             .ok_or_else(|| close(StepError::HostKey("the server sent no host key".into())))?;
         let key = key.to_vec();
-        let fingerprint = session
+        let fingerprint = ssh
             .host_key_hash(HashType::Sha256)
             .map(|h| {
                 format!(
@@ -242,11 +242,11 @@ impl SshSession {
                 )
             })
             .unwrap_or_else(|| "unknown".into());
-        verify_host_key(&session, host, &key, &fingerprint)
+        verify_host_key(&ssh, host, &key, &fingerprint)
             .map_err(|e| close(StepError::HostKey(e)))?;
 
         let auth = match &host.identity {
-            Some(identity) => session
+            Some(identity) => ssh
                 .userauth_pubkey_file(&host.user, None, identity, None)
                 .map_err(|e| {
                     ssh_error(
@@ -258,7 +258,7 @@ impl SshSession {
                         e,
                     )
                 }),
-            None => session.userauth_agent(&host.user).map_err(|e| {
+            None => ssh.userauth_agent(&host.user).map_err(|e| {
                 ssh_error(
                     &format!(
                         "authentication as {} through the SSH agent refused",
@@ -269,14 +269,14 @@ impl SshSession {
             }),
         };
         auth.map_err(close)?;
-        if !session.authenticated() {
+        if !ssh.authenticated() {
             return Err(close(failed(
                 &format!("authenticating as {}", host.user),
                 "refused".into(),
             )));
         }
-        Ok(SshSession {
-            session,
+        Ok(SshConnection {
+            ssh,
             watchdog,
             socket,
             broken: AtomicBool::new(false),
@@ -284,7 +284,7 @@ impl SshSession {
         })
     }
 
-    /// Whether a step failed on this session: its connection may be gone.
+    /// Whether a step failed on this connection: it may be gone.
     pub fn is_broken(&self) -> bool {
         self.broken.load(Ordering::SeqCst) || self.watchdog.fired().is_some()
     }
@@ -304,7 +304,7 @@ impl SshSession {
     pub fn exec(&self, doing: &str, command: &str, deadline: &Deadline) -> Result<Ran, Cut> {
         self.watchdog.set(deadline);
         let cut = |error: StepError, output: String| Cut { error, output };
-        let mut channel = self.session.channel_session().map_err(|e| {
+        let mut channel = self.ssh.channel_session().map_err(|e| {
             cut(
                 self.error(doing, format!("opening a channel: {e}")),
                 String::new(),
@@ -345,7 +345,7 @@ impl SshSession {
         self.watchdog.set(deadline);
         let doing = format!("fetching {path}");
         let sftp = self
-            .session
+            .ssh
             .sftp()
             .map_err(|e| self.error(&doing, format!("opening SFTP: {e}")))?;
         let mut file = match sftp.open(std::path::Path::new(path)) {
@@ -360,9 +360,9 @@ impl SshSession {
     }
 }
 
-impl Drop for SshSession {
+impl Drop for SshConnection {
     fn drop(&mut self) {
-        // libssh2 may wait for the peer while freeing a channel or the session (ssh2-rs
+        // libssh2 may wait for the peer while freeing a channel or the connection (ssh2-rs
         // issue 165); a shut socket makes those waits return at once.
         let _ = self.socket.shutdown(Shutdown::Both);
     }
@@ -393,7 +393,7 @@ fn resolve(address: &str, port: u16, deadline: &Deadline) -> Result<SocketAddr, 
 }
 
 fn verify_host_key(
-    session: &Session,
+    ssh: &Session,
     host: &AuthorizedHost,
     key: &[u8],
     fingerprint: &str,
@@ -412,7 +412,7 @@ fn verify_host_key(
             path.display()
         ));
     }
-    let mut known = session.known_hosts().map_err(|e| format!("ssh: {e}"))?;
+    let mut known = ssh.known_hosts().map_err(|e| format!("ssh: {e}"))?;
     known
         .read_file(path, KnownHostFileKind::OpenSSH)
         .map_err(|e| format!("cannot parse known_hosts {}: {e}", path.display()))?;

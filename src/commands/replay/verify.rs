@@ -19,9 +19,9 @@ use crate::exit::{Code, Error};
 use crate::render::{self, TableFormat};
 
 pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
-    let kafka = super::real_kafka(&args.kafka, "lessonprobe replay verify")?;
-    let db = super::target_db(args.db)?;
-    let window = super::window(&args.window)?;
+    let kafka = super::super::real_kafka(&args.kafka, "lessonprobe replay verify")?;
+    let db = super::super::target_db(args.db)?;
+    let window = super::super::window(&args.window)?;
     let request = VerifyRequest {
         topic: args.topic,
         window,
