@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
+use super::doc_run::{DocRun, DocVerdict};
 use super::document::{CodeProbe, DocBody, DocProbe};
 use super::exercise::{run_step, Workspace};
-use super::runs::{DocRun, DocVerdict};
 
 /// What a step left for the steps that continue it.
 #[derive(Debug)]

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::bless::Rewrite;
+use super::doc_run::{DocRun, DocVerdict};
 use super::document::{Block, CodeProbe, DocProbe};
 use super::isolation::{Delta, Layout, Scratch};
-use super::runs::{DocRun, DocVerdict};
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};

@@ -6,6 +6,7 @@
 mod bless;
 mod chain;
 mod course;
+mod doc_run;
 mod document;
 mod exercise;
 pub mod isolation;
@@ -23,6 +24,7 @@ use crate::diagnostics::Diagnostic;
 pub use bless::{bless, write_atomically, Blessed, Rewrite};
 pub use chain::with_predecessors;
 pub use course::{Course, CONFIG_FILE};
+pub use doc_run::{DocRun, DocVerdict};
 pub use document::{
     parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
     Setup,
@@ -32,7 +34,7 @@ pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
-pub use runs::{run_in_order, sequence_of, DocRun, DocVerdict, Runs};
+pub use runs::{run_in_order, sequence_of, Runs};
 pub use settings::{is_inside, show as show_path, Settings};
 
 /// Why a course or one of its lessons cannot be used. Everything but `Io` is the author's to

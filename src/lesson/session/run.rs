@@ -11,11 +11,12 @@ use lessonprobe_probes::Cancel;
 use super::python::{self, Interpreter, Request};
 use super::terminal::{self, Shell};
 use super::{Command, SessionBlock, SessionBody, Transcript};
+use crate::environment::interpreter::resolve;
 use crate::lesson::bless::Rewrite;
+use crate::lesson::doc_run::{DocRun, DocVerdict};
 use crate::lesson::exercise::PINNED_ENV;
 use crate::lesson::isolation::Scratch;
 use crate::lesson::matcher::{self, Rules};
-use crate::lesson::runs::{DocRun, DocVerdict};
 
 /// The folder the blocks run in, kept until they are done.
 enum Folder {
@@ -490,22 +491,6 @@ fn shown_command(script: &str) -> String {
         .enumerate()
         .map(|(i, l)| format!("{}{l}\n", if i == 0 { "$ " } else { "> " }))
         .collect()
-}
-
-/// The interpreter as an absolute path, if it exists.
-fn resolve(python: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if python.contains('/') {
-        let abs = std::path::absolute(python).ok()?;
-        return runnable(&abs).then_some(abs);
-    }
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|dir| dir.join(python))
-        .find(|c| runnable(c))
 }
 
 /// A folder with `python` and `python3` running `interpreter`: scripts, not links, so a virtual
