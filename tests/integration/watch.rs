@@ -68,13 +68,16 @@ fn left_in(tmp: &Path) -> Vec<String> {
 }
 
 /// A watch of `lesson` in `dir`, its probes' notes in `outside/watch.log`, its temporary
-/// files in `outside/tmp`.
+/// files in `outside/tmp`, its kept working copies in `outside/cache`, saying what bringing
+/// them up copied.
 fn watch(dir: &Dir, outside: &Dir, lesson: &str) -> Running {
     std::fs::create_dir_all(outside.join("tmp")).unwrap();
     dir.lessonprobe()
         .args(["--lesson", lesson, "--jobs", "1", "--watch"])
         .env("WATCH_LOG", outside.join("watch.log"))
         .env("TMPDIR", outside.join("tmp"))
+        .env("XDG_CACHE_HOME", outside.join("cache"))
+        .env("RUST_LOG", "lessonprobe::lesson::isolation=debug")
         .spawn()
 }
 
@@ -186,11 +189,20 @@ fn a_change_to_the_courses_project_reaches_the_next_run() {
 
     dir.write("project/data.txt", "second\n");
     running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
-    // The pooled copy of the project was made again: the probe saw the new content.
+    // The copy the watch kept was brought up to the change, that file alone: the probe saw the
+    // new content.
     assert_eq!(
         report_verdicts(&dir.join("reports/lesson-96.xml")),
         ["FAIL"]
     );
+    let stderr = running.stderr_so_far();
+    let copied: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| Some(l.split_once("files copied: ")?.1))
+        .collect();
+    assert_eq!(copied, ["1", "1"], "{stderr}");
+    assert_eq!(stderr.matches(": refreshed ").count(), 1, "{stderr}");
+    assert!(stderr.contains(": refreshed data.txt\n"), "{stderr}");
 
     running.signal(libc::SIGINT);
     running.within(Duration::from_secs(30)).status(130);
