@@ -166,6 +166,9 @@ impl Course {
                 "--select",
                 "EX-1*",
                 "--no-junit",
+                // A first run over 20,000 files on a loaded machine copies past the default 30 s.
+                "--timeout",
+                "300s",
                 "--jobs",
                 &jobs.to_string(),
             ])

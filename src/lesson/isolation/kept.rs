@@ -139,10 +139,14 @@ impl Slot {
     }
 }
 
-/// The folder name of a run-from folder's slots: a hash of its path and its shared paths.
+/// The folder name of a run-from folder's slots: a hash of its absolute path and its shared
+/// paths (two courses' `project` folders never share slots).
 fn key(layout: &Layout) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    layout.hash(&mut hasher);
+    std::path::absolute(&layout.source)
+        .unwrap_or_else(|_| layout.source.clone())
+        .hash(&mut hasher);
+    layout.shared.hash(&mut hasher);
     let name = layout
         .source
         .file_name()

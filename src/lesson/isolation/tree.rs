@@ -23,7 +23,7 @@ pub const NOT_COPIED: &[&str] = &[
 
 /// What a project folder is made of: where its pristine files are, and which of its paths are
 /// linked rather than copied (the course's `shared` folders).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub source: PathBuf,
     /// Paths relative to `source`.
