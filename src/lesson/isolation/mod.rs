@@ -104,13 +104,7 @@ impl WorkingCopy {
             Some(slot) => {
                 let cwd = slot.tree(&name);
                 let saved = slot.saved();
-                let saved = match saved {
-                    Some(saved) if matches(&cwd, &saved.copy).map_err(failed)? => Some(saved),
-                    _ => {
-                        slot.clear().map_err(failed)?;
-                        None
-                    }
-                };
+                // Marked before anything in the copy changes.
                 slot.begin().map_err(failed)?;
                 (Home::Kept(slot), cwd, saved)
             }
@@ -129,29 +123,40 @@ impl WorkingCopy {
             cwd,
             snapshot: Snapshot::new(),
             source: Vec::new(),
-            tracker: None,
+            tracker: tracker(mode),
             stale: false,
         };
-        match saved {
+        // A kept copy is used only when its entries are exactly what its saved stamps say (the
+        // walk that checks it takes the snapshot and the watches).
+        let trusted = match saved {
             Some(saved) => {
-                copy.source = saved.source;
-                copy.catch_up(false).map_err(failed)?;
+                copy.record(Path::new("")).map_err(failed)?;
+                let same = copy.snapshot.len() == saved.copy.len()
+                    && saved
+                        .copy
+                        .iter()
+                        .all(|(p, was)| copy.snapshot.get(p).is_some_and(|s| was.unchanged(s)));
+                if same {
+                    copy.source = saved.source;
+                    copy.catch_up().map_err(failed)?;
+                }
+                same
             }
-            None => {
-                // The course's stamps first: a file changed while it is copied is copied again
-                // by the next run.
-                copy.source = layout.stamps().map_err(failed)?;
-                copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
+            None => false,
+        };
+        if !trusted {
+            if let Home::Kept(slot) = &copy.home {
+                slot.clear().map_err(failed)?;
             }
+            copy.snapshot.clear();
+            copy.tracker = tracker(mode);
+            // The course's stamps first: a file changed while it is copied is copied again by
+            // the next run.
+            copy.source = layout.stamps().map_err(failed)?;
+            copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
+            copy.record(Path::new("")).map_err(failed)?;
         }
         copy.said_copied(before);
-        if mode == Mode::Watch {
-            match Tracker::new() {
-                Ok(tracker) => copy.tracker = Some(tracker),
-                Err(e) => tracing::warn!("inotify unavailable ({e}); working copies are compared entry by entry after each probe"),
-            }
-        }
-        copy.record(Path::new("")).map_err(failed)?;
         Ok(copy)
     }
 
@@ -165,10 +170,9 @@ impl WorkingCopy {
     }
 
     /// Brings the copy up to the course's current state, copying or removing only the entries
-    /// whose stamps differ from those it was brought up to; with `watched`, the snapshot and
-    /// the watches of what changed are taken again.
-    fn catch_up(&mut self, watched: bool) -> io::Result<()> {
-        let before = tree::copied();
+    /// whose stamps differ from those it was brought up to; the snapshot and the watches of
+    /// what changed are taken again.
+    fn catch_up(&mut self) -> io::Result<()> {
         let now = self.layout.stamps()?;
         let was: std::collections::HashMap<&Path, &Stamp> =
             self.source.iter().map(|(p, s)| (p.as_path(), s)).collect();
@@ -221,16 +225,11 @@ impl WorkingCopy {
                 moded.push(rel);
             }
         }
-        if watched {
-            for rel in replaced.iter().chain(&moded) {
-                self.snapshot.retain(|p, _| !p.starts_with(rel));
-                self.record(rel)?;
-            }
+        for rel in replaced.iter().chain(&moded) {
+            self.snapshot.retain(|p, _| !p.starts_with(rel));
+            self.record(rel)?;
         }
         self.source = now;
-        if watched {
-            self.said_copied(before);
-        }
         // What the refresh itself set off is not a probe's doing.
         if let Some(tracker) = &mut self.tracker {
             tracker.drain(&mut Touched::default())?;
@@ -362,17 +361,14 @@ impl WorkingCopy {
     }
 }
 
-/// Whether the copy at `cwd` is exactly what `saved` stamped: nothing wrote into it since.
-fn matches(cwd: &Path, saved: &[(PathBuf, Stamp)]) -> io::Result<bool> {
-    let saved: std::collections::HashMap<&Path, &Stamp> =
-        saved.iter().map(|(p, s)| (p.as_path(), s)).collect();
-    let mut same = true;
-    let mut seen = 0;
-    walk(cwd, Path::new(""), &mut |p, s| {
-        seen += 1;
-        same &= saved.get(p).is_some_and(|was| was.unchanged(s));
-    })?;
-    Ok(same && seen == saved.len())
+/// An inotify tracker in the watch mode (`None`, after a warning, where inotify is missing).
+fn tracker(mode: Mode) -> Option<Tracker> {
+    if mode != Mode::Watch {
+        return None;
+    }
+    Tracker::new()
+        .inspect_err(|e| tracing::warn!("inotify unavailable ({e}); working copies are compared entry by entry after each probe"))
+        .ok()
 }
 
 fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
@@ -441,13 +437,15 @@ impl Scratch {
     /// A working copy of `layout` as pristine, or as the step `after` left it.
     pub fn checkout(layout: &Layout, after: Option<&Delta>) -> Result<Scratch, IsolationError> {
         let mode = mode()?;
+        let before = tree::copied();
         let pooled = POOL.lock().ok().and_then(|mut pool| {
             let at = pool.iter().position(|c| &c.layout == layout)?;
             Some(pool.swap_remove(at))
         });
         let copy = match pooled {
-            Some(mut copy) if copy.stale => match copy.catch_up(true) {
+            Some(mut copy) if copy.stale => match copy.catch_up() {
                 Ok(()) => {
+                    copy.said_copied(before);
                     copy.stale = false;
                     copy
                 }
