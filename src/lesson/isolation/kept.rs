@@ -109,11 +109,14 @@ impl Slot {
         File::create(self.dir.join(RESETTING))?.sync_all()
     }
 
-    /// Empties the slot's folder for a copy made whole.
+    /// Empties the slot's folder for a copy made whole; the old copy is removed without
+    /// waiting for it ([`remove_later`]).
     pub fn clear(&self) -> io::Result<()> {
         self.begin()?;
         let _ = fs::remove_file(self.dir.join(STAMPS));
-        super::tree::remove(&self.dir.join(TREE))?;
+        if self.dir.join(TREE).exists() {
+            remove_later(&self.dir.join(TREE));
+        }
         fs::create_dir(self.dir.join(TREE))
     }
 
@@ -189,6 +192,10 @@ pub fn idle() -> Vec<(Kept, File)> {
         return found;
     };
     for folder in folders.flatten() {
+        // Copies being removed (`remove_later`).
+        if folder.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
         let Ok(slots) = fs::read_dir(folder.path()) else {
             continue;
         };
