@@ -388,6 +388,40 @@ fn clean_removes_the_kept_copies() {
     assert_eq!(copied(&run()), [4]);
 }
 
+/// The kept copies stay under `LESSONPROBE_COPIES_MB`: when a run ends, the least recently used
+/// copy no run holds is removed first.
+#[test]
+fn the_least_recently_used_copy_is_removed_past_the_cap() {
+    let dir = Dir::new();
+    let mut checks = Vec::new();
+    for name in ["a", "b"] {
+        let course = course(&dir.join(name), "");
+        // 600 KB each: one fits a cap of 1 MB, two do not.
+        std::fs::write(course.join("project/big.bin"), vec![b'x'; 600 * 1024]).unwrap();
+        checks.push(course);
+    }
+    let run = |course: &Path| {
+        let text = "# Check\n\n### Answer EX-49-01 [code]\n\nRun:\n\n```sh\ntest -s big.bin\n```\n";
+        std::fs::write(course.join("lessons/49-check.md"), text).unwrap();
+        let ran = run_lesson(&dir, course, "49")
+            .env("LESSONPROBE_COPIES_MB", "1")
+            .within(Duration::from_secs(30))
+            .stdout_has("1 passed")
+            .success();
+        copied(&ran.stderr)
+    };
+    let (a, b) = (&checks[0], &checks[1]);
+    assert_eq!(run(a), [5]);
+    assert_eq!(run(a), [0], "a copy within the cap was not kept");
+    assert_eq!(run(b), [5]);
+    assert_eq!(run(b), [0], "the most recently used copy was removed");
+    assert_eq!(
+        run(a),
+        [5],
+        "the least recently used copy was kept past the cap"
+    );
+}
+
 /// A continued step sees what its predecessor changed (made, changed, removed, a mode), a
 /// fresh step after it does not, on every mode.
 #[test]
