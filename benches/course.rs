@@ -1,7 +1,9 @@
 //! A course at scale: synthetic courses of N lessons × M small exercises (shell and Python,
 //! each saving a file and printing) over projects of 1, 200, 2,000 and 20,000 files, verified
-//! by `lessonprobe --jobs J` and, in the same run, by the independent limit: the same saved
-//! files and commands run in place in one copy of the project by `xargs -P J`, no isolation.
+//! by `lessonprobe --jobs J` (a first run, its working copies made, and a second run with
+//! nothing changed, its copies kept) and, in the same run, by the independent limit: the same
+//! saved files and commands run in place in one copy of the project by `xargs -P J`, no
+//! isolation.
 //! `cargo test --release --bench course` (see benches/README.md for the settings).
 
 use std::path::{Path, PathBuf};
@@ -148,10 +150,15 @@ impl Course {
         took
     }
 
-    /// `lessonprobe --course ROOT --jobs J`, every probe passing.
-    fn lessonprobe(&self, bin: &Path, jobs: usize) -> Duration {
+    /// `lessonprobe --course ROOT --jobs J`, every probe passing, its working copies kept in
+    /// `cache` (emptied first when `fresh`).
+    fn lessonprobe(&self, bin: &Path, jobs: usize, cache: &Path, fresh: bool) -> Duration {
+        if fresh {
+            let _ = std::fs::remove_dir_all(cache);
+        }
         let started = Instant::now();
         let out = Command::new(bin)
+            .env("XDG_CACHE_HOME", cache)
             .arg("--course")
             .arg(&self.root)
             // Only the synthetic lessons (100 and up), not the built-in checkpoints.
@@ -159,6 +166,9 @@ impl Course {
                 "--select",
                 "EX-1*",
                 "--no-junit",
+                // A first run over 20,000 files on a loaded machine copies past the default 30 s.
+                "--timeout",
+                "300s",
                 "--jobs",
                 &jobs.to_string(),
             ])
@@ -218,14 +228,27 @@ fn main() {
         .collect();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lessonprobe"));
     let probes = lessons * per_lesson;
+    let scratch = tempfile::Builder::new()
+        .prefix("lessonprobe-bench-course-")
+        .tempdir()
+        .unwrap();
+    let cache = scratch.path().join("cache");
+    let (first_bin, first_cache) = (bin.clone(), cache.clone());
+    let (baseline_cache, second_cache) = (cache.clone(), cache);
+    // The row the ratios and overheads are of: a student's rerun with nothing changed.
+    const MEASURED: usize = 2;
     let mut rows: Vec<Row> = vec![
         Row {
             name: "in place (limit)",
             run: Box::new(move |c: &Course| c.in_place(jobs)),
         },
         Row {
-            name: "lessonprobe",
-            run: Box::new(move |c: &Course| c.lessonprobe(&bin, jobs)),
+            name: "lessonprobe, first run",
+            run: Box::new(move |c: &Course| c.lessonprobe(&first_bin, jobs, &first_cache, true)),
+        },
+        Row {
+            name: "lessonprobe, second run",
+            run: Box::new(move |c: &Course| c.lessonprobe(&bin, jobs, &second_cache, false)),
         },
     ];
     // Another binary beside this one (e.g. the previous release), on projects up to a size.
@@ -238,7 +261,7 @@ fn main() {
                 if c.files > up_to {
                     Duration::ZERO
                 } else {
-                    c.lessonprobe(&baseline, jobs)
+                    c.lessonprobe(&baseline, jobs, &baseline_cache, true)
                 }
             }),
         });
@@ -246,10 +269,6 @@ fn main() {
     println!(
         "course benchmark: {lessons} lessons x {per_lesson} exercises = {probes} probes, --jobs {jobs}, median of {rounds} rounds (rows interleaved in each round), python3 and sh"
     );
-    let scratch = tempfile::Builder::new()
-        .prefix("lessonprobe-bench-course-")
-        .tempdir()
-        .unwrap();
     let mut results: Vec<(usize, Vec<Duration>, Vec<Duration>)> = Vec::new();
     for &files in &sizes {
         let made = Instant::now();
@@ -279,7 +298,7 @@ fn main() {
     }
     let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
     let per_probe =
-        |m: &[Duration]| (m[1].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
+        |m: &[Duration]| (m[MEASURED].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
     let seconds = |m: &[Duration]| {
         m.iter()
             .map(|t| match t.is_zero() {
@@ -291,20 +310,27 @@ fn main() {
     };
     println!();
     println!(
-        "| project files | wall: {} (s) | lessonprobe / limit (wall) | CPU: {} (s) | lessonprobe / limit (CPU) | overhead per probe, wall (ms) | overhead per probe, CPU (ms) |",
+        "| project files | wall: {} (s) | second run / limit (wall) | first run / limit (wall) | CPU: {} (s) | second run / limit (CPU) | overhead per probe of the second run, wall (ms) | the same, CPU (ms) |",
         names.join(" (s) | wall: "),
         names.join(" (s) | CPU: ")
     );
-    println!("|---:|{}", "---:|".repeat(2 * rows.len() + 4));
+    println!("|---:|{}", "---:|".repeat(2 * rows.len() + 5));
     for (files, wall, cpu) in &results {
         println!(
-            "| {files} | {} | {:.2} | {} | {:.2} | {:.1} | {:.1} |",
+            "| {files} | {} | {:.2} | {:.2} | {} | {:.2} | {:.1} | {:.1} |",
             seconds(wall),
+            wall[MEASURED].as_secs_f64() / wall[0].as_secs_f64(),
             wall[1].as_secs_f64() / wall[0].as_secs_f64(),
             seconds(cpu),
-            cpu[1].as_secs_f64() / cpu[0].as_secs_f64(),
+            cpu[MEASURED].as_secs_f64() / cpu[0].as_secs_f64(),
             per_probe(wall),
             per_probe(cpu)
+        );
+    }
+    if let (Some((_, w1, _)), Some((files, wn, _))) = (results.first(), results.last()) {
+        println!(
+            "\nsecond run, largest project ({files} files) against smallest: wall {:.2}x",
+            wn[MEASURED].as_secs_f64() / w1[MEASURED].as_secs_f64()
         );
     }
     if let (Some((_, w1, c1)), Some((_, wn, cn))) = (results.first(), results.last()) {

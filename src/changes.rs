@@ -1,7 +1,7 @@
 //! The file changes `--watch` reacts to: folders watched recursively (notify, debounced by
 //! notify-debouncer-full, so an editor's save of several events is one change), less what the
-//! `.gitignore` of each watched folder ignores, editors' swap and backup files, and the files
-//! the run writes itself.
+//! `.gitignore` of each watched folder ignores, editors' swap and backup files, the files the
+//! run writes itself and the temporary folder (`TMPDIR`), wherever it is.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
@@ -134,11 +134,19 @@ fn outermost(folders: &[PathBuf]) -> Vec<PathBuf> {
     roots
 }
 
+/// What the run names its entries in the temporary folder with (working copies, what a step
+/// left): never a change, even in a watch of the temporary folder itself.
+const OWN_TEMPORARY: &str = "lessonprobe-";
+
 /// What a change to a path is not told for.
 struct Filter {
+    roots: Vec<PathBuf>,
     /// Each root's `.gitignore` with [`ALWAYS_IGNORED`].
     ignores: Vec<Gitignore>,
     own: Vec<PathBuf>,
+    /// The temporary folder as given and as resolved (notify names paths under a root as the
+    /// root was given, which may go through a link).
+    temporary: Vec<PathBuf>,
 }
 
 impl Filter {
@@ -170,10 +178,18 @@ impl Filter {
             .iter()
             .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
             .collect();
-        Ok(Filter { ignores, own })
+        Ok(Filter {
+            roots: roots.to_vec(),
+            ignores,
+            own,
+            temporary: temporary_folder(),
+        })
     }
 
     fn ignores(&self, path: &Path) -> bool {
+        if self.is_temporary(path) {
+            return true;
+        }
         // The run's own files, and the folders it makes for them.
         if self
             .own
@@ -189,6 +205,42 @@ impl Filter {
                     .is_ignore()
         })
     }
+}
+
+impl Filter {
+    /// Whether `path` is in the temporary folder, where probes and the run write as they go. A
+    /// watch of a folder inside the temporary folder (a course under `/tmp`) ignores only the
+    /// run's own entries there; anything else of it would be the course.
+    fn is_temporary(&self, path: &Path) -> bool {
+        self.temporary.iter().any(|tmp| {
+            let Ok(below) = path.strip_prefix(tmp) else {
+                return false;
+            };
+            let root_inside = self
+                .roots
+                .iter()
+                .any(|root| path.starts_with(root) && root.starts_with(tmp));
+            !root_inside
+                || below.components().next().is_some_and(|first| {
+                    first
+                        .as_os_str()
+                        .to_string_lossy()
+                        .starts_with(OWN_TEMPORARY)
+                })
+        })
+    }
+}
+
+/// `TMPDIR` (or the system's default), absolute and resolved, each once.
+fn temporary_folder() -> Vec<PathBuf> {
+    let tmp = std::env::temp_dir();
+    let mut forms = vec![std::path::absolute(&tmp).unwrap_or_else(|_| tmp.clone())];
+    if let Ok(resolved) = tmp.canonicalize() {
+        if !forms.contains(&resolved) {
+            forms.push(resolved);
+        }
+    }
+    forms
 }
 
 #[cfg(test)]
@@ -233,6 +285,32 @@ mod tests {
         }
         for told in ["lessons/30.md", "src/app.py", "reports/notes.md", "logs"] {
             assert!(!filter.ignores(&root.join(told)), "{told}");
+        }
+    }
+
+    #[test]
+    fn the_temporary_folder_is_no_change_and_in_a_watch_of_it_only_the_runs_entries_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let course = dir.path().join("course");
+        let mut filter = Filter::new(std::slice::from_ref(&course), &[]).unwrap();
+        filter.temporary = vec![course.join("tmp")];
+        for ignored in [
+            "tmp/lessonprobe-doc-Ab12/project/a.txt",
+            "tmp/tmp.x1",
+            "tmp",
+        ] {
+            assert!(filter.ignores(&course.join(ignored)), "{ignored}");
+        }
+        assert!(!filter.ignores(&course.join("project/a.txt")));
+
+        // A watch started in the temporary folder, or in a folder inside it: the student's
+        // files there are changes, the run's own entries are not.
+        for tmp in [course.clone(), dir.path().to_owned()] {
+            let mut filter = Filter::new(std::slice::from_ref(&course), &[]).unwrap();
+            filter.temporary = vec![tmp.clone()];
+            assert!(filter.ignores(&tmp.join("lessonprobe-doc-Ab12/a.txt")));
+            assert!(!filter.ignores(&course.join("project/a.txt")));
+            assert!(!filter.ignores(&course.join("notes.txt")));
         }
     }
 }

@@ -546,6 +546,9 @@ pub struct CleanArgs {
     /// Only what the run with this id left [default: what every run left].
     #[arg(long, value_name = "ID", value_parser = values::parse_run_id)]
     pub run_id: Option<String>,
+    /// Also the working copies of course projects kept in the user's cache between runs.
+    #[arg(long)]
+    pub copies: bool,
     /// Drop what is found (without it, only list it).
     #[arg(long)]
     pub execute: bool,

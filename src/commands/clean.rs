@@ -1,6 +1,6 @@
 //! `lessonprobe clean`: lists what earlier probe runs left on PostgreSQL, in `sqlite:DIR`
-//! folders and on a real Kafka broker (every run's, or one run's), and drops it with
-//! `--execute`.
+//! folders and on a real Kafka broker (every run's, or one run's), and with `--copies` the
+//! working copies kept in the user's cache, and drops them with `--execute`.
 
 use lessonprobe_probes::DbTarget;
 use ticketflow::KafkaTarget;
@@ -12,6 +12,10 @@ use crate::config::db;
 use crate::exit::{Code, Error};
 
 pub fn clean(args: CleanArgs) -> Result<Code, Error> {
+    let copies = args.copies.then(|| copies(args.execute));
+    if copies.is_some() && args.db.is_empty() && args.kafka.kafka.is_none() {
+        return Ok(copies.unwrap_or(Code::Ok));
+    }
     let places = places(&args)?;
     let runs = match &args.run_id {
         None => Runs::All,
@@ -28,7 +32,7 @@ pub fn clean(args: CleanArgs) -> Result<Code, Error> {
         None => "every run".to_owned(),
         Some(id) => format!("run {id}"),
     };
-    let mut failed = false;
+    let mut failed = copies.is_some_and(|code| code != Code::Ok);
     let (mut listed, mut dropped, mut unasked) = (0, 0, 0);
     for place in &places {
         let found = match clean::find(place, &runs, args.timeout) {
@@ -83,6 +87,44 @@ pub fn clean(args: CleanArgs) -> Result<Code, Error> {
     Ok(if failed { Code::Operation } else { Code::Ok })
 }
 
+/// Lists the working copies kept in the user's cache that no run holds, and with `execute`
+/// removes them.
+fn copies(execute: bool) -> Code {
+    let root = crate::lesson::isolation::kept_root();
+    let mut failed = false;
+    let (mut listed, mut bytes) = (0, 0);
+    for (kept, removed) in crate::lesson::isolation::clean_kept(execute) {
+        let shown = kept.dir.display();
+        match (execute, removed) {
+            (false, _) => println!("would remove {shown} ({} MB)", kept.bytes >> 20),
+            (true, Ok(())) => println!("removed {shown} ({} MB)", kept.bytes >> 20),
+            (true, Err(e)) => {
+                eprintln!("lessonprobe: cannot remove {shown}: {e}");
+                failed = true;
+            }
+        }
+        listed += 1;
+        bytes += kept.bytes;
+    }
+    let mb = bytes >> 20;
+    match (listed, execute) {
+        (0, _) => println!("no working copies kept in {}", root.display()),
+        (n, false) => println!(
+            "{n} working copies ({mb} MB) kept in {}; run again with --execute to remove them",
+            root.display()
+        ),
+        (n, true) => println!(
+            "removed {n} working copies ({mb} MB) from {}",
+            root.display()
+        ),
+    }
+    if failed {
+        Code::Operation
+    } else {
+        Code::Ok
+    }
+}
+
 /// The services `--db` and `--kafka` name; an in-memory database has nothing to clean.
 fn places(args: &CleanArgs) -> Result<Vec<Place>, Error> {
     let postgres_env = std::env::var("LESSONPROBE_POSTGRES").ok();
@@ -106,7 +148,7 @@ fn places(args: &CleanArgs) -> Result<Vec<Place>, Error> {
     }
     if places.is_empty() {
         return Err(Error::Usage(
-            "clean needs a place to look: --db postgres://URL, --db sqlite:DIR or --kafka HOST:PORT"
+            "clean needs a place to look: --db postgres://URL, --db sqlite:DIR, --kafka HOST:PORT or --copies"
                 .into(),
         ));
     }

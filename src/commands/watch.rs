@@ -42,8 +42,8 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
                 .unwrap_or_else(|_| Err(Error::Operation("the run panicked".into())));
             (result, restarted)
         });
-        // The next run copies the project again: it may have changed.
-        crate::lesson::isolation::release_all();
+        // The working copies stay: the next run brings them up to what changed.
+        crate::lesson::isolation::between_runs();
         if let Err(e) = result {
             eprintln!("lessonprobe: {e}");
         }
@@ -91,12 +91,16 @@ fn given_folders_exist(args: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// What a run writes in the folders it watches: its reports and its last-failed state.
+/// What a run writes in the folders it watches: its reports, its last-failed state and the
+/// working copies kept in the user's cache (which may be inside the course).
 fn own_files(args: &RunArgs) -> Vec<PathBuf> {
     junit_path(args)
         .into_iter()
         .chain(args.html.clone())
-        .chain([PathBuf::from(crate::history::FOLDER)])
+        .chain([
+            PathBuf::from(crate::history::FOLDER),
+            crate::lesson::isolation::kept_root(),
+        ])
         .collect()
 }
 

@@ -1,9 +1,11 @@
 //! Probe isolation through the built binary: whatever a document probe writes to its scratch
 //! copy (new, changed, deleted files, modes, links, a rewrite in place with its mtime put back,
 //! a write through a hard link, folders made, removed or moved) reaches neither the next probe
-//! that reuses the copy nor the course; on inotify (`watch`) and on the full comparison
-//! (`scan`) it falls back to. Continued steps still see what their predecessor left, shared
-//! folders are linked, and no scratch folder outlives a run.
+//! that reuses the copy nor the course, in this run or the next (the copies are kept in the
+//! user's cache between runs); on inotify (`watch`) and on the full comparison (`scan`) it
+//! falls back to. A rerun copies only what changed in the course, a copy left half-reset or
+//! written by another process is rebuilt, continued steps still see what their predecessor left,
+//! shared folders are linked, and no temporary folder outlives a run.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -73,11 +75,32 @@ fn course(dir: &Path, config: &str) -> PathBuf {
     course
 }
 
-/// `lessonprobe --lesson N --no-junit --course COURSE`, run in `dir`.
+/// `lessonprobe --lesson N --no-junit --course COURSE`, run in `dir`, its working copies kept in
+/// `dir/cache`, saying what bringing them up copied.
 fn run_lesson(dir: &Dir, course: &Path, n: &str) -> Test {
     dir.lessonprobe()
         .args(["--lesson", n, "--no-junit", "--course"])
         .arg(course)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("RUST_LOG", "lessonprobe::lesson::isolation=debug")
+}
+
+/// The counts of files copied to bring working copies up to the course, as a run logged them.
+fn copied(stderr: &str) -> Vec<usize> {
+    stderr
+        .lines()
+        .filter_map(|l| l.split_once("brought up to the course, files copied: "))
+        .map(|(_, n)| n.trim().parse().unwrap())
+        .collect()
+}
+
+/// The entries a run refreshed in its working copies, as it logged them.
+fn refreshed(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.split_once(": refreshed "))
+        .map(|(_, rel)| rel.trim().to_owned())
+        .collect()
 }
 
 /// What `LISTING` prints in the pristine project.
@@ -103,9 +126,10 @@ fn lesson(mutation: &str, listing: &str) -> String {
     )
 }
 
-/// Runs `mutation` between two checks on one worker, on every mode: both checks pass (the
-/// second probe found the pristine copy again), all three ran in the same reused copy, and the
-/// course is as it was.
+/// Runs `mutation` between two checks on one worker, twice, on every mode: every check passes
+/// (the probe after it, and the next run's first, found the pristine copy again), all probes of
+/// both runs ran in the same reused copy, the second run copied no file, and the course is as
+/// it was.
 fn leaves_no_trace(mutation: &str) {
     for mode in MODES {
         let dir = Dir::new();
@@ -119,15 +143,20 @@ fn leaves_no_trace(mutation: &str) {
         .unwrap();
         let before = fingerprint(&course);
         let log = dir.join("folders.log");
-        run_lesson(&dir, &course, "41")
-            .args(["--jobs", "1"])
-            .env("LESSONPROBE_ISOLATION", mode)
-            .env("ISOLATION_LOG", &log)
-            .within(Duration::from_secs(30))
-            .stdout_has("3 passed, 0 failed, 0 errors")
-            .success();
+        for run in 1..=2 {
+            let ran = run_lesson(&dir, &course, "41")
+                .args(["--jobs", "1"])
+                .env("LESSONPROBE_ISOLATION", mode)
+                .env("ISOLATION_LOG", &log)
+                .within(Duration::from_secs(30))
+                .stdout_has("3 passed, 0 failed, 0 errors")
+                .success();
+            if run == 2 {
+                assert_eq!(copied(&ran.stderr), [0], "{mode}: {}", ran.stderr);
+            }
+        }
         let folders: Vec<String> = dir.read(&log).lines().map(str::to_owned).collect();
-        assert_eq!(folders.len(), 3, "{mode}: {folders:?}");
+        assert_eq!(folders.len(), 6, "{mode}: {folders:?}");
         assert!(
             folders.iter().all(|f| f == &folders[0]),
             "{mode}: the probes did not share one reused copy: {folders:?}"
@@ -209,6 +238,188 @@ fn a_file_replaced_by_a_directory_and_a_directory_by_a_file() {
 #[test]
 fn a_folder_made_unwritable() {
     leaves_no_trace("mkdir locked\necho x > locked/f\nchmod 0 locked sub/deep");
+}
+
+/// Writes lesson `n` of the one probe `check` into the course and returns a run of it on one
+/// worker (which must pass), giving its log.
+fn checker<'a>(
+    dir: &'a Dir,
+    course: &'a Path,
+    n: &'a str,
+    check: &str,
+) -> impl Fn() -> String + 'a {
+    let text = format!("# Check\n\n### Answer EX-{n}-01 [code]\n\nRun:\n\n{check}");
+    std::fs::write(course.join(format!("lessons/{n}-check.md")), text).unwrap();
+    move || {
+        run_lesson(dir, course, n)
+            .args(["--jobs", "1"])
+            .within(Duration::from_secs(30))
+            .stdout_has("1 passed, 0 failed")
+            .success()
+            .stderr
+    }
+}
+
+/// The folder of the first worker's kept copy of the course's project.
+fn first_slot(dir: &Dir) -> PathBuf {
+    let folder = std::fs::read_dir(dir.join("cache/lessonprobe/copies"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    folder.join("0")
+}
+
+/// A rerun brings the kept copy up to the course by what changed there: nothing changed,
+/// nothing copied; one file changed, exactly that file; a file made, removed, a folder's mode
+/// changed, exactly those.
+#[test]
+fn a_rerun_copies_only_what_changed_in_the_course() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    let project = course.join("project");
+    let rerun = checker(
+        &dir,
+        &course,
+        "46",
+        "```sh\ncat a.txt sub/deep/c.txt\n```\n",
+    );
+    let first = rerun();
+    assert_eq!(copied(&first), [4], "{first}");
+    let same = rerun();
+    assert_eq!(
+        (copied(&same), refreshed(&same)),
+        (vec![0], vec![]),
+        "{same}"
+    );
+
+    std::fs::write(project.join("sub/deep/c.txt"), "edited-c\n").unwrap();
+    let one = rerun();
+    assert_eq!(
+        (copied(&one), refreshed(&one)),
+        (vec![1], vec!["sub/deep/c.txt".to_owned()]),
+        "{one}"
+    );
+
+    std::fs::write(project.join("sub/new.txt"), "new\n").unwrap();
+    std::fs::remove_file(project.join("sub/b.txt")).unwrap();
+    std::fs::set_permissions(
+        project.join("empty"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    let some = rerun();
+    let mut said = refreshed(&some);
+    said.sort();
+    assert_eq!(
+        (copied(&some), said),
+        (
+            vec![1],
+            vec![
+                "empty".to_owned(),
+                "sub/b.txt".to_owned(),
+                "sub/new.txt".to_owned()
+            ]
+        ),
+        "{some}"
+    );
+    // The copy is the course's project as it now is.
+    assert_eq!(
+        fingerprint(&first_slot(&dir).join("tree/project")),
+        fingerprint(&project)
+    );
+}
+
+/// A kept copy whose stamps cannot be trusted is rebuilt whole, never used: one left
+/// half-reset by a run that died (its mark still there), one another process wrote into.
+#[test]
+fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    let rerun = checker(
+        &dir,
+        &course,
+        "47",
+        "```sh\ncat a.txt; test ! -e stray\n```\n\nExpected output:\n\n```text\npristine-a\n```\n",
+    );
+    rerun();
+    let slot = first_slot(&dir);
+
+    std::fs::write(slot.join("resetting"), "").unwrap();
+    std::fs::write(slot.join("tree/project/a.txt"), "half-reset\n").unwrap();
+    let crashed = rerun();
+    assert!(
+        crashed.contains("was left half-reset: rebuilt"),
+        "{crashed}"
+    );
+    assert_eq!(copied(&crashed), [4], "{crashed}");
+    assert!(!slot.join("resetting").exists());
+
+    std::fs::write(slot.join("tree/project/stray"), "").unwrap();
+    let written = rerun();
+    assert_eq!(copied(&written), [4], "{written}");
+    assert_eq!(copied(&rerun()), [0]);
+}
+
+/// `lessonprobe clean --copies` lists the kept copies and with `--execute` removes them: the
+/// next run copies the project again.
+#[test]
+fn clean_removes_the_kept_copies() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    let run = checker(&dir, &course, "48", "```sh\ncat a.txt\n```\n");
+    assert_eq!(copied(&run()), [4]);
+    let clean = |args: &[&str]| {
+        dir.lessonprobe()
+            .args(["clean", "--copies"])
+            .args(args)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+    };
+    clean(&[])
+        .stdout_has("1 working copies (0 MB) kept in ")
+        .stdout_has("run again with --execute to remove them")
+        .success();
+    clean(&["--execute"])
+        .stdout_has("removed 1 working copies (0 MB) from ")
+        .success();
+    clean(&[])
+        .stdout_has("no working copies kept in ")
+        .success();
+    assert_eq!(copied(&run()), [4]);
+}
+
+/// The kept copies stay under `LESSONPROBE_COPIES_MB`: when a run ends, the least recently used
+/// copy no run holds is removed first.
+#[test]
+fn the_least_recently_used_copy_is_removed_past_the_cap() {
+    let dir = Dir::new();
+    let mut checks = Vec::new();
+    for name in ["a", "b"] {
+        let course = course(&dir.join(name), "");
+        // 600 KB each: one fits a cap of 1 MB, two do not.
+        std::fs::write(course.join("project/big.bin"), vec![b'x'; 600 * 1024]).unwrap();
+        checks.push(course);
+    }
+    let run = |course: &Path| {
+        let text = "# Check\n\n### Answer EX-49-01 [code]\n\nRun:\n\n```sh\ntest -s big.bin\n```\n";
+        std::fs::write(course.join("lessons/49-check.md"), text).unwrap();
+        let ran = run_lesson(&dir, course, "49")
+            .env("LESSONPROBE_COPIES_MB", "1")
+            .within(Duration::from_secs(30))
+            .stdout_has("1 passed")
+            .success();
+        copied(&ran.stderr)
+    };
+    let (a, b) = (&checks[0], &checks[1]);
+    assert_eq!(run(a), [5]);
+    assert_eq!(run(a), [0], "a copy within the cap was not kept");
+    assert_eq!(run(b), [5]);
+    assert_eq!(run(b), [0], "the most recently used copy was removed");
+    assert_eq!(
+        run(a),
+        [5],
+        "the least recently used copy was kept past the cap"
+    );
 }
 
 /// A continued step sees what its predecessor changed (made, changed, removed, a mode), a

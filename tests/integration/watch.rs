@@ -68,13 +68,16 @@ fn left_in(tmp: &Path) -> Vec<String> {
 }
 
 /// A watch of `lesson` in `dir`, its probes' notes in `outside/watch.log`, its temporary
-/// files in `outside/tmp`.
+/// files in `outside/tmp`, its kept working copies in `outside/cache`, saying what bringing
+/// them up copied.
 fn watch(dir: &Dir, outside: &Dir, lesson: &str) -> Running {
     std::fs::create_dir_all(outside.join("tmp")).unwrap();
     dir.lessonprobe()
         .args(["--lesson", lesson, "--jobs", "1", "--watch"])
         .env("WATCH_LOG", outside.join("watch.log"))
         .env("TMPDIR", outside.join("tmp"))
+        .env("XDG_CACHE_HOME", outside.join("cache"))
+        .env("RUST_LOG", "lessonprobe::lesson::isolation=debug")
         .spawn()
 }
 
@@ -186,15 +189,77 @@ fn a_change_to_the_courses_project_reaches_the_next_run() {
 
     dir.write("project/data.txt", "second\n");
     running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
-    // The pooled copy of the project was made again: the probe saw the new content.
+    // The copy the watch kept was brought up to the change, that file alone: the probe saw the
+    // new content.
     assert_eq!(
         report_verdicts(&dir.join("reports/lesson-96.xml")),
         ["FAIL"]
     );
+    let stderr = running.stderr_so_far();
+    let copied: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| Some(l.split_once("files copied: ")?.1))
+        .collect();
+    assert_eq!(copied, ["1", "1"], "{stderr}");
+    assert_eq!(stderr.matches(": refreshed ").count(), 1, "{stderr}");
+    assert!(stderr.contains(": refreshed data.txt\n"), "{stderr}");
 
     running.signal(libc::SIGINT);
     running.within(Duration::from_secs(30)).status(130);
     assert_eq!(left_in(&outside.join("tmp")), Vec::<String>::new());
+}
+
+/// A watch whose temporary folder is inside the watched course (as CI jobs and dev containers
+/// often set `TMPDIR`) never reacts to its own working copies, nor to what its probes write
+/// there: one rerun per edit. The probe outlasts the quiet time, so its working copy would be
+/// told as a change while it runs.
+#[test]
+fn a_watch_with_its_temporary_folder_inside_the_course_reruns_once_per_edit() {
+    let dir = Dir::new();
+    dir.write("lessonprobe.toml", "");
+    dir.write("project/data.txt", "first\n");
+    dir.write(
+        "lessons/96-data.md",
+        "# Data\n\n### Answer EX-96-01 [code]\n\nRun:\n\n```sh\ncat data.txt; mktemp; sleep 1\n```\n\nExpected output:\n\n```text\nfirst\n[..]\n```\n",
+    );
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut running = dir
+        .lessonprobe()
+        .args(["--lesson", "96", "--jobs", "1", "--watch"])
+        .env("TMPDIR", &tmp)
+        .spawn();
+    let reran = |e: &str| e.contains("run 2");
+    running.wait_for_stderr("the first run", STEP, |e| waits(e) == 1 || reran(e));
+    std::thread::sleep(SETTLE);
+    let stderr = running.stderr_so_far();
+    assert!(
+        !reran(&stderr) && waits(&stderr) == 1,
+        "the watch reacted to its own files:\n{stderr}"
+    );
+
+    dir.write("project/data.txt", "second\n");
+    running.wait_for_stderr("the rerun", STEP, |e| waits(e) == 2);
+    std::thread::sleep(SETTLE);
+    let stderr = running.stderr_so_far();
+    assert_eq!(
+        (
+            waits(&stderr),
+            stderr.matches("lessonprobe --watch: run ").count()
+        ),
+        (2, 2),
+        "one edit, not one rerun:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("run 2, after a change to project/data.txt\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        report_verdicts(&dir.join("reports/lesson-96.xml")),
+        ["FAIL"]
+    );
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(30)).status(130);
 }
 
 #[test]

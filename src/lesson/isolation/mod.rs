@@ -1,7 +1,9 @@
 //! Probe isolation whose cost follows what a probe touches, not the project's size: a pool of
-//! working copies of each run-from folder, each copied once, checked out by one probe at a
-//! time and reset afterwards by restoring only the entries that changed (docs/running.md).
+//! working copies of each run-from folder, kept in the user's cache between runs and brought up
+//! to the course by copying only what differs, checked out by one probe at a time and reset
+//! afterwards by restoring only the entries that changed (docs/running.md).
 
+mod kept;
 mod tracker;
 mod tree;
 
@@ -10,9 +12,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use kept::Slot;
 use tracker::{Touched, Tracker};
 use tree::{copy_into, copy_plain, remove, walk, Kind, Snapshot, Stamp};
 
+pub use kept::{clean as clean_kept, root as kept_root, Kept, CAP_VAR, DEFAULT_CAP_MB};
 pub use tree::{Layout, NOT_COPIED};
 
 /// The environment variable that chooses how a reset finds what changed (for tests and
@@ -51,47 +55,186 @@ pub fn mode() -> Result<Mode, IsolationError> {
     .map_err(IsolationError::BadMode)
 }
 
-/// One working copy of a run-from folder with the snapshot of its entries taken when it was
-/// made (or last restored).
-struct Copy {
-    layout: Layout,
-    dir: tempfile::TempDir,
-    cwd: PathBuf,
-    snapshot: Snapshot,
-    tracker: Option<Tracker>,
+/// Where a working copy lives: a slot of the user's cache, kept for the next run, or a
+/// temporary folder removed when the run ends (copies not kept, or a cache that cannot be used).
+enum Home {
+    Kept(Slot),
+    /// Removed when dropped.
+    Temporary {
+        _dir: tempfile::TempDir,
+    },
 }
 
-impl Copy {
-    fn create(layout: &Layout, mode: Mode) -> Result<Copy, IsolationError> {
+/// One working copy of a run-from folder with the snapshot of its entries taken when it was
+/// made (or last restored), and the stamps of the course's entries it was brought up to.
+struct WorkingCopy {
+    layout: Layout,
+    home: Home,
+    cwd: PathBuf,
+    snapshot: Snapshot,
+    source: Vec<(PathBuf, Stamp)>,
+    tracker: Option<Tracker>,
+    /// The course may have changed since the copy was brought up to it (a watch's next run).
+    stale: bool,
+}
+
+impl WorkingCopy {
+    fn create(layout: &Layout, mode: Mode) -> Result<WorkingCopy, IsolationError> {
         let failed = |source| IsolationError::Copy {
             from: layout.source.clone(),
             source,
         };
-        let dir = tempfile::Builder::new()
-            .prefix("lessonprobe-doc-")
-            .tempdir()
-            .map_err(failed)?;
         let name = layout
             .source
             .file_name()
             .map_or_else(|| PathBuf::from("project"), PathBuf::from);
-        let cwd = dir.path().join(name);
-        copy_into(layout, Path::new(""), &cwd, true).map_err(failed)?;
-        let mut copy = Copy {
+        let before = tree::copied();
+        let slot = match kept::cap() {
+            None => None,
+            Some(_) => Slot::claim(layout)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot keep working copies in {} ({e}); this run copies the project",
+                        kept::root().display()
+                    )
+                })
+                .ok(),
+        };
+        let (home, cwd, saved) = match slot {
+            Some(slot) => {
+                let cwd = slot.tree(&name);
+                let saved = slot.saved();
+                // Marked before anything in the copy changes.
+                slot.begin().map_err(failed)?;
+                (Home::Kept(slot), cwd, saved)
+            }
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("lessonprobe-doc-")
+                    .tempdir()
+                    .map_err(failed)?;
+                let cwd = dir.path().join(&name);
+                (Home::Temporary { _dir: dir }, cwd, None)
+            }
+        };
+        let mut copy = WorkingCopy {
             layout: layout.clone(),
-            dir,
+            home,
             cwd,
             snapshot: Snapshot::new(),
-            tracker: None,
+            source: Vec::new(),
+            tracker: tracker(mode),
+            stale: false,
         };
-        if mode == Mode::Watch {
-            match Tracker::new() {
-                Ok(tracker) => copy.tracker = Some(tracker),
-                Err(e) => tracing::warn!("inotify unavailable ({e}); scratch copies are compared entry by entry after each probe"),
+        // A kept copy is used only when its entries are exactly what its saved stamps say (the
+        // walk that checks it takes the snapshot and the watches).
+        let trusted = match saved {
+            Some(saved) => {
+                copy.record(Path::new("")).map_err(failed)?;
+                let same = copy.snapshot.len() == saved.copy.len()
+                    && saved
+                        .copy
+                        .iter()
+                        .all(|(p, was)| copy.snapshot.get(p).is_some_and(|s| was.unchanged(s)));
+                if same {
+                    copy.source = saved.source;
+                    copy.catch_up().map_err(failed)?;
+                }
+                same
+            }
+            None => false,
+        };
+        if !trusted {
+            if let Home::Kept(slot) = &copy.home {
+                slot.clear().map_err(failed)?;
+            }
+            copy.snapshot.clear();
+            copy.tracker = tracker(mode);
+            // The course's stamps first: a file changed while it is copied is copied again by
+            // the next run.
+            copy.source = layout.stamps().map_err(failed)?;
+            copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
+            copy.record(Path::new("")).map_err(failed)?;
+        }
+        copy.said_copied(before);
+        Ok(copy)
+    }
+
+    /// Logs what bringing the copy up cost: the files this thread copied since `before`.
+    fn said_copied(&self, before: usize) {
+        tracing::info!(
+            "working copy {}: brought up to the course, files copied: {}",
+            self.cwd.display(),
+            tree::copied() - before
+        );
+    }
+
+    /// Brings the copy up to the course's current state, copying or removing only the entries
+    /// whose stamps differ from those it was brought up to; the snapshot and the watches of
+    /// what changed are taken again.
+    fn catch_up(&mut self) -> io::Result<()> {
+        let now = self.layout.stamps()?;
+        let was: std::collections::HashMap<&Path, &Stamp> =
+            self.source.iter().map(|(p, s)| (p.as_path(), s)).collect();
+        let present: std::collections::HashSet<&Path> =
+            now.iter().map(|(p, _)| p.as_path()).collect();
+        let mut differ: BTreeSet<PathBuf> = now
+            .iter()
+            .filter(|(p, s)| !was.get(p.as_path()).is_some_and(|w| w.unchanged(s)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        differ.extend(
+            self.source
+                .iter()
+                .filter(|(p, _)| !present.contains(p.as_path()))
+                .map(|(p, _)| p.clone()),
+        );
+        let now_of: std::collections::HashMap<&Path, &Stamp> =
+            now.iter().map(|(p, s)| (p.as_path(), s)).collect();
+        // Entries copied or removed whole, and folders whose mode alone changed.
+        let (mut replaced, mut moded): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
+        for rel in differ {
+            if replaced.iter().any(|r| rel.starts_with(r)) {
+                continue;
+            }
+            let at = self.cwd.join(&rel);
+            let whole = match (was.get(rel.as_path()), now_of.get(rel.as_path())) {
+                // A folder's entries are compared one by one: only its mode is its own.
+                (Some(w), Some(n)) if w.kind == Kind::Dir && n.kind == Kind::Dir => {
+                    set_mode(&at, n.mode)?;
+                    false
+                }
+                (_, Some(_)) => {
+                    remove(&at)?;
+                    copy_into(&self.layout, &rel, &self.cwd, true)?;
+                    true
+                }
+                (_, None) => {
+                    remove(&at)?;
+                    true
+                }
+            };
+            tracing::debug!(
+                "working copy {}: refreshed {}",
+                self.cwd.display(),
+                rel.display()
+            );
+            if whole {
+                replaced.push(rel);
+            } else {
+                moded.push(rel);
             }
         }
-        copy.record(Path::new("")).map_err(failed)?;
-        Ok(copy)
+        for rel in replaced.iter().chain(&moded) {
+            self.snapshot.retain(|p, _| !p.starts_with(rel));
+            self.record(rel)?;
+        }
+        self.source = now;
+        // What the refresh itself set off is not a probe's doing.
+        if let Some(tracker) = &mut self.tracker {
+            tracker.drain(&mut Touched::default())?;
+        }
+        Ok(())
     }
 
     /// Takes the stamps of `rel` and everything under it, and watches them.
@@ -104,7 +247,7 @@ impl Copy {
             if let Some(tracker) = &mut self.tracker {
                 if let Err(e) = tracker.watch(&self.cwd, &path, &stamp.kind) {
                     // Out of watches (fs.inotify.max_user_watches): this copy scans instead.
-                    tracing::warn!("cannot watch {}: {e}; this scratch copy is compared entry by entry after each probe", path.display());
+                    tracing::warn!("cannot watch {}: {e}; this working copy is compared entry by entry after each probe", path.display());
                     self.tracker = None;
                 }
             }
@@ -218,27 +361,70 @@ impl Copy {
     }
 }
 
+/// An inotify tracker in the watch mode (`None`, after a warning, where inotify is missing).
+fn tracker(mode: Mode) -> Option<Tracker> {
+    if mode != Mode::Watch {
+        return None;
+    }
+    Tracker::new()
+        .inspect_err(|e| tracing::warn!("inotify unavailable ({e}); working copies are compared entry by entry after each probe"))
+        .ok()
+}
+
 fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 /// The working copies not checked out, for every layout this process has used.
-static POOL: Mutex<Vec<Copy>> = Mutex::new(Vec::new());
+static POOL: Mutex<Vec<WorkingCopy>> = Mutex::new(Vec::new());
 
-/// Removes every working copy not checked out. Called when a run ends: a copy left in the pool
-/// would outlive the process as a temp folder.
-pub fn release_all() {
-    let copies = match POOL.lock() {
+fn take_pool() -> Vec<WorkingCopy> {
+    match POOL.lock() {
         Ok(mut pool) => std::mem::take(&mut *pool),
         Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-    };
-    drop(copies);
+    }
+}
+
+/// Puts away every working copy not checked out. Called when a run ends, after its reports are
+/// written: a kept copy's stamps are saved for the next run (no file is removed), the least
+/// recently used kept copies over the cap are removed by a process of their own, and a
+/// temporary copy is removed (none may outlive the process).
+pub fn release_all() {
+    for copy in take_pool() {
+        copy.put_away();
+    }
+    if let Some(cap) = kept::cap() {
+        kept::evict(cap);
+    }
+}
+
+/// Between a watch's runs: the copies stay, each brought up to the course at its next
+/// checkout by what changed there.
+pub fn between_runs() {
+    if let Ok(mut pool) = POOL.lock() {
+        for copy in pool.iter_mut() {
+            copy.stale = true;
+        }
+    }
+}
+
+impl WorkingCopy {
+    /// Saves a kept copy's stamps (it is pristine: every probe's changes were reset), which
+    /// lifts its mark of a reset under way; a temporary copy is removed.
+    fn put_away(self) {
+        if let Home::Kept(slot) = &self.home {
+            let copy: Vec<(PathBuf, Stamp)> = self.snapshot.into_iter().collect();
+            if let Err(e) = slot.save(self.source, copy) {
+                tracing::warn!("working copy {} not kept: {e}", self.cwd.display());
+            }
+        }
+    }
 }
 
 /// A working copy checked out by one probe; handed back, reset, when dropped.
 pub struct Scratch {
-    copy: Option<Copy>,
+    copy: Option<Box<WorkingCopy>>,
 }
 
 impl std::fmt::Debug for Scratch {
@@ -251,15 +437,30 @@ impl Scratch {
     /// A working copy of `layout` as pristine, or as the step `after` left it.
     pub fn checkout(layout: &Layout, after: Option<&Delta>) -> Result<Scratch, IsolationError> {
         let mode = mode()?;
+        let before = tree::copied();
         let pooled = POOL.lock().ok().and_then(|mut pool| {
             let at = pool.iter().position(|c| &c.layout == layout)?;
             Some(pool.swap_remove(at))
         });
         let copy = match pooled {
+            Some(mut copy) if copy.stale => match copy.catch_up() {
+                Ok(()) => {
+                    copy.said_copied(before);
+                    copy.stale = false;
+                    copy
+                }
+                Err(e) => {
+                    tracing::warn!("working copy {} discarded: {e}", copy.cwd.display());
+                    drop(copy);
+                    WorkingCopy::create(layout, mode)?
+                }
+            },
             Some(copy) => copy,
-            None => Copy::create(layout, mode)?,
+            None => WorkingCopy::create(layout, mode)?,
         };
-        let scratch = Scratch { copy: Some(copy) };
+        let scratch = Scratch {
+            copy: Some(Box::new(copy)),
+        };
         if let Some(delta) = after {
             let cwd = scratch.cwd().to_owned();
             delta
@@ -299,16 +500,16 @@ impl Drop for Scratch {
                 Ok(()) => give_back(copy),
                 // A copy that cannot be reset is removed, never reused.
                 Err(e) => {
-                    tracing::warn!("scratch copy {} discarded: {e}", copy.dir.path().display())
+                    tracing::warn!("working copy {} discarded: {e}", copy.cwd.display())
                 }
             }
         }
     }
 }
 
-fn give_back(copy: Copy) {
+fn give_back(copy: Box<WorkingCopy>) {
     if let Ok(mut pool) = POOL.lock() {
-        pool.push(copy);
+        pool.push(*copy);
     }
 }
 

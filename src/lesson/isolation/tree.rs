@@ -8,6 +8,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use serde::{Deserialize, Serialize};
+
 /// Folders never copied into a scratch run: version control, caches, virtual environments.
 pub const NOT_COPIED: &[&str] = &[
     ".git",
@@ -28,7 +30,46 @@ pub struct Layout {
     pub shared: Vec<PathBuf>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Layout {
+    /// Whether the entry `rel` (a folder when `is_dir`) is left out of a copy: a folder of
+    /// [`NOT_COPIED`] that is not shared.
+    fn leaves_out(&self, rel: &Path, is_dir: bool) -> bool {
+        is_dir
+            && !self.shared.iter().any(|s| s == rel)
+            && rel
+                .file_name()
+                .is_some_and(|n| NOT_COPIED.contains(&n.to_string_lossy().as_ref()))
+    }
+
+    /// The stamps of every entry of the source a copy is made of (shared paths, which a copy
+    /// links, and entries never copied are left out), by path relative to the source.
+    pub fn stamps(&self) -> io::Result<Vec<(PathBuf, Stamp)>> {
+        let mut found = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let Some(stamp) = Stamp::of(&self.source.join(&rel))? else {
+                continue;
+            };
+            if stamp.kind == Kind::Other {
+                continue;
+            }
+            if stamp.kind == Kind::Dir {
+                for entry in fs::read_dir(self.source.join(&rel))? {
+                    let entry = entry?;
+                    let child = rel.join(entry.file_name());
+                    let shared = self.shared.contains(&child);
+                    if !shared && !self.leaves_out(&child, entry.file_type()?.is_dir()) {
+                        stack.push(child);
+                    }
+                }
+            }
+            found.push((rel, stamp));
+        }
+        Ok(found)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
     File,
     Dir,
@@ -39,12 +80,12 @@ pub enum Kind {
 
 /// What a change to an entry alters. The inode and ctime catch a rewrite in place that kept
 /// size and mtime (`touch -d`), and a write through a hard link.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     pub kind: Kind,
     pub ino: u64,
     pub mode: u32,
-    size: u64,
+    pub size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
 }
@@ -92,6 +133,17 @@ pub fn is_gone(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
 }
 
+thread_local! {
+    /// Files copied by this thread so far: what the log says bringing a copy up cost (a copy is
+    /// brought up on one thread, while other workers copy on theirs).
+    static COPIED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many files this thread has copied so far.
+pub fn copied() -> usize {
+    COPIED.get()
+}
+
 /// Whether reflinks are still worth trying: cleared at the first filesystem that refuses one.
 static REFLINKS: AtomicBool = AtomicBool::new(true);
 
@@ -126,6 +178,7 @@ pub fn clone_file(from: &Path, to: &Path, mode: u32, reflink: bool) -> io::Resul
     if !cloned {
         io::copy(&mut src, &mut dst)?;
     }
+    COPIED.set(COPIED.get() + 1);
     // The process's umask narrowed the mode given at creation.
     dst.set_permissions(fs::Permissions::from_mode(mode))
 }
@@ -151,11 +204,7 @@ pub fn copy_into(layout: &Layout, rel: &Path, root: &Path, reflink: bool) -> io:
         for entry in fs::read_dir(&from)? {
             let entry = entry?;
             let name = entry.file_name();
-            let shared = layout.shared.iter().any(|s| *s == rel.join(&name));
-            if !shared
-                && entry.file_type()?.is_dir()
-                && NOT_COPIED.contains(&name.to_string_lossy().as_ref())
-            {
+            if layout.leaves_out(&rel.join(&name), entry.file_type()?.is_dir()) {
                 continue;
             }
             copy_into(layout, &rel.join(name), root, reflink)?;
