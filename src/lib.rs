@@ -36,7 +36,7 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logging::init();
     let result = commands::dispatch(cli);
-    // The scratch copies kept for reuse are temp folders: none may outlive the process.
+    // The working copies kept for reuse are temp folders: none may outlive the process.
     lesson::isolation::release_all();
     match result {
         Ok(code) => code.into(),

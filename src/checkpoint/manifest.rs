@@ -74,7 +74,7 @@ pub enum ProbeKind {
         selector: String,
         script: Option<String>,
     },
-    /// An exercise or snippet of a lesson document, run in a scratch copy of the course.
+    /// An exercise or snippet of a lesson document, run in a working copy of the course.
     Document(Box<crate::lesson::DocProbe>),
 }
 

@@ -109,7 +109,7 @@ pub struct CodeProbe {
     /// The same folder as named in the lesson (`project/`).
     pub run_from_label: String,
     /// Paths of `run_from` the course declares shared and read-only (`shared` in
-    /// lessonprobe.toml), relative to it: linked into the scratch copy, not copied.
+    /// lessonprobe.toml), relative to it: linked into the working copy, not copied.
     pub shared: Vec<PathBuf>,
     pub files: Vec<SavedFile>,
     pub command: Block,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::bless::Rewrite;
 use super::doc_run::{DocRun, DocVerdict};
 use super::document::{Block, CodeProbe, DocProbe};
-use super::isolation::{Delta, Layout, Scratch};
+use super::isolation::{Checkout, Delta, Layout};
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};
@@ -204,17 +204,17 @@ fn step(
 
 /// A working copy of the folder `code` runs from (as the step `after` left it, when it continues
 /// one) with the probe's saved files written in it: the folder a document probe runs in. The
-/// copy goes back to its pool, reset, when the [`Scratch`] is dropped.
+/// copy goes back to its pool, reset, when the [`Checkout`] is dropped.
 pub fn checkout(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
-) -> Result<Scratch, String> {
+) -> Result<Checkout, String> {
     let layout = Layout {
         source: code.run_from.clone(),
         shared: code.shared.clone(),
     };
-    let copy = Scratch::checkout(&layout, after.map(|w| &w.left)).map_err(|e| e.to_string())?;
+    let copy = Checkout::take(&layout, after.map(|w| &w.left)).map_err(|e| e.to_string())?;
     let cwd = copy.cwd();
     for file in &code.files {
         let to = cwd.join(&file.path);

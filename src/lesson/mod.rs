@@ -29,7 +29,7 @@ pub use document::{
     parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
     Setup,
 };
-pub use isolation::Scratch;
+pub use isolation::Checkout;
 pub use labels::Label;
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};

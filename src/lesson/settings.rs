@@ -18,7 +18,7 @@ pub struct Settings {
     /// The default run-from folder, relative to the root.
     pub run_from: PathBuf,
     /// Folders (or files) the course declares shared and read-only (`shared` in
-    /// lessonprobe.toml), relative to the root: linked into scratch copies instead of copied.
+    /// lessonprobe.toml), relative to the root: linked into working copies instead of copied.
     pub shared: Vec<PathBuf>,
     /// The interpreter put in place of a leading `python`/`python3` of a run command.
     pub python: String,

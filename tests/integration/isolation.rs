@@ -209,7 +209,7 @@ fn a_file_written_through_a_hard_link_inside_the_copy() {
 
 #[test]
 fn a_file_written_through_a_hard_link_outside_the_copy() {
-    // The copy's parent is the scratch folder: no watch of the copy's folders sees this path.
+    // The copy's parent is the working copy: no watch of the copy's folders sees this path.
     leaves_no_trace(
         "ln sub/b.txt ../outside\necho leaked >> ../outside\nrm ../outside\ngrep -q leaked sub/b.txt",
     );
@@ -469,10 +469,17 @@ fn shared_folders_are_linked_and_must_exist() {
         .status(2);
 }
 
-/// No scratch folder outlives a run: after a run of several workers, and after Ctrl-C and
-/// SIGTERM in the middle of one.
+/// No temporary folder outlives a run: after a run of several workers, and after Ctrl-C and
+/// SIGTERM in the middle of one; with working copies kept in the cache and with none kept
+/// (`LESSONPROBE_COPIES_MB=0`, the copies themselves made in the temporary folder).
 #[test]
-fn no_scratch_folder_outlives_a_run() {
+fn no_temporary_folder_outlives_a_run() {
+    for cap in ["0", "2048"] {
+        no_temporary_folder_outlives_a_run_keeping(cap);
+    }
+}
+
+fn no_temporary_folder_outlives_a_run_keeping(cap: &str) {
     let dir = Dir::new();
     let course = course(&dir, "");
     let mut text = String::from("# Many\n\n");
@@ -488,11 +495,12 @@ fn no_scratch_folder_outlives_a_run() {
     run_lesson(&dir, &course, "44")
         .args(["--jobs", "3"])
         .env("TMPDIR", &tmp)
+        .env("LESSONPROBE_COPIES_MB", cap)
         .within(Duration::from_secs(30))
         .stdout_has("7 passed")
         .success();
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(left.is_empty(), "copies {cap} MB: left behind: {left:?}");
 
     let sleeper = text.replace(
         "echo 6 > step.txt",
@@ -505,6 +513,7 @@ fn no_scratch_folder_outlives_a_run() {
         let mut running = run_lesson(&dir, &course, "44")
             .args(["--jobs", "2"])
             .env("TMPDIR", &tmp)
+            .env("LESSONPROBE_COPIES_MB", cap)
             .spawn();
         wait_for(&started, Duration::from_secs(30));
         running.signal(signal);
@@ -512,12 +521,13 @@ fn no_scratch_folder_outlives_a_run() {
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
         assert!(
             left.is_empty(),
-            "left behind after signal {signal}: {left:?}"
+            "copies {cap} MB: left behind after signal {signal}: {left:?}"
         );
     }
 }
 
-/// A mode the program does not know is an ERROR that names the variable.
+/// A mode, or a cap of the kept copies, the program does not understand is an ERROR that names
+/// the variable.
 #[test]
 fn an_unknown_mode_is_an_error_naming_it() {
     let dir = Dir::new();
@@ -531,4 +541,12 @@ fn an_unknown_mode_is_an_error_naming_it() {
         .env("LESSONPROBE_ISOLATION", "reflink")
         .stdout_has("LESSONPROBE_ISOLATION=\"reflink\" is not a mode (write watch or scan)")
         .failure();
+    run_lesson(&dir, &course, "45")
+        .env("LESSONPROBE_COPIES_MB", "2G")
+        .stdout_has("LESSONPROBE_COPIES_MB=\"2G\" is not a size in megabytes (write a whole number; 0 keeps no working copy between runs)")
+        .failure();
+    assert!(
+        !dir.join("cache/lessonprobe/copies").exists(),
+        "a working copy was kept under a cap that is not a number"
+    );
 }

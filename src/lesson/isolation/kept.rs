@@ -36,16 +36,21 @@ pub fn root() -> PathBuf {
     crate::environment::provision::cache_root().with_file_name("copies")
 }
 
-/// The size cap in bytes, `None` when copies are not kept.
-pub fn cap() -> Option<u64> {
+/// The size cap in bytes, `None` when copies are not kept; a value that is not a whole number
+/// of megabytes is an error naming it. The library's own unit tests run in the developer's
+/// process and keep none: what they copy must not land in the user's cache.
+pub fn cap() -> Result<Option<u64>, super::IsolationError> {
+    if cfg!(test) {
+        return Ok(None);
+    }
     let mb = match std::env::var(CAP_VAR) {
-        Ok(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
-            tracing::warn!("{CAP_VAR}={v:?} is not a number of megabytes; using {DEFAULT_CAP_MB}");
-            DEFAULT_CAP_MB
-        }),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| super::IsolationError::BadCap(v))?,
         Err(_) => DEFAULT_CAP_MB,
     };
-    (mb > 0).then_some(mb * 1024 * 1024)
+    Ok((mb > 0).then(|| mb.saturating_mul(1024 * 1024)))
 }
 
 /// What a slot's stamps file holds: the filesystem the copy is on, the stamps of the course's

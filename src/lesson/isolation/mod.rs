@@ -36,7 +36,9 @@ pub enum Mode {
 pub enum IsolationError {
     #[error("{MODE_VAR}={0:?} is not a mode (write watch or scan)")]
     BadMode(String),
-    #[error("cannot copy {} into a scratch folder: {source}", .from.display())]
+    #[error("{var}={0:?} is not a size in megabytes (write a whole number; 0 keeps no working copy between runs)", var = kept::CAP_VAR)]
+    BadCap(String),
+    #[error("cannot copy {} into a working copy: {source}", .from.display())]
     Copy { from: PathBuf, source: io::Error },
     #[error("cannot bring back what the step it continues left in {}: {source}", .into.display())]
     Continue { into: PathBuf, source: io::Error },
@@ -89,7 +91,7 @@ impl WorkingCopy {
             .file_name()
             .map_or_else(|| PathBuf::from("project"), PathBuf::from);
         let before = tree::copied();
-        let slot = match kept::cap() {
+        let slot = match kept::cap()? {
             None => None,
             Some(_) => Slot::claim(layout)
                 .inspect_err(|e| {
@@ -394,7 +396,7 @@ pub fn release_all() {
     for copy in take_pool() {
         copy.put_away();
     }
-    if let Some(cap) = kept::cap() {
+    if let Ok(Some(cap)) = kept::cap() {
         kept::evict(cap);
     }
 }
@@ -423,19 +425,21 @@ impl WorkingCopy {
 }
 
 /// A working copy checked out by one probe; handed back, reset, when dropped.
-pub struct Scratch {
+pub struct Checkout {
     copy: Option<Box<WorkingCopy>>,
 }
 
-impl std::fmt::Debug for Scratch {
+impl std::fmt::Debug for Checkout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scratch").field("cwd", &self.cwd()).finish()
+        f.debug_struct("Checkout")
+            .field("cwd", &self.cwd())
+            .finish()
     }
 }
 
-impl Scratch {
+impl Checkout {
     /// A working copy of `layout` as pristine, or as the step `after` left it.
-    pub fn checkout(layout: &Layout, after: Option<&Delta>) -> Result<Scratch, IsolationError> {
+    pub fn take(layout: &Layout, after: Option<&Delta>) -> Result<Checkout, IsolationError> {
         let mode = mode()?;
         let before = tree::copied();
         let pooled = POOL.lock().ok().and_then(|mut pool| {
@@ -458,7 +462,7 @@ impl Scratch {
             Some(copy) => copy,
             None => WorkingCopy::create(layout, mode)?,
         };
-        let scratch = Scratch {
+        let scratch = Checkout {
             copy: Some(Box::new(copy)),
         };
         if let Some(delta) = after {
@@ -493,7 +497,7 @@ impl Scratch {
     }
 }
 
-impl Drop for Scratch {
+impl Drop for Checkout {
     fn drop(&mut self) {
         if let Some(mut copy) = self.copy.take() {
             match copy.settle(None) {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-/// Folders never copied into a scratch run: version control, caches, virtual environments.
+/// Folders never copied into a working copy: version control, caches, virtual environments.
 pub const NOT_COPIED: &[&str] = &[
     ".git",
     "__pycache__",

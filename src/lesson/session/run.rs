@@ -1,5 +1,5 @@
 //! Runs a document's session blocks in order, up to the last one a run needs: one folder (a
-//! scratch copy of the lesson's run-from folder, or an empty one), one shell, one interpreter;
+//! working copy of the lesson's run-from folder, or an empty one), one shell, one interpreter;
 //! each block judged on its own, the state carried to the next.
 
 use std::collections::BTreeMap;
@@ -15,19 +15,19 @@ use crate::environment::interpreter::resolve;
 use crate::lesson::bless::Rewrite;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
 use crate::lesson::exercise::PINNED_ENV;
-use crate::lesson::isolation::Scratch;
+use crate::lesson::isolation::Checkout;
 use crate::lesson::matcher::{self, Rules};
 
 /// The folder the blocks run in, kept until they are done.
 enum Folder {
-    Scratch(Scratch),
+    Copy(Checkout),
     Empty(tempfile::TempDir),
 }
 
 impl Folder {
     fn path(&self) -> &Path {
         match self {
-            Folder::Scratch(w) => w.cwd(),
+            Folder::Copy(w) => w.cwd(),
             Folder::Empty(d) => d.path(),
         }
     }
@@ -42,8 +42,8 @@ pub fn run(
 ) -> Vec<DocRun> {
     let blocks = &transcript.blocks[..(upto + 1).min(transcript.blocks.len())];
     let folder = match &transcript.run_from {
-        Some(layout) => Scratch::checkout(layout, None)
-            .map(Folder::Scratch)
+        Some(layout) => Checkout::take(layout, None)
+            .map(Folder::Copy)
             .map_err(|e| e.to_string()),
         None => tempfile::Builder::new()
             .prefix("lessonprobe-doc-")
