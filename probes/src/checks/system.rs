@@ -8,8 +8,8 @@ use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
 use ticketflow::kafka::{Broker, KafkaError, KafkaReplayConsumer};
 use ticketflow::replay::{
-    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayGroup, ReplayLimits,
-    ReplayPlan, ReplaySummary,
+    run_bounded_replay, PartitionRequest, PlanError, ReplayConsumer, ReplayError, ReplayGroup,
+    ReplayLimits, ReplayPlan, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -36,16 +36,8 @@ pub(crate) trait System {
     }
 
     /// A replay plan, validated.
-    fn plan(
-        &self,
-        live_group: &str,
-        replay_group: &str,
-        topic: &str,
-        partition: i32,
-        start: i64,
-        stop: i64,
-    ) -> Result<ReplayPlan, PlanError> {
-        ReplayPlan::new(live_group, replay_group, topic, partition, start, stop)
+    fn plan(&self, request: PartitionRequest<'_>) -> Result<ReplayPlan, PlanError> {
+        ReplayPlan::new(request)
     }
 
     /// The bounded replay of one partition.
