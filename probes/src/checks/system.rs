@@ -3,10 +3,9 @@
 //! tests put a broken part in its place to show that the check then fails.
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::BaseProducer;
 use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
-use ticketflow::kafka::{Broker, KafkaError, KafkaReplayConsumer};
+use ticketflow::kafka::{Broker, IdempotentProducer, KafkaError, KafkaReplayConsumer};
 use ticketflow::replay::{
     run_bounded_replay, PartitionRequest, PlanError, ReplayConsumer, ReplayError, ReplayGroup,
     ReplayLimits, ReplayPlan, ReplaySummary,
@@ -72,7 +71,7 @@ pub(crate) trait System {
     }
 
     /// The producer that keyed events go through, its partitioner choosing their partition.
-    fn producer(&self, broker: &Broker) -> Result<BaseProducer, KafkaError> {
+    fn producer(&self, broker: &Broker) -> Result<IdempotentProducer, KafkaError> {
         broker.producer()
     }
 }
