@@ -722,8 +722,9 @@ impl Broker {
         )
     }
 
-    /// `(low, high)` watermarks of one partition. A partition the broker does not know yet
-    /// (a topic just created, its leader not yet told) is asked again until `op_timeout`.
+    /// `(low, high)` watermarks of one partition. On a topic this handle created, a partition
+    /// the broker does not know yet (its leader not yet told) is asked again until
+    /// `op_timeout`; on any other, that is the answer.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
         let started = Instant::now();
         loop {
@@ -737,7 +738,8 @@ impl Broker {
                             RDKafkaErrorCode::UnknownPartition
                                 | RDKafkaErrorCode::UnknownTopicOrPartition
                         )
-                    ) && started.elapsed() < self.op_timeout =>
+                    ) && self.created.iter().any(|t| t == topic)
+                        && started.elapsed() < self.op_timeout =>
                 {
                     std::thread::sleep(Duration::from_millis(50))
                 }
