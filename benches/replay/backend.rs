@@ -1,34 +1,15 @@
 //! One backend's parts, in the order they run: (i) and (b), (c) and (d), the further rounds,
 //! the baseline's (d), then (e) and (h).
 
-use std::path::Path;
-
 use ticketflow::store::AuditDb;
 
 use super::command::{replay_args, replayed};
-use super::inserts::{independent_postgres, independent_sqlite, insert_only, Row};
+use super::inserts::{independent_postgres, independent_sqlite, insert_only};
 use super::process::{run_measured, run_measured_with, Finished};
 use super::rounds::{paired_rounds, Paired};
-use super::table::{in_schema, Table};
+use super::table::in_schema;
 use super::verify::{by_hand, by_hand_rounds, verify_runs};
-use super::{opt, rate, Figures, Settings, DEFAULT_BATCH};
-
-/// What every backend's parts share.
-pub struct Bench<'a> {
-    pub settings: &'a Settings,
-    pub servers: &'a str,
-    pub dir: &'a Path,
-    pub table: Table,
-    /// The day in the order a replay applies it, and in event_id order.
-    pub delivery: &'a [&'a Row],
-    pub by_key: &'a [&'a Row],
-    /// Every event's payload, in delivery order.
-    pub events: &'a [Vec<u8>],
-    /// Records the broker holds.
-    pub total: i64,
-    /// The partitions (c) replays.
-    pub c_list: &'a str,
-}
+use super::{opt, rate, Bench, Figures, DEFAULT_BATCH};
 
 /// (i) and (b) as measured on one backend, and the fresh targets (c) and (d) replay into.
 struct Before {

@@ -46,13 +46,13 @@
 //! prints the CPU (user + system) each process used). Each figure is also printed to standard
 //! error as soon as it is measured.
 
+use std::path::Path;
 use std::time::Duration;
 
 use lessonprobe_testkit::bench::setting;
 use ticketflow::kafka::Broker;
 use ticketflow::KafkaTarget;
 
-use backend::Bench;
 use broker::{start_broker, BrokerKind};
 use command::{replay_args, replayed};
 use consume::{consume_all_at_once, consume_only};
@@ -73,6 +73,23 @@ const BATCH_RECORDS: usize = ticketflow::replay::BATCH_RECORDS;
 
 fn rate(events: u64, wall: Duration) -> f64 {
     events as f64 / wall.as_secs_f64()
+}
+
+/// What every backend's parts share.
+struct Bench<'a> {
+    settings: &'a Settings,
+    servers: &'a str,
+    dir: &'a Path,
+    table: Table,
+    /// The day in the order a replay applies it, and in event_id order.
+    delivery: &'a [&'a Row],
+    by_key: &'a [&'a Row],
+    /// Every event's payload, in delivery order.
+    events: &'a [Vec<u8>],
+    /// Records the broker holds.
+    total: i64,
+    /// The partitions (c) replays.
+    c_list: &'a str,
 }
 
 /// One backend's figures, events/s unless said otherwise.
@@ -330,6 +347,20 @@ fn choice<T: Copy>(var: &str, choices: &[(&str, T)]) -> T {
             let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
             panic!("{var}={name}: {}", names.join(" or "))
         }
+    }
+}
+
+/// Of an even number of values, the mean of the two middle ones.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
     }
 }
 

@@ -1,11 +1,10 @@
 //! The further rounds of (i) and (d), paired one right after the other.
 
-use super::backend::Bench;
 use super::command::{replay_args, replayed};
 use super::inserts::{independent_postgres, independent_sqlite};
 use super::process::{run_measured, run_measured_with, Finished};
 use super::table::in_schema;
-use super::{rate, DEFAULT_BATCH};
+use super::{median, rate, Bench, DEFAULT_BATCH};
 
 /// Where the further rounds of (i) and (d) run: `bench`'s day on `backend` (PostgreSQL at
 /// `url`), with its settings' --jobs and baseline binary (whose (d) with --jobs 1 runs beside
@@ -41,20 +40,6 @@ pub fn fresh_target(at: &Paired<'_>, name: &str) -> String {
             at.bench.table.fresh_postgres_schema(&mut client, &schema);
             in_schema(at.url, &schema)
         }
-    }
-}
-
-/// Of an even number of values, the mean of the two middle ones.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len().is_multiple_of(2) {
-        (v[m - 1] + v[m]) / 2.0
-    } else {
-        v[m]
     }
 }
 

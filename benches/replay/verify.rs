@@ -6,8 +6,7 @@ use std::time::Instant;
 
 use super::command::verify_args;
 use super::process::{run_measured, run_measured_with};
-use super::rounds::median;
-use super::{opt, rate, ratio, Figures, Settings, TOPIC};
+use super::{median, opt, rate, ratio, Figures, Settings, TOPIC};
 
 /// One `replay verify` run of (e).
 pub struct Verified {

@@ -1,6 +1,6 @@
 //! lessonprobe's own commands on Apache Kafka where a real broker behaves unlike the mock
 //! cluster: lesson probes under Kafka's time retention, and a sample day loaded into a running
-//! broker by `lessonprobe broker --kafka`.
+//! broker by `lessonprobe broker --kafka`, and the ordering probe on fresh topics under load.
 
 use std::collections::HashSet;
 
@@ -45,6 +45,8 @@ fn a_sample_day_loaded_into_apache_kafka_is_there_whole_and_stays() {
             .args(["broker", "--kafka", &broker.servers, "--sample-day", "day"])
             .args(["--events", "500", "--partitions", "4"])
             .stderr_has("the broker holds")
+            // An idempotent producer's wait for its producer id is no warning of the program's.
+            .stderr_lacks("WARN")
             .within(std::time::Duration::from_secs(60))
             .success();
         let records = day::generate(&day::sample_day(500));
@@ -75,6 +77,32 @@ fn a_sample_day_loaded_into_apache_kafka_is_there_whole_and_stays() {
         }
         let want: HashSet<String> = records.iter().map(|r| r.key.clone()).collect();
         assert_eq!(keys, want);
+    });
+}
+
+/// The ordering probe (EX-29-02) right 20 runs in a row on one fresh Apache Kafka node, each
+/// run on a topic of its own created moments before its first record, with every core busy:
+/// the product's producer is idempotent, so a retried first request cannot land after the next
+/// one and put a ticket's versions out of order.
+#[test]
+fn the_ordering_probe_is_right_on_fresh_apache_kafka_topics_under_load_20_runs_in_a_row() {
+    on_apache_kafka(|kind| {
+        let broker = kind.start();
+        let _hog = load::CpuHog::on_every_core();
+        let dir = Dir::new();
+        for run in 1..=20 {
+            dir.lessonprobe()
+                .args(["--lesson", "29", "--select", "EX-29-02", "--no-junit"])
+                .args([
+                    "--kafka",
+                    &broker.servers,
+                    "--run-id",
+                    &format!("order{run}"),
+                ])
+                .stdout_has("1 passed, 0 failed, 0 errors")
+                .within(std::time::Duration::from_secs(90))
+                .success();
+        }
     });
 }
 

@@ -878,14 +878,23 @@ impl ticketflow::replay::ReplayConsumer for Skipping {
 on_each_broker! {
     fn a_jump_the_rereads_do_not_explain_still_fails_and_commits_only_before_it(kind) {
         use ticketflow::replay::{
-            run_bounded_replay, GapFinding, ReplayErrorKind, ReplayLimits, ReplayPlan,
+            run_bounded_replay, GapFinding, PartitionRequest, ReplayErrorKind, ReplayLimits,
+            ReplayPlan,
         };
         let broker = kind.start();
         let s = &broker.servers;
         commit_abort_commit(kind, s, "gap", 0);
         let target: ticketflow::KafkaTarget = s.parse().unwrap();
         let kafka = ticketflow::kafka::Broker::for_target(&target, Duration::from_secs(10)).unwrap();
-        let plan = ReplayPlan::new(LIVE, REPLAY, "gap", 0, 0, 11).unwrap();
+        let plan = ReplayPlan::new(PartitionRequest {
+            live_group: LIVE,
+            replay_group: REPLAY,
+            topic: "gap",
+            partition: 0,
+            start: 0,
+            stop: 11,
+        })
+        .unwrap();
         let inner = ticketflow::kafka::KafkaReplayConsumer::new(&kafka, &plan.group()).unwrap();
         let mut consumer = Skipping { inner, skip: 8 };
         let mut store = ticketflow::store::SqliteAuditStore::in_memory().unwrap();

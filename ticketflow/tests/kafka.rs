@@ -9,7 +9,7 @@ use ticketflow::kafka::{
     OffsetLookup,
 };
 use ticketflow::replay::{
-    run_bounded_replay, ConsumerError, ReplayErrorKind, ReplayLimits, ReplayPlan,
+    run_bounded_replay, ConsumerError, PartitionRequest, ReplayErrorKind, ReplayLimits, ReplayPlan,
 };
 use ticketflow::store::SqliteAuditStore;
 
@@ -32,7 +32,15 @@ const LIMITS: ReplayLimits = ReplayLimits {
 fn a_plan_for_a_partition_the_topic_lacks_is_a_clear_error() {
     let mut broker = Broker::embedded(1).unwrap();
     broker.create_topic("one-partition", 1).unwrap();
-    let plan = ReplayPlan::new("live", "replay", "one-partition", 2, 0, 10).unwrap();
+    let plan = ReplayPlan::new(PartitionRequest {
+        live_group: "live",
+        replay_group: "replay",
+        topic: "one-partition",
+        partition: 2,
+        start: 0,
+        stop: 10,
+    })
+    .unwrap();
     let mut consumer = KafkaReplayConsumer::new(&broker, &plan.group()).unwrap();
     let mut store = SqliteAuditStore::in_memory().unwrap();
     let err = run_bounded_replay(&plan, LIMITS, &mut consumer, &mut store).unwrap_err();

@@ -14,8 +14,8 @@ use ticketflow::day::{self, DaySpec, YESTERDAY};
 use ticketflow::event::AuditEvent;
 use ticketflow::kafka::{close_consumer, committed_offsets, time_windows, AutoLookup, Broker};
 use ticketflow::replay::{
-    ConsumerError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
-    ReplayRecord, ReplaySummary,
+    ConsumerError, PartitionRequest, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits,
+    ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -28,6 +28,21 @@ struct Names {
     topic: String,
     live: String,
     replay: String,
+}
+
+impl Names {
+    /// The plan of `[start, stop)` on `partition` of this run's topic, by this run's groups.
+    fn plan(&self, partition: i32, start: i64, stop: i64) -> Result<ReplayPlan, ProbeError> {
+        ReplayPlan::new(PartitionRequest {
+            live_group: &self.live,
+            replay_group: &self.replay,
+            topic: &self.topic,
+            partition,
+            start,
+            stop,
+        })
+        .map_err(broken)
+    }
 }
 
 fn names(ctx: &ProbeContext, what: &str) -> Names {
@@ -183,7 +198,7 @@ pub(crate) fn bounded_replay_preserves_live_offsets(
         ensure(low < start && stop < high, || {
             format!("partition {p}: yesterday [{start}, {stop}) is not inside [{low}, {high})")
         })?;
-        let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, p, start, stop).map_err(broken)?;
+        let plan = n.plan(p, start, stop)?;
         let summary = replays.run(&plan, store.as_mut(), &format!("replay of partition {p}"))?;
         replayed += summary.counters.records;
         inserted += summary.counters.inserted;
@@ -278,7 +293,7 @@ pub(crate) fn earliest_does_not_rewind(
         ctx,
         started,
     };
-    let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 100, 200).map_err(broken)?;
+    let plan = n.plan(0, 100, 200)?;
     let mut store = sys.open_store(ctx)?;
     let summary = replays.run(&plan, store.as_mut(), "replay [100, 200)")?;
     let rows = store.audit_rows().map_err(broken)?;
@@ -308,7 +323,7 @@ pub(crate) fn earliest_does_not_rewind(
 /// assigned a position on the partition (see [`watch_quiet`] for how long it is watched).
 pub(crate) fn stop_beyond_end(sys: &dyn System, ctx: &ProbeContext) -> Result<String, ProbeError> {
     let (broker, n) = one_partition(ctx, "beyond", 50)?;
-    let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 40, 60).map_err(broken)?;
+    let plan = n.plan(0, 40, 60)?;
     let mut consumer = sys
         .replay_consumer(&broker, &plan.group())
         .map_err(broken)?;
@@ -462,7 +477,7 @@ pub(crate) fn failure_mid_range(
 ) -> Result<String, ProbeError> {
     let started = Instant::now();
     let (broker, n) = one_partition(ctx, "midfail", 50)?;
-    let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, 0, 50).map_err(broken)?;
+    let plan = n.plan(0, 0, 50)?;
     let mut failing = FailsAt {
         inner: sys.open_store(ctx)?,
         applied: 0,
@@ -508,7 +523,7 @@ pub(crate) fn failure_mid_range(
         ctx,
         started,
     };
-    let plan = ReplayPlan::new(&n.live, &n.replay, &n.topic, 0, resume, 50).map_err(broken)?;
+    let plan = n.plan(0, resume, 50)?;
     let summary = replays.run(&plan, store.as_mut(), &format!("rerun from {resume}"))?;
     let rows = store.audit_rows().map_err(broken)?;
     let on_broker = committed(&broker, &n.replay, &n.topic, &[0])?;

@@ -178,8 +178,7 @@ fn read_back(
 
 #[cfg(test)]
 mod tests {
-    use rdkafka::producer::BaseProducer;
-    use ticketflow::kafka::KafkaError;
+    use ticketflow::kafka::{IdempotentProducer, KafkaError, ProducerLog};
 
     use super::*;
     use crate::checks::testing::{assert_catches, sql_backends, sqlite, BrokenStore};
@@ -188,11 +187,11 @@ mod tests {
     struct RandomPartitioner;
 
     impl System for RandomPartitioner {
-        fn producer(&self, broker: &Broker) -> Result<BaseProducer, KafkaError> {
+        fn producer(&self, broker: &Broker) -> Result<IdempotentProducer, KafkaError> {
             let mut config = broker.config();
             config.set("partitioner", "random");
             config
-                .create()
+                .create_with_context(ProducerLog)
                 .map_err(|e| broker.error("creating a producer", e))
         }
     }

@@ -9,8 +9,8 @@ use super::system::System;
 use crate::context::{ensure, ProbeContext, ProbeError};
 use ticketflow::event::AuditEvent;
 use ticketflow::replay::{
-    ConsumerError, PlanError, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits,
-    ReplayPlan, ReplayRecord, ReplaySummary,
+    ConsumerError, PartitionRequest, PlanError, ReplayConsumer, ReplayError, ReplayErrorKind,
+    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, SqliteAuditStore, StoreError};
 
@@ -141,9 +141,18 @@ fn rig(end: i64, script: VecDeque<Option<ReplayRecord>>) -> Result<Rig, ProbeErr
     })
 }
 
+/// The example every plan check starts from, changed one field at a time.
+const EXAMPLE: PartitionRequest<'static> = PartitionRequest {
+    live_group: LIVE,
+    replay_group: REPLAY,
+    topic: TOPIC,
+    partition: 2,
+    start: 120,
+    stop: 160,
+};
+
 fn example_plan() -> Result<ReplayPlan, ProbeError> {
-    ReplayPlan::new(LIVE, REPLAY, TOPIC, 2, 120, 160)
-        .map_err(|e| ProbeError::failed(format!("example plan refused: {e}")))
+    ReplayPlan::new(EXAMPLE).map_err(|e| ProbeError::failed(format!("example plan refused: {e}")))
 }
 
 fn limits(deadline_ms: u64, idle_ms: u64) -> ReplayLimits {
@@ -176,24 +185,37 @@ fn unexpected(what: &str, got: impl std::fmt::Debug) -> ProbeError {
 }
 
 pub(crate) fn plan_validation(sys: &dyn System, _: &ProbeContext) -> Result<String, ProbeError> {
-    let same = sys.plan(LIVE, LIVE, TOPIC, 2, 120, 160);
+    let same = sys.plan(PartitionRequest {
+        replay_group: LIVE,
+        ..EXAMPLE
+    });
     ensure(same == Err(PlanError::SameGroup(LIVE.into())), || {
         format!("same group: {same:?}")
     })?;
-    let empty = sys.plan(LIVE, REPLAY, TOPIC, 2, 160, 160);
+    let empty = sys.plan(PartitionRequest {
+        start: 160,
+        ..EXAMPLE
+    });
     ensure(matches!(empty, Err(PlanError::Empty { .. })), || {
         format!("empty range: {empty:?}")
     })?;
-    let backwards = sys.plan(LIVE, REPLAY, TOPIC, 2, 160, 120);
+    let backwards = sys.plan(PartitionRequest {
+        start: 160,
+        stop: 120,
+        ..EXAMPLE
+    });
     ensure(matches!(backwards, Err(PlanError::Empty { .. })), || {
         format!("stop before start: {backwards:?}")
     })?;
-    let negative = sys.plan(LIVE, REPLAY, TOPIC, 2, -1, 160);
+    let negative = sys.plan(PartitionRequest {
+        start: -1,
+        ..EXAMPLE
+    });
     ensure(matches!(negative, Err(PlanError::Negative { .. })), || {
         format!("negative start: {negative:?}")
     })?;
     let plan = sys
-        .plan(LIVE, REPLAY, TOPIC, 2, 120, 160)
+        .plan(EXAMPLE)
         .map_err(|e| ProbeError::failed(format!("example plan refused: {e}")))?;
     let accepted = (plan.topic(), plan.partition(), plan.start(), plan.stop());
     ensure(accepted == (TOPIC, 2, 120, 160), || {
@@ -377,22 +399,14 @@ mod tests {
         assert_catches, sqlite, Check, Naive, PastStop, Rules, SeeksFirst,
     };
 
-    type Plan = fn(&str, &str, &str, i32, i64, i64) -> Result<ReplayPlan, PlanError>;
+    type Plan = fn(PartitionRequest<'_>) -> Result<ReplayPlan, PlanError>;
 
     /// The real system but for plan validation.
     struct BrokenPlan(Plan);
 
     impl System for BrokenPlan {
-        fn plan(
-            &self,
-            live: &str,
-            replay: &str,
-            topic: &str,
-            partition: i32,
-            start: i64,
-            stop: i64,
-        ) -> Result<ReplayPlan, PlanError> {
-            (self.0)(live, replay, topic, partition, start, stop)
+        fn plan(&self, request: PartitionRequest<'_>) -> Result<ReplayPlan, PlanError> {
+            (self.0)(request)
         }
     }
 
@@ -423,25 +437,41 @@ mod tests {
 
     #[test]
     fn l30_03_fails_when_validation_lets_a_bad_plan_through() {
-        let same_group = BrokenPlan(|live, replay, topic, p, start, stop| {
-            let replay = if live == replay { "another" } else { replay };
-            ReplayPlan::new(live, replay, topic, p, start, stop)
+        let same_group = BrokenPlan(|r| {
+            let replay_group = if r.live_group == r.replay_group {
+                "another"
+            } else {
+                r.replay_group
+            };
+            ReplayPlan::new(PartitionRequest { replay_group, ..r })
         });
-        let empty = BrokenPlan(|live, replay, topic, p, start, stop| {
-            ReplayPlan::new(live, replay, topic, p, start, stop.max(start + 1))
+        let empty = BrokenPlan(|r| {
+            ReplayPlan::new(PartitionRequest {
+                stop: r.stop.max(r.start + 1),
+                ..r
+            })
         });
-        let negative = BrokenPlan(|live, replay, topic, p, start, stop| {
-            ReplayPlan::new(live, replay, topic, p, start.max(0), stop)
+        let negative = BrokenPlan(|r| {
+            ReplayPlan::new(PartitionRequest {
+                start: r.start.max(0),
+                ..r
+            })
         });
-        let swaps = BrokenPlan(|live, replay, topic, p, start, stop| {
-            ReplayPlan::new(live, replay, topic, p, start.min(stop), start.max(stop))
+        let swaps = BrokenPlan(|r| {
+            ReplayPlan::new(PartitionRequest {
+                start: r.start.min(r.stop),
+                stop: r.start.max(r.stop),
+                ..r
+            })
         });
-        let closed = BrokenPlan(|live, replay, topic, p, start, stop| {
-            ReplayPlan::new(live, replay, topic, p, start, stop + 1)
+        let closed = BrokenPlan(|r| {
+            ReplayPlan::new(PartitionRequest {
+                stop: r.stop + 1,
+                ..r
+            })
         });
-        let first_partition = BrokenPlan(|live, replay, topic, _, start, stop| {
-            ReplayPlan::new(live, replay, topic, 0, start, stop)
-        });
+        let first_partition =
+            BrokenPlan(|r| ReplayPlan::new(PartitionRequest { partition: 0, ..r }));
         assert_catches(
             plan_validation,
             sqlite,

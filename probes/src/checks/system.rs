@@ -3,13 +3,12 @@
 //! tests put a broken part in its place to show that the check then fails.
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::BaseProducer;
 use ticketflow::consumer::{AuditConsumer, Commit, ConsumeError, Position};
 use ticketflow::event::AuditEvent;
-use ticketflow::kafka::{Broker, KafkaError, KafkaReplayConsumer};
+use ticketflow::kafka::{Broker, IdempotentProducer, KafkaError, KafkaReplayConsumer};
 use ticketflow::replay::{
-    run_bounded_replay, PlanError, ReplayConsumer, ReplayError, ReplayGroup, ReplayLimits,
-    ReplayPlan, ReplaySummary,
+    run_bounded_replay, PartitionRequest, PlanError, ReplayConsumer, ReplayError, ReplayGroup,
+    ReplayLimits, ReplayPlan, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 
@@ -36,16 +35,8 @@ pub(crate) trait System {
     }
 
     /// A replay plan, validated.
-    fn plan(
-        &self,
-        live_group: &str,
-        replay_group: &str,
-        topic: &str,
-        partition: i32,
-        start: i64,
-        stop: i64,
-    ) -> Result<ReplayPlan, PlanError> {
-        ReplayPlan::new(live_group, replay_group, topic, partition, start, stop)
+    fn plan(&self, request: PartitionRequest<'_>) -> Result<ReplayPlan, PlanError> {
+        ReplayPlan::new(request)
     }
 
     /// The bounded replay of one partition.
@@ -80,7 +71,7 @@ pub(crate) trait System {
     }
 
     /// The producer that keyed events go through, its partitioner choosing their partition.
-    fn producer(&self, broker: &Broker) -> Result<BaseProducer, KafkaError> {
+    fn producer(&self, broker: &Broker) -> Result<IdempotentProducer, KafkaError> {
         broker.producer()
     }
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use ticketflow::event::AuditEvent;
 use ticketflow::replay::{
-    run_bounded_replay, ReplayConsumer, ReplayError, ReplayErrorKind, ReplayLimits, ReplayPlan,
-    ReplayRecord, ReplaySummary,
+    run_bounded_replay, PartitionRequest, ReplayConsumer, ReplayError, ReplayErrorKind,
+    ReplayLimits, ReplayPlan, ReplayRecord, ReplaySummary,
 };
 use ticketflow::store::{AuditStore, StoreError};
 use ticketflow::KafkaTarget;
@@ -368,14 +368,14 @@ impl System for PastStop {
                 .end_offset(plan.topic(), plan.partition())
                 .map_or(plan.stop(), |end| end.max(plan.stop())),
         };
-        let wider = ReplayPlan::new(
-            plan.live_group(),
-            plan.replay_group(),
-            plan.topic(),
-            plan.partition(),
-            plan.start(),
+        let wider = ReplayPlan::new(PartitionRequest {
+            live_group: plan.live_group(),
+            replay_group: plan.replay_group(),
+            topic: plan.topic(),
+            partition: plan.partition(),
+            start: plan.start(),
             stop,
-        )
+        })
         .unwrap_or_else(|_| plan.clone());
         run_bounded_replay(&wider, limits, consumer, store)
     }

@@ -7,12 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{
-    BaseProducer, BaseRecord, DefaultProducerContext, DeliveryResult, Producer, ProducerContext,
-};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
@@ -452,12 +450,17 @@ impl Broker {
         Ok(consumer)
     }
 
-    pub fn producer(&self) -> Result<BaseProducer, KafkaError> {
-        self.producer_lingering(5, self.op_timeout, DefaultProducerContext)
+    /// An idempotent producer (see [`producer_lingering`](Self::producer_lingering)) that
+    /// sends within 5 ms.
+    pub fn producer(&self) -> Result<IdempotentProducer, KafkaError> {
+        self.producer_lingering(5, self.op_timeout, ProducerLog)
     }
 
     /// A producer that waits up to `linger_ms` to fill a batch and gives a record up after
-    /// `patience` without an acknowledgement, telling `context` of each delivery.
+    /// `patience` without an acknowledgement, telling `context` of each delivery. Idempotent:
+    /// a partition's records land in the order they were sent, also when a request is retried
+    /// while the next is in flight (a new topic's first request on Apache Kafka often is),
+    /// which a producer with librdkafka's defaults may write after the next one.
     fn producer_lingering<C: ProducerContext>(
         &self,
         linger_ms: u32,
@@ -465,10 +468,13 @@ impl Broker {
         context: C,
     ) -> Result<BaseProducer<C>, KafkaError> {
         let mut config = self.config();
-        config.set("linger.ms", linger_ms.to_string()).set(
-            "message.timeout.ms",
-            patience.as_millis().max(1000).to_string(),
-        );
+        config
+            .set("linger.ms", linger_ms.to_string())
+            .set(
+                "message.timeout.ms",
+                patience.as_millis().max(1000).to_string(),
+            )
+            .set("enable.idempotence", "true");
         let producer: BaseProducer<C> = config
             .create_with_context(context)
             .map_err(|e| self.error("creating a producer", e))?;
@@ -492,7 +498,13 @@ impl Broker {
                     self.created.push(topic.to_owned());
                     return self.wait_for_topic(topic);
                 }
-                Err(AdminFailure::Unsupported) => NO_ADMIN_API.store(true, Ordering::Relaxed),
+                Err(AdminFailure::TimedOut) if self.partitions(topic)? > 0 => {
+                    // The broker created it after the client stopped waiting (a busy Apache
+                    // Kafka): the topic is the one this request asked for.
+                    self.created.push(topic.to_owned());
+                    return self.wait_for_topic(topic);
+                }
+                Err(AdminFailure::TimedOut) => NO_ADMIN_API.store(true, Ordering::Relaxed),
                 Err(AdminFailure::Other(e)) => return Err(e),
             }
         }
@@ -595,9 +607,11 @@ impl Broker {
                 )),
                 _ => Ok(()),
             },
+            // No answer in time: a broker without the admin API, or one too busy to answer
+            // before the topic was created.
             Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut))
             | Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::UnsupportedFeature)) => {
-                Err(AdminFailure::Unsupported)
+                Err(AdminFailure::TimedOut)
             }
             Err(e) => Err(AdminFailure::Other(
                 self.error(format!("creating topic {topic}"), e),
@@ -717,12 +731,34 @@ impl Broker {
         )
     }
 
-    /// `(low, high)` watermarks of one partition.
+    /// `(low, high)` watermarks of one partition. On a topic this handle created, a partition
+    /// the broker does not know yet (its leader not yet told) is asked again until
+    /// `op_timeout`; on any other, that is the answer.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
-        self.with_utility(|c| {
-            c.fetch_watermarks(topic, partition, self.op_timeout)
-                .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
-        })
+        let started = Instant::now();
+        loop {
+            let answer =
+                self.with_utility(|c| Ok(c.fetch_watermarks(topic, partition, self.op_timeout)))?;
+            match answer {
+                Err(e)
+                    if matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::UnknownPartition
+                                | RDKafkaErrorCode::UnknownTopicOrPartition
+                        )
+                    ) && self.created.iter().any(|t| t == topic)
+                        && started.elapsed() < self.op_timeout =>
+                {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                answer => {
+                    return answer.map_err(|e| {
+                        self.error(format!("reading watermarks of {topic}[{partition}]"), e)
+                    })
+                }
+            }
+        }
     }
 }
 
@@ -735,7 +771,53 @@ struct Deliveries {
     first: std::sync::Mutex<Option<String>>,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        pass_on(level, fac, log_message);
+    }
+}
+
+/// The context of the product's producers: librdkafka's lines passed on as every client's
+/// are, but for the transient ones (see [`pass_on`]).
+pub struct ProducerLog;
+
+/// A producer of this crate's: idempotent, its transient lines kept out of the warnings.
+pub type IdempotentProducer = BaseProducer<ProducerLog>;
+
+impl ClientContext for ProducerLog {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        pass_on(level, fac, log_message);
+    }
+}
+
+impl ProducerContext for ProducerLog {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &DeliveryResult<'_>, _: ()) {}
+}
+
+/// What an idempotent producer says while it waits for its producer id and librdkafka retries
+/// by itself (the coordinator of a fresh Apache Kafka still loading, or not elected yet): not
+/// a warning for the program's output, since the records wait and land once the id comes.
+const TRANSIENT: [&str; 2] = ["Coordinator load in progress", "Coordinator not available"];
+
+/// Passes a librdkafka line on as rdkafka's own context does, at its level; a transient line
+/// (see [`TRANSIENT`]) at debug level.
+fn pass_on(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    use RDKafkaLogLevel::*;
+    if TRANSIENT.iter().any(|t| message.contains(t)) {
+        tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
+        return;
+    }
+    match level {
+        Emerg | Alert | Critical | Error => {
+            tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}")
+        }
+        Warning => tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}"),
+        Notice | Info => tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}"),
+        Debug => tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}"),
+    }
+}
 
 /// A client context that logs nothing: its caller reports the one failure that matters.
 struct Quiet;
@@ -779,7 +861,7 @@ impl Isolation {
 }
 
 enum AdminFailure {
-    Unsupported,
+    TimedOut,
     Other(KafkaError),
 }
 

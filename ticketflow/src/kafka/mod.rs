@@ -13,8 +13,8 @@ mod target;
 
 pub use admin::Deletion;
 pub use broker::{
-    check_topic_name, clients_opened, close_consumer, Broker, BrokerAddress, KafkaError,
-    TopicNameError, TopicsLeft, CLOSED_ON_DROP,
+    check_topic_name, clients_opened, close_consumer, Broker, BrokerAddress, IdempotentProducer,
+    KafkaError, ProducerLog, TopicNameError, TopicsLeft, CLOSED_ON_DROP,
 };
 pub use group_member::{GroupEvent, GroupMember};
 pub use offsets::{

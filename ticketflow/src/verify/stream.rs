@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::VerifyError;
 use crate::event::EventRecord;
 use crate::kafka::{BrokerAddress, KafkaReplayConsumer};
-use crate::replay::read::Reader;
+use crate::replay::partition::read::Reader;
 use crate::replay::{DayPlan, ReplayLimits};
 
 /// The consumer group the reading consumer belongs to: librdkafka needs one to assign

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{DayPlan, DayReplayRequest, PartitionPlan, Window};
-use super::ReplaySummary;
+use crate::replay::partition::ReplaySummary;
 use crate::store::{Counters, PartitionProgress, RecordedPlan};
 
 /// A partition of the plan as a flat row: the offsets found, the range, what it holds, both

@@ -8,14 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::apply::{SharedTransaction, TargetWriter};
-use super::pipeline::{self, ReadAhead, Start};
 use super::window::{DayPlan, PartitionPlan};
-use super::ReplayConsumer as _;
-use super::{
-    ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayOptions, ReplaySummary,
-};
 use crate::kafka::{Broker, BrokerAddress, ConsumerError, KafkaError, KafkaReplayConsumer};
+use crate::replay::partition::apply::{SharedTransaction, TargetWriter};
+use crate::replay::partition::pipeline::{self, ReadAhead, Start};
+use crate::replay::partition::ReplayConsumer as _;
+use crate::replay::partition::{
+    BadRecords, ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayOptions,
+    ReplaySummary,
+};
 use crate::store::{Adoption, AuditDb, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError};
 
 /// Where and as whom the partitions are written.
@@ -146,7 +147,7 @@ fn settle(
     topic: &str,
     results: &mut [PartitionResult],
 ) {
-    let mut refused: Vec<(i32, super::ConsumerError)> = Vec::new();
+    let mut refused: Vec<(i32, crate::replay::partition::ConsumerError)> = Vec::new();
     let lost: Option<String> = match worker {
         Some(mut w) => match shared.commit(w.target.as_mut()) {
             Ok(durable) => {
@@ -440,7 +441,7 @@ impl<'a> DayRun<'a> {
                 topic: &self.plan.request.topic,
                 ranges: &self.ranges,
                 owner: Some(self.to.owner),
-                fail_on_refused: self.options.replay.bad_records == super::BadRecords::Fail,
+                fail_on_refused: self.options.replay.bad_records == BadRecords::Fail,
             },
         };
         let j = self.next.fetch_add(1, Ordering::SeqCst);

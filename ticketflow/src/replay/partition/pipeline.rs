@@ -226,7 +226,7 @@ mod tests {
 
     use super::*;
     use crate::event::AuditEvent;
-    use crate::replay::{ConsumerError, ReplayRecord};
+    use crate::replay::partition::{test_plan, ConsumerError, ReplayRecord};
     use crate::store::{Batch, Counters, StoreError, WriteError};
 
     /// Partitions of audit events, read one partition at a time as the Kafka consumer does;
@@ -337,7 +337,7 @@ mod tests {
     }
 
     fn plan(partition: i32, stop: i64) -> ReplayPlan {
-        ReplayPlan::new("live", "replay", "t", partition, 0, stop).unwrap()
+        test_plan(partition, 0, stop)
     }
 
     #[test]

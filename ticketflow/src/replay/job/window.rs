@@ -6,10 +6,10 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::ReplayPlan;
 use crate::kafka::{
     committed_offsets, time_windows, Broker, BrokerLookup, KafkaError, OffsetLookup, TimeWindow,
 };
+use crate::replay::partition::{PartitionRequest, ReplayPlan};
 
 /// What to replay: a time window on every chosen partition, or explicit offsets on one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,14 +107,14 @@ impl DayPlan {
     /// The primitive's plan for one partition's remaining range, if any remains.
     pub fn bounded(&self, p: &PartitionPlan) -> Option<ReplayPlan> {
         let r = &self.request;
-        let plan = ReplayPlan::new(
-            &r.live_group,
-            &r.replay_group,
-            &r.topic,
-            p.partition,
-            p.resume_from,
-            p.stop,
-        )
+        let plan = ReplayPlan::new(PartitionRequest {
+            live_group: &r.live_group,
+            replay_group: &r.replay_group,
+            topic: &r.topic,
+            partition: p.partition,
+            start: p.resume_from,
+            stop: p.stop,
+        })
         .ok()?;
         Some(match r.window {
             Window::Time { since_ms, until_ms } => plan.timed(since_ms, until_ms),

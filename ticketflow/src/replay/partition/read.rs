@@ -467,7 +467,7 @@ fn explain(from: i64, to: i64, reading: &GapReading) -> Result<(u64, u64), GapFi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::ConsumerError;
+    use crate::replay::partition::{test_plan, ConsumerError};
     use std::collections::VecDeque;
 
     /// A broker's view of one partition, offset by offset: what a replay consumer meets.
@@ -637,7 +637,7 @@ mod tests {
 
     #[test]
     fn markers_and_aborted_records_are_counted_and_the_position_reaches_stop() {
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let plan = test_plan(0, 0, 11);
         let (batches, counts) = read_transactions(&plan, 100);
         let offsets: Vec<i64> = batches.iter().flat_map(|b| b.0.clone()).collect();
         assert_eq!(offsets, vec![0, 1, 2, 7, 8, 9]);
@@ -656,7 +656,7 @@ mod tests {
 
     #[test]
     fn a_range_that_stops_before_a_marker_ends_at_stop() {
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 1, 10).unwrap();
+        let plan = test_plan(0, 1, 10);
         let (batches, counts) = read_transactions(&plan, 100);
         assert_eq!(batches.last().unwrap().1, 10);
         assert_eq!((counts.0, counts.1), (2, 2));
@@ -665,7 +665,7 @@ mod tests {
     #[test]
     fn a_jump_over_a_committed_record_or_removed_offsets_is_not_explained() {
         // The consumer skips offset 8, yet a read_committed re-read delivers it.
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let plan = test_plan(0, 0, 11);
         let mut skipping = Log::new(transactions());
         skipping.slots[8] = Lost;
         let mut truth = transactions();
@@ -707,7 +707,7 @@ mod tests {
     fn a_consumer_that_cannot_reread_keeps_every_jump_a_gap() {
         let mut consumer = Log::new(transactions());
         consumer.rereads = Rereads::Blind;
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 11).unwrap();
+        let plan = test_plan(0, 0, 11);
         let mut reader = Reader::open(&plan, LIMITS, &mut consumer).unwrap();
         let g = reader.next_batch(100, usize::MAX, 0).unwrap();
         assert_eq!(g.next, 3);
@@ -727,18 +727,14 @@ mod tests {
     #[test]
     fn timestamps_outside_the_window_and_late_records_are_counted() {
         // Window [12, 15): offsets 0..2 hold 10, 11, 12; 7..9 hold 13, 14, 15.
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 9)
-            .unwrap()
-            .timed(12, 15);
+        let plan = test_plan(0, 0, 9).timed(12, 15);
         let (_, counts) = read_transactions(&plan, 100);
         assert_eq!(counts.2, 2, "10 and 11 are before the window");
         // Past stop 7 (ts 13, 14 are in the window, 15 is not).
         let mut slots = transactions();
         slots[9] = Committed(12);
         let mut log = Log::new(slots);
-        let plan = ReplayPlan::new("l", "replay", "t", 0, 0, 8)
-            .unwrap()
-            .timed(12, 14);
+        let plan = test_plan(0, 0, 8).timed(12, 14);
         let mut reader = Reader::open(&plan, LIMITS, &mut log).unwrap();
         let mut committed = 0;
         while committed < 8 {

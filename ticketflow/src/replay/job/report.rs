@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::execute::PartitionError;
-use super::ReplaySummary;
+use crate::replay::partition::ReplaySummary;
 
 /// What one partition did in this run.
 #[derive(Debug)]

@@ -6,12 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::apply::{apply_batch, TargetWriter};
 use super::execute::{ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget};
-use super::read::Reader;
 use super::window::{DayPlan, DayReplayRequest, PartitionPlan};
-use super::{ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits, ReplayPlan, ReplaySummary};
 use crate::kafka::{Broker, GroupEvent, GroupMember, KafkaError, KafkaReplayConsumer, KafkaTarget};
+use crate::replay::partition::apply::{apply_batch, TargetWriter};
+use crate::replay::partition::read::Reader;
+use crate::replay::partition::{
+    BadRecords, PartitionRequest, ReplayError, ReplayErrorKind, ReplayGroup, ReplayLimits,
+    ReplayPlan, ReplaySummary,
+};
 use crate::store::{
     Adoption, Claim, PartitionClaim, PlanScope, ReplayTarget, StoreError, Timeouts, WriteError,
 };
@@ -145,21 +148,7 @@ pub(crate) fn work(
     to: &WriteTarget<'_>,
     progress: &dyn Progress,
 ) -> Result<WorkerRun, SetupError> {
-    let left = || options.deadline.saturating_sub(options.since.elapsed());
-    let remaining = || left().max(Duration::from_millis(1));
-    let broker = Broker::for_target(kafka, remaining().max(Duration::from_secs(1)))?;
-    let mut target = to.db.open_target(Timeouts::replay(to.db, remaining()))?;
-    // Writers keep what was prepared; they create nothing.
-    target.prepare(&Adoption {
-        create_audit_events: false,
-        create_bookkeeping: Vec::new(),
-        ..to.adoption.clone()
-    })?;
-    let member = Arc::new(GroupMember::join(&broker, group, &plan.request.topic)?);
-    // Records from a reader of this worker's own; commits through the group member (a broker
-    // takes commits only from members of an active group).
-    let mut reads = KafkaReplayConsumer::new(&broker, group)?;
-    reads.commit_through(Arc::clone(&member));
+    let mut worker = Worker::join(kafka, group, plan, options, to)?;
     let mut share = Share {
         plan,
         to,
@@ -172,82 +161,12 @@ pub(crate) fn work(
         said: BTreeSet::new(),
     };
     let mut run = WorkerRun::default();
-    let mut looks = Looks {
-        numbers: plan.partitions.iter().map(|p| p.partition).collect(),
-        looked: None,
-        unanswered: None,
-    };
-    let outcome = loop {
-        if left().is_zero() {
-            break Ok(false);
-        }
-        let wait = if share.next_work().is_some() {
-            Duration::ZERO
-        } else {
-            IDLE_POLL.min(remaining())
-        };
-        let events = member.poll(wait);
-        if let Err(e) = share.serve(events, target.as_mut(), &member) {
-            break Err(SetupError::Store(e));
-        }
-        let _ = member.settle();
-        if let Some((p, claim)) = share.next_work() {
-            let turn = replay_turn(
-                p,
-                claim,
-                &mut reads,
-                &member,
-                target.as_mut(),
-                &mut share,
-                &mut run,
-                options,
-                progress,
-            );
-            match turn {
-                Ok(Turn::Done) => {
-                    if let Some(c) = share.owned.get_mut(&p) {
-                        c.next_offset = c.stop;
-                    }
-                }
-                Ok(Turn::Revoked) => {}
-                Ok(Turn::Lost) => {
-                    share.owned.remove(&p);
-                    tracing::warn!("partition {p}: claimed by another worker; left to it");
-                }
-                Err(e) => {
-                    run.failed.push((p, e));
-                    break Ok(false);
-                }
-            }
-            continue;
-        }
-        match looks.look(target.as_mut(), to.plan_id, &member) {
-            Ok(true) => break Ok(true),
-            Ok(false) => {}
-            Err(e) => break Err(e),
-        }
-    };
-    // Unfinished partitions are handed back at once; leaving the group (the member's drop)
-    // gives them to the other workers.
-    for p in share.owned.keys() {
-        let _ = target.release_partition(PartitionClaim {
-            plan_id: to.plan_id,
-            partition: *p,
-            owner: to.owner,
-        });
-    }
+    let outcome = worker.replay_until_done(&mut share, &mut run, options, progress);
+    worker.hand_back(&share);
     let complete = outcome?;
-    if let Ok(plans) = target.plans() {
-        if let Some(recorded) = plans.into_iter().find(|r| r.plan_id == to.plan_id) {
-            run.checkpoints = recorded
-                .partitions
-                .iter()
-                .map(|p| (p.partition, p.next_offset))
-                .collect();
-        }
-    }
+    run.checkpoints = worker.checkpoints(to.plan_id);
     if !complete {
-        let deadline_passed = left().is_zero();
+        let deadline_passed = left(options).is_zero();
         let unfinished = unfinished(
             &plan.request.topic,
             &plan.partitions,
@@ -259,6 +178,173 @@ pub(crate) fn work(
         run.failed.extend(unfinished);
     }
     Ok(run)
+}
+
+/// What is left of the run's deadline.
+fn left(options: ExecuteOptions) -> Duration {
+    options.deadline.saturating_sub(options.since.elapsed())
+}
+
+/// What is left of the run's deadline, at least a millisecond (a bound must be positive).
+fn remaining(options: ExecuteOptions) -> Duration {
+    left(options).max(Duration::from_millis(1))
+}
+
+/// This worker as a member of the replay group, with its reader and its target connection.
+/// Fields drop in this order: the reader, then the member (leaving the group hands its
+/// partitions to the other workers), then the target and the broker.
+struct Worker<'a> {
+    reads: KafkaReplayConsumer,
+    group: Arc<GroupMember>,
+    target: Box<dyn ReplayTarget>,
+    to: &'a WriteTarget<'a>,
+    _broker: Broker,
+}
+
+impl<'a> Worker<'a> {
+    /// Reaches the broker and the target (keeping what was prepared) and joins the group.
+    fn join(
+        kafka: &KafkaTarget,
+        group: &ReplayGroup,
+        plan: &DayPlan,
+        options: ExecuteOptions,
+        to: &'a WriteTarget<'a>,
+    ) -> Result<Self, SetupError> {
+        let broker = Broker::for_target(kafka, remaining(options).max(Duration::from_secs(1)))?;
+        let mut target = to
+            .db
+            .open_target(Timeouts::replay(to.db, remaining(options)))?;
+        // Writers keep what was prepared; they create nothing.
+        target.prepare(&Adoption {
+            create_audit_events: false,
+            create_bookkeeping: Vec::new(),
+            ..to.adoption.clone()
+        })?;
+        let member = Arc::new(GroupMember::join(&broker, group, &plan.request.topic)?);
+        // Records from a reader of this worker's own; commits through the group member (a
+        // broker takes commits only from members of an active group).
+        let mut reads = KafkaReplayConsumer::new(&broker, group)?;
+        reads.commit_through(Arc::clone(&member));
+        Ok(Worker {
+            reads,
+            group: member,
+            target,
+            to,
+            _broker: broker,
+        })
+    }
+
+    /// Serves the group and replays the partitions it gives this worker until the plan is
+    /// complete (true), the deadline passes or a partition fails (false).
+    fn replay_until_done(
+        &mut self,
+        share: &mut Share<'_>,
+        run: &mut WorkerRun,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<bool, SetupError> {
+        let mut looks = Looks {
+            numbers: share.plan.partitions.iter().map(|p| p.partition).collect(),
+            looked: None,
+            unanswered: None,
+        };
+        loop {
+            if left(options).is_zero() {
+                return Ok(false);
+            }
+            let wait = if share.next_work().is_some() {
+                Duration::ZERO
+            } else {
+                IDLE_POLL.min(remaining(options))
+            };
+            let events = self.group.poll(wait);
+            share
+                .serve(events, self.target.as_mut(), &self.group)
+                .map_err(SetupError::Store)?;
+            let _ = self.group.settle();
+            if let Some((p, claim)) = share.next_work() {
+                if !self.take_turn(p, claim, share, run, options, progress) {
+                    return Ok(false);
+                }
+                continue;
+            }
+            if looks.look(self.target.as_mut(), self.to.plan_id, &self.group)? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Replays partition `p` from its `claim` for one turn; false when it failed (recorded in
+    /// `run`), which ends this worker.
+    fn take_turn(
+        &mut self,
+        p: i32,
+        claim: Claim,
+        share: &mut Share<'_>,
+        run: &mut WorkerRun,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> bool {
+        let turn = replay_turn(
+            p,
+            claim,
+            &mut self.reads,
+            &self.group,
+            self.target.as_mut(),
+            share,
+            run,
+            options,
+            progress,
+        );
+        match turn {
+            Ok(Turn::Done) => {
+                if let Some(c) = share.owned.get_mut(&p) {
+                    c.next_offset = c.stop;
+                }
+            }
+            Ok(Turn::Revoked) => {}
+            Ok(Turn::Lost) => {
+                share.owned.remove(&p);
+                tracing::warn!("partition {p}: claimed by another worker; left to it");
+            }
+            Err(e) => {
+                run.failed.push((p, e));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Hands unfinished partitions back at once; leaving the group (the member's drop) gives
+    /// them to the other workers.
+    fn hand_back(&mut self, share: &Share<'_>) {
+        for p in share.owned.keys() {
+            let _ = self.target.release_partition(PartitionClaim {
+                plan_id: self.to.plan_id,
+                partition: *p,
+                owner: self.to.owner,
+            });
+        }
+    }
+
+    /// Every partition's SQL checkpoint as the target records it now (none when it cannot be
+    /// read).
+    fn checkpoints(&mut self, plan_id: &str) -> BTreeMap<i32, i64> {
+        let Ok(plans) = self.target.plans() else {
+            return BTreeMap::new();
+        };
+        plans
+            .into_iter()
+            .find(|r| r.plan_id == plan_id)
+            .map(|recorded| {
+                recorded
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition, p.next_offset))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The partitions an incomplete run leaves short of their stop (at their SQL `checkpoints`,
@@ -438,14 +524,14 @@ fn replay_turn(
 
 /// The range `claim` holds of partition `p`, bounded as the request's window says.
 fn claimed_plan(r: &DayReplayRequest, p: i32, claim: &Claim) -> Result<ReplayPlan, PartitionError> {
-    let bounded = ReplayPlan::new(
-        &r.live_group,
-        &r.replay_group,
-        &r.topic,
-        p,
-        claim.next_offset,
-        claim.stop,
-    )
+    let bounded = ReplayPlan::new(PartitionRequest {
+        live_group: &r.live_group,
+        replay_group: &r.replay_group,
+        topic: &r.topic,
+        partition: p,
+        start: claim.next_offset,
+        stop: claim.stop,
+    })
     .map_err(|_| PartitionError::Setup {
         cause: SetupError::InvalidRange {
             start: claim.next_offset,
@@ -454,7 +540,7 @@ fn claimed_plan(r: &DayReplayRequest, p: i32, claim: &Claim) -> Result<ReplayPla
         committed: claim.next_offset,
     })?;
     Ok(match r.window {
-        super::Window::Time { since_ms, until_ms } => bounded.timed(since_ms, until_ms),
+        super::window::Window::Time { since_ms, until_ms } => bounded.timed(since_ms, until_ms),
         _ => bounded,
     })
 }
@@ -481,8 +567,14 @@ impl TurnBatch<'_, '_> {
         let (topic, p) = (plan.topic(), plan.partition());
         let committed = self.summary.final_offset;
         let gathered = self.reader.next_batch(
-            options.replay.batch.min(super::BATCH_RECORDS),
-            options.replay.batch_bytes.min(super::BATCH_BYTES),
+            options
+                .replay
+                .batch
+                .min(crate::replay::partition::BATCH_RECORDS),
+            options
+                .replay
+                .batch_bytes
+                .min(crate::replay::partition::BATCH_BYTES),
             committed,
         )?;
         let mut writer = TargetWriter {
@@ -492,7 +584,7 @@ impl TurnBatch<'_, '_> {
                 topic,
                 ranges: &share.ranges,
                 owner: Some(share.to.owner),
-                fail_on_refused: options.replay.bad_records == super::BadRecords::Fail,
+                fail_on_refused: options.replay.bad_records == BadRecords::Fail,
             },
             // A worker's partition can be revoked between batches, so each batch is its
             // own transaction: what was handed over is durable at once.

@@ -1,49 +1,19 @@
-//! The replay job: plan a window of a real topic, execute the plan into the audit database, and
-//! report per partition what happened — including how the live group moved meanwhile: it may
-//! keep consuming (forward is information), but must not move back or lose its offsets.
+//! Executing a prepared plan: [`Prepared::run`] executes it alone or as one worker of several,
+//! then records the plan's status and reads the conflicts recorded for it into the report —
+//! including how the live group moved meanwhile: it may keep consuming (forward is
+//! information), but must not move back or lose its offsets.
 
 use std::time::{Duration, Instant};
 
 use super::execute::{DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
-use super::identity::{self, Behind, Decision, IdentityRefusal, TargetView};
-use super::prepare::Prepared;
+use super::identity::{self, Behind, Decision};
+use super::prepare::{name_of, DatabaseError, Prepared, ReplayJob};
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
-use super::window::{plan_day, DayPlan, DayPlanError, DayReplayRequest, PartitionPlan};
+use super::window::{DayPlan, PartitionPlan};
 use super::worker;
-use super::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
-use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer, KafkaTarget};
-use crate::store::{AuditDb, PlanStatus, Recording, StoreError, Timeouts};
-
-/// A replay of one request on one broker: [`plan`](Self::plan), then execute that plan into a
-/// database ([`Prepared::run`]).
-pub struct ReplayJob {
-    kafka: KafkaTarget,
-    broker: Broker,
-    request: DayReplayRequest,
-}
-
-/// Why the job could not reach the broker it was given.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// A client property the replay sets itself was given (`-X`); nothing was contacted.
-    #[error(
-        "-X {property}: the replay sets {property} itself ({}); remove it",
-        owned_reason(property)
-    )]
-    OwnedProperty { property: String },
-    /// The broker could not be reached before planning; nothing was written.
-    #[error("planning: {0}")]
-    Kafka(#[from] KafkaError),
-}
-
-fn owned_reason(property: &str) -> &'static str {
-    match property {
-        "isolation.level" => "read_committed: records of aborted transactions are never replayed",
-        "group.id" => "the replay group, which must differ from the live group",
-        "auto.offset.reset" => "error: a gone offset stops the replay instead of moving it",
-        _ => "offsets are committed only after their rows are durable",
-    }
-}
+use crate::kafka::{committed_offsets, Broker, KafkaError, KafkaReplayConsumer};
+use crate::replay::partition::{PlanError, ReplayConsumer, ReplayGroup, ReplaySummary};
+use crate::store::{AuditDb, PlanStatus, StoreError, Timeouts};
 
 /// Why the job could not execute its plan (the partitions' own failures are in the report).
 #[derive(Debug, thiserror::Error)]
@@ -58,123 +28,34 @@ pub enum ExecuteError {
     Plan(#[from] PlanError),
 }
 
-/// Why the target could not be looked at, or must not be used; nothing was read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum TargetError {
-    #[error(transparent)]
-    Store(#[from] DatabaseError),
-}
-
-/// Why a worker could not start on its plan; nothing was read from the topic.
-#[derive(Debug, thiserror::Error)]
-pub enum JoinError {
-    #[error(transparent)]
-    Store(#[from] DatabaseError),
-    #[error(transparent)]
-    Refused(#[from] IdentityRefusal),
-}
-
-/// The target database failed, named as its errors name it.
-#[derive(Debug, thiserror::Error)]
-#[error("{db}: {source}")]
-pub struct DatabaseError {
-    pub db: String,
-    pub source: StoreError,
-}
-
-impl DatabaseError {
-    fn new(db: &AuditDb, source: StoreError) -> DatabaseError {
-        DatabaseError {
-            db: name_of(db),
-            source,
-        }
-    }
-}
-
-/// How an error of the store names the database: PostgreSQL errors name their server.
-fn name_of(db: &AuditDb) -> String {
-    match db {
-        AuditDb::Sqlite(_) => db.to_string(),
-        AuditDb::Postgres(_) => "PostgreSQL".to_owned(),
+impl Prepared<'_> {
+    /// Executes the plan: alone, or as one worker of the plan's replay group; then records the
+    /// plan's status and reads the conflicts recorded for it into the report.
+    pub fn run(
+        &self,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<ReplayReport, ExecuteError> {
+        let started = Instant::now();
+        let mut report = if self.worker {
+            self.work(started, options, progress)
+        } else {
+            self.execute(started, options, progress)
+        }?;
+        let done = report.every_partition_done();
+        // Alone, the run marks the plan complete or failed. Any worker that sees the plan done
+        // marks it so; a failing one leaves it running for the others.
+        let status = match (done, self.worker) {
+            (true, _) => Some(PlanStatus::Complete),
+            (false, false) => Some(PlanStatus::Failed),
+            (false, true) => None,
+        };
+        close(self.db, &mut report, status, done)?;
+        Ok(report)
     }
 }
 
 impl ReplayJob {
-    /// Reaches the broker; every later broker call is bounded by `timeout`.
-    /// Refuses client properties the replay sets itself before contacting anything.
-    pub fn connect(
-        kafka: &KafkaTarget,
-        request: DayReplayRequest,
-        timeout: Duration,
-    ) -> Result<ReplayJob, ConnectError> {
-        if let Some(property) = kafka.replay_owned_property() {
-            return Err(ConnectError::OwnedProperty {
-                property: property.to_owned(),
-            });
-        }
-        Ok(ReplayJob {
-            kafka: kafka.clone(),
-            broker: Broker::for_target(kafka, timeout)?,
-            request,
-        })
-    }
-
-    /// The bootstrap servers the job works on.
-    pub fn servers(&self) -> &str {
-        self.broker.servers()
-    }
-
-    /// Looks everything up on the broker and decides, per partition, what the replay would do;
-    /// refuses what must not run. Touches nothing.
-    pub fn plan(&self) -> Result<DayPlan, DayPlanError> {
-        plan_day(&self.broker, &self.request)
-    }
-
-    /// Looks at the target without writing (a SQLite file that does not exist is not created):
-    /// what it holds, whether the replay may adopt it, and the plans recorded there. Call it
-    /// before [`plan`](Self::plan): a target that must not be used stops the run before
-    /// anything is read from the topic.
-    pub fn inspect(db: &AuditDb, timeouts: Timeouts) -> Result<TargetView, TargetError> {
-        let store = |source| DatabaseError::new(db, source);
-        let Some(mut target) = db.open_to_look(timeouts).map_err(store)? else {
-            let inspection = db.nothing_yet();
-            let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
-            return Ok(TargetView {
-                inspection,
-                adoption,
-                plans: Vec::new(),
-            });
-        };
-        let inspection = target.inspect().map_err(store)?;
-        let adoption = inspection.adopt().map_err(|e| store(e.into()))?;
-        let plans = target.plans().map_err(store)?;
-        Ok(TargetView {
-            inspection,
-            adoption,
-            plans,
-        })
-    }
-
-    /// The plans recorded in `db`, whatever its `audit_events` is like (for `replay status`); a
-    /// SQLite file that does not exist is an error, not an empty record (a mistyped path).
-    pub fn recorded(
-        db: &AuditDb,
-        timeouts: Timeouts,
-    ) -> Result<Vec<crate::store::RecordedPlan>, TargetError> {
-        let store = |source| DatabaseError::new(db, source);
-        match db.open_to_look(timeouts).map_err(store)? {
-            Some(mut target) => Ok(target.plans().map_err(store)?),
-            None => Err(store(StoreError::Unavailable("no such database file".into())).into()),
-        }
-    }
-
-    /// What this run does with `plan` given the target's record of it; sets each partition's
-    /// range and resume point to the recorded ones.
-    pub fn decide(plan: &mut DayPlan, view: &TargetView) -> Result<Decision, IdentityRefusal> {
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        identity::decide(plan, view, &now, &identity::who())
-    }
-
     /// Commits the replay group's offsets up to the SQL checkpoints where Kafka is behind them.
     fn bring_up(&self, plan: &DayPlan, behind: &[Behind]) -> Result<(), ExecuteError> {
         if behind.is_empty() {
@@ -237,34 +118,6 @@ impl ReplayJob {
             elapsed,
             lanes,
             live_unread,
-        }
-    }
-
-    /// For one of several workers of a plan: prepares the target and records the plan unless
-    /// another worker recorded it first — then the recorded plan is adopted as it is (its
-    /// ranges), or refused when it is another window of the same replay group.
-    pub fn join(
-        db: &AuditDb,
-        timeouts: Timeouts,
-        plan: &mut DayPlan,
-        decision: Decision,
-        view: &TargetView,
-    ) -> Result<Decision, JoinError> {
-        let store = |source| DatabaseError::new(db, source);
-        let mut target = db.open_target(timeouts).map_err(store)?;
-        target.prepare(&view.adoption).map_err(store)?;
-        let Decision::New(ours) = &decision else {
-            return Ok(decision);
-        };
-        match target.record_plan_once(ours).map_err(store)? {
-            Recording::Recorded => Ok(decision),
-            Recording::Present | Recording::OtherPlan { .. } => {
-                let now = TargetView {
-                    plans: target.plans().map_err(store)?,
-                    ..view.clone()
-                };
-                Ok(Self::decide(plan, &now)?)
-            }
         }
     }
 }
