@@ -201,6 +201,9 @@ fn median(mut times: Vec<Duration>) -> Duration {
 
 /// CPU time (user + system) of every child process waited for so far, and of theirs: a
 /// figure the load of other processes on a shared machine moves far less than wall time.
+/// One project size's median wall and CPU times, a row each.
+type Measured = (usize, Vec<Duration>, Vec<Duration>);
+
 fn children_cpu() -> Duration {
     // SAFETY: getrusage only writes into the struct it is given.
     let usage = unsafe {
@@ -235,8 +238,6 @@ fn main() {
     let cache = scratch.path().join("cache");
     let (first_bin, first_cache) = (bin.clone(), cache.clone());
     let (baseline_cache, second_cache) = (cache.clone(), cache);
-    // The row the ratios and overheads are of: a student's rerun with nothing changed.
-    const MEASURED: usize = 2;
     let mut rows: Vec<Row> = vec![
         Row {
             name: "in place (limit)",
@@ -269,10 +270,23 @@ fn main() {
     println!(
         "course benchmark: {lessons} lessons x {per_lesson} exercises = {probes} probes, --jobs {jobs}, median of {rounds} rounds (rows interleaved in each round), python3 and sh"
     );
-    let mut results: Vec<(usize, Vec<Duration>, Vec<Duration>)> = Vec::new();
-    for &files in &sizes {
+    let results = measure(&rows, &sizes, rounds, scratch.path(), (lessons, per_lesson));
+    print_table(&rows, &results, probes);
+}
+
+/// Each project size's median wall and CPU time of every row, over `rounds` rounds with the
+/// rows interleaved in each.
+fn measure(
+    rows: &[Row],
+    sizes: &[usize],
+    rounds: usize,
+    scratch: &Path,
+    (lessons, per_lesson): (usize, usize),
+) -> Vec<Measured> {
+    let mut results: Vec<Measured> = Vec::new();
+    for &files in sizes {
         let made = Instant::now();
-        let course = Course::write(&scratch.path().join("course"), files, lessons, per_lesson);
+        let course = Course::write(&scratch.join("course"), files, lessons, per_lesson);
         eprintln!(
             "project of {files} files written in {:.1}s",
             made.elapsed().as_secs_f64()
@@ -296,6 +310,14 @@ fn main() {
         eprintln!("  {files} files: {}", shown.join(", "));
         results.push((files, medians, cpu));
     }
+    results
+}
+
+/// The results as a Markdown table, with the ratios of the measured row (a rerun with nothing
+/// changed) to the limit.
+fn print_table(rows: &[Row], results: &[Measured], probes: usize) {
+    // The row the ratios and overheads are of: a student's rerun with nothing changed.
+    const MEASURED: usize = 2;
     let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
     let per_probe =
         |m: &[Duration]| (m[MEASURED].as_secs_f64() - m[0].as_secs_f64()) * 1000.0 / probes as f64;
@@ -315,7 +337,7 @@ fn main() {
         names.join(" (s) | CPU: ")
     );
     println!("|---:|{}", "---:|".repeat(2 * rows.len() + 5));
-    for (files, wall, cpu) in &results {
+    for (files, wall, cpu) in results {
         println!(
             "| {files} | {} | {:.2} | {:.2} | {} | {:.2} | {:.1} | {:.1} |",
             seconds(wall),
