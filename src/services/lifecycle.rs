@@ -410,13 +410,62 @@ mod tests {
         assert!(e.to_string().contains("exit status: 3"), "{e}");
         assert!(e.to_string().ends_with("ends: bye"), "{e}");
         let e = running
-            .start(&service("exec sleep 30", Ready::Command("false".into())))
+            .start(&service(
+                "echo {data}; exec sleep 30",
+                Ready::Command("false".into()),
+            ))
             .unwrap_err();
         assert!(
             e.to_string().contains("not ready within 2s (ready: false)"),
             "{e}"
         );
         assert!(running.lock().is_empty());
+        let data = std::fs::read_to_string(logs.path().join("s.log")).unwrap();
+        assert!(
+            !Path::new(data.trim()).exists(),
+            "a failed start left its data folder {data}"
+        );
+    }
+
+    #[test]
+    fn a_service_ignoring_its_stop_signal_is_killed_after_stop_timeout() {
+        let logs = tempfile::tempdir().unwrap();
+        let running = Running::new(logs.path().to_owned());
+        let stubborn = service(
+            "trap '' TERM; while true; do sleep 0.1; done",
+            Ready::Command("true".into()),
+        );
+        running.start(&stubborn).unwrap();
+        let leader = running.lock()["s"].group;
+        let started = Instant::now();
+        running.stop_all();
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "not waited for"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            living_in_group(leader),
+            0,
+            "its group outlived stop_timeout"
+        );
+    }
+
+    /// Processes of group `group` that are not zombies (killed children wait for a reaper).
+    fn living_in_group(group: libc::pid_t) -> usize {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        entries
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                // After the command's closing parenthesis: state, ppid, pgrp.
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+                fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
+            })
+            .count()
     }
 
     #[test]

@@ -163,19 +163,21 @@ fn an_interrupted_run_leaves_no_service_and_no_data_folder() {
     if !services::redis() {
         return;
     }
-    let dir = Dir::new();
-    course(&dir, CACHE, &manifest("; sleep 60"));
-    let mut running = run41(&dir).args(["--select", "set-get"]).spawn();
-    wait_for(&dir.join("course/seen.txt"), Duration::from_secs(30));
-    let (port, data) = seen(&dir);
-    assert!(
-        redis_on(&port),
-        "the cache is not running while its probe runs"
-    );
-    assert!(data.is_dir());
-    running.signal(libc::SIGINT);
-    running.within(Duration::from_secs(30)).status(130);
-    nothing_left(&port, &data);
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let dir = Dir::new();
+        course(&dir, CACHE, &manifest("; sleep 60"));
+        let mut running = run41(&dir).args(["--select", "set-get"]).spawn();
+        wait_for(&dir.join("course/seen.txt"), Duration::from_secs(30));
+        let (port, data) = seen(&dir);
+        assert!(
+            redis_on(&port),
+            "the cache is not running while its probe runs"
+        );
+        assert!(data.is_dir());
+        running.signal(signal);
+        running.within(Duration::from_secs(30)).status(code);
+        nothing_left(&port, &data);
+    }
 }
 
 #[test]
