@@ -360,6 +360,13 @@ mod tests {
     use super::*;
     use crate::services::{Ready, StopSignal};
 
+    /// No service started yet, logging in a folder of its own.
+    fn running() -> (tempfile::TempDir, Running) {
+        let logs = tempfile::tempdir().unwrap();
+        let running = Running::new(logs.path().to_owned());
+        (logs, running)
+    }
+
     fn service(start: &str, ready: Ready) -> Service {
         Service {
             name: "s".into(),
@@ -377,8 +384,7 @@ mod tests {
 
     #[test]
     fn a_service_starts_gets_its_env_and_stops_with_its_data_folder() {
-        let logs = tempfile::tempdir().unwrap();
-        let running = Running::new(logs.path().to_owned());
+        let (logs, running) = running();
         let s = service(
             "touch {data}/here; echo started; exec sleep 30",
             Ready::Command("test -f {data}/here".into()),
@@ -397,8 +403,7 @@ mod tests {
 
     #[test]
     fn a_start_not_found_exiting_or_never_ready_is_an_error_with_its_log() {
-        let logs = tempfile::tempdir().unwrap();
-        let running = Running::new(logs.path().to_owned());
+        let (logs, running) = running();
         let e = running
             .start(&service("no-such-program-here", Ready::Tcp))
             .unwrap_err();
@@ -429,8 +434,7 @@ mod tests {
 
     #[test]
     fn a_service_ignoring_its_stop_signal_is_killed_after_stop_timeout() {
-        let logs = tempfile::tempdir().unwrap();
-        let running = Running::new(logs.path().to_owned());
+        let (_logs, running) = running();
         let stubborn = service(
             "trap '' TERM; while true; do sleep 0.1; done",
             Ready::Command("true".into()),
@@ -470,8 +474,7 @@ mod tests {
 
     #[test]
     fn a_service_ending_by_itself_is_told() {
-        let logs = tempfile::tempdir().unwrap();
-        let running = Running::new(logs.path().to_owned());
+        let (_logs, running) = running();
         let s = service("sleep 0.5; echo gone", Ready::Command("true".into()));
         running.start(&s).unwrap();
         std::thread::sleep(Duration::from_millis(900));

@@ -34,6 +34,17 @@ fn course(dir: &Dir, services: &str, manifest: &str) {
     dir.write("checkpoints/41-cache.toml", manifest);
 }
 
+/// A course declaring Redis as `cache`, with lesson 41's probes (`then` after `set-get`), where
+/// Redis is installed.
+fn redis_course(then: &str) -> Option<Dir> {
+    if !services::redis() {
+        return None;
+    }
+    let dir = Dir::new();
+    course(&dir, CACHE, &manifest(then));
+    Some(dir)
+}
+
 /// `lessonprobe --lesson 41` on the course, no JUnit.
 fn run41(dir: &Dir) -> Test {
     dir.lessonprobe()
@@ -67,11 +78,9 @@ fn nothing_left(port: &str, data: &Path) {
 
 #[test]
 fn a_probe_needing_a_declared_redis_passes_and_the_service_is_gone_after() {
-    if !services::redis() {
+    let Some(dir) = redis_course("") else {
         return;
-    }
-    let dir = Dir::new();
-    course(&dir, CACHE, &manifest(""));
+    };
     run41(&dir)
         .stdout_has("PASS    [")
         .stdout_has("lesson 41 set-get")
@@ -87,11 +96,9 @@ fn a_probe_needing_a_declared_redis_passes_and_the_service_is_gone_after() {
 
 #[test]
 fn a_service_no_selected_probe_needs_never_starts() {
-    if !services::redis() {
+    let Some(dir) = redis_course("") else {
         return;
-    }
-    let dir = Dir::new();
-    course(&dir, CACHE, &manifest(""));
+    };
     run41(&dir)
         .args(["--select", "plain"])
         .stdout_has("PASS    [")
@@ -273,11 +280,9 @@ fn run42(dir: &Dir) -> Test {
 
 #[test]
 fn a_lesson_names_its_services_with_a_label_in_english_or_chinese() {
-    if !services::redis() {
+    let Some(dir) = redis_course("") else {
         return;
-    }
-    let dir = Dir::new();
-    course(&dir, CACHE, &manifest(""));
+    };
     std::fs::create_dir_all(dir.join("course/project")).unwrap();
     for (label, inside) in [("Services: cache", false), ("服务：cache", true)] {
         dir.write("course/lessons/42-cache.md", lesson(label, inside));
