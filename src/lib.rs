@@ -23,6 +23,7 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod selector;
+pub mod services;
 pub mod signals;
 pub mod wildcard;
 

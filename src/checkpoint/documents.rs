@@ -187,6 +187,10 @@ fn probe_of(doc: DocProbe) -> Probe {
         doc: None,
         drift: None,
         retries: None,
+        services: match &doc.body {
+            DocBody::Code(code) => code.services.clone(),
+            _ => Vec::new(),
+        },
         kind: ProbeKind::Document(Box::new(doc)),
     }
 }

@@ -45,6 +45,9 @@ pub struct Probe {
     /// How often a failing run of this probe is tried again, when its manifest says; else the
     /// run's `--retries` decides.
     pub retries: Option<u32>,
+    /// The course's declared services this probe needs (`services`, a lesson's `Services:`
+    /// label): started before it runs, their variables in its environment.
+    pub services: Vec<String>,
 }
 
 /// The most retries a manifest or `--retries` may ask for.
@@ -159,6 +162,9 @@ struct RawProbe {
     doc: Option<Spanned<String>>,
     // builtin, command, remote
     retries: Option<Spanned<i64>>,
+    // command
+    #[serde(default)]
+    services: Vec<String>,
 }
 
 impl RawProbe {
@@ -177,6 +183,7 @@ impl RawProbe {
             ("expect", self.expect.is_some()),
             ("doc", self.doc.is_some()),
             ("retries", self.retries.is_some()),
+            ("services", !self.services.is_empty()),
         ];
         given
             .into_iter()
@@ -298,6 +305,7 @@ fn probe(
             doc,
             drift: None,
             retries,
+            services: raw.services,
         },
         span,
     })
@@ -344,7 +352,9 @@ impl Kind<'_> {
     fn command(&self, f: &mut RawProbe) -> Result<ProbeKind, Diagnostic> {
         self.only(
             f,
-            &["argv", "cwd", "env", "requires", "expect", "doc", "retries"],
+            &[
+                "argv", "cwd", "env", "requires", "expect", "doc", "retries", "services",
+            ],
         )?;
         let argv = f.argv.take().ok_or_else(|| self.missing("argv"))?;
         if argv.get_ref().first().is_none_or(String::is_empty) {

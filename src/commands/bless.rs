@@ -47,11 +47,13 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         flag: RemoteFlag::from_env(),
         host: None,
     };
+    let services = std::sync::Arc::new(crate::services::Running::in_course(course.root()));
     let preflight = super::run::preflight::checks(
         Some(&course.course),
         &[],
         &ticketflow::KafkaTarget::Embedded,
         &remote,
+        &services,
     );
     let config = RunConfig {
         jobs: super::jobs(args.jobs),
@@ -62,6 +64,7 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         remote,
         failure: FailurePolicy::default(),
         preflight,
+        services,
         first: Default::default(),
     };
     let interrupt = interruptible()?;

@@ -53,11 +53,24 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
     let sql = super::run::sql_targets(&args.db)?;
     let kafka = super::kafka_target(&args.kafka)?;
     let remote = super::remote_host(&args.hosts, false)?;
-    let checks =
-        super::run::preflight::checks(course.as_ref().map(|c| &c.course), &sql, &kafka, &remote);
+    // A declared service's check starts it: doctor tells whether each can start, then stops it.
+    let services = std::sync::Arc::new(crate::services::Running::in_course(
+        course
+            .as_ref()
+            .map_or(std::path::Path::new("."), |c| c.root()),
+    ));
+    let checks = super::run::preflight::checks(
+        course.as_ref().map(|c| &c.course),
+        &sql,
+        &kafka,
+        &remote,
+        &services,
+    );
     let wanted: Vec<&crate::run::Check> = checks.iter().collect();
     let mut failed = rows.iter().any(|r| r.result == "FAILED");
-    for (check, problem) in preflight::run_all(&wanted) {
+    let answers = preflight::run_all(&wanted);
+    services.stop_all();
+    for (check, problem) in answers {
         failed |= problem.is_some();
         rows.push(Row {
             check: check.name.clone(),

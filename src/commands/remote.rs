@@ -33,6 +33,7 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
             doc: None,
             drift: None,
             retries: None,
+            services: Vec::new(),
         }],
     };
     let selection = Selection {

@@ -2,7 +2,7 @@
 //! step runs after the step it continues, in a copy of the folder that step left; a step whose
 //! predecessor did not pass is not run, and says which one failed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,7 @@ impl Chains {
         &self,
         doc: &DocProbe,
         code: &CodeProbe,
+        env: &BTreeMap<String, String>,
         deadline: Duration,
         cancel: &Cancel,
     ) -> DocRun {
@@ -108,7 +109,7 @@ impl Chains {
             None => None,
         };
         let started = Instant::now();
-        let (mut run, left) = run_after(doc, code, before.as_deref(), deadline, cancel);
+        let (mut run, left) = run_after(doc, code, before.as_deref(), env, deadline, cancel);
         self.leave(doc.lesson, &doc.id, left);
         run.duration = started.elapsed();
         run
@@ -121,6 +122,7 @@ fn run_after(
     probe: &DocProbe,
     code: &CodeProbe,
     left: Option<&Left>,
+    env: &BTreeMap<String, String>,
     deadline: Duration,
     cancel: &Cancel,
 ) -> (DocRun, Left) {
@@ -133,7 +135,7 @@ fn run_after(
         Some(Left::Passed(workspace)) => Some(workspace),
         None => None,
     };
-    let (run, workspace) = run_step(probe, code, after, deadline, cancel);
+    let (run, workspace) = run_step(probe, code, after, env, deadline, cancel);
     let left = match (run.verdict, workspace) {
         (DocVerdict::Pass, Some(workspace)) => Left::Passed(workspace),
         _ => Left::NotPassed(format!("{} failed", probe.id)),

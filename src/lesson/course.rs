@@ -33,6 +33,8 @@ struct RawConfig {
     #[serde(default)]
     redactions: BTreeMap<Spanned<String>, Spanned<String>>,
     environment: Option<crate::environment::RawEnvironment>,
+    #[serde(default)]
+    services: BTreeMap<Spanned<String>, crate::services::RawService>,
 }
 
 #[derive(Deserialize, Default)]
@@ -174,6 +176,7 @@ impl Course {
             Some(env) => Some(env.declare(root, shown, &source)?),
             None => None,
         };
+        let services = crate::services::declare_all(raw.services, &source)?;
         Ok(Course {
             settings: Settings {
                 root: root.to_owned(),
@@ -186,6 +189,7 @@ impl Course {
                 no_run: ["no-run".to_owned()].into_iter().chain(l.no_run).collect(),
                 redactions,
                 environment,
+                services,
             },
             lessons,
             lessons_configured,
@@ -320,7 +324,7 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`, `services`"
         );
         assert_eq!(
             err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),

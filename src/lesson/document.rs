@@ -128,6 +128,8 @@ pub struct CodeProbe {
     pub timeout: Option<Duration>,
     /// The lesson file itself, for rewriting an expected block.
     pub source: PathBuf,
+    /// The declared services it needs: the lesson's and its exercise's `Services:` labels.
+    pub services: Vec<String>,
 }
 
 /// `Expected exit code: 3` / `预期退出码：3`.
@@ -197,6 +199,8 @@ struct Parts {
     exit_code: Option<ExitCode>,
     continues: Option<Continues>,
     setup: Option<Setup>,
+    /// Declared services an exercise's own `Services:` label names.
+    services: Vec<String>,
 }
 
 struct Exercise {
@@ -280,6 +284,9 @@ struct Parse<'a> {
     pending: Option<Pending>,
     /// A continues label outside an exercise, for the snippet its next save label starts.
     continues: Option<Continues>,
+    /// The declared services a `Services:` label before the first exercise names: every code
+    /// exercise and snippet of the lesson needs them.
+    services: Vec<String>,
     probes: Vec<DocProbe>,
     uncollected: Vec<usize>,
     ids: HashMap<String, usize>,
@@ -319,6 +326,7 @@ impl<'a> Parse<'a> {
             snippet: None,
             pending: None,
             continues: None,
+            services: Vec::new(),
             probes: Vec::new(),
             uncollected: Vec::new(),
             ids: HashMap::new(),
@@ -499,6 +507,7 @@ impl<'a> Parse<'a> {
         match &label {
             Label::ExitCode { value } => return self.exit_code(value, line, range),
             Label::Continues { id } => return self.continues(id, line),
+            Label::Services { names } => return self.services(names, line),
             Label::Save { .. } if self.exercise.is_none() => {
                 if self
                     .snippet
@@ -612,6 +621,36 @@ impl<'a> Parse<'a> {
             ));
         }
         self.continues = Some(step);
+        Ok(())
+    }
+
+    /// `Services: NAMES`: before the first exercise for the whole lesson, inside an exercise for
+    /// it; each a service the course declares.
+    fn services(&mut self, names: &[String], line: usize) -> Result<(), CourseError> {
+        if let Some(name) = names
+            .iter()
+            .find(|n| !self.course.services.contains_key(*n))
+        {
+            return Err(self.error(
+                line,
+                format!("service {name:?} is not declared in the course's lessonprobe.toml (add [services.{name}])"),
+            ));
+        }
+        let slot = match self.exercise.as_mut() {
+            Some(ex) => &mut ex.parts.services,
+            None if self.probes.is_empty() && self.snippet.is_none() => &mut self.services,
+            None => {
+                return Err(self.error(
+                    line,
+                    "services label between exercises: put it before the first exercise (the whole lesson) or inside one",
+                ))
+            }
+        };
+        for name in names {
+            if !slot.contains(name) {
+                slot.push(name.clone());
+            }
+        }
         Ok(())
     }
 
@@ -986,7 +1025,7 @@ impl<'a> Parse<'a> {
                     line,
                 ));
             }
-            Label::ExitCode { .. } | Label::Continues { .. } => {}
+            Label::ExitCode { .. } | Label::Continues { .. } | Label::Services { .. } => {}
             Label::Run | Label::Expected | Label::Stderr => {
                 let (slot, twice) = match pending.label {
                     Label::Run => (
@@ -1075,7 +1114,15 @@ impl<'a> Parse<'a> {
         }
         let folder = PathBuf::from(run_from_label.trim_end_matches('/'));
         let shared = shared_under(&self.course.shared, &folder);
+        let mut services = self.services.clone();
+        services.extend(
+            parts
+                .services
+                .into_iter()
+                .filter(|n| !self.services.contains(n)),
+        );
         Ok(CodeProbe {
+            services,
             run_from: self.course.root.join(&folder),
             run_from_label,
             shared,

@@ -97,16 +97,18 @@ impl StepRun {
 }
 
 /// Runs `probe` (whose body is `code`) in a copy of the folder `after` left (a fresh copy of
-/// its run-from folder without one) with `deadline`, stopping when `cancel` is set, and hands
-/// back the folder as it left it when it passed.
+/// its run-from folder without one) with `env` (a declared service's variables) added to its
+/// environment and `deadline`, stopping when `cancel` is set, and hands back the folder as it
+/// left it when it passed.
 pub fn run_step(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
+    env: &BTreeMap<String, String>,
     deadline: Duration,
     cancel: &Cancel,
 ) -> (DocRun, Option<Workspace>) {
-    let (run, left) = step(probe, code, after, deadline, cancel);
+    let (run, left) = step(probe, code, after, env, deadline, cancel);
     (run.told(), left)
 }
 
@@ -114,6 +116,7 @@ fn step(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
+    services: &BTreeMap<String, String>,
     deadline: Duration,
     cancel: &Cancel,
 ) -> (StepRun, Option<Workspace>) {
@@ -133,10 +136,13 @@ fn step(
         Err(message) => return (StepRun::error(message), None),
     };
     let cwd = copy.cwd().to_owned();
-    let env: BTreeMap<String, String> = PINNED_ENV
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    // The services' variables, then the pinned ones, which win.
+    let mut env = services.clone();
+    env.extend(
+        PINNED_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     let mut setup_transcript = None;
     if let Some(setup) = &code.setup {
         let setup_at = format!("{}:{}", probe.file.display(), setup.line);
@@ -500,7 +506,15 @@ mod tests {
         let super::super::DocBody::Code(code) = &probe.body else {
             panic!()
         };
-        let done = run_step(probe, code, None, Duration::from_secs(10), &Cancel::new()).0;
+        let done = run_step(
+            probe,
+            code,
+            None,
+            &BTreeMap::new(),
+            Duration::from_secs(10),
+            &Cancel::new(),
+        )
+        .0;
         // The pooled copies are temp folders; the binary releases them as it ends.
         crate::lesson::isolation::release_all();
         done

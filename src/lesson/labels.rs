@@ -2,8 +2,9 @@
 //! `Save as FILE, run from DIR`), run (`运行命令` / `Run`), expected output (`预期输出` /
 //! `Expected output`) and expected stderr (`预期错误输出` / `Expected stderr`); and the labels
 //! that carry a value on their own line: the exit code (`预期退出码：3` / `Expected exit code: 3`)
-//! and the step continued (`接续：EX-31-01` / `Continues: EX-31-01`). Chinese or English, with
-//! full-width or ASCII punctuation.
+//! the step continued (`接续：EX-31-01` / `Continues: EX-31-01`) and the declared services needed
+//! (`服务：cache, audit_db` / `Services: cache, audit_db`). Chinese or English, with full-width or
+//! ASCII punctuation.
 
 use regex::Regex;
 
@@ -23,6 +24,8 @@ pub enum Label {
     ExitCode { value: String },
     /// The step runs in the folder the named step left, after it.
     Continues { id: String },
+    /// The lesson (before its first exercise) or the exercise needs these declared services.
+    Services { names: Vec<String> },
 }
 
 impl Label {
@@ -34,6 +37,7 @@ impl Label {
             Label::Stderr => "expected-stderr label",
             Label::ExitCode { .. } => "exit-code label",
             Label::Continues { .. } => "continues label",
+            Label::Services { .. } => "services label",
         }
     }
 }
@@ -49,6 +53,7 @@ const EXPECTED: &[&str] = &["预期输出", "Expected output"];
 const STDERR: &[&str] = &["预期错误输出", "Expected stderr"];
 const EXIT_CODE: &[&str] = &["预期退出码", "Expected exit code"];
 const CONTINUES: &[&str] = &["接续", "Continues"];
+const SERVICES: &[&str] = &["服务", "Services"];
 
 /// The label words of one course: the defaults plus the course's own.
 #[derive(Debug, Clone)]
@@ -146,6 +151,19 @@ impl Labels {
             // A step is named by one word: `Continues: the consumer keeps reading` is prose.
             if self.continues.contains(&key) && !value.contains(char::is_whitespace) {
                 return Some(Label::Continues { id: value });
+            }
+            // Names, one word each: `Services: the cache is warm` is prose.
+            if SERVICES.iter().any(|w| normalize(w) == key) {
+                let names: Vec<String> = value
+                    .split([',', '，', '、'])
+                    .map(|n| n.trim().trim_matches('`').to_owned())
+                    .collect();
+                if names
+                    .iter()
+                    .all(|n| !n.is_empty() && !n.contains(char::is_whitespace))
+                {
+                    return Some(Label::Services { names });
+                }
             }
         }
         self.save.iter().find_map(|re| {
@@ -277,6 +295,20 @@ mod tests {
         assert_eq!(l.classify("Expected exit code: 3"), exit("3"));
         assert_eq!(l.classify("预期退出码：3"), exit("3"));
         assert_eq!(l.classify("Expected exit code: `x1`"), exit("x1"));
+        let services = |n: &[&str]| {
+            Some(Label::Services {
+                names: n.iter().map(|s| (*s).to_owned()).collect(),
+            })
+        };
+        assert_eq!(
+            l.classify("Services: cache, audit_db"),
+            services(&["cache", "audit_db"])
+        );
+        assert_eq!(
+            l.classify("服务：`cache`，audit_db"),
+            services(&["cache", "audit_db"])
+        );
+        assert_eq!(l.classify("Services: the cache is warm"), None);
         let continues = |v: &str| Some(Label::Continues { id: v.into() });
         assert_eq!(l.classify("Continues: EX-31-01"), continues("EX-31-01"));
         assert_eq!(l.classify("接续：`EX-31-01`"), continues("EX-31-01"));

@@ -2,7 +2,7 @@
 //! and runs each on request — a code exercise or snippet after the step it continues, a
 //! session block with its document's other blocks, once — giving one [`DocRun`] each.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -32,14 +32,21 @@ impl Runs {
         }
     }
 
-    /// Runs `doc` under `deadline`, after what it waits for; `cancel` stops it.
-    pub fn run(&self, doc: &DocProbe, deadline: Duration, cancel: &Cancel) -> DocRun {
+    /// Runs `doc` under `deadline`, after what it waits for, a code step seeing `env` added to
+    /// its environment (a declared service's variables); `cancel` stops it.
+    pub fn run(
+        &self,
+        doc: &DocProbe,
+        env: &BTreeMap<String, String>,
+        deadline: Duration,
+        cancel: &Cancel,
+    ) -> DocRun {
         let started = Instant::now();
         if let Some(index) = place_in_sequence(doc) {
             return self.sequences.result(doc, index, deadline, cancel);
         }
         let mut done = match &doc.body {
-            DocBody::Code(code) => return self.chains.run(doc, code, deadline, cancel),
+            DocBody::Code(code) => return self.chains.run(doc, code, env, deadline, cancel),
             // Run in its sequence, above.
             DocBody::Session(_) => DocRun::not_run("a session block outside its sequence"),
             DocBody::Uncollected { lines } => {
@@ -171,7 +178,14 @@ pub fn run_in_order(
     let runs = Runs::new(probes.iter().copied());
     probes
         .iter()
-        .map(|doc| runs.run(doc, doc.timeout().unwrap_or(default_timeout), cancel))
+        .map(|doc| {
+            runs.run(
+                doc,
+                &BTreeMap::new(),
+                doc.timeout().unwrap_or(default_timeout),
+                cancel,
+            )
+        })
         .collect()
 }
 
@@ -203,8 +217,18 @@ mod tests {
         // Only the later blocks are held: the first still runs, for its state.
         let runs = Runs::new(blocks[1..].iter().copied());
         let cancel = Cancel::new();
-        let second = runs.run(blocks[1], Duration::from_secs(10), &cancel);
-        let third = runs.run(blocks[2], Duration::from_secs(10), &cancel);
+        let second = runs.run(
+            blocks[1],
+            &BTreeMap::new(),
+            Duration::from_secs(10),
+            &cancel,
+        );
+        let third = runs.run(
+            blocks[2],
+            &BTreeMap::new(),
+            Duration::from_secs(10),
+            &cancel,
+        );
         crate::lesson::isolation::release_all();
         assert_eq!(second.verdict, DocVerdict::Pass, "{:?}", second.message);
         assert_eq!(third.verdict, DocVerdict::Fail);

@@ -31,6 +31,8 @@ pub struct Settings {
     pub redactions: Redactions,
     /// What the course declares it needs of Python (`[environment]`), if it does.
     pub environment: Option<crate::environment::Declared>,
+    /// The services the course declares (`[services.NAME]`), by name.
+    pub services: std::collections::BTreeMap<String, crate::services::Service>,
 }
 
 impl Settings {

@@ -7,20 +7,24 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
+use std::collections::BTreeMap;
+
 use super::{Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Checkpoint, Probe, ProbeKind};
 use crate::lesson::{self, DocBody, DocProbe, DocVerdict, Runs};
 
 /// One document probe's outcome, run by the lesson's [`Runs`] of the plan (after the step it
-/// continues, with its document's other session blocks); `cancel` stops it.
+/// continues, with its document's other session blocks), its code seeing `env` (the variables of
+/// the services it needs); `cancel` stops it.
 pub fn run(
     mut outcome: Outcome,
     doc: &DocProbe,
+    env: &BTreeMap<String, String>,
     deadline: Duration,
     cancel: &Cancel,
     runs: &Runs,
 ) -> Outcome {
-    let done = runs.run(doc, deadline, cancel);
+    let done = runs.run(doc, env, deadline, cancel);
     outcome.verdict = verdict(done.verdict);
     outcome.rewrites = done.rewrites().cloned();
     outcome.output = done.output;

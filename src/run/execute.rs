@@ -136,6 +136,11 @@ pub(super) fn run_case(
     }
     let probe = case.probe;
     let mut outcome = Outcome::of(case);
+    if let Some(dead) = config.services.dead(&probe.services) {
+        outcome.verdict = Verdict::Error;
+        outcome.message = Some(dead);
+        return vec![outcome];
+    }
     let deadline = probe.timeout.unwrap_or(config.default_timeout);
     if let (ProbeKind::Remote { selector, .. }, RemoteHost::Host(host)) =
         (&probe.kind, &config.remote)
@@ -150,7 +155,8 @@ pub(super) fn run_case(
         );
     }
     if let ProbeKind::Document(doc) = &probe.kind {
-        return vec![document::run(outcome, doc, deadline, cancel, runs)];
+        let env = config.services.env(&probe.services);
+        return vec![document::run(outcome, doc, &env, deadline, cancel, runs)];
     }
     let started = Instant::now();
     let result = match &probe.kind {
@@ -161,7 +167,10 @@ pub(super) fn run_case(
                 || config.course_root.clone(),
                 |c| config.course_root.join(c),
             );
-            run_command(argv, &dir, env, deadline, cancel)
+            // The services' variables, then the probe's own, which win.
+            let mut env_with = config.services.env(&probe.services);
+            env_with.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            run_command(argv, &dir, &env_with, deadline, cancel)
         }
         ProbeKind::Remote { .. } => Err(CaseError::NoRemoteHost(
             config.remote.unavailable_reason().unwrap_or_default(),

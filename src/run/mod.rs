@@ -46,6 +46,9 @@ pub struct RunConfig {
     pub failure: FailurePolicy,
     /// The preflight checks made before any probe, those that some case needs.
     pub preflight: Vec<Check>,
+    /// The services the run has started (their preflight checks start them), stopped when it
+    /// ends.
+    pub services: std::sync::Arc<crate::services::Running>,
     /// Probes to run before the others, as (lesson, probe id): those that failed in the
     /// previous run, under `--watch`. Empty: the plan keeps the lessons' order.
     pub first: BTreeSet<(u32, String)>,

@@ -27,6 +27,8 @@ pub enum Need {
     Postgres(String),
     /// The authorized remote host.
     RemoteHost,
+    /// A service the course declares, by name: its check starts it.
+    Service(String),
 }
 
 /// A check failed: what is wrong and how to fix it.
@@ -49,6 +51,8 @@ pub struct Check {
     pub need: Need,
     /// Names the check in reports: `python`, `kafka 127.0.0.1:9092`.
     pub name: String,
+    /// How long it may take: [`CHECK_LIMIT`], or a service's `ready_timeout`.
+    pub limit: Duration,
     pub run: Arc<dyn Fn(Duration) -> Result<(), Problem> + Send + Sync>,
 }
 
@@ -89,11 +93,12 @@ pub fn needs(case: &PlannedCase<'_>, config: &RunConfig) -> Vec<Need> {
     {
         needs.push(Need::RemoteHost);
     }
+    needs.extend(probe.services.iter().cloned().map(Need::Service));
     needs
 }
 
-/// Runs the checks that some case of `plan` to run needs, all at once, each bounded by
-/// [`CHECK_LIMIT`]; returns the failed ones in the order given.
+/// Runs the checks that some case of `plan` to run needs, all at once, each bounded by its
+/// limit; returns the failed ones in the order given.
 pub fn check(plan: &Plan<'_>, config: &RunConfig) -> Vec<Failed> {
     let wanted: Vec<&Check> = config
         .preflight
@@ -117,16 +122,16 @@ pub fn check(plan: &Plan<'_>, config: &RunConfig) -> Vec<Failed> {
         .collect()
 }
 
-/// Runs `wanted` all at once, each bounded by [`CHECK_LIMIT`]: each with its problem, if any.
+/// Runs `wanted` all at once, each bounded by its limit: each with its problem, if any.
 pub fn run_all<'c>(wanted: &[&'c Check]) -> Vec<(&'c Check, Option<Problem>)> {
     let (tx, rx) = mpsc::channel();
     for (i, check) in wanted.iter().enumerate() {
-        let (sender, run) = (tx.clone(), check.run.clone());
+        let (sender, run, limit) = (tx.clone(), check.run.clone(), check.limit);
         // Not scoped: a check that overstays is left behind, never waited for.
         let spawned = std::thread::Builder::new()
             .name(format!("preflight-{i}"))
             .spawn(move || {
-                let _ = sender.send((i, run(CHECK_LIMIT)));
+                let _ = sender.send((i, run(limit)));
             });
         if let Err(e) = spawned {
             let _ = tx.send((
@@ -140,8 +145,9 @@ pub fn run_all<'c>(wanted: &[&'c Check]) -> Vec<(&'c Check, Option<Problem>)> {
     }
     drop(tx);
     let mut answers: Vec<Option<Result<(), Problem>>> = vec![None; wanted.len()];
-    // A little beyond the checks' own limit, for them to say why they gave up.
-    let until = Instant::now() + CHECK_LIMIT + Duration::from_millis(500);
+    // A little beyond the checks' own limits, for them to say why they gave up.
+    let longest = wanted.iter().map(|c| c.limit).max().unwrap_or(CHECK_LIMIT);
+    let until = Instant::now() + longest + Duration::from_millis(500);
     while answers.iter().any(Option::is_none) {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok((i, answer)) => answers[i] = Some(answer),
@@ -159,7 +165,7 @@ pub fn run_all<'c>(wanted: &[&'c Check]) -> Vec<(&'c Check, Option<Problem>)> {
                     what: format!(
                         "{}: no answer within {}",
                         check.name,
-                        humantime::format_duration(CHECK_LIMIT)
+                        humantime::format_duration(check.limit)
                     ),
                     fix: "check that the service is up and reachable from this machine".into(),
                 },
@@ -193,6 +199,7 @@ pub fn checkpoint(failed: &[Failed]) -> Checkpoint {
                 doc: None,
                 drift: None,
                 retries: None,
+                services: Vec::new(),
             })
             .collect(),
     }

@@ -104,6 +104,8 @@ pub fn execute(
             None => answer_from_documents(plan, config, interrupt, &mut slots, &mut sink),
         }
     }
+    // The simple rule: a service started at the first need is stopped when the run ends.
+    config.services.stop_all();
     let mut counts = Counts::default();
     for slot in &slots {
         if let Slot::Done(outcomes) = slot {

@@ -129,6 +129,12 @@ impl Probe {
         self.field("timeout", quoted(duration))
     }
 
+    /// The probe needing the course's declared services `names`.
+    pub fn services(self, names: &[&str]) -> Probe {
+        let names: Vec<String> = names.iter().map(|n| quoted(n)).collect();
+        self.field("services", format!("[{}]", names.join(", ")))
+    }
+
     /// The probe retried `retries` times by its manifest.
     pub fn retries(self, retries: u32) -> Probe {
         self.field("retries", retries.to_string())

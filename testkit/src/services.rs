@@ -70,3 +70,10 @@ pub fn python() -> Option<String> {
         "a Python interpreter with SQLAlchemy (scripts/test.sh makes a virtual environment)",
     )
 }
+
+/// Whether Redis (`redis-server` and `redis-cli`, Debian's `redis-server`) is installed, for the
+/// tests of a course's declared services; in CI a missing one fails loudly.
+#[track_caller]
+pub fn redis() -> bool {
+    tool("redis-server") && tool("redis-cli")
+}

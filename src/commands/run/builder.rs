@@ -157,12 +157,15 @@ impl<'a> RunBuilder<'a> {
             Some(args) => super::super::kafka_target(args)?,
             None => ticketflow::KafkaTarget::Embedded,
         };
+        check_services(selection, self.course)?;
+        let course_root = self
+            .course
+            .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned());
         let mut config = RunConfig {
             jobs: self.jobs,
             default_timeout: self.timeout,
-            course_root: self
-                .course
-                .map_or_else(|| PathBuf::from("."), |c| c.root().to_owned()),
+            services: std::sync::Arc::new(crate::services::Running::in_course(&course_root)),
+            course_root,
             sql,
             kafka,
             remote: super::super::remote_host(self.hosts, wants_remote)?,
@@ -176,6 +179,7 @@ impl<'a> RunBuilder<'a> {
                 &config.sql,
                 &config.kafka,
                 &config.remote,
+                &config.services,
             );
         }
         let mut reporting = self.reporting;
@@ -184,6 +188,32 @@ impl<'a> RunBuilder<'a> {
         }
         Ok((config, reporting))
     }
+}
+
+/// Every service a selected probe names is one the course declares.
+fn check_services(selection: &Selection<'_>, course: Option<&OpenCourse>) -> Result<(), Error> {
+    let declared = course.map(|c| &c.course.settings.services);
+    for (checkpoint, probes) in &selection.checkpoints {
+        for probe in probes {
+            let file = match &probe.kind {
+                ProbeKind::Document(doc) => doc.file.clone(),
+                _ => checkpoint.source.clone(),
+            };
+            if let Some(name) = probe
+                .services
+                .iter()
+                .find(|n| !declared.is_some_and(|d| d.contains_key(*n)))
+            {
+                return Err(Error::Usage(format!(
+                    "{}:{}: probe {} needs service {name:?}, which the course's lessonprobe.toml does not declare (add [services.{name}])",
+                    file.display(),
+                    probe.line.unwrap_or(1),
+                    probe.id
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The selection of `args` in `catalog`, narrowed by `keep` (`--partition`), less what passed in

@@ -1,6 +1,7 @@
 //! The preflight checks of a run, each with its fix text from the component that owns what it
 //! checks: the course's interpreter and requirements (`environment`), the broker and PostgreSQL
-//! (`ticketflow`), the authorized host (`remote`). This only gathers them; the runner schedules
+//! (`ticketflow`), the authorized host (`remote`), the course's declared services (`services`,
+//! whose check starts the service). This only gathers them; the runner schedules
 //! them.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use ticketflow::KafkaTarget;
 
 use crate::lesson::Course;
 use crate::run::{Check, Need, Problem, RemoteHost, SqlTarget};
+use crate::services::Running;
 
 /// Every check a run with this course, these databases, broker and remote host may need; the
 /// runner makes only those some case needs.
@@ -21,6 +23,7 @@ pub(in crate::commands) fn checks(
     sql: &[SqlTarget],
     kafka: &KafkaTarget,
     remote: &RemoteHost,
+    services: &Arc<Running>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     if let Some(course) = course {
@@ -32,6 +35,22 @@ pub(in crate::commands) fn checks(
                 fix: e.fix(),
             })
         }));
+        for service in course.settings.services.values() {
+            let (running, declared) = (services.clone(), service.clone());
+            let mut check = check(
+                Need::Service(service.name.clone()),
+                format!("service {}", service.name),
+                move |_| {
+                    running.start(&declared).map_err(|e| Problem {
+                        what: e.to_string(),
+                        fix: e.fix(),
+                    })
+                },
+            );
+            // Its own deadline is its ready_timeout; this leaves it the time to say so.
+            check.limit = service.ready_timeout + Duration::from_secs(3);
+            checks.push(check);
+        }
     }
     if let KafkaTarget::Bootstrap { servers, .. } = kafka {
         let target = kafka.clone();
@@ -79,6 +98,7 @@ fn check(
     Check {
         need,
         name,
+        limit: crate::run::preflight::CHECK_LIMIT,
         run: Arc::new(run),
     }
 }

@@ -1,0 +1,270 @@
+//! A `[services.NAME]` table as written and as the run uses it: commands are templates over
+//! `{port}`, `{data}` and `{name}`, durations and the stop signal parsed once.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diagnostics::{Diagnostic, Source};
+
+/// How long a service may take to become ready when its declaration does not say.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stopped service may take to exit before its process group is killed.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `[services.NAME]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    kind: Option<Spanned<String>>,
+    start: Option<Spanned<String>>,
+    ready: Option<Spanned<String>>,
+    ready_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    stop: Option<Spanned<String>>,
+    stop_timeout: Option<Spanned<String>>,
+}
+
+/// A service a course declares: a command lessonprobe starts and checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    pub name: String,
+    /// Run through the shell, in a process group of its own; a template.
+    pub start: String,
+    pub ready: Ready,
+    pub ready_timeout: Duration,
+    /// Variables the probes needing the service see; their values are templates.
+    pub env: BTreeMap<String, String>,
+    pub stop: StopSignal,
+    pub stop_timeout: Duration,
+}
+
+/// When a started service counts as ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// Its `{port}` accepts a connection on the loopback address.
+    Tcp,
+    /// This command (a template, run through the shell) exits with status 0.
+    Command(String),
+}
+
+/// The signal that asks a service to stop, by its name and number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopSignal {
+    pub name: &'static str,
+    pub number: libc::c_int,
+}
+
+const SIGNALS: [(&str, libc::c_int); 7] = [
+    ("TERM", libc::SIGTERM),
+    ("INT", libc::SIGINT),
+    ("HUP", libc::SIGHUP),
+    ("QUIT", libc::SIGQUIT),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+];
+
+impl StopSignal {
+    /// `TERM` or `SIGTERM` (any case).
+    fn parse(text: &str) -> Option<StopSignal> {
+        let upper = text.trim().to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        SIGNALS
+            .iter()
+            .find(|(name, _)| *name == bare)
+            .map(|&(name, number)| StopSignal { name, number })
+    }
+}
+
+impl RawService {
+    /// The typed declaration of service `name`, whose key is at `key` in `source`.
+    pub fn declare(
+        self,
+        name: &str,
+        key: Range<usize>,
+        source: &Source<'_>,
+    ) -> Result<Service, Diagnostic> {
+        if let Some(kind) = &self.kind {
+            return Err(source.error(
+                kind.span(),
+                format!(
+                    "services.{name}: kind {:?} is not built yet; declare the service with start (and ready) instead",
+                    kind.get_ref()
+                ),
+            ));
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        {
+            return Err(source.error(
+                key,
+                format!("services.{name}: a service name is letters, digits, _ and -, not {bad:?}"),
+            ));
+        }
+        let Some(start) = self.start else {
+            return Err(source.error(
+                key,
+                format!("services.{name}: missing start (the command that starts the service)"),
+            ));
+        };
+        if start.get_ref().trim().is_empty() {
+            return Err(source.error(start.span(), format!("services.{name}: start is empty")));
+        }
+        let ready = match self.ready {
+            Some(r) if r.get_ref().trim() == "tcp" => Ready::Tcp,
+            Some(r) if r.get_ref().trim().is_empty() => {
+                return Err(source.error(
+                    r.span(),
+                    format!("services.{name}: ready is a command or \"tcp\", not empty"),
+                ))
+            }
+            Some(r) => Ready::Command(r.into_inner()),
+            None => Ready::Tcp,
+        };
+        let duration = |value: Option<Spanned<String>>, field: &str, default: Duration| {
+            let Some(value) = value else {
+                return Ok(default);
+            };
+            crate::config::duration::parse(value.get_ref())
+                .map_err(|e| source.error(value.span(), format!("services.{name}.{field} {e}")))
+        };
+        let ready_timeout = duration(self.ready_timeout, "ready_timeout", READY_TIMEOUT)?;
+        let stop_timeout = duration(self.stop_timeout, "stop_timeout", STOP_TIMEOUT)?;
+        let stop = match self.stop {
+            Some(s) => StopSignal::parse(s.get_ref()).ok_or_else(|| {
+                let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+                source.error(
+                    s.span(),
+                    format!(
+                        "services.{name}.stop {:?} is not a signal lessonprobe sends; use one of {}",
+                        s.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            })?,
+            None => StopSignal {
+                name: "TERM",
+                number: libc::SIGTERM,
+            },
+        };
+        Ok(Service {
+            name: name.to_owned(),
+            start: start.into_inner(),
+            ready,
+            ready_timeout,
+            env: self.env,
+            stop,
+            stop_timeout,
+        })
+    }
+}
+
+/// The services of a `[services]` table, in name order.
+pub fn declare_all(
+    raw: BTreeMap<Spanned<String>, RawService>,
+    source: &Source<'_>,
+) -> Result<BTreeMap<String, Service>, Diagnostic> {
+    raw.into_iter()
+        .map(|(key, service)| {
+            let span = key.span();
+            let name = key.into_inner();
+            service
+                .declare(&name, span, source)
+                .map(|declared| (name, declared))
+        })
+        .collect()
+}
+
+/// `template` with `{port}`, `{data}` and `{name}` put in.
+pub fn expand(template: &str, port: u16, data: &str, name: &str) -> String {
+    template
+        .replace("{port}", &port.to_string())
+        .replace("{data}", data)
+        .replace("{name}", name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[derive(Deserialize)]
+    struct Raw {
+        services: BTreeMap<Spanned<String>, RawService>,
+    }
+
+    fn parse(text: &str) -> Result<BTreeMap<String, Service>, String> {
+        let source = Source::new(Path::new("lessonprobe.toml"), text);
+        let raw: Raw = source.toml().map_err(|e| e.to_string())?;
+        declare_all(raw.services, &source).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_declaration_takes_its_defaults_and_its_given_values() {
+        let services = parse(
+            "[services.cache]\nstart = \"redis-server --port {port}\"\nready = \"redis-cli -p {port} ping\"\nenv = { URL = \"redis://127.0.0.1:{port}\" }\nstop = \"SIGINT\"\nstop_timeout = \"2s\"\n[services.plain]\nstart = \"sleep 9\"\n",
+        )
+        .unwrap();
+        let cache = &services["cache"];
+        assert_eq!(
+            cache.ready,
+            Ready::Command("redis-cli -p {port} ping".into())
+        );
+        assert_eq!(
+            (cache.stop.name, cache.stop_timeout),
+            ("INT", Duration::from_secs(2))
+        );
+        assert_eq!(cache.env["URL"], "redis://127.0.0.1:{port}");
+        let plain = &services["plain"];
+        assert_eq!(plain.ready, Ready::Tcp);
+        assert_eq!(
+            (plain.ready_timeout, plain.stop_timeout),
+            (READY_TIMEOUT, STOP_TIMEOUT)
+        );
+        assert_eq!(plain.stop.number, libc::SIGTERM);
+    }
+
+    #[test]
+    fn bad_declarations_are_named_at_their_place() {
+        let cases = [
+            (
+                "[services.c]\nready = \"tcp\"\n",
+                "lessonprobe.toml:1:11: services.c: missing start",
+            ),
+            (
+                "[services.c]\nstart = \"x\"\nstrat = 1\n",
+                "lessonprobe.toml:3:1: unknown field `strat`",
+            ),
+            (
+                "[services.c]\nstart = \"x\"\nready_timeout = \"soon\"\n",
+                "lessonprobe.toml:3:17: services.c.ready_timeout",
+            ),
+            (
+                "[services.c]\nstart = \"x\"\nstop = \"NOPE\"\n",
+                "lessonprobe.toml:3:8: services.c.stop \"NOPE\" is not a signal",
+            ),
+            (
+                "[services.c]\nkind = \"postgres\"\n",
+                "lessonprobe.toml:2:8: services.c: kind \"postgres\" is not built yet",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = parse(text).unwrap_err();
+            assert!(e.starts_with(expected), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn templates_take_port_data_and_name() {
+        assert_eq!(
+            expand("x {port} {data}/{name} {port}", 7, "/d", "c"),
+            "x 7 /d/c 7"
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! Services a course declares in `lessonprobe.toml` (`[services.NAME]`): their declaration,
+//! parsed once into typed values, and their lifecycle (start, ready, stop, logs) in a run.
+
+mod declaration;
+mod lifecycle;
+
+pub use declaration::{declare_all, RawService, Ready, Service, StopSignal};
+pub use lifecycle::{Running, StartError};
