@@ -50,6 +50,27 @@ pub struct Probe {
     pub services: Vec<String>,
 }
 
+impl Probe {
+    /// A probe of `kind` that no manifest wrote (a remote selector given on the command line, a
+    /// preflight check's case): no backend, deadline, expectation, place, document or service.
+    pub fn new(id: &str, name: &str, claim: String, kind: ProbeKind) -> Probe {
+        Probe {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            claim,
+            kind,
+            backends: Vec::new(),
+            timeout: None,
+            expect: None,
+            line: None,
+            doc: None,
+            drift: None,
+            retries: None,
+            services: Vec::new(),
+        }
+    }
+}
+
 /// The most retries a manifest or `--retries` may ask for.
 pub const MAX_RETRIES: u32 = 20;
 

@@ -19,21 +19,16 @@ pub fn remote(args: RemoteArgs) -> Result<Code, Error> {
         source: PathBuf::from("--selector"),
         document: None,
         probes: vec![Probe {
-            id: "remote".into(),
-            name: "selector".into(),
-            claim: format!("remote selector {} passes", args.selector),
-            kind: ProbeKind::Remote {
-                selector: args.selector.clone(),
-                script: None,
-            },
-            backends: Vec::new(),
             timeout: Some(args.timeout),
-            expect: None,
-            line: None,
-            doc: None,
-            drift: None,
-            retries: None,
-            services: Vec::new(),
+            ..Probe::new(
+                "remote",
+                "selector",
+                format!("remote selector {} passes", args.selector),
+                ProbeKind::Remote {
+                    selector: args.selector.clone(),
+                    script: None,
+                },
+            )
         }],
     };
     let selection = Selection {

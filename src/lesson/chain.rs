@@ -2,7 +2,7 @@
 //! step runs after the step it continues, in a copy of the folder that step left; a step whose
 //! predecessor did not pass is not run, and says which one failed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use lessonprobe_probes::Cancel;
 
 use super::doc_run::{DocRun, DocVerdict};
 use super::document::{CodeProbe, DocBody, DocProbe};
-use super::exercise::{run_step, Workspace};
+use super::exercise::{run_step, Conditions, Workspace};
 
 /// What a step left for the steps that continue it.
 #[derive(Debug)]
@@ -85,16 +85,9 @@ impl Chains {
 
     /// Runs `code` of `doc` after the step it continues, and records what it leaves; its
     /// duration is its own, not the wait for that step.
-    pub fn run(
-        &self,
-        doc: &DocProbe,
-        code: &CodeProbe,
-        env: &BTreeMap<String, String>,
-        deadline: Duration,
-        cancel: &Cancel,
-    ) -> DocRun {
+    pub fn run(&self, doc: &DocProbe, code: &CodeProbe, under: Conditions<'_>) -> DocRun {
         let before = match &code.continues {
-            Some(c) => match self.wait(doc.lesson, &c.id, cancel) {
+            Some(c) => match self.wait(doc.lesson, &c.id, under.cancel) {
                 Some(left) => Some(left),
                 None => {
                     let why = format!("stopped: the run was interrupted before {} finished", c.id);
@@ -109,7 +102,7 @@ impl Chains {
             None => None,
         };
         let started = Instant::now();
-        let (mut run, left) = run_after(doc, code, before.as_deref(), env, deadline, cancel);
+        let (mut run, left) = run_after(doc, code, before.as_deref(), under);
         self.leave(doc.lesson, &doc.id, left);
         run.duration = started.elapsed();
         run
@@ -122,9 +115,7 @@ fn run_after(
     probe: &DocProbe,
     code: &CodeProbe,
     left: Option<&Left>,
-    env: &BTreeMap<String, String>,
-    deadline: Duration,
-    cancel: &Cancel,
+    under: Conditions<'_>,
 ) -> (DocRun, Left) {
     let after = match left {
         Some(Left::NotPassed(why)) => {
@@ -135,7 +126,7 @@ fn run_after(
         Some(Left::Passed(workspace)) => Some(workspace),
         None => None,
     };
-    let (run, workspace) = run_step(probe, code, after, env, deadline, cancel);
+    let (run, workspace) = run_step(probe, code, after, under);
     let left = match (run.verdict, workspace) {
         (DocVerdict::Pass, Some(workspace)) => Left::Passed(workspace),
         _ => Left::NotPassed(format!("{} failed", probe.id)),

@@ -96,19 +96,25 @@ impl StepRun {
     }
 }
 
+/// What a step runs under besides its own text: the variables of the declared services it
+/// needs, added to its environment, its deadline, and the run's cancellation.
+#[derive(Debug, Clone, Copy)]
+pub struct Conditions<'a> {
+    pub env: &'a BTreeMap<String, String>,
+    pub deadline: Duration,
+    pub cancel: &'a Cancel,
+}
+
 /// Runs `probe` (whose body is `code`) in a copy of the folder `after` left (a fresh copy of
-/// its run-from folder without one) with `env` (a declared service's variables) added to its
-/// environment and `deadline`, stopping when `cancel` is set, and hands back the folder as it
-/// left it when it passed.
+/// its run-from folder without one) under `under`, and hands back the folder as it left it
+/// when it passed.
 pub fn run_step(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
-    env: &BTreeMap<String, String>,
-    deadline: Duration,
-    cancel: &Cancel,
+    under: Conditions<'_>,
 ) -> (DocRun, Option<Workspace>) {
-    let (run, left) = step(probe, code, after, env, deadline, cancel);
+    let (run, left) = step(probe, code, after, under);
     (run.told(), left)
 }
 
@@ -116,10 +122,13 @@ fn step(
     probe: &DocProbe,
     code: &CodeProbe,
     after: Option<&Workspace>,
-    services: &BTreeMap<String, String>,
-    deadline: Duration,
-    cancel: &Cancel,
+    under: Conditions<'_>,
 ) -> (StepRun, Option<Workspace>) {
+    let Conditions {
+        env: services,
+        deadline,
+        cancel,
+    } = under;
     let started = Instant::now();
     let at = format!("{}:{}", probe.file.display(), code.command.line);
     let Some(python) = resolve(&code.python) else {

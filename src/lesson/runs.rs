@@ -12,6 +12,7 @@ use lessonprobe_probes::Cancel;
 use super::chain::Chains;
 use super::doc_run::{DocRun, DocVerdict};
 use super::document::{DocBody, DocProbe};
+use super::exercise::Conditions;
 use super::session;
 
 /// The document probes of one run and what they share: what each continued step left (see
@@ -46,7 +47,14 @@ impl Runs {
             return self.sequences.result(doc, index, deadline, cancel);
         }
         let mut done = match &doc.body {
-            DocBody::Code(code) => return self.chains.run(doc, code, env, deadline, cancel),
+            DocBody::Code(code) => {
+                let under = Conditions {
+                    env,
+                    deadline,
+                    cancel,
+                };
+                return self.chains.run(doc, code, under);
+            }
             // Run in its sequence, above.
             DocBody::Session(_) => DocRun::not_run("a session block outside its sequence"),
             DocBody::Uncollected { lines } => {

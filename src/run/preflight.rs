@@ -184,22 +184,16 @@ pub fn checkpoint(failed: &[Failed]) -> Checkpoint {
         document: None,
         probes: failed
             .iter()
-            .map(|f| Probe {
-                id: "environment:".into(),
-                name: f.name.clone(),
-                claim: format!("the environment provides {}", f.name),
-                kind: ProbeKind::Prose {
-                    question: String::new(),
-                    answer: None,
-                },
-                backends: Vec::new(),
-                timeout: None,
-                expect: None,
-                line: None,
-                doc: None,
-                drift: None,
-                retries: None,
-                services: Vec::new(),
+            .map(|f| {
+                Probe::new(
+                    "environment:",
+                    &f.name,
+                    format!("the environment provides {}", f.name),
+                    ProbeKind::Prose {
+                        question: String::new(),
+                        answer: None,
+                    },
+                )
             })
             .collect(),
     }
