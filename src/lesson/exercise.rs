@@ -515,15 +515,12 @@ mod tests {
         let super::super::DocBody::Code(code) = &probe.body else {
             panic!()
         };
-        let done = run_step(
-            probe,
-            code,
-            None,
-            &BTreeMap::new(),
-            Duration::from_secs(10),
-            &Cancel::new(),
-        )
-        .0;
+        let under = Conditions {
+            env: &BTreeMap::new(),
+            deadline: Duration::from_secs(10),
+            cancel: &Cancel::new(),
+        };
+        let done = run_step(probe, code, None, under).0;
         // The pooled copies are temp folders; the binary releases them as it ends.
         crate::lesson::isolation::release_all();
         done
