@@ -121,16 +121,24 @@ pub(super) fn decided(case: &PlannedCase<'_>) -> Option<Outcome> {
     Some(outcome)
 }
 
+/// What every case of a run is run with: the run's configuration, its cancellation, and the
+/// lesson's `Runs` of the plan's document probes.
+#[derive(Clone, Copy)]
+pub(super) struct Shared<'a> {
+    pub config: &'a RunConfig,
+    pub cancel: &'a Cancel,
+    pub runs: &'a Runs,
+}
+
 /// One planned case's outcomes: exactly one, except a remote selector whose report holds
-/// several test cases. `key` names what the case creates on shared services; `cancel` stops it;
-/// a document probe runs through the plan's `runs`.
-pub(super) fn run_case(
-    case: &PlannedCase<'_>,
-    config: &RunConfig,
-    key: &str,
-    cancel: &Cancel,
-    runs: &Runs,
-) -> Vec<Outcome> {
+/// several test cases. `key` names what the case creates on shared services; `shared.cancel`
+/// stops it; a document probe runs through the plan's `shared.runs`.
+pub(super) fn run_case(case: &PlannedCase<'_>, key: &str, shared: Shared<'_>) -> Vec<Outcome> {
+    let Shared {
+        config,
+        cancel,
+        runs,
+    } = shared;
     if let Some(outcome) = decided(case) {
         return vec![outcome];
     }

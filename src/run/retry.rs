@@ -1,13 +1,10 @@
 //! Retries: a case that fails is run again, up to its probe's retries, and one that then
 //! passes is FLAKY, never PASS. The failed attempts are kept on the final outcome.
 
-use lessonprobe_probes::Cancel;
-
-use super::execute::run_case;
+use super::execute::{run_case, Shared};
 use super::plan::PlannedCase;
 use super::{Attempt, Outcome, RunConfig, Verdict};
 use crate::checkpoint::{Probe, ProbeKind};
-use crate::lesson::Runs;
 
 /// How many times a failing case of `probe` is run again: its manifest's `retries`, else
 /// `--retries` for builtin, command and remote probes, and for document probes only with
@@ -31,21 +28,19 @@ pub(super) fn retries_of(probe: &Probe, config: &RunConfig) -> u32 {
 /// left on shared services does not meet the next one.
 pub(super) fn run_with_retries(
     case: &PlannedCase<'_>,
-    config: &RunConfig,
     key: &str,
-    cancel: &Cancel,
-    runs: &Runs,
+    shared: Shared<'_>,
 ) -> Vec<Outcome> {
-    let retries = retries_of(case.probe, config);
+    let retries = retries_of(case.probe, shared.config);
     let mut earlier: Vec<Vec<Outcome>> = Vec::new();
     loop {
         let key = match earlier.len() {
             0 => key.to_owned(),
             n => format!("{key}-r{n}"),
         };
-        let outcomes = run_case(case, config, &key, cancel, runs);
+        let outcomes = run_case(case, &key, shared);
         let failed = outcomes.iter().any(|o| o.verdict.failed());
-        if !failed || earlier.len() as u32 >= retries || cancel.is_cancelled() {
+        if !failed || earlier.len() as u32 >= retries || shared.cancel.is_cancelled() {
             return settle(outcomes, &earlier);
         }
         earlier.push(outcomes);

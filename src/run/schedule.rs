@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::events::{Interrupt, Interruption, RunEvent, RunSummary};
-use super::execute::decided;
+use super::execute::{decided, Shared};
 use super::plan::{Decision, Plan, PlannedCase};
 use super::retry::run_with_retries;
 use super::{Counts, Outcome, RunConfig, Verdict};
@@ -84,8 +84,12 @@ pub fn execute(
                         break;
                     }
                     let key = case.case_key(run_id);
-                    let outcomes =
-                        run_with_retries(case, config, &key, interrupt.cancel(), documents);
+                    let shared = Shared {
+                        config,
+                        cancel: interrupt.cancel(),
+                        runs: documents,
+                    };
+                    let outcomes = run_with_retries(case, &key, shared);
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
                     }
