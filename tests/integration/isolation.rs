@@ -331,7 +331,8 @@ fn a_rerun_copies_only_what_changed_in_the_course() {
 }
 
 /// A kept copy whose stamps cannot be trusted is rebuilt whole, never used: one left
-/// half-reset by a run that died (its mark still there), one another process wrote into.
+/// half-reset by a run that died (its mark still there), one another process wrote into (at
+/// its top level, or in a folder below it).
 #[test]
 fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
     let dir = Dir::new();
@@ -340,7 +341,7 @@ fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
         &dir,
         &course,
         "47",
-        "```sh\ncat a.txt; test ! -e stray\n```\n\nExpected output:\n\n```text\npristine-a\n```\n",
+        "```sh\ncat a.txt; test ! -e stray; test ! -e sub/stray\n```\n\nExpected output:\n\n```text\npristine-a\n```\n",
     );
     rerun();
     let slot = first_slot(&dir);
@@ -358,6 +359,11 @@ fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
     std::fs::write(slot.join("tree/project/stray"), "").unwrap();
     let written = rerun();
     assert_eq!(copied(&written), [4], "{written}");
+    assert_eq!(copied(&rerun()), [0]);
+
+    std::fs::write(slot.join("tree/project/sub/stray"), "").unwrap();
+    let below = rerun();
+    assert_eq!(copied(&below), [4], "{below}");
     assert_eq!(copied(&rerun()), [0]);
 }
 

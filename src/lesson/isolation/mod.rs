@@ -10,7 +10,7 @@ mod tree;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kept::Slot;
 use tracker::{Touched, Tracker};
@@ -74,7 +74,7 @@ struct WorkingCopy {
     home: Home,
     cwd: PathBuf,
     snapshot: Snapshot,
-    source: Vec<(PathBuf, Stamp)>,
+    source: Stamps,
     tracker: Option<Tracker>,
     /// The course may have changed since the copy was brought up to it (a watch's next run).
     stale: bool,
@@ -124,27 +124,20 @@ impl WorkingCopy {
             home,
             cwd,
             snapshot: Snapshot::new(),
-            source: Vec::new(),
+            source: Arc::default(),
             tracker: tracker(mode),
             stale: false,
         };
-        // A kept copy is used only when its entries are exactly what its saved stamps say (the
-        // walk that checks it takes the snapshot and the watches).
+        // A kept copy is used only when its folders and its top-level entries are exactly what
+        // its saved stamps say: then its saved stamps are its snapshot, without walking it.
         let trusted = match saved {
-            Some(saved) => {
-                copy.record(Path::new("")).map_err(failed)?;
-                let same = copy.snapshot.len() == saved.copy.len()
-                    && saved
-                        .copy
-                        .iter()
-                        .all(|(p, was)| copy.snapshot.get(p).is_some_and(|s| was.unchanged(s)));
-                if same {
-                    copy.source = saved.source;
-                    copy.catch_up().map_err(failed)?;
-                }
-                same
+            Some(saved) if trusts(&copy.cwd, &saved.copy).map_err(failed)? => {
+                copy.adopt(saved.copy);
+                copy.source = Arc::new(saved.source);
+                copy.catch_up().map_err(failed)?;
+                true
             }
-            None => false,
+            _ => false,
         };
         if !trusted {
             if let Home::Kept(slot) = &copy.home {
@@ -154,7 +147,7 @@ impl WorkingCopy {
             copy.tracker = tracker(mode);
             // The course's stamps first: a file changed while it is copied is copied again by
             // the next run.
-            copy.source = layout.stamps().map_err(failed)?;
+            copy.source = course_stamps(layout).map_err(failed)?;
             copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
             copy.record(Path::new("")).map_err(failed)?;
         }
@@ -175,7 +168,7 @@ impl WorkingCopy {
     /// whose stamps differ from those it was brought up to; the snapshot and the watches of
     /// what changed are taken again.
     fn catch_up(&mut self) -> io::Result<()> {
-        let now = self.layout.stamps()?;
+        let now = course_stamps(&self.layout)?;
         let was: std::collections::HashMap<&Path, &Stamp> =
             self.source.iter().map(|(p, s)| (p.as_path(), s)).collect();
         let present: std::collections::HashSet<&Path> =
@@ -245,6 +238,12 @@ impl WorkingCopy {
         walk(&self.cwd, rel, &mut |p, s| {
             found.push((p.to_owned(), s.clone()))
         })?;
+        self.adopt(found);
+        Ok(())
+    }
+
+    /// Takes `found` (entries of the copy with their stamps) into the snapshot, and watches them.
+    fn adopt(&mut self, found: Vec<(PathBuf, Stamp)>) {
         for (path, stamp) in found {
             if let Some(tracker) = &mut self.tracker {
                 if let Err(e) = tracker.watch(&self.cwd, &path, &stamp.kind) {
@@ -255,7 +254,6 @@ impl WorkingCopy {
             }
             self.snapshot.insert(path, stamp);
         }
-        Ok(())
     }
 
     /// Every entry that differs from the snapshot, found by walking the whole copy.
@@ -363,6 +361,48 @@ impl WorkingCopy {
     }
 }
 
+/// Whether a kept copy at `cwd` is what its saved stamps `saved` say, checked without walking
+/// it: every folder and every top-level entry has exactly its saved stamp (times included, so an
+/// entry made, removed or renamed in any folder is seen). What a run's probes changed was reset
+/// before the stamps were saved, and a run that ended before saving left its mark.
+fn trusts(cwd: &Path, saved: &[(PathBuf, Stamp)]) -> io::Result<bool> {
+    for (rel, was) in saved {
+        let checked = was.kind == Kind::Dir || rel.components().count() <= 1;
+        if checked && Stamp::of(&cwd.join(rel))?.as_ref() != Some(was) {
+            tracing::info!(
+                "working copy {}: {} is not as saved: rebuilt",
+                cwd.display(),
+                rel.display()
+            );
+            return Ok(false);
+        }
+    }
+    Ok(!saved.is_empty())
+}
+
+/// The course's stamps of each layout, taken once per run and shared by its workers' copies.
+static COURSE: Mutex<Vec<(Layout, Stamps)>> = Mutex::new(Vec::new());
+
+/// The stamps of a course's entries, by path relative to its source.
+type Stamps = Arc<Vec<(PathBuf, Stamp)>>;
+
+/// The stamps of `layout`'s source as this run found them (the first worker to ask walks it,
+/// the others wait for its walk).
+fn course_stamps(layout: &Layout) -> io::Result<Stamps> {
+    let mut taken = COURSE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, stamps)) = taken.iter().find(|(l, _)| l == layout) {
+        return Ok(Arc::clone(stamps));
+    }
+    let stamps = Arc::new(layout.stamps()?);
+    taken.push((layout.clone(), Arc::clone(&stamps)));
+    Ok(stamps)
+}
+
+/// Forgets the course's stamps: the next run walks the course again.
+fn forget_course() {
+    COURSE.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
 /// An inotify tracker in the watch mode (`None`, after a warning, where inotify is missing).
 fn tracker(mode: Mode) -> Option<Tracker> {
     if mode != Mode::Watch {
@@ -396,6 +436,7 @@ pub fn release_all() {
     for copy in take_pool() {
         copy.put_away();
     }
+    forget_course();
     if let Ok(Some(cap)) = kept::cap() {
         kept::evict(cap);
     }
@@ -409,15 +450,26 @@ pub fn between_runs() {
             copy.stale = true;
         }
     }
+    forget_course();
 }
 
 impl WorkingCopy {
     /// Saves a kept copy's stamps (it is pristine: every probe's changes were reset), which
-    /// lifts its mark of a reset under way; a temporary copy is removed.
-    fn put_away(self) {
+    /// lifts its mark of a reset under way; a temporary copy is removed. Folders' stamps are
+    /// taken again: their times moved with the entries the probes made and the resets removed,
+    /// and the next run trusts the copy by them ([`trusts`]).
+    fn put_away(mut self) {
         if let Home::Kept(slot) = &self.home {
+            for (rel, stamp) in self.snapshot.iter_mut() {
+                if stamp.kind == Kind::Dir {
+                    match Stamp::of(&self.cwd.join(rel)) {
+                        Ok(Some(now)) if stamp.unchanged(&now) => *stamp = now,
+                        _ => {}
+                    }
+                }
+            }
             let copy: Vec<(PathBuf, Stamp)> = self.snapshot.into_iter().collect();
-            if let Err(e) = slot.save(self.source, copy) {
+            if let Err(e) = slot.save(self.source.to_vec(), copy) {
                 tracing::warn!("working copy {} not kept: {e}", self.cwd.display());
             }
         }
