@@ -514,16 +514,16 @@ impl Checkout {
             Some(copy) => copy,
             None => WorkingCopy::create(layout, mode)?,
         };
-        let scratch = Checkout {
+        let checkout = Checkout {
             copy: Some(Box::new(copy)),
         };
         if let Some(delta) = after {
-            let cwd = scratch.cwd().to_owned();
+            let cwd = checkout.cwd().to_owned();
             delta
                 .apply(&cwd)
                 .map_err(|source| IsolationError::Continue { into: cwd, source })?;
         }
-        Ok(scratch)
+        Ok(checkout)
     }
 
     /// The folder the probe runs in.
