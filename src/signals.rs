@@ -1,7 +1,7 @@
 //! Ctrl-C and SIGTERM during a run: the first asks the run to stop through its [`Interrupt`]
-//! (running probes stopped, scratch resources dropped, the report written); a second one ends
-//! the process at once. A SIGINT the process was started to ignore (a background job of a
-//! shell without job control) stays ignored, as shells expect.
+//! (running probes stopped, scratch resources dropped, the report written); a second one kills
+//! the course's services and ends the process at once. A SIGINT the process was started to
+//! ignore (a background job of a shell without job control) stays ignored, as shells expect.
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 
@@ -22,12 +22,16 @@ pub fn watch(interrupt: &Interrupt) -> std::io::Result<()> {
                 let message = b"lessonprobe: interrupted again: exiting now\n";
                 // SAFETY: write(2) is async-signal-safe; the buffer is valid for its length.
                 unsafe { libc::write(2, message.as_ptr().cast(), message.len()) };
+                // The course's services run in process groups of their own: no signal of the
+                // terminal reaches them, so they go before the process does.
+                crate::services::kill_all_now();
                 signal_hook::low_level::exit(128 + signal);
             }
             interrupt.request(why);
         };
-        // SAFETY: the action only loads and stores atomics, writes to stderr and calls _exit,
-        // all of which may be done in a signal handler.
+        // SAFETY: the action only loads and stores atomics, writes to stderr, sends signals to
+        // the services' process groups and calls _exit, all of which may be done in a signal
+        // handler.
         unsafe { signal_hook::low_level::register(signal, action) }?;
     }
     Ok(())

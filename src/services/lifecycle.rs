@@ -8,6 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -74,6 +75,39 @@ fn shown(tail: &str) -> String {
     }
 }
 
+/// The process groups of the services this process has started and not yet stopped, for the
+/// signal handler: a second Ctrl-C ends the process at once, and must not leave them running.
+/// A slot holds a group id, or 0.
+static GROUPS: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
+
+fn remember(group: libc::pid_t) {
+    if !GROUPS.iter().any(|slot| {
+        slot.compare_exchange(0, group, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }) {
+        tracing::warn!("more than {} services at once: a second Ctrl-C may leave process group {group} running", GROUPS.len());
+    }
+}
+
+fn forget(group: libc::pid_t) {
+    for slot in &GROUPS {
+        let _ = slot.compare_exchange(group, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Kills the process group of every service still running, at once. Only atomics and
+/// `killpg`, both async-signal-safe: the signal handler calls it before the process exits
+/// (their `{data}` folders stay behind in the temporary folder).
+pub fn kill_all_now() {
+    for slot in &GROUPS {
+        let group = slot.load(Ordering::SeqCst);
+        if group > 0 {
+            // SAFETY: killpg only sends a signal to a group this process started.
+            unsafe { libc::killpg(group, libc::SIGKILL) };
+        }
+    }
+}
+
 /// One started service.
 struct Started {
     child: Child,
@@ -106,6 +140,7 @@ impl Started {
         // What the leader left in its group goes too, whether it stopped in time or not.
         // SAFETY: as above.
         unsafe { libc::killpg(self.group, libc::SIGKILL) };
+        forget(self.group);
         let _ = self.child.wait();
         if let Some(data) = self.data.take() {
             let _ = data.close();
@@ -266,6 +301,7 @@ fn launch(service: &Service, logs: &Path) -> Result<Started, Launch> {
                 source,
             })
         })?;
+    remember(child.id() as libc::pid_t);
     let mut started = Started {
         group: child.id() as libc::pid_t,
         child,

@@ -187,6 +187,51 @@ fn an_interrupted_run_leaves_no_service_and_no_data_folder() {
     }
 }
 
+/// A second Ctrl-C ends the run at once, and its services with it: they run in process groups
+/// of their own, which no signal of the terminal reaches. This service ignores its stop signal,
+/// so the first Ctrl-C's stop waits out its `stop_timeout` and the second one lands during it.
+#[test]
+fn a_second_ctrl_c_ends_the_run_at_once_and_kills_its_services() {
+    let dir = Dir::new();
+    let marker = format!("{}.5", 100_000 + std::process::id());
+    let deaf = format!(
+        "[services.deaf]\nstart = \"trap '' TERM; exec sleep {marker}\"\nready = \"true\"\nstop_timeout = \"60s\"\n"
+    );
+    let manifest = Manifest::lesson(41, "deaf")
+        .probe(Probe::script("waits", "touch started; sleep 60").services(&["deaf"]))
+        .to_string();
+    course(&dir, &deaf, &manifest);
+    let running_service = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("sleep {marker}")])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let mut running = run41(&dir)
+        .stderr_has("interrupted again: exiting now")
+        .spawn();
+    wait_for(&dir.join("course/started"), Duration::from_secs(30));
+    assert!(
+        running_service(),
+        "the service is not running while its probe runs"
+    );
+    running.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        running_service(),
+        "the service went before its stop_timeout"
+    );
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(5)).status(130);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while running_service() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!running_service(), "the service outlived a second Ctrl-C");
+}
+
 #[test]
 fn bad_declarations_and_undeclared_services_are_usage_errors_at_their_place() {
     let dir = Dir::new();
