@@ -40,6 +40,11 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # Debian's package starts a system Redis on 6379; the tests start their own, and nothing the
+  # test command brought up may outlive it.
+  case " ${need[*]} " in
+    *" redis-server "*) as_root service redis-server stop >/dev/null 2>&1 || true ;;
+  esac
 fi
 
 LESSONPROBE_TEST_CHROMIUM="$(command -v chromium || true)"
