@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::builtin::Refused;
 use crate::diagnostics::{Diagnostic, Source};
 
 /// How long a service may take to become ready when its declaration does not say.
@@ -20,6 +21,7 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 #[serde(deny_unknown_fields)]
 pub struct RawService {
     kind: Option<Spanned<String>>,
+    flavor: Option<Spanned<String>>,
     start: Option<Spanned<String>>,
     ready: Option<Spanned<String>>,
     ready_timeout: Option<Spanned<String>>,
@@ -89,15 +91,6 @@ impl RawService {
         key: Range<usize>,
         source: &Source<'_>,
     ) -> Result<Service, Diagnostic> {
-        if let Some(kind) = &self.kind {
-            return Err(source.error(
-                kind.span(),
-                format!(
-                    "services.{name}: kind {:?} is not built yet; declare the service with start (and ready) instead",
-                    kind.get_ref()
-                ),
-            ));
-        }
         if let Some(bad) = name
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
@@ -107,7 +100,82 @@ impl RawService {
                 format!("services.{name}: a service name is letters, digits, _ and -, not {bad:?}"),
             ));
         }
-        let Some(start) = self.start else {
+        let duration = |value: Option<Spanned<String>>, field: &str, default: Duration| {
+            let Some(value) = value else {
+                return Ok(default);
+            };
+            crate::config::duration::parse(value.get_ref())
+                .map_err(|e| source.error(value.span(), format!("services.{name}.{field} {e}")))
+        };
+        let ready_timeout = duration(self.ready_timeout.clone(), "ready_timeout", READY_TIMEOUT)?;
+        let stop_timeout = duration(self.stop_timeout.clone(), "stop_timeout", STOP_TIMEOUT)?;
+        let (start, ready, stop, env) = match &self.kind {
+            Some(kind) => self.builtin(kind, name, source)?,
+            None => self.commands(name, key, source)?,
+        };
+        Ok(Service {
+            name: name.to_owned(),
+            start,
+            ready,
+            ready_timeout,
+            env,
+            stop,
+            stop_timeout,
+        })
+    }
+
+    /// A service of a built-in kind: its start, ready and stop are the kind's, and its `env`
+    /// may use the kind's placeholders (`{url}`, `{bootstrap}`).
+    fn builtin(
+        &self,
+        kind: &Spanned<String>,
+        name: &str,
+        source: &Source<'_>,
+    ) -> Result<Declared, Diagnostic> {
+        let given = [
+            ("start", &self.start),
+            ("ready", &self.ready),
+            ("stop", &self.stop),
+        ];
+        if let Some((field, Some(value))) = given.into_iter().find(|(_, v)| v.is_some()) {
+            return Err(source.error(
+                value.span(),
+                format!(
+                    "services.{name}.{field}: kind {:?} starts, checks and stops the service itself; remove {field}",
+                    kind.get_ref()
+                ),
+            ));
+        }
+        let flavor = self.flavor.as_ref().map(|f| f.get_ref().as_str());
+        let builtin = super::builtin::builtin(kind.get_ref(), flavor).map_err(|refused| {
+            let (at, e) = match (refused, &self.flavor) {
+                (Refused::Flavor(e), Some(f)) => (f.span(), e),
+                (Refused::Flavor(e) | Refused::Kind(e), _) => (kind.span(), e),
+            };
+            source.error(at, format!("services.{name}: {e}"))
+        })?;
+        let env = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), super::builtin::fill(v, &builtin.placeholders)))
+            .collect();
+        Ok((builtin.start, builtin.ready, builtin.stop, env))
+    }
+
+    /// A service declared by its commands: `start` (required), `ready` and `stop`.
+    fn commands(
+        &self,
+        name: &str,
+        key: Range<usize>,
+        source: &Source<'_>,
+    ) -> Result<Declared, Diagnostic> {
+        if let Some(flavor) = &self.flavor {
+            return Err(source.error(
+                flavor.span(),
+                format!("services.{name}: flavor chooses among a built-in kind's; it needs kind"),
+            ));
+        }
+        let Some(start) = &self.start else {
             return Err(source.error(
                 key,
                 format!("services.{name}: missing start (the command that starts the service)"),
@@ -116,7 +184,7 @@ impl RawService {
         if start.get_ref().trim().is_empty() {
             return Err(source.error(start.span(), format!("services.{name}: start is empty")));
         }
-        let ready = match self.ready {
+        let ready = match &self.ready {
             Some(r) if r.get_ref().trim() == "tcp" => Ready::Tcp,
             Some(r) if r.get_ref().trim().is_empty() => {
                 return Err(source.error(
@@ -124,19 +192,10 @@ impl RawService {
                     format!("services.{name}: ready is a command or \"tcp\", not empty"),
                 ))
             }
-            Some(r) => Ready::Command(r.into_inner()),
+            Some(r) => Ready::Command(r.get_ref().clone()),
             None => Ready::Tcp,
         };
-        let duration = |value: Option<Spanned<String>>, field: &str, default: Duration| {
-            let Some(value) = value else {
-                return Ok(default);
-            };
-            crate::config::duration::parse(value.get_ref())
-                .map_err(|e| source.error(value.span(), format!("services.{name}.{field} {e}")))
-        };
-        let ready_timeout = duration(self.ready_timeout, "ready_timeout", READY_TIMEOUT)?;
-        let stop_timeout = duration(self.stop_timeout, "stop_timeout", STOP_TIMEOUT)?;
-        let stop = match self.stop {
+        let stop = match &self.stop {
             Some(s) => StopSignal::parse(s.get_ref()).ok_or_else(|| {
                 let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
                 source.error(
@@ -153,17 +212,12 @@ impl RawService {
                 number: libc::SIGTERM,
             },
         };
-        Ok(Service {
-            name: name.to_owned(),
-            start: start.into_inner(),
-            ready,
-            ready_timeout,
-            env: self.env,
-            stop,
-            stop_timeout,
-        })
+        Ok((start.get_ref().clone(), ready, stop, self.env.clone()))
     }
 }
+
+/// A declaration's start command, ready check, stop signal and `env`.
+type Declared = (String, Ready, StopSignal, BTreeMap<String, String>);
 
 /// The services of a `[services]` table, in name order.
 pub fn declare_all(
@@ -250,14 +304,47 @@ mod tests {
                 "lessonprobe.toml:3:8: services.c.stop \"NOPE\" is not a signal",
             ),
             (
-                "[services.c]\nkind = \"postgres\"\n",
-                "lessonprobe.toml:2:8: services.c: kind \"postgres\" is not built yet",
+                "[services.c]\nkind = \"mysql\"\n",
+                "lessonprobe.toml:2:8: services.c: kind \"mysql\" is not a built-in kind; use \"postgres\" or \"kafka\"",
+            ),
+            (
+                "[services.c]\nkind = \"kafka\"\nflavor = \"confluent\"\n",
+                "lessonprobe.toml:3:10: services.c: flavor \"confluent\" is not a flavor of kind \"kafka\"",
+            ),
+            (
+                "[services.c]\nkind = \"postgres\"\nstart = \"x\"\n",
+                "lessonprobe.toml:3:9: services.c.start: kind \"postgres\" starts, checks and stops the service itself",
+            ),
+            (
+                "[services.c]\nstart = \"x\"\nflavor = \"apache\"\n",
+                "lessonprobe.toml:3:10: services.c: flavor chooses among a built-in kind's",
             ),
         ];
         for (text, expected) in cases {
             let e = parse(text).unwrap_err();
             assert!(e.starts_with(expected), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_built_in_kind_declares_its_commands_and_fills_its_placeholders() {
+        let services = parse(
+            "[services.db]\nkind = \"postgres\"\nenv = { DB = \"{url}\" }\nready_timeout = \"5s\"\n[services.bus]\nkind = \"kafka\"\nenv = { BOOT = \"{bootstrap}\" }\n",
+        )
+        .unwrap();
+        let db = &services["db"];
+        assert_eq!(
+            db.env["DB"],
+            "postgres://postgres@127.0.0.1:{port}/postgres"
+        );
+        assert_eq!(
+            (db.stop.name, db.ready_timeout),
+            ("INT", Duration::from_secs(5))
+        );
+        assert!(db.start.contains("initdb"), "{}", db.start);
+        let bus = &services["bus"];
+        assert_eq!(bus.env["BOOT"], "{ready}");
+        assert!(bus.start.contains(" broker --brokers 1"), "{}", bus.start);
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl std::fmt::Debug for Running {
 impl Running {
     /// None started yet; their logs to go in the course's `.lessonprobe/services/`.
     pub fn in_course(root: &Path) -> Running {
-        Running::new(root.join(crate::history::FOLDER).join("services"))
+        Running::new(dir.join(crate::history::FOLDER).join("services"))
     }
 
     pub fn new(logs: PathBuf) -> Running {
@@ -308,11 +308,7 @@ fn launch(service: &Service, logs: &Path) -> Result<Started, Launch> {
         service: service.clone(),
         log: log.clone(),
         data: Some(data),
-        env: service
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), fill(v)))
-            .collect(),
+        env: BTreeMap::new(),
     };
     let ready = match &service.ready {
         Ready::Tcp => None,
@@ -337,11 +333,18 @@ fn launch(service: &Service, logs: &Path) -> Result<Started, Launch> {
                 log,
             }));
         }
-        let is_ready = match &ready {
-            None => accepts(port),
+        let answer = match &ready {
+            None => accepts(port).then(String::new),
             Some(command) => ready_command(command, until),
         };
-        if is_ready {
+        if let Some(answer) = answer {
+            // `{ready}`: what the ready command printed, for a service that learns its address
+            // only once it runs (the embedded Kafka cluster).
+            started.env = service
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), fill(v).replace("{ready}", answer.trim())))
+                .collect();
             return Ok(started);
         }
         if Instant::now() >= until {
@@ -357,8 +360,9 @@ fn launch(service: &Service, logs: &Path) -> Result<Started, Launch> {
     }
 }
 
-/// Whether `command` exits with status 0 before `until` (and within its own limit).
-fn ready_command(command: &str, until: Instant) -> bool {
+/// What `command` printed, when it exits with status 0 before `until` (and within its own
+/// limit).
+fn ready_command(command: &str, until: Instant) -> Option<String> {
     let left = until.saturating_duration_since(Instant::now());
     let args = ["-c".to_owned(), command.to_owned()];
     crate::process::run(
@@ -369,7 +373,9 @@ fn ready_command(command: &str, until: Instant) -> bool {
         left.min(READY_COMMAND_LIMIT),
         &Cancel::new(),
     )
-    .is_ok_and(|done| done.status.is_some_and(|s| s.success()))
+    .ok()
+    .filter(|done| done.status.is_some_and(|s| s.success()))
+    .map(|done| done.stdout.text)
 }
 
 /// A loopback port nothing listens on now.
@@ -435,6 +441,15 @@ mod tests {
         assert!(!data.exists(), "the data folder is removed");
         let log = std::fs::read_to_string(logs.path().join("s.log")).unwrap();
         assert_eq!(log, "started\n");
+    }
+
+    #[test]
+    fn what_the_ready_command_prints_is_the_env_placeholder_ready() {
+        let (_logs, running) = running();
+        let mut s = service("exec sleep 30", Ready::Command("echo 127.0.0.1:7".into()));
+        s.env = BTreeMap::from([("BOOT".to_owned(), "{ready}".to_owned())]);
+        running.start(&s).unwrap();
+        assert_eq!(running.env(&["s".into()])["BOOT"], "127.0.0.1:7");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Services a course declares in `lessonprobe.toml` (`[services.NAME]`): their declaration,
 //! parsed once into typed values, and their lifecycle (start, ready, stop, logs) in a run.
 
+mod builtin;
 mod declaration;
 mod lifecycle;
 

@@ -253,8 +253,8 @@ fn bad_declarations_and_undeclared_services_are_usage_errors_at_their_place() {
             "course/lessonprobe.toml:5:8: services.cache.stop \"STOP\" is not a signal",
         ),
         (
-            "[services.cache]\nkind = \"postgres\"\n".to_owned(),
-            "course/lessonprobe.toml:2:8: services.cache: kind \"postgres\" is not built yet",
+            "[services.cache]\nkind = \"mysql\"\n".to_owned(),
+            "course/lessonprobe.toml:2:8: services.cache: kind \"mysql\" is not a built-in kind; use \"postgres\" or \"kafka\"",
         ),
         (
             String::new(),
@@ -348,4 +348,133 @@ fn a_lesson_names_its_services_with_a_label_in_english_or_chinese() {
     run42(&dir)
         .stderr_has("course/lessons/42-cache.md:3: service \"audit_db\" is not declared in the course's lessonprobe.toml")
         .status(2);
+}
+
+/// A course declaring one service of a built-in kind as `svc` (`kind`, then its `env`: the
+/// address as `ADDR` and its data folder as `DATA`), with lesson 41's probe `through` needing
+/// it: `script` reads and writes through `$ADDR` and notes `$ADDR $DATA` in `seen.txt`.
+fn builtin_course(kind: &str, address: &str, script: &str, expected: &str) -> Dir {
+    let dir = Dir::new();
+    let config =
+        format!("[services.svc]\n{kind}\nenv = {{ ADDR = \"{address}\", DATA = \"{{data}}\" }}\n");
+    let manifest = Manifest::lesson(41, "builtin")
+        .probe(
+            Probe::script("through", &format!("echo $ADDR $DATA > seen.txt; {script}"))
+                .services(&["svc"])
+                .timeout("120s")
+                .expect(expected),
+        )
+        .to_string();
+    course(&dir, &config, &manifest);
+    dir
+}
+
+/// After the run: no process holds the service's data folder, the folder is gone, and nothing
+/// accepts on the port of `address` (`HOST:PORT`, or a URL whose authority ends in one).
+#[track_caller]
+fn builtin_gone(dir: &Dir) {
+    let (address, data) = seen(dir);
+    let data = data.to_string_lossy().into_owned();
+    let left = process::gone_within(&data, Duration::from_secs(5));
+    assert!(left.is_empty(), "still running: {left:?}");
+    assert!(!Path::new(&data).exists(), "{data} outlived the run");
+    let port = address
+        .rsplit_once(':')
+        .map(|(_, p)| p.split('/').next().unwrap_or(p))
+        .unwrap_or_default();
+    let port: u16 = port.parse().unwrap_or_else(|e| panic!("{address}: {e}"));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "{address} still accepts after the run"
+    );
+}
+
+#[test]
+fn a_postgres_service_is_a_throwaway_cluster_a_probe_writes_to_and_nothing_is_left() {
+    if services::pg_ctl().is_none() || !services::tool("psql") {
+        return;
+    }
+    let dir = builtin_course(
+        "kind = \"postgres\"",
+        "{url}",
+        "psql -qAt \"$ADDR\" -c 'CREATE TABLE t (x int)' -c 'INSERT INTO t VALUES (7)' -c 'SELECT x FROM t'",
+        "7",
+    );
+    run41(&dir)
+        .stdout_has("PASS    [")
+        .within(Duration::from_secs(120))
+        .success();
+    let (url, _) = seen(&dir);
+    assert!(url.starts_with("postgres://postgres@127.0.0.1:"), "{url}");
+    builtin_gone(&dir);
+    let log = dir.read("course/.lessonprobe/services/svc.log");
+    assert!(log.contains("database system is ready"), "{log}");
+}
+
+#[test]
+fn a_kafka_service_is_the_embedded_cluster_a_probe_produces_to_and_nothing_is_left() {
+    if !services::tool("kcat") {
+        return;
+    }
+    let dir = builtin_course(
+        "kind = \"kafka\"",
+        "{bootstrap}",
+        "echo hello | kcat -P -b \"$ADDR\" -t lesson -p 0 && kcat -C -b \"$ADDR\" -t lesson -p 0 -c 1 -e",
+        "hello",
+    );
+    run41(&dir)
+        .stdout_has("PASS    [")
+        .within(Duration::from_secs(60))
+        .success();
+    builtin_gone(&dir);
+}
+
+#[test]
+fn a_kafka_service_of_flavor_apache_is_one_node_a_probe_produces_to_and_nothing_is_left() {
+    on_apache_kafka(|_| {
+        if !services::tool("kcat") {
+            return;
+        }
+        let dir = builtin_course(
+            "kind = \"kafka\"\nflavor = \"apache\"\nready_timeout = \"90s\"",
+            "{bootstrap}",
+            "echo hello | kcat -P -b \"$ADDR\" -t lesson -p 0 && kcat -C -b \"$ADDR\" -t lesson -p 0 -c 1 -e",
+            "hello",
+        );
+        run41(&dir)
+            .env("LESSONPROBE_KAFKA_CLASSPATH", kafka_classpath())
+            .stdout_has("PASS    [")
+            .within(Duration::from_secs(180))
+            .success();
+        builtin_gone(&dir);
+    });
+}
+
+/// The classpath file of the pinned Apache Kafka, as `scripts/kafka.sh fetch` prints it.
+fn kafka_classpath() -> String {
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/kafka.sh"))
+        .arg("fetch")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn apache_kafka_without_its_jars_is_an_environment_error_naming_them() {
+    let dir = builtin_course(
+        "kind = \"kafka\"\nflavor = \"apache\"",
+        "{bootstrap}",
+        "true",
+        "",
+    );
+    run41(&dir)
+        .env("LESSONPROBE_KAFKA_CLASSPATH", dir.join("no-such-classpath"))
+        .stdout_has("ERROR   environment: service svc: ")
+        .stdout_has("was not found (the shell's status 127)")
+        .stdout_has("Apache Kafka's jars were not found: run scripts/kafka.sh fetch")
+        .stdout_has("NOT RUN [  0.000s] lesson 41 through")
+        .within(Duration::from_secs(20))
+        .failure();
 }
