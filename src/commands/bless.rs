@@ -47,7 +47,9 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
         flag: RemoteFlag::from_env(),
         host: None,
     };
-    let services = std::sync::Arc::new(crate::services::Running::in_course(course.root()));
+    let services = std::sync::Arc::new(crate::services::Running::in_folder(std::path::Path::new(
+        ".",
+    )));
     let preflight = super::run::preflight::checks(
         Some(&course.course),
         &[],

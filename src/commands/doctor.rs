@@ -54,11 +54,9 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
     let kafka = super::kafka_target(&args.kafka)?;
     let remote = super::remote_host(&args.hosts, false)?;
     // A declared service's check starts it: doctor tells whether each can start, then stops it.
-    let services = std::sync::Arc::new(crate::services::Running::in_course(
-        course
-            .as_ref()
-            .map_or(std::path::Path::new("."), |c| c.root()),
-    ));
+    let services = std::sync::Arc::new(crate::services::Running::in_folder(std::path::Path::new(
+        ".",
+    )));
     let checks = super::run::preflight::checks(
         course.as_ref().map(|c| &c.course),
         &sql,

@@ -59,7 +59,7 @@ pub(crate) fn run_manifest(
         },
         failure,
         preflight: Vec::new(),
-        services: std::sync::Arc::new(crate::services::Running::in_course(dir.path())),
+        services: std::sync::Arc::new(crate::services::Running::in_folder(dir.path())),
         first: Default::default(),
     };
     let plan = Plan::new(&selection, &config);

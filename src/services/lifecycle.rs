@@ -171,8 +171,10 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    /// None started yet; their logs to go in the course's `.lessonprobe/services/`.
-    pub fn in_course(root: &Path) -> Running {
+    /// None started yet; their logs to go in `dir`'s `.lessonprobe/services/`. A run keeps
+    /// them in the folder it runs in, beside its other state: the course checkout is never
+    /// written to.
+    pub fn in_folder(dir: &Path) -> Running {
         Running::new(dir.join(crate::history::FOLDER).join("services"))
     }
 

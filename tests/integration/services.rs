@@ -90,7 +90,7 @@ fn a_probe_needing_a_declared_redis_passes_and_the_service_is_gone_after() {
     assert!(port.parse::<u16>().is_ok(), "{port}");
     assert!(data.starts_with(std::env::temp_dir()), "{}", data.display());
     nothing_left(&port, &data);
-    let log = dir.read("course/.lessonprobe/services/cache.log");
+    let log = dir.read(".lessonprobe/services/cache.log");
     assert!(log.contains("Ready to accept connections"), "{log}");
 }
 
@@ -105,7 +105,7 @@ fn a_service_no_selected_probe_needs_never_starts() {
         .stdout_lacks("set-get")
         .success();
     assert!(
-        !dir.join("course/.lessonprobe/services/cache.log").exists(),
+        !dir.join(".lessonprobe/services/cache.log").exists(),
         "the cache was started though nothing selected needs it"
     );
 }
@@ -139,7 +139,7 @@ fn a_service_never_ready_is_one_environment_error_and_its_probes_are_not_run() {
 
 /// The port the cache's log says it was started on.
 fn logged_port(dir: &Dir) -> String {
-    let log = dir.read("course/.lessonprobe/services/cache.log");
+    let log = dir.read(".lessonprobe/services/cache.log");
     let first = log.lines().next().unwrap_or_default();
     first
         .strip_prefix("port=")
@@ -407,7 +407,7 @@ fn a_postgres_service_is_a_throwaway_cluster_a_probe_writes_to_and_nothing_is_le
     let (url, _) = seen(&dir);
     assert!(url.starts_with("postgres://postgres@127.0.0.1:"), "{url}");
     builtin_gone(&dir);
-    let log = dir.read("course/.lessonprobe/services/svc.log");
+    let log = dir.read(".lessonprobe/services/svc.log");
     assert!(log.contains("database system is ready"), "{log}");
 }
 

@@ -164,7 +164,7 @@ impl<'a> RunBuilder<'a> {
         let mut config = RunConfig {
             jobs: self.jobs,
             default_timeout: self.timeout,
-            services: std::sync::Arc::new(crate::services::Running::in_course(&course_root)),
+            services: std::sync::Arc::new(crate::services::Running::in_folder(Path::new("."))),
             course_root,
             sql,
             kafka,
