@@ -1,7 +1,8 @@
 //! One lesson file parsed into document probes: exercises (`### Answer EX-30-01 [code]`) and
 //! snippets (a save label outside an exercise), each with its saved files, hidden setup, run
-//! command, expected exit code, stdout and stderr, and the step it continues, bound through the
-//! prose labels; and the runnable blocks nothing collected.
+//! command, expected exit code, stdout and stderr, the step it continues and the fault steps done
+//! to its services before its command, bound through the prose labels; and the runnable blocks
+//! nothing collected.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -13,7 +14,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
 use super::isolation::Layout;
-use super::labels::Label;
+use super::labels::{Fault, Label};
 use super::matcher::Redactions;
 use super::session::{self, SessionBlock, SessionBody, SessionProbe, Transcript};
 use super::settings::{is_inside, Settings};
@@ -130,6 +131,17 @@ pub struct CodeProbe {
     pub source: PathBuf,
     /// The declared services it needs: the lesson's and its exercise's `Services:` labels.
     pub services: Vec<String>,
+    /// What is done to its services before its command runs, in order (`Stop service: cache`).
+    pub faults: Vec<FaultStep>,
+}
+
+/// `Stop service: cache` / `停止服务：cache` (and start, restart): done to one of the step's
+/// declared services, and waited for, before its command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultStep {
+    pub fault: Fault,
+    pub service: String,
+    pub line: usize,
 }
 
 /// `Expected exit code: 3` / `预期退出码：3`.
@@ -201,6 +213,7 @@ struct Parts {
     setup: Option<Setup>,
     /// Declared services an exercise's own `Services:` label names.
     services: Vec<String>,
+    faults: Vec<FaultStep>,
 }
 
 struct Exercise {
@@ -284,6 +297,8 @@ struct Parse<'a> {
     pending: Option<Pending>,
     /// A continues label outside an exercise, for the snippet its next save label starts.
     continues: Option<Continues>,
+    /// Fault steps outside an exercise, for the snippet its next save label starts.
+    faults: Vec<FaultStep>,
     /// The declared services a `Services:` label before the first exercise names: every code
     /// exercise and snippet of the lesson needs them.
     services: Vec<String>,
@@ -326,6 +341,7 @@ impl<'a> Parse<'a> {
             snippet: None,
             pending: None,
             continues: None,
+            faults: Vec::new(),
             services: Vec::new(),
             probes: Vec::new(),
             uncollected: Vec::new(),
@@ -412,6 +428,7 @@ impl<'a> Parse<'a> {
         self.finish_snippet()?;
         self.finish_exercise()?;
         self.dangling_continues()?;
+        self.dangling_faults()?;
         self.check_chains()?;
         self.finish_sessions()?;
         let title = self.title.clone().unwrap_or_else(|| {
@@ -450,6 +467,7 @@ impl<'a> Parse<'a> {
         }
         self.finish_snippet()?;
         self.dangling_continues()?;
+        self.dangling_faults()?;
         if self.exercise.as_ref().is_some_and(|e| level <= e.level) {
             self.finish_exercise()?;
         }
@@ -508,6 +526,7 @@ impl<'a> Parse<'a> {
             Label::ExitCode { value } => return self.exit_code(value, line, range),
             Label::Continues { id } => return self.continues(id, line),
             Label::Services { names } => return self.services(names, line),
+            Label::Fault { fault, service } => return self.fault(*fault, service, line),
             Label::Save { .. } if self.exercise.is_none() => {
                 if self
                     .snippet
@@ -521,6 +540,7 @@ impl<'a> Parse<'a> {
                         line,
                         parts: Parts {
                             continues: self.continues.take(),
+                            faults: std::mem::take(&mut self.faults),
                             ..Parts::default()
                         },
                     });
@@ -652,6 +672,46 @@ impl<'a> Parse<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `Stop service: NAME` (start, restart) in a code exercise or snippet, before its run label;
+    /// outside an exercise, before a snippet's first save label too. Whether the step needs
+    /// the service is checked once its labels are all read.
+    fn fault(&mut self, fault: Fault, service: &str, line: usize) -> Result<(), CourseError> {
+        let step = FaultStep {
+            fault,
+            service: service.to_owned(),
+            line,
+        };
+        let before_run = "a fault step after the run label: put it before the run label (it is done before the command runs)";
+        if let Some(ex) = self.exercise.as_mut() {
+            if ex.parts.command.is_some() {
+                return Err(self.error(line, before_run));
+            }
+            ex.parts.faults.push(step);
+            return Ok(());
+        }
+        match self.snippet.as_mut() {
+            Some(sn) if sn.parts.command.is_some() => self.finish_snippet()?,
+            Some(sn) => {
+                sn.parts.faults.push(step);
+                return Ok(());
+            }
+            None => {}
+        }
+        self.faults.push(step);
+        Ok(())
+    }
+
+    /// Fault steps outside an exercise that no save label took.
+    fn dangling_faults(&mut self) -> Result<(), CourseError> {
+        match self.faults.first() {
+            Some(f) => Err(self.error(
+                f.line,
+                "fault step binds nothing: no exercise or save label of a snippet follows it",
+            )),
+            None => Ok(()),
+        }
     }
 
     /// A continues label outside an exercise that no save label took.
@@ -1025,7 +1085,10 @@ impl<'a> Parse<'a> {
                     line,
                 ));
             }
-            Label::ExitCode { .. } | Label::Continues { .. } | Label::Services { .. } => {}
+            Label::ExitCode { .. }
+            | Label::Continues { .. }
+            | Label::Services { .. }
+            | Label::Fault { .. } => {}
             Label::Run | Label::Expected | Label::Stderr => {
                 let (slot, twice) = match pending.label {
                     Label::Run => (
@@ -1121,8 +1184,22 @@ impl<'a> Parse<'a> {
                 .into_iter()
                 .filter(|n| !self.services.contains(n)),
         );
+        for step in &parts.faults {
+            if !services.contains(&step.service) {
+                let name = &step.service;
+                let why = match self.course.services.contains_key(name) {
+                    true => format!("{id} does not need it: add `Services: {name}` to the lesson (before its first exercise) or to the exercise"),
+                    false => format!("it is not declared in the course's lessonprobe.toml (add [services.{name}])"),
+                };
+                return Err(self.error(
+                    step.line,
+                    format!("{} service {name:?}: {why}", step.fault.verb()),
+                ));
+            }
+        }
         Ok(CodeProbe {
             services,
+            faults: parts.faults,
             run_from: self.course.root.join(&folder),
             run_from_label,
             shared,
@@ -1487,6 +1564,80 @@ a = 1
             })
         );
         assert_eq!(next.exit_code.as_ref().map(|e| e.code), Some(0));
+    }
+
+    /// Lesson 30 `text` in a course declaring the service `cache` (and `bus`).
+    fn doc_with_services(text: &str) -> Result<LessonDoc, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        std::fs::write(
+            dir.path().join("lessonprobe.toml"),
+            "[services.cache]\nstart = \"sleep 9\"\n[services.bus]\nstart = \"sleep 9\"\n",
+        )
+        .unwrap();
+        let course = super::super::Course::open(dir.path(), Path::new(".")).unwrap();
+        parse(
+            &course.settings,
+            30,
+            Path::new("lessons/30-replay.md"),
+            text.as_bytes(),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn faults(probe: &DocProbe) -> Vec<(Fault, &str, usize)> {
+        let DocBody::Code(code) = &probe.body else {
+            panic!("{probe:?}")
+        };
+        code.faults
+            .iter()
+            .map(|f| (f.fault, f.service.as_str(), f.line))
+            .collect()
+    }
+
+    #[test]
+    fn fault_steps_are_bound_in_order_to_their_exercise_or_snippet() {
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        let text = format!(
+            "# L\n\nServices: cache\n\n### Answer EX-30-01 [code]\n\nStop service: cache\n\n服务：bus\n\n重启服务：`bus`\n\n{run}## Snippet\n\n启动服务：cache\n\nSave as `a.py`, run from `project/`:\n\n```python\nx = 1\n```\n\nRestart service: cache\n\n{run}"
+        );
+        let d = doc_with_services(&text).unwrap();
+        assert_eq!(
+            faults(&d.probes[0]),
+            [(Fault::Stop, "cache", 7), (Fault::Restart, "bus", 11)]
+        );
+        assert_eq!(d.probes[1].id, "a.py");
+        assert_eq!(
+            faults(&d.probes[1]),
+            [(Fault::Start, "cache", 21), (Fault::Restart, "cache", 29)]
+        );
+    }
+
+    #[test]
+    fn a_fault_step_on_a_service_its_step_does_not_need_or_in_the_wrong_place_is_refused() {
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        let ex = |body: &str| format!("# L\n\n### Answer EX-30-01 [code]\n\n{body}");
+        for (text, wanted) in [
+            (
+                ex(&format!("Stop service: cache\n\n{run}")),
+                "lessons/30-replay.md:5: stop service \"cache\": EX-30-01 does not need it: add `Services: cache`",
+            ),
+            (
+                ex(&format!("服务：cache\n\n重启服务：db\n\n{run}")),
+                "lessons/30-replay.md:7: restart service \"db\": it is not declared in the course's lessonprobe.toml (add [services.db])",
+            ),
+            (
+                ex(&format!("Services: cache\n\n{run}Start service: cache\n")),
+                "lessons/30-replay.md:13: a fault step after the run label",
+            ),
+            (
+                "# L\n\nServices: cache\n\nStop service: cache\n\n## End\n".to_owned(),
+                "lessons/30-replay.md:5: fault step binds nothing",
+            ),
+        ] {
+            let e = doc_with_services(&text).unwrap_err();
+            assert!(e.starts_with(wanted), "{wanted}\nnot the start of\n{e}");
+        }
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! `Save as FILE, run from DIR`), run (`运行命令` / `Run`), expected output (`预期输出` /
 //! `Expected output`) and expected stderr (`预期错误输出` / `Expected stderr`); and the labels
 //! that carry a value on their own line: the exit code (`预期退出码：3` / `Expected exit code: 3`)
-//! the step continued (`接续：EX-31-01` / `Continues: EX-31-01`) and the declared services needed
-//! (`服务：cache, audit_db` / `Services: cache, audit_db`). Chinese or English, with full-width or
-//! ASCII punctuation.
+//! the step continued (`接续：EX-31-01` / `Continues: EX-31-01`), the declared services needed
+//! (`服务：cache, audit_db` / `Services: cache, audit_db`) and the fault steps on one of them
+//! (`停止服务：cache` / `Stop service: cache`, start, restart). Chinese or English, with
+//! full-width or ASCII punctuation.
 
 use regex::Regex;
 
@@ -26,6 +27,30 @@ pub enum Label {
     Continues { id: String },
     /// The lesson (before its first exercise) or the exercise needs these declared services.
     Services { names: Vec<String> },
+    /// Before the step's command runs, `fault` is done to the declared service `service`.
+    Fault { fault: Fault, service: String },
+}
+
+/// What a fault step does to a declared service before its step's command runs, and waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Stopped: its stop signal, then KILL of its process group after `stop_timeout`.
+    Stop,
+    /// Started again, and ready by its `ready` check within `ready_timeout`.
+    Start,
+    /// Stopped, then started and ready.
+    Restart,
+}
+
+impl Fault {
+    /// `stop`, `start` or `restart`, as messages say it.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Fault::Stop => "stop",
+            Fault::Start => "start",
+            Fault::Restart => "restart",
+        }
+    }
 }
 
 impl Label {
@@ -38,6 +63,7 @@ impl Label {
             Label::ExitCode { .. } => "exit-code label",
             Label::Continues { .. } => "continues label",
             Label::Services { .. } => "services label",
+            Label::Fault { .. } => "fault step",
         }
     }
 }
@@ -54,6 +80,11 @@ const STDERR: &[&str] = &["预期错误输出", "Expected stderr"];
 const EXIT_CODE: &[&str] = &["预期退出码", "Expected exit code"];
 const CONTINUES: &[&str] = &["接续", "Continues"];
 const SERVICES: &[&str] = &["服务", "Services"];
+const FAULTS: &[(Fault, &[&str])] = &[
+    (Fault::Stop, &["停止服务", "Stop service"]),
+    (Fault::Start, &["启动服务", "Start service"]),
+    (Fault::Restart, &["重启服务", "Restart service"]),
+];
 
 /// The label words of one course: the defaults plus the course's own.
 #[derive(Debug, Clone)]
@@ -151,6 +182,17 @@ impl Labels {
             // A step is named by one word: `Continues: the consumer keeps reading` is prose.
             if self.continues.contains(&key) && !value.contains(char::is_whitespace) {
                 return Some(Label::Continues { id: value });
+            }
+            // One service, named by one word: `Stop service: once the queue drains` is prose.
+            let one_word = !value.contains(char::is_whitespace);
+            if let Some((fault, _)) = FAULTS
+                .iter()
+                .find(|(_, words)| one_word && words.iter().any(|w| normalize(w) == key))
+            {
+                return Some(Label::Fault {
+                    fault: *fault,
+                    service: value,
+                });
             }
             // Names, one word each: `Services: the cache is warm` is prose.
             if SERVICES.iter().any(|w| normalize(w) == key) {
@@ -309,6 +351,23 @@ mod tests {
             services(&["cache", "audit_db"])
         );
         assert_eq!(l.classify("Services: the cache is warm"), None);
+        let fault = |fault: Fault| {
+            Some(Label::Fault {
+                fault,
+                service: "cache".into(),
+            })
+        };
+        assert_eq!(l.classify("Stop service: cache"), fault(Fault::Stop));
+        assert_eq!(l.classify("停止服务：`cache`"), fault(Fault::Stop));
+        assert_eq!(l.classify("Start service:  cache"), fault(Fault::Start));
+        assert_eq!(l.classify("启动服务:cache"), fault(Fault::Start));
+        assert_eq!(l.classify("restart SERVICE: cache"), fault(Fault::Restart));
+        assert_eq!(l.classify("重启服务：cache"), fault(Fault::Restart));
+        assert_eq!(
+            l.classify("Stop service: once the queue drains"),
+            None,
+            "prose"
+        );
         let continues = |v: &str| Some(Label::Continues { id: v.into() });
         assert_eq!(l.classify("Continues: EX-31-01"), continues("EX-31-01"));
         assert_eq!(l.classify("接续：`EX-31-01`"), continues("EX-31-01"));

@@ -26,11 +26,11 @@ pub use chain::with_predecessors;
 pub use course::{Course, CONFIG_FILE};
 pub use doc_run::{DocRun, DocVerdict};
 pub use document::{
-    parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, LessonDoc, SavedFile,
-    Setup,
+    parse_free, Block, CodeProbe, Continues, DocBody, DocProbe, ExitCode, FaultStep, LessonDoc,
+    SavedFile, Setup,
 };
 pub use isolation::Checkout;
-pub use labels::Label;
+pub use labels::{Fault, Label};
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};
