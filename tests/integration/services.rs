@@ -4,7 +4,8 @@
 //! run, even interrupted; a service no selected probe needs never starts; bad declarations and
 //! undeclared names are usage errors naming their place; doctor says whether each can start.
 //! Fault steps stop and start a service within a chain that holds it, so no other probe sees it
-//! down; a service dying by itself, a port taken at the start, a stop that hangs.
+//! down; a service dying by itself, a port taken at the start, a stop that hangs; `--watch`
+//! keeping services up between runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -582,5 +583,69 @@ fn a_stop_that_hangs_is_killed_after_stop_timeout() {
         !left.status.success(),
         "the deaf service outlived the run: {}",
         String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// The pid of the cache's redis-server each run of lesson 41's `pid` probe saw, noted outside
+/// the watched folders.
+fn pids(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Under `--watch` the services stay up between runs: the same redis-server serves a rerun,
+/// a changed declaration starts a new one, and Ctrl-C stops it with its data folder.
+#[test]
+fn watch_keeps_services_up_between_runs_and_restarts_one_whose_declaration_changed() {
+    if !services::redis() {
+        return;
+    }
+    let (dir, outside) = (Dir::new(), Dir::new());
+    let manifest = Manifest::lesson(41, "cache")
+        .probe(
+            Probe::script(
+                "pid",
+                r#"redis-cli -p $CACHE_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p' >> "$PIDS"; echo $CACHE_DATA > "$PIDS.data""#,
+            )
+            .services(&["cache"]),
+        )
+        .to_string();
+    course(&dir, CACHE, &manifest);
+    std::fs::create_dir_all(outside.join("tmp")).unwrap();
+    let log = outside.join("pids");
+    let mut running = run41(&dir)
+        .arg("--watch")
+        .env("PIDS", &log)
+        .env("TMPDIR", outside.join("tmp"))
+        .env("XDG_CACHE_HOME", outside.join("cache"))
+        .spawn();
+    let step = Duration::from_secs(60);
+    running.wait_for_stderr("the first run", step, |_| pids(&log).len() == 1);
+    dir.write("checkpoints/notes.txt", "a change");
+    running.wait_for_stderr("the rerun", step, |_| pids(&log).len() == 2);
+    let seen = pids(&log);
+    assert_eq!(seen[0], seen[1], "the cache was started anew for a rerun");
+    dir.write(
+        "course/lessonprobe.toml",
+        format!("{CACHE}stop_timeout = \"5s\"\n"),
+    );
+    running.wait_for_stderr("the run after the change", step, |_| pids(&log).len() == 3);
+    let seen = pids(&log);
+    assert_ne!(seen[1], seen[2], "a changed declaration kept the old cache");
+    let first_gone = !std::path::Path::new(&format!("/proc/{}", seen[1])).exists();
+    assert!(first_gone, "the old cache outlived its declaration");
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(30)).status(130);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", seen[2])).exists(),
+        "the cache outlived the watch"
+    );
+    let data = std::fs::read_to_string(format!("{}.data", log.display())).unwrap();
+    assert!(
+        !Path::new(data.trim()).exists(),
+        "its data folder outlived the watch"
     );
 }
