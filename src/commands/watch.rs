@@ -1,6 +1,8 @@
 //! `lessonprobe --watch`: the selection runs, then again after each change to the lessons, the
 //! course's project or the current folder, the probes that failed first. A change during a run
-//! stops it (its probes killed, as by Ctrl-C) and starts the next; Ctrl-C ends the loop.
+//! stops it (its probes killed, as by Ctrl-C) and starts the next; Ctrl-C ends the loop. The
+//! course's services stay up between runs; one is started anew only when its declaration
+//! changed, and all stop when the loop ends.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use crate::exit::{Code, Error};
 use crate::lesson::CourseError;
 use crate::run::{Interrupt, Interruption};
 
-use super::run::{junit_path, run_once, Order};
+use super::run::{junit_path, run_keeping, KeptServices, Order};
 
 /// How often a running or waiting loop looks at Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -24,6 +26,8 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
     given_folders_exist(args)?;
     let changes = Changes::watch(&folders(args), &own_files(args))
         .map_err(|e| Error::Operation(e.to_string()))?;
+    // Dropped when the loop ends, stopping them.
+    let services = KeptServices::new();
     let mut cause: Option<Vec<PathBuf>> = None;
     let mut round = 0_u64;
     loop {
@@ -35,7 +39,8 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
         );
         let interrupt = Interrupt::new();
         let (result, restarted) = std::thread::scope(|scope| {
-            let run = scope.spawn(|| run_once(args, &interrupt, Order::FailedFirst));
+            let run =
+                scope.spawn(|| run_keeping(args, &interrupt, Order::FailedFirst, Some(&services)));
             let restarted = forward(signals, &interrupt, &changes, || run.is_finished());
             let result = run
                 .join()
@@ -91,12 +96,19 @@ fn given_folders_exist(args: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// What a run writes in the folders it watches: its reports, its last-failed state and the
-/// working copies kept in the user's cache (which may be inside the course).
+/// What a run writes in the folders it watches: its reports, its last-failed state, its
+/// services' logs (in the course's state folder) and the working copies kept in the user's
+/// cache (which may be inside the course).
 fn own_files(args: &RunArgs) -> Vec<PathBuf> {
     junit_path(args)
         .into_iter()
         .chain(args.html.clone())
+        .chain(
+            args.course
+                .course
+                .as_ref()
+                .map(|course| course.join(crate::history::FOLDER)),
+        )
         .chain([
             PathBuf::from(crate::history::FOLDER),
             crate::lesson::isolation::kept_root(),

@@ -1,8 +1,10 @@
 //! Steps that build on each other (`Continues: EX-31-01`), the one place their order lives: a
 //! step runs after the step it continues, in a copy of the folder that step left; a step whose
-//! predecessor did not pass is not run, and says which one failed.
+//! predecessor did not pass is not run, and says which one failed. A chain (a first step and
+//! the steps continuing it, directly or not) that faults a service holds it from its first step
+//! to its last: [`holds`] says which.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -134,6 +136,66 @@ fn run_after(
     (run, left)
 }
 
+/// A chain of steps, named by its lesson and its first step (the one that continues none).
+pub type ChainId = (u32, String);
+
+/// The services a chain's fault steps act on, which it holds exclusively from its first step to
+/// its last (no other probe needing one runs meanwhile), and starts again after its last; and
+/// the other services its steps need, which it uses (as other probes may) for as long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub chain: ChainId,
+    pub services: Vec<String>,
+    /// Taken with the held ones at its first step, so that two chains never wait on each other.
+    pub uses: Vec<String>,
+}
+
+/// The hold of every step of `probes` (in document order, as a run's plan has them) whose chain
+/// faults some service, by (lesson, step id).
+pub fn holds<'a>(probes: impl IntoIterator<Item = &'a DocProbe>) -> HashMap<(u32, String), Hold> {
+    let mut first: HashMap<(u32, String), ChainId> = HashMap::new();
+    let mut faulted: BTreeMap<ChainId, Vec<String>> = BTreeMap::new();
+    let mut needed: BTreeMap<ChainId, Vec<String>> = BTreeMap::new();
+    for doc in probes {
+        let DocBody::Code(code) = &doc.body else {
+            continue;
+        };
+        let step = (doc.lesson, doc.id.clone());
+        // A step comes after the step it continues, whose chain is known by then.
+        let chain = code
+            .continues
+            .as_ref()
+            .and_then(|c| first.get(&(doc.lesson, c.id.clone())).cloned())
+            .unwrap_or_else(|| step.clone());
+        let add = |to: &mut Vec<String>, service: &String| {
+            if !to.contains(service) {
+                to.push(service.clone());
+            }
+        };
+        let services = faulted.entry(chain.clone()).or_default();
+        code.faults.iter().for_each(|f| add(services, &f.service));
+        let uses = needed.entry(chain.clone()).or_default();
+        code.services.iter().for_each(|s| add(uses, s));
+        first.insert(step, chain);
+    }
+    first
+        .into_iter()
+        .filter_map(|(step, chain)| {
+            let services = faulted.get(&chain).filter(|s| !s.is_empty())?.clone();
+            let uses = needed.get(&chain).map_or_else(Vec::new, |needed| {
+                let others = needed.iter().filter(|s| !services.contains(s));
+                others.cloned().collect()
+            });
+            let hold = Hold {
+                chain,
+                services,
+                uses,
+            };
+            Some((step, hold))
+        })
+        .collect()
+}
+
 /// `wanted` (of one lesson) with every step they continue, directly or not, taken from `all`
 /// (the lesson's document probes in document order); in document order.
 pub fn with_predecessors<'a>(all: &[&'a DocProbe], wanted: &[&DocProbe]) -> Vec<&'a DocProbe> {
@@ -215,6 +277,41 @@ mod tests {
             Some("not run: EX-31-02 was not run (EX-31-01 failed)")
         );
         assert_eq!(runs[3].verdict, DocVerdict::Pass);
+    }
+
+    #[test]
+    fn a_chain_that_faults_a_service_holds_it_from_its_first_step_to_its_last() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        std::fs::write(
+            dir.path().join("lessonprobe.toml"),
+            "[services.cache]\nstart = \"sleep 9\"\n",
+        )
+        .unwrap();
+        let course = super::super::Course::open(dir.path(), Path::new(".")).unwrap();
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        let text = format!("Services: cache\n\n### Answer EX-31-01 [code]\n\n{run}### Answer EX-31-02 [code]\n\nContinues: EX-31-01\n\nStop service: cache\n\n{run}### Answer EX-31-03 [code]\n\nContinues: EX-31-02\n\n{run}### Answer EX-31-04 [code]\n\n{run}");
+        let d = super::super::document::parse(
+            &course.settings,
+            31,
+            Path::new("lessons/31.md"),
+            text.as_bytes(),
+        )
+        .unwrap();
+        let holds = holds(&d.probes);
+        let chain = (31, "EX-31-01".to_owned());
+        for step in ["EX-31-01", "EX-31-02", "EX-31-03"] {
+            assert_eq!(
+                holds.get(&(31, step.to_owned())),
+                Some(&Hold {
+                    chain: chain.clone(),
+                    services: vec!["cache".into()],
+                    uses: Vec::new(),
+                }),
+                "{step}"
+            );
+        }
+        assert_eq!(holds.get(&(31, "EX-31-04".to_owned())), None);
     }
 
     #[test]

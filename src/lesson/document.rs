@@ -14,7 +14,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
 use super::isolation::Layout;
-use super::labels::{Fault, Label};
+use super::labels::{Label, ServiceAction};
 use super::matcher::Redactions;
 use super::session::{self, SessionBlock, SessionBody, SessionProbe, Transcript};
 use super::settings::{is_inside, Settings};
@@ -139,7 +139,7 @@ pub struct CodeProbe {
 /// declared services, and waited for, before its command runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultStep {
-    pub fault: Fault,
+    pub action: ServiceAction,
     pub service: String,
     pub line: usize,
 }
@@ -526,7 +526,7 @@ impl<'a> Parse<'a> {
             Label::ExitCode { value } => return self.exit_code(value, line, range),
             Label::Continues { id } => return self.continues(id, line),
             Label::Services { names } => return self.services(names, line),
-            Label::Fault { fault, service } => return self.fault(*fault, service, line),
+            Label::Fault { action, service } => return self.fault(*action, service, line),
             Label::Save { .. } if self.exercise.is_none() => {
                 if self
                     .snippet
@@ -677,9 +677,14 @@ impl<'a> Parse<'a> {
     /// `Stop service: NAME` (start, restart) in a code exercise or snippet, before its run label;
     /// outside an exercise, before a snippet's first save label too. Whether the step needs
     /// the service is checked once its labels are all read.
-    fn fault(&mut self, fault: Fault, service: &str, line: usize) -> Result<(), CourseError> {
+    fn fault(
+        &mut self,
+        action: ServiceAction,
+        service: &str,
+        line: usize,
+    ) -> Result<(), CourseError> {
         let step = FaultStep {
-            fault,
+            action,
             service: service.to_owned(),
             line,
         };
@@ -1193,7 +1198,7 @@ impl<'a> Parse<'a> {
                 };
                 return Err(self.error(
                     step.line,
-                    format!("{} service {name:?}: {why}", step.fault.verb()),
+                    format!("{} service {name:?}: {why}", step.action.verb()),
                 ));
             }
         }
@@ -1585,13 +1590,13 @@ a = 1
         .map_err(|e| e.to_string())
     }
 
-    fn faults(probe: &DocProbe) -> Vec<(Fault, &str, usize)> {
+    fn faults(probe: &DocProbe) -> Vec<(ServiceAction, &str, usize)> {
         let DocBody::Code(code) = &probe.body else {
             panic!("{probe:?}")
         };
         code.faults
             .iter()
-            .map(|f| (f.fault, f.service.as_str(), f.line))
+            .map(|f| (f.action, f.service.as_str(), f.line))
             .collect()
     }
 
@@ -1604,12 +1609,18 @@ a = 1
         let d = doc_with_services(&text).unwrap();
         assert_eq!(
             faults(&d.probes[0]),
-            [(Fault::Stop, "cache", 7), (Fault::Restart, "bus", 11)]
+            [
+                (ServiceAction::Stop, "cache", 7),
+                (ServiceAction::Restart, "bus", 11)
+            ]
         );
         assert_eq!(d.probes[1].id, "a.py");
         assert_eq!(
             faults(&d.probes[1]),
-            [(Fault::Start, "cache", 21), (Fault::Restart, "cache", 29)]
+            [
+                (ServiceAction::Start, "cache", 21),
+                (ServiceAction::Restart, "cache", 29)
+            ]
         );
     }
 

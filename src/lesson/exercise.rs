@@ -1,8 +1,9 @@
 //! Runs a code exercise or snippet in a working copy of its run-from folder (or of the folder
 //! the step it continues left; the copies come from `isolation`): the saved files written
-//! there, its hidden setup run, the command run by the shell with the course's interpreter for
-//! a leading `python`/`python3`, in a pinned environment, under a deadline, its process group
-//! killed; exit status, stdout and stderr judged.
+//! there, its hidden setup run, its fault steps done to the run's services, the command run by
+//! the shell with the course's interpreter for a leading `python`/`python3`, in a pinned
+//! environment, under a deadline, its process group killed; exit status, stdout and stderr
+//! judged.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,13 +11,15 @@ use std::time::{Duration, Instant};
 
 use super::bless::Rewrite;
 use super::doc_run::{DocRun, DocVerdict};
-use super::document::{Block, CodeProbe, DocProbe};
+use super::document::{Block, CodeProbe, DocProbe, FaultStep};
 use super::isolation::{Checkout, Delta, Layout};
+use super::labels::ServiceAction;
 use lessonprobe_probes::Cancel;
 
 use super::matcher::{self, Rules};
 use crate::environment::interpreter::resolve;
 use crate::process::{self, Finished, Tail};
+use crate::services::Faults;
 
 /// Lines of each stream's tail shown with a failure.
 const SHOWN_LINES: usize = 20;
@@ -46,7 +49,8 @@ struct StepRun {
     details: Option<String>,
     stdout: Tail,
     stderr: Tail,
-    /// What the hidden setup ran and printed, when the probe has one.
+    /// What the hidden setup ran and printed, and the fault steps done, when the probe has
+    /// any.
     setup: Option<String>,
     /// The rewrites of the lesson that would make it pass (expected stdout and stderr blocks,
     /// with the elisions and placeholders that held kept, and the exit code's value), when
@@ -73,7 +77,7 @@ impl StepRun {
         }
     }
 
-    /// The hidden setup's transcript when there is one, then stdout, then stderr if it said
+    /// The hidden setup's transcript and the fault steps done, when there are any, then stdout, then stderr if it said
     /// anything: the report's captured output.
     fn output(&self) -> String {
         let command = process::transcript(&self.stdout, &self.stderr);
@@ -97,12 +101,14 @@ impl StepRun {
 }
 
 /// What a step runs under besides its own text: the variables of the declared services it
-/// needs, added to its environment, its deadline, and the run's cancellation.
+/// needs, added to its environment, its deadline, the run's cancellation, and the run's
+/// services its fault steps act on (none outside a run that started them).
 #[derive(Debug, Clone, Copy)]
 pub struct Conditions<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub deadline: Duration,
     pub cancel: &'a Cancel,
+    pub services: Option<&'a dyn Faults>,
 }
 
 /// Runs `probe` (whose body is `code`) in a copy of the folder `after` left (a fresh copy of
@@ -128,6 +134,7 @@ fn step(
         env: services,
         deadline,
         cancel,
+        services: faults,
     } = under;
     let started = Instant::now();
     let at = format!("{}:{}", probe.file.display(), code.command.line);
@@ -182,6 +189,12 @@ fn step(
         }
         setup_transcript = Some(transcript);
     }
+    if !code.faults.is_empty() {
+        match apply_faults(probe, &code.faults, faults) {
+            Ok(done) => setup_transcript = Some(setup_transcript.unwrap_or_default() + &done),
+            Err(message) => return (StepRun::error(message), None),
+        }
+    }
     let script = substitute_python(&code.command.content, &python);
     let shell = if code.command.lang == "bash" {
         "bash"
@@ -215,6 +228,40 @@ fn step(
             (result, None)
         }
     }
+}
+
+/// Does `faults` in order to the run's `services`, each waited for; what was done, for the
+/// step's output, or the first that failed (a start names its service and its log's tail).
+fn apply_faults(
+    probe: &DocProbe,
+    faults: &[FaultStep],
+    services: Option<&dyn Faults>,
+) -> Result<String, String> {
+    let mut done = String::new();
+    for step in faults {
+        let at = format!("{}:{}", probe.file.display(), step.line);
+        let (verb, name) = (step.action.verb(), step.service.as_str());
+        let Some(services) = services else {
+            return Err(format!(
+                "{at}: cannot {verb} service {name}: this run started no services"
+            ));
+        };
+        let started = Instant::now();
+        let result = match step.action {
+            ServiceAction::Stop => services.stop_service(name),
+            ServiceAction::Start => services.start_service(name),
+            ServiceAction::Restart => services
+                .stop_service(name)
+                .and_then(|()| services.start_service(name)),
+        };
+        result.map_err(|e| format!("{at}: {verb} service {name} failed: {e}"))?;
+        let took = Duration::from_millis(started.elapsed().as_millis() as u64);
+        done.push_str(&format!(
+            "--- {verb} service {name} ({at}): done in {} ---\n",
+            humantime::format_duration(took)
+        ));
+    }
+    Ok(done)
 }
 
 /// A working copy of the folder `code` runs from (as the step `after` left it, when it continues
@@ -519,6 +566,7 @@ mod tests {
             env: &BTreeMap::new(),
             deadline: Duration::from_secs(10),
             cancel: &Cancel::new(),
+            services: None,
         };
         let done = run_step(probe, code, None, under).0;
         // The pooled copies are temp folders; the binary releases them as it ends.

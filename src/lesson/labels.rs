@@ -27,13 +27,16 @@ pub enum Label {
     Continues { id: String },
     /// The lesson (before its first exercise) or the exercise needs these declared services.
     Services { names: Vec<String> },
-    /// Before the step's command runs, `fault` is done to the declared service `service`.
-    Fault { fault: Fault, service: String },
+    /// Before the step's command runs, `action` is done to the declared service `service`.
+    Fault {
+        action: ServiceAction,
+        service: String,
+    },
 }
 
 /// What a fault step does to a declared service before its step's command runs, and waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub enum ServiceAction {
     /// Stopped: its stop signal, then KILL of its process group after `stop_timeout`.
     Stop,
     /// Started again, and ready by its `ready` check within `ready_timeout`.
@@ -42,13 +45,13 @@ pub enum Fault {
     Restart,
 }
 
-impl Fault {
+impl ServiceAction {
     /// `stop`, `start` or `restart`, as messages say it.
     pub fn verb(self) -> &'static str {
         match self {
-            Fault::Stop => "stop",
-            Fault::Start => "start",
-            Fault::Restart => "restart",
+            ServiceAction::Stop => "stop",
+            ServiceAction::Start => "start",
+            ServiceAction::Restart => "restart",
         }
     }
 }
@@ -80,10 +83,10 @@ const STDERR: &[&str] = &["预期错误输出", "Expected stderr"];
 const EXIT_CODE: &[&str] = &["预期退出码", "Expected exit code"];
 const CONTINUES: &[&str] = &["接续", "Continues"];
 const SERVICES: &[&str] = &["服务", "Services"];
-const FAULTS: &[(Fault, &[&str])] = &[
-    (Fault::Stop, &["停止服务", "Stop service"]),
-    (Fault::Start, &["启动服务", "Start service"]),
-    (Fault::Restart, &["重启服务", "Restart service"]),
+const FAULTS: &[(ServiceAction, &[&str])] = &[
+    (ServiceAction::Stop, &["停止服务", "Stop service"]),
+    (ServiceAction::Start, &["启动服务", "Start service"]),
+    (ServiceAction::Restart, &["重启服务", "Restart service"]),
 ];
 
 /// The label words of one course: the defaults plus the course's own.
@@ -185,12 +188,12 @@ impl Labels {
             }
             // One service, named by one word: `Stop service: once the queue drains` is prose.
             let one_word = !value.contains(char::is_whitespace);
-            if let Some((fault, _)) = FAULTS
+            if let Some((action, _)) = FAULTS
                 .iter()
                 .find(|(_, words)| one_word && words.iter().any(|w| normalize(w) == key))
             {
                 return Some(Label::Fault {
-                    fault: *fault,
+                    action: *action,
                     service: value,
                 });
             }
@@ -351,18 +354,27 @@ mod tests {
             services(&["cache", "audit_db"])
         );
         assert_eq!(l.classify("Services: the cache is warm"), None);
-        let fault = |fault: Fault| {
+        let fault = |action: ServiceAction| {
             Some(Label::Fault {
-                fault,
+                action,
                 service: "cache".into(),
             })
         };
-        assert_eq!(l.classify("Stop service: cache"), fault(Fault::Stop));
-        assert_eq!(l.classify("停止服务：`cache`"), fault(Fault::Stop));
-        assert_eq!(l.classify("Start service:  cache"), fault(Fault::Start));
-        assert_eq!(l.classify("启动服务:cache"), fault(Fault::Start));
-        assert_eq!(l.classify("restart SERVICE: cache"), fault(Fault::Restart));
-        assert_eq!(l.classify("重启服务：cache"), fault(Fault::Restart));
+        assert_eq!(
+            l.classify("Stop service: cache"),
+            fault(ServiceAction::Stop)
+        );
+        assert_eq!(l.classify("停止服务：`cache`"), fault(ServiceAction::Stop));
+        assert_eq!(
+            l.classify("Start service:  cache"),
+            fault(ServiceAction::Start)
+        );
+        assert_eq!(l.classify("启动服务:cache"), fault(ServiceAction::Start));
+        assert_eq!(
+            l.classify("restart SERVICE: cache"),
+            fault(ServiceAction::Restart)
+        );
+        assert_eq!(l.classify("重启服务：cache"), fault(ServiceAction::Restart));
         assert_eq!(
             l.classify("Stop service: once the queue drains"),
             None,

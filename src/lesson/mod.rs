@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use crate::diagnostics::Diagnostic;
 
 pub use bless::{bless, write_atomically, Blessed, Rewrite};
-pub use chain::with_predecessors;
+pub use chain::{holds, with_predecessors, ChainId, Hold};
 pub use course::{Course, CONFIG_FILE};
 pub use doc_run::{DocRun, DocVerdict};
 pub use document::{
@@ -30,7 +30,7 @@ pub use document::{
     SavedFile, Setup,
 };
 pub use isolation::Checkout;
-pub use labels::{Fault, Label};
+pub use labels::{Label, ServiceAction};
 pub use matcher::{check as match_output, check_with as match_output_with, Mismatch};
 pub use matcher::{BadRedaction, Redactions, Rules};
 pub use revision::{changed_files, Snapshot};

@@ -14,6 +14,7 @@ use super::doc_run::{DocRun, DocVerdict};
 use super::document::{DocBody, DocProbe};
 use super::exercise::Conditions;
 use super::session;
+use crate::services::Faults;
 
 /// The document probes of one run and what they share: what each continued step left (see
 /// [`Chains`]), and each document's session blocks, run once for all of them. Every method
@@ -22,6 +23,8 @@ use super::session;
 pub struct Runs {
     chains: Chains,
     sequences: Sequences,
+    /// The run's services, which fault steps act on.
+    services: Option<Arc<dyn Faults + Send>>,
 }
 
 impl Runs {
@@ -30,7 +33,14 @@ impl Runs {
         Runs {
             chains: Chains::new(probes.clone()),
             sequences: Sequences::new(probes),
+            services: None,
         }
+    }
+
+    /// Its code steps' fault steps act on `services`, the run's.
+    pub fn with_services(mut self, services: Arc<dyn Faults + Send>) -> Runs {
+        self.services = Some(services);
+        self
     }
 
     /// Runs `doc` under `deadline`, after what it waits for, a code step seeing `env` added to
@@ -52,6 +62,7 @@ impl Runs {
                     env,
                     deadline,
                     cancel,
+                    services: self.services.as_deref().map(|s| s as &dyn Faults),
                 };
                 return self.chains.run(doc, code, under);
             }

@@ -1,6 +1,7 @@
 //! Running a selection: the plan (what runs, what is SKIP or PENDING and why), execution with
 //! deadlines and a concurrency limit, and the run told as events to whatever reports it.
 
+mod dispatch;
 mod document;
 mod events;
 mod execute;

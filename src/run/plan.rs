@@ -1,14 +1,15 @@
 //! The run plan: every selected probe becomes one case per backend, each decided up front as
-//! Run, SKIP(reason) or PENDING(reason). Nothing selected ever disappears from the plan.
+//! Run, SKIP(reason) or PENDING(reason). Nothing selected ever disappears from the plan. It
+//! carries which services each chain of lesson steps holds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use lessonprobe_probes::DbTarget;
 
 use super::RunConfig;
 use crate::checkpoint::{Backend, Checkpoint, Probe, ProbeKind, Selection};
-use crate::lesson::DocBody;
+use crate::lesson::{DocBody, Hold};
 
 /// One SQL backend chosen with `--db`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,9 @@ impl PlannedCase<'_> {
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
     pub cases: Vec<PlannedCase<'a>>,
+    /// The services the chain of each lesson step holds, by (lesson, step id), for the steps
+    /// whose chain faults some.
+    pub holds: HashMap<(u32, String), Hold>,
 }
 
 impl<'a> Plan<'a> {
@@ -89,9 +93,21 @@ impl<'a> Plan<'a> {
                 }
             }
         }
-        let mut plan = Plan { cases };
+        let holds = crate::lesson::holds(cases.iter().filter_map(|c| match &c.probe.kind {
+            ProbeKind::Document(doc) => Some(doc.as_ref()),
+            _ => None,
+        }));
+        let mut plan = Plan { cases, holds };
         plan.put_first(&config.first);
         plan
+    }
+
+    /// The services the chain of `case` holds, when it is a lesson step whose chain faults some.
+    pub fn hold(&self, case: &PlannedCase<'_>) -> Option<&Hold> {
+        match &case.probe.kind {
+            ProbeKind::Document(doc) => self.holds.get(&(doc.lesson, doc.id.clone())),
+            _ => None,
+        }
     }
 
     /// Moves the cases of the probes in `first` to the front, each with what runs beside it:

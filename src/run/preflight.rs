@@ -230,5 +230,8 @@ pub fn apply<'a>(
         }
         cases.push(case);
     }
-    Plan { cases }
+    Plan {
+        cases,
+        holds: plan.holds.clone(),
+    }
 }

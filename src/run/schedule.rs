@@ -1,11 +1,13 @@
 //! Runs a plan's cases on at most `jobs` workers and tells the run as events, from the calling
 //! thread. An interruption stops new cases from starting and ends every unfinished one; so does
 //! reaching `--max-fail`, except that the running cases finish and the others are NOT RUN.
+//! Which case a free worker takes is [`Dispatch`]'s to say (a chain's hold on a service).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use super::dispatch::Dispatch;
 use super::events::{Interrupt, Interruption, RunEvent, RunSummary};
 use super::execute::{decided, Shared};
 use super::plan::{Decision, Plan, PlannedCase};
@@ -53,34 +55,39 @@ pub fn execute(
     let cases = &plan.cases;
     sink(&RunEvent::RunStarted { run_id, cases });
     let mut slots: Vec<Slot> = cases.iter().map(|_| Slot::Waiting).collect();
-    let next = AtomicUsize::new(0);
+    let dispatch = Dispatch::new(plan);
     // Cases that failed or errored, against --max-fail.
     let failures = AtomicUsize::new(0);
     let stop_at = config.failure.max_fail.map(|n| n as usize);
     let stopped = || stop_at.is_some_and(|n| failures.load(Ordering::SeqCst) >= n);
     // The plan's document probes run through the lesson's one API: a step that continues
-    // another waits for it there (it comes earlier in the plan, so a worker took it already: a
-    // case taken always runs, --max-fail or not), a session block runs with its document's.
+    // another waits for it there (a worker took it already: a case taken always runs,
+    // --max-fail or not), a session block runs with its document's; fault steps act on the
+    // run's services.
     let documents =
         crate::lesson::Runs::new(cases.iter().filter_map(|case| match &case.probe.kind {
             ProbeKind::Document(doc) => Some(doc.as_ref()),
             _ => None,
-        }));
+        }))
+        .with_services(config.services.clone());
     let (tx, rx) = mpsc::channel::<Progress>();
     let interrupted = std::thread::scope(|scope| {
         for _ in 0..config.jobs.max(1).min(cases.len().max(1)) {
             let tx = tx.clone();
-            let (next, failures, stopped, documents) = (&next, &failures, &stopped, &documents);
+            let (dispatch, failures, stopped, documents) =
+                (&dispatch, &failures, &stopped, &documents);
             scope.spawn(move || {
-                while interrupt.requested().is_none() && !stopped() {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(case) = cases.get(i) else { break };
+                let go_on = || interrupt.requested().is_none() && !stopped();
+                while let Some(i) = dispatch.take(go_on) {
+                    let case = &cases[i];
                     // Answered once the lesson document's probes are done, below.
                     if case.decision == Decision::FromDocument {
+                        dispatch.finish(i, |_| {});
                         continue;
                     }
                     let runs = case.decision == Decision::Run;
                     if runs && tx.send(Progress::Started(i)).is_err() {
+                        dispatch.finish(i, |_| {});
                         break;
                     }
                     let key = case.case_key(run_id);
@@ -90,6 +97,9 @@ pub fn execute(
                         runs: documents,
                     };
                     let outcomes = run_with_retries(case, &key, shared);
+                    // A chain's last step: its services are started again before anything
+                    // else may need them, whatever its verdict.
+                    dispatch.finish(i, |held| config.services.restore(held));
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
                     }
@@ -108,8 +118,9 @@ pub fn execute(
             None => answer_from_documents(plan, config, interrupt, &mut slots, &mut sink),
         }
     }
-    // The simple rule: a service started at the first need is stopped when the run ends.
-    config.services.stop_all();
+    // The simple rule: a service started at the first need is stopped when the run ends (kept
+    // up between runs of --watch).
+    config.services.end_of_run();
     let mut counts = Counts::default();
     for slot in &slots {
         if let Slot::Done(outcomes) = slot {

@@ -6,4 +6,4 @@ mod declaration;
 mod lifecycle;
 
 pub use declaration::{declare_all, RawService, Ready, Service, StopSignal};
-pub use lifecycle::{kill_all_now, Running, StartError};
+pub use lifecycle::{kill_all_now, Faults, Running, StartError};

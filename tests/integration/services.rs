@@ -3,6 +3,9 @@
 //! one `environment: service …` ERROR with its probes NOT RUN; nothing it started outlives the
 //! run, even interrupted; a service no selected probe needs never starts; bad declarations and
 //! undeclared names are usage errors naming their place; doctor says whether each can start.
+//! Fault steps stop and start a service within a chain that holds it, so no other probe sees it
+//! down; a service dying by itself, a port taken at the start, a stop that hangs; `--watch`
+//! keeping services up between runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -477,4 +480,301 @@ fn apache_kafka_without_its_jars_is_an_environment_error_naming_them() {
         .stdout_has("NOT RUN [  0.000s] lesson 41 through")
         .within(Duration::from_secs(20))
         .failure();
+}
+
+/// A code step of lesson 43: its `labels` paragraphs, its command and its expected output.
+fn step(id: &str, labels: &str, command: &str, expected: &str) -> String {
+    format!("### Answer EX-43-{id} [code]\n\n{labels}Run:\n\n```sh\n{command}\n```\n\nExpected output:\n\n```text\n{expected}\n```\n\n")
+}
+
+/// Pings the cache 20 times over a second; `down` and a failure the first time it does not
+/// answer.
+const PINGS: &str = "for i in $(seq 20); do redis-cli -p $CACHE_PORT ping | grep -qx PONG || { echo down; exit 1; }; sleep 0.05; done; echo up";
+/// `up` or `down`: whether the cache answers now.
+const STATE: &str =
+    "redis-cli -p $CACHE_PORT ping 2>/dev/null | grep -qx PONG && echo up || echo down";
+
+/// Lesson 43: two steps pinging the cache, a chain that stops it, checks it is down (`second`
+/// expected of its second step), and starts it again, then four more steps pinging it.
+fn fault_lesson(second: &str) -> String {
+    let mut text = "# Faults\n\nServices: cache\n\n".to_owned();
+    text.push_str(&step("01", "", PINGS, "up"));
+    text.push_str(&step("02", "", PINGS, "up"));
+    text.push_str(&step("03", "Stop service: cache\n\n", STATE, "down"));
+    let sleep_then = format!("sleep 0.5; {STATE}");
+    text.push_str(&step("04", "Continues: EX-43-03\n\n", &sleep_then, second));
+    let restart = "接续：EX-43-04\n\n启动服务：cache\n\n";
+    text.push_str(&step("05", restart, STATE, "up"));
+    for id in ["06", "07", "08", "09"] {
+        text.push_str(&step(id, "", PINGS, "up"));
+    }
+    text
+}
+
+/// `lessonprobe --lesson 43 --jobs 4`, its temporary folders in `dir/tmp`.
+fn run43(dir: &Dir) -> Test {
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir.lessonprobe()
+        .args([
+            "--lesson",
+            "43",
+            "--jobs",
+            "4",
+            "--no-junit",
+            "--course",
+            "course",
+        ])
+        .args(["--python", "python3"])
+        .env("TMPDIR", dir.join("tmp"))
+        .within(Duration::from_secs(60))
+}
+
+/// No service's `{data}` folder is left in the run's temporary folder.
+#[track_caller]
+fn no_data_folder(dir: &Dir) {
+    let left: Vec<String> = std::fs::read_dir(dir.join("tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("lessonprobe-service-"))
+        .collect();
+    assert!(left.is_empty(), "data folders outlived the run: {left:?}");
+}
+
+/// With four workers, the probes needing the cache never see it down while a chain of steps
+/// has it stopped: the chain holds it from its first step to its last, after the probes
+/// already using it end, and starts it again before any other may use it.
+#[test]
+fn a_chain_that_stops_a_service_holds_it_and_no_other_probe_sees_it_down() {
+    let Some(dir) = redis_course("") else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+    dir.write("course/lessons/43-faults.md", fault_lesson("down"));
+    let ran = run43(&dir).success();
+    assert_eq!(ran.stdout_lines_starting("PASS"), 9, "{}", ran.stdout);
+    assert!(ran.stdout.contains("EX-43-03"), "{}", ran.stdout);
+    assert!(!redis_on(&logged_port(&dir)), "the cache outlived the run");
+    no_data_folder(&dir);
+}
+
+/// A chain that fails after stopping its service leaves it started again all the same: the
+/// probes after it find it up.
+#[test]
+fn a_failing_chain_leaves_its_service_started_again() {
+    let Some(dir) = redis_course("") else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+    dir.write("course/lessons/43-faults.md", fault_lesson("up"));
+    let ran = run43(&dir)
+        .stdout_has("FAIL    [")
+        .stdout_has("not run: EX-43-04 failed")
+        .failure();
+    // Two before the chain, its first step, four after it.
+    assert_eq!(ran.stdout_lines_starting("PASS"), 7, "{}", ran.stdout);
+    assert!(!redis_on(&logged_port(&dir)), "the cache outlived the run");
+    no_data_folder(&dir);
+}
+
+/// A service ready once it accepts on its port: Python's HTTP server, which fails to start a
+/// second time (the marker its first start leaves in `{data}`).
+const ONCE: &str = "[services.web]\nstart = \"test -f {data}/once && { echo 'cannot start twice' >&2; exit 5; }; touch {data}/once; exec python3 -m http.server --bind 127.0.0.1 {port}\"\n";
+
+/// A course declaring only [`ONCE`], as `web`, with no manifests.
+fn web_course(dir: &Dir) {
+    dir.write("course/lessonprobe.toml", ONCE);
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+}
+
+#[test]
+fn a_fault_step_whose_start_fails_is_the_steps_error_with_the_services_log() {
+    let dir = Dir::new();
+    web_course(&dir);
+    let lesson = format!(
+        "# Faults\n\nServices: web\n\n{}",
+        step("01", "Restart service: web\n\n", "echo ran", "ran")
+    );
+    dir.write("course/lessons/43-faults.md", lesson);
+    run43(&dir)
+        .stdout_has("ERROR   [")
+        .stdout_has("43-faults.md:7: restart service web failed: service web: `test -f ")
+        .stdout_has("ended before it was ready (exit status: 5); its log ")
+        .stdout_has("ends: ")
+        .stdout_has("cannot start twice")
+        .failure();
+    no_data_folder(&dir);
+}
+
+#[test]
+fn a_fault_step_on_a_service_its_step_does_not_need_is_a_usage_error_at_its_line() {
+    let dir = Dir::new();
+    web_course(&dir);
+    let lesson = format!(
+        "# Faults\n\n{}",
+        step("01", "停止服务：web\n\n", "true", "")
+    );
+    dir.write("course/lessons/43-faults.md", lesson);
+    run43(&dir)
+        .stderr_has(
+            "course/lessons/43-faults.md:5: stop service \"web\": EX-43-01 does not need it",
+        )
+        .status(2);
+}
+
+/// A service that ends by itself during the run: the probes needing it that start after that
+/// are ERROR naming it, not FAIL with the client's error.
+#[test]
+fn a_service_that_dies_mid_run_makes_the_probes_after_it_errors_naming_it() {
+    if !services::redis() {
+        return;
+    }
+    let dir = Dir::new();
+    let manifest = Manifest::lesson(41, "cache")
+        .probe(
+            Probe::script(
+                "shuts-down",
+                "redis-cli -p $CACHE_PORT shutdown nosave >/dev/null 2>&1 || true; while redis-cli -p $CACHE_PORT ping >/dev/null 2>&1; do sleep 0.05; done",
+            )
+            .services(&["cache"]),
+        )
+        .probe(
+            Probe::script("pings", "redis-cli -p $CACHE_PORT ping")
+                .services(&["cache"])
+                .expect("PONG"),
+        )
+        .probe(Probe::command("plain", ["echo", "plain"]).expect("plain"))
+        .to_string();
+    course(&dir, CACHE, &manifest);
+    let ran = run41(&dir)
+        .args(["--jobs", "1"])
+        .stdout_has("ERROR   [")
+        .stdout_has("lesson 41 pings")
+        .stdout_has("service cache ended by itself during the run (exit status: 0); its log ")
+        .stdout_lacks("FAIL    [")
+        .failure();
+    assert_eq!(ran.stdout_lines_starting("PASS"), 2, "{}", ran.stdout);
+    assert!(!redis_on(&logged_port(&dir)));
+}
+
+/// A port another program takes between lessonprobe's pick and the service's start: the start
+/// fails with a bind error, and the service is started again on a port picked again. The first
+/// start plays the other program: it leaves a listener on its port, outside its process group.
+#[test]
+fn a_port_taken_between_the_pick_and_the_start_is_picked_again_once() {
+    if !services::redis() {
+        return;
+    }
+    let dir = Dir::new();
+    let first = dir.join("first-port");
+    let taken = format!(
+        r#"[services.cache]
+start = '''if [ ! -f {first} ]; then echo {{port}} > {first}; setsid python3 -c "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {{port}})); s.listen(); time.sleep(5)" & sleep 1; echo 'bind: Address already in use' >&2; exit 1; fi; echo port={{port}}; exec redis-server --port {{port}} --bind 127.0.0.1 --save '' --dir {{data}}'''
+ready = "redis-cli -p {{port}} ping"
+env = {{ CACHE_PORT = "{{port}}", CACHE_DATA = "{{data}}" }}
+"#,
+        first = first.display()
+    );
+    course(&dir, &taken, &manifest(""));
+    run41(&dir)
+        .stdout_has("PASS    [")
+        .stdout_lacks("ERROR")
+        .within(Duration::from_secs(30))
+        .success();
+    let (port, data) = seen(&dir);
+    let first_port = std::fs::read_to_string(&first).unwrap();
+    assert_ne!(port, first_port.trim(), "not picked again");
+    nothing_left(&port, &data);
+}
+
+/// A service that ignores its stop signal is killed with its whole group after `stop_timeout`.
+#[test]
+fn a_stop_that_hangs_is_killed_after_stop_timeout() {
+    let dir = Dir::new();
+    let marker = format!("{}.25", 100_000 + std::process::id());
+    let deaf = format!(
+        "[services.deaf]\nstart = \"trap '' TERM; sleep {marker} & sleep {marker}; wait\"\nready = \"true\"\nstop_timeout = \"1s\"\n"
+    );
+    let manifest = Manifest::lesson(41, "deaf")
+        .probe(Probe::script("uses", "true").services(&["deaf"]))
+        .to_string();
+    course(&dir, &deaf, &manifest);
+    let started = std::time::Instant::now();
+    run41(&dir).within(Duration::from_secs(20)).success();
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "stop_timeout not waited"
+    );
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &format!("sleep {marker}")])
+        .output()
+        .unwrap();
+    assert!(
+        !left.status.success(),
+        "the deaf service outlived the run: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// The pid of the cache's redis-server each run of lesson 41's `pid` probe saw, noted outside
+/// the watched folders.
+fn pids(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Under `--watch` the services stay up between runs: the same redis-server serves a rerun,
+/// a changed declaration starts a new one, and Ctrl-C stops it with its data folder.
+#[test]
+fn watch_keeps_services_up_between_runs_and_restarts_one_whose_declaration_changed() {
+    if !services::redis() {
+        return;
+    }
+    let (dir, outside) = (Dir::new(), Dir::new());
+    let manifest = Manifest::lesson(41, "cache")
+        .probe(
+            Probe::script(
+                "pid",
+                r#"redis-cli -p $CACHE_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p' >> "$PIDS"; echo $CACHE_DATA > "$PIDS.data""#,
+            )
+            .services(&["cache"]),
+        )
+        .to_string();
+    course(&dir, CACHE, &manifest);
+    std::fs::create_dir_all(outside.join("tmp")).unwrap();
+    let log = outside.join("pids");
+    let mut running = run41(&dir)
+        .arg("--watch")
+        .env("PIDS", &log)
+        .env("TMPDIR", outside.join("tmp"))
+        .env("XDG_CACHE_HOME", outside.join("cache"))
+        .spawn();
+    let step = Duration::from_secs(60);
+    running.wait_for_stderr("the first run", step, |_| pids(&log).len() == 1);
+    dir.write("checkpoints/notes.txt", "a change");
+    running.wait_for_stderr("the rerun", step, |_| pids(&log).len() == 2);
+    let seen = pids(&log);
+    assert_eq!(seen[0], seen[1], "the cache was started anew for a rerun");
+    dir.write(
+        "course/lessonprobe.toml",
+        format!("{CACHE}stop_timeout = \"5s\"\n"),
+    );
+    running.wait_for_stderr("the run after the change", step, |_| pids(&log).len() == 3);
+    let seen = pids(&log);
+    assert_ne!(seen[1], seen[2], "a changed declaration kept the old cache");
+    let first_gone = !std::path::Path::new(&format!("/proc/{}", seen[1])).exists();
+    assert!(first_gone, "the old cache outlived its declaration");
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(30)).status(130);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", seen[2])).exists(),
+        "the cache outlived the watch"
+    );
+    let data = std::fs::read_to_string(format!("{}.data", log.display())).unwrap();
+    assert!(
+        !Path::new(data.trim()).exists(),
+        "its data folder outlived the watch"
+    );
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::{Catalog, ProbeKind, Selection, Uncollected};
@@ -14,6 +15,7 @@ use crate::history::History;
 use crate::report::junit::Family;
 use crate::report::{output, Format};
 use crate::run::{FailurePolicy, RunConfig};
+use crate::services::Running;
 
 use super::ci_reports::Extras;
 use super::course::OpenCourse;
@@ -46,6 +48,8 @@ pub(in crate::commands) struct RunBuilder<'a> {
     db: &'a [DbChoice],
     preflight: bool,
     first: BTreeSet<(u32, String)>,
+    /// The services of runs before it, kept up (`--watch`); else the run starts its own.
+    services: Option<Arc<Running>>,
 }
 
 impl<'a> RunBuilder<'a> {
@@ -79,6 +83,7 @@ impl<'a> RunBuilder<'a> {
             db: &[],
             preflight: true,
             first: BTreeSet::new(),
+            services: None,
         }
     }
 
@@ -111,6 +116,7 @@ impl<'a> RunBuilder<'a> {
             db: &[],
             preflight: false,
             first: BTreeSet::new(),
+            services: None,
         }
     }
 
@@ -135,6 +141,12 @@ impl<'a> RunBuilder<'a> {
     /// The JUnit report at `junit` instead of the default place (none when `None`).
     pub fn junit(mut self, junit: Option<PathBuf>) -> Self {
         self.reporting.junit = junit;
+        self
+    }
+
+    /// The services kept up between runs, when given, instead of the run's own.
+    pub fn services(mut self, services: Option<Arc<Running>>) -> Self {
+        self.services = services;
         self
     }
 
@@ -164,7 +176,9 @@ impl<'a> RunBuilder<'a> {
         let mut config = RunConfig {
             jobs: self.jobs,
             default_timeout: self.timeout,
-            services: std::sync::Arc::new(crate::services::Running::in_folder(Path::new("."))),
+            services: self
+                .services
+                .unwrap_or_else(|| Arc::new(Running::in_folder(Path::new(".")))),
             course_root,
             sql,
             kafka,

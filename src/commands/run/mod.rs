@@ -73,6 +73,21 @@ pub(super) fn interruptible() -> Result<Interrupt, Error> {
 
 /// One run of the selection of `args`, stopped by `interrupt`.
 pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> Result<Code, Error> {
+    run_keeping(args, interrupt, order, None)
+}
+
+/// The services that runs share and keep up between them (`--watch`): made by the first run,
+/// in its course; stopped when dropped.
+pub(super) type KeptServices = std::sync::OnceLock<std::sync::Arc<crate::services::Running>>;
+
+/// [`run_once`], with the services in `kept` when given: started there when a run first needs
+/// them, left up at its end for the next run.
+pub(super) fn run_keeping(
+    args: &RunArgs,
+    interrupt: &Interrupt,
+    order: Order,
+    kept: Option<&KeptServices>,
+) -> Result<Code, Error> {
     let partition = args
         .partition
         .as_deref()
@@ -111,8 +126,17 @@ pub(super) fn run_once(args: &RunArgs, interrupt: &Interrupt, order: Order) -> R
         Order::AsPlanned => Default::default(),
         Order::FailedFirst => history.failed(),
     };
+    let services = kept.map(|kept| {
+        kept.get_or_init(|| {
+            let running = crate::services::Running::in_folder(Path::new("."));
+            running.keep_between_runs();
+            std::sync::Arc::new(running)
+        })
+        .clone()
+    });
     let (config, report) = RunBuilder::new(args)
         .course(course.as_ref())
+        .services(services)
         .uncollected(uncollected)
         .databases(&args.db)
         .first(first)
