@@ -27,6 +27,7 @@ mod replay_verify;
 mod replay_workers;
 mod reports;
 mod sample_course;
+mod service_lesson;
 mod services;
 mod student_loop;
 mod transcripts;

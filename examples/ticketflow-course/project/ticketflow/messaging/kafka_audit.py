@@ -66,9 +66,12 @@ class SqlAlchemyAuditStore:
             # Only the unique conflict on event_id is a duplicate; NOT NULL and CHECK
             # failures still raise (INSERT OR IGNORE would hide them).
             .on_conflict_do_nothing(index_elements=["event_id"])
+            # The row that was inserted, or none: a driver's rowcount is not reliable here
+            # (psycopg 3 answers -1 for an INSERT that returns the new id).
+            .returning(AuditEventRow.event_id)
         )
         with Session(self.engine) as session, session.begin():
-            return session.execute(statement).rowcount == 1
+            return session.execute(statement).first() is not None
 
     def count(self) -> int:
         with Session(self.engine) as session:
