@@ -39,7 +39,12 @@ impl SqliteTarget {
         let patience = Patience::within(timeouts.contention);
         let conn = patience.run(&place, || {
             let conn = if look_only {
-                Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+                // No mutex: one thread at a time uses the connection, and a scan of a large
+                // table otherwise locks and unlocks it for every column of every row.
+                Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?
             } else {
                 Connection::open(path)?
             };
