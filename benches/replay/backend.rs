@@ -1,5 +1,5 @@
 //! One backend's parts, in the order they run: (i) and (b), (c) and (d), the further rounds,
-//! the baseline's (d), then (e) and (h).
+//! the baseline's (d), then (e), (h) and (k).
 
 use ticketflow::store::AuditDb;
 
@@ -8,7 +8,7 @@ use super::inserts::{independent_postgres, independent_sqlite, insert_only};
 use super::process::{run_measured, run_measured_with, Finished};
 use super::rounds::{paired_rounds, Paired};
 use super::table::in_schema;
-use super::verify::{by_hand, by_hand_rounds, verify_runs};
+use super::verify::{by_hand, by_hand_rounds, kcat_rounds, verify_runs};
 use super::{opt, rate, Bench, Figures, DEFAULT_BATCH};
 
 /// (i) and (b) as measured on one backend, and the fresh targets (c) and (d) replay into.
@@ -96,6 +96,9 @@ impl Bench<'_> {
                 &before.db_d,
                 (h1, e1.seconds),
             );
+        }
+        if backend == "sqlite" && !settings.skip("k") && !e.is_empty() {
+            kcat_rounds(settings, self.servers, backend, &before.db_d);
         }
         Figures {
             backend,

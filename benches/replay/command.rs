@@ -57,6 +57,14 @@ pub fn replay_args(
     args
 }
 
+/// `args` reading `topic` instead of the bench's own topic.
+pub fn on_topic(mut args: Vec<String>, topic: &str) -> Vec<String> {
+    if let Some(at) = args.iter().position(|a| a == "--topic") {
+        args[at + 1] = topic.to_owned();
+    }
+    args
+}
+
 /// `replay verify` of the window every (d) replays, against `db`.
 pub fn verify_args(servers: &str, db: &str) -> Vec<String> {
     let mut args = vec!["replay".to_owned(), "verify".to_owned()];

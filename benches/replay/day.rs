@@ -29,8 +29,18 @@ impl Day {
     /// every event_id is distinct, and each spread over the same three days), produced and
     /// dropped one after the other: a day of 10,000,000 events held whole took 17.5 GB here.
     pub fn load(broker: &Broker, settings: &Settings) -> Day {
-        let (n, partitions) = (settings.events, settings.partitions);
         let keep = !settings.skip("i") || !settings.skip("b");
+        Day::load_on(broker, TOPIC, (settings.events, settings.partitions), keep)
+    }
+
+    /// Generates `n` events and produces them to `topic`'s `partitions`, kept in memory with
+    /// `keep` (see [`load`](Self::load)).
+    pub fn load_on(
+        broker: &Broker,
+        topic: &str,
+        (n, partitions): (usize, usize),
+        keep: bool,
+    ) -> Day {
         let chunk = if keep { n } else { n.min(CHUNK_EVENTS) };
         let mut average_bytes = 0;
         let mut produced = Duration::ZERO;
@@ -61,7 +71,7 @@ impl Day {
             }
             let started = Instant::now();
             broker
-                .produce_day(TOPIC, partitions as i32, &records)
+                .produce_day(topic, partitions as i32, &records)
                 .expect("produce");
             produced += started.elapsed();
             done += size;
@@ -87,7 +97,7 @@ impl Day {
             .collect();
         rows.sort_by_key(|r| (r.partition, r.offset));
         let total: i64 = (0..partitions as i32)
-            .map(|p| broker.watermarks(TOPIC, p).map(|(l, h)| h - l).unwrap_or(0))
+            .map(|p| broker.watermarks(topic, p).map(|(l, h)| h - l).unwrap_or(0))
             .sum();
         assert!(
             total as usize >= n,

@@ -18,7 +18,9 @@
 //!     event ids taken with jq and anti-joined against `audit_events` in the sqlite3 shell;
 //! (e) `replay verify` of (d)'s window against (d)'s table, as a whole process: once as
 //!     `--compare auto` chooses, once `--compare lookup`; the command prints no planning time,
-//!     so the seconds outside its reading and comparing (start-up, planning, closing) are shown.
+//!     so the seconds outside its reading and comparing (start-up, planning, closing) are shown;
+//! (k) on SQLite, the read limit of (e): kcat reading the same window into /dev/null, paired
+//!     with (e) in each round.
 //! Prints events/s, the ratios of (d) to (i) and of (e) to (a) and (a*), and each process's
 //! peak RSS.
 //! `cargo bench --bench replay`.
@@ -35,7 +37,7 @@
 //! part (c) replays), LESSONPROBE_BENCH_POSTGRES or LESSONPROBE_TEST_POSTGRES (a PostgreSQL URL;
 //! without one the PostgreSQL rows are skipped, saying so), LESSONPROBE_BENCH_BATCHES (a list
 //! such as 100,500,2000,10000 for a sweep of (d) on SQLite), LESSONPROBE_BENCH_SKIP (a list of
-//! parts among p,a,i,b,c,e to leave out of a long run: without i and b the events are not kept
+//! parts among p,a,i,b,c,e,h,k to leave out of a long run: without i and b the events are not kept
 //! in this process, so that a day of 10,000,000 fits in memory), LESSONPROBE_BENCH_BASELINE
 //! (another lessonprobe binary whose (d) runs beside this one's, in the same run),
 //! LESSONPROBE_BENCH_JOBS (--jobs of (d); unset, the replay's own default, and each round also
@@ -43,8 +45,10 @@
 //! (i) in delivery order and (d) run one right after the other, each pair's ratio printed and
 //! the median of the rounds' ratios; with LESSONPROBE_BENCH_BASELINE, each round on PostgreSQL
 //! also runs this binary's and the baseline's (d) with --jobs 1 one after the other, and
-//! prints the CPU (user + system) each process used). Each figure is also printed to standard
-//! error as soon as it is measured.
+//! prints the CPU (user + system) each process used), LESSONPROBE_BENCH_SCALE (a factor F:
+//! instead of every part above, the scale run of `scale.rs`, on Apache Kafka: (d) on SQLite of
+//! the day and of a day F times as large, alternately, round after round). Each figure is also
+//! printed to standard error as soon as it is measured.
 
 use std::path::Path;
 use std::time::Duration;
@@ -122,6 +126,7 @@ mod inserts;
 mod planning;
 mod process;
 mod rounds;
+mod scale;
 mod table;
 mod verify;
 
@@ -135,6 +140,8 @@ struct Settings {
     rounds: usize,
     skip: String,
     postgres: Option<String>,
+    /// The scale run's factor, instead of every other part.
+    scale: Option<usize>,
 }
 
 impl Settings {
@@ -152,10 +159,13 @@ impl Settings {
             postgres: std::env::var("LESSONPROBE_BENCH_POSTGRES")
                 .or_else(|_| std::env::var("LESSONPROBE_TEST_POSTGRES"))
                 .ok(),
+            scale: std::env::var_os("LESSONPROBE_BENCH_SCALE")
+                .is_some()
+                .then(|| setting("LESSONPROBE_BENCH_SCALE", 3)),
         }
     }
 
-    /// Whether `part` (p, a, i, b, c, e, h) is left out.
+    /// Whether `part` (p, a, i, b, c, e, h, k) is left out.
     fn skip(&self, part: &str) -> bool {
         self.skip.split(',').any(|s| s.trim() == part)
     }
@@ -172,7 +182,21 @@ fn main() {
         servers: servers.clone(),
         properties: Vec::new(),
     };
-    let broker = Broker::for_target(&target, Duration::from_secs(10)).expect("broker");
+    let mut broker = Broker::for_target(&target, Duration::from_secs(10)).expect("broker");
+    if let Some(factor) = settings.scale {
+        assert!(
+            kind == BrokerKind::ApacheKafka,
+            "LESSONPROBE_BENCH_SCALE needs LESSONPROBE_BENCH_BROKER=apache-kafka: the mock's fetch is quadratic per partition"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        scale::scale_run(
+            &mut broker,
+            &settings,
+            (&servers, dir.path(), table),
+            factor,
+        );
+        return;
+    }
     let day = Day::load(&broker, &settings);
     let delivery: Vec<&Row> = day.rows.iter().collect();
     let mut by_key: Vec<&Row> = day.rows.iter().collect();

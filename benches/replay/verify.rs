@@ -1,4 +1,5 @@
-//! (e) `replay verify` and (h) what an operator would do by hand instead.
+//! (e) `replay verify`, (k) kcat reading the same window (the read limit) and (h) what an
+//! operator would do by hand instead.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,31 +27,95 @@ pub struct Verified {
     pub seconds: f64,
 }
 
+/// kcat dumping the window every (d) replays, one payload a line: its offsets by time from the
+/// broker (window_args's 2026-09-21T00:00:00Z to 2026-09-25T00:00:00Z), every partition at once.
+fn kcat_window(servers: &str) -> String {
+    let since = 1_789_948_800_000i64;
+    let until = since + 4 * 86_400_000;
+    format!("kcat -b {servers} -C -q -e -t {TOPIC} -o s@{since} -o e@{until} -f '%s\n'")
+}
+
+/// Whether `tool` is on the PATH; when not, says that `part` is skipped for it.
+fn installed(tool: &str, part: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("{part} skipped: {tool} is not installed");
+    }
+    found
+}
+
+/// (k) the read limit: kcat reading the window into /dev/null, seconds; `None` when kcat is
+/// not installed.
+pub fn kcat_read(servers: &str) -> Option<f64> {
+    if !installed("kcat", "(k) kcat's read") {
+        return None;
+    }
+    let started = Instant::now();
+    let out = Command::new("sh")
+        .args(["-c", &format!("{} > /dev/null", kcat_window(servers))])
+        .output()
+        .expect("run kcat");
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "kcat failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("(k) kcat read the window in {wall:.2} s");
+    Some(wall)
+}
+
+/// (k) and (e) as --compare auto chooses, one right after the other in each of the settings'
+/// rounds: `replay verify` against the time kcat takes to read the same window.
+pub fn kcat_rounds(settings: &Settings, servers: &str, backend: &str, db_d: &str) {
+    let auto = verify_compare(servers, db_d, "auto");
+    let mut pairs = Vec::new();
+    for round in 1..=settings.rounds.max(1) {
+        let Some(k) = kcat_read(servers) else {
+            return;
+        };
+        let v = run_measured(&auto);
+        let secs = v.wall.as_secs_f64();
+        eprintln!(
+            "{backend} round {round}: (k) kcat {k:.2} s, (e) verify {secs:.2} s (CPU {:.2} s): verify / kcat = {:.2}",
+            v.cpu,
+            secs / k
+        );
+        pairs.push((k, secs));
+    }
+    println!(
+        "{backend}: verify (e, --compare auto) / kcat's read (k) over {} paired rounds: median {:.2}; each round's: {}",
+        pairs.len(),
+        median(pairs.iter().map(|(k, v)| v / k).collect()),
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{v:.2}/{k:.2} s = {:.2}", v / k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
 /// (h) what an operator would do by hand instead of `replay verify`: the window dumped with
 /// kcat (its offsets by time from the broker), each record's event_id taken with jq (records
 /// that are not JSON skipped), and an anti-join against `audit_events` in the sqlite3 shell.
 /// Seconds as a whole pipeline, and the count of missing ids (0 on (d)'s complete table).
 /// `None`, saying why, when kcat, jq or sqlite3 is not installed.
 pub fn by_hand(servers: &str, db: &Path, dir: &Path) -> Option<(f64, u64)> {
-    for tool in ["kcat", "jq", "sqlite3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            println!("(h) by hand skipped: {tool} is not installed");
-            return None;
-        }
+    if !["kcat", "jq", "sqlite3"]
+        .iter()
+        .all(|tool| installed(tool, "(h) by hand"))
+    {
+        return None;
     }
     let ids = dir.join("by-hand-ids.csv");
     let script = format!(
-        "kcat -b {servers} -C -q -e -t {TOPIC} -o s@{since} -o e@{until} -f '%s\n' \
-           | jq -R -r 'fromjson? | .event_id // empty' > {ids} \
+        "{} | jq -R -r 'fromjson? | .event_id // empty' > {ids} \
          && sqlite3 {db} '.mode csv' 'CREATE TEMP TABLE w(event_id TEXT)' '.import {ids} w' \
               'SELECT COUNT(*) FROM w WHERE NOT EXISTS (SELECT 1 FROM audit_events a WHERE a.event_id = w.event_id)'",
-        // window_args's: 2026-09-21T00:00:00Z to 2026-09-25T00:00:00Z.
-        since = 1_789_948_800_000i64,
-        until = 1_789_948_800_000i64 + 4 * 86_400_000,
+        kcat_window(servers),
         ids = ids.display(),
         db = db.display(),
     );

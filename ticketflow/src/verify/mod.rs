@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use compare::Verdict;
 use runs::{FactEntry, IdEntry, Runs, UndecodableEntry};
 use scan::Scanner;
+use stream::Digested;
 
 use crate::event::EventRecord;
 use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaTarget};
@@ -121,6 +122,10 @@ impl From<ReplayError> for VerifyError {
 
 /// Database sessions that look batches up side by side, where they can share one snapshot.
 const LOOKUP_SESSIONS: usize = 2;
+
+/// Consumers reading the window side by side while the table is scanned (the order in which
+/// batches arrive decides nothing then: every count is settled from sorted runs).
+const READERS: usize = 4;
 
 /// A live group name for planning when none is given: its offsets are read and ignored.
 const NO_LIVE_GROUP: &str = "lessonprobe-verify-no-live-group";
@@ -404,8 +409,10 @@ fn scanned(
     let (kafka, plan, limits, batch) = (on.kafka, on.plan, on.limits, on.batch);
     let started = Instant::now();
     let read = std::thread::scope(|scope| {
-        let (send, receive) = std::sync::mpsc::sync_channel(2);
-        scope.spawn(move || stream::read_window(kafka, plan, limits, batch, &[send]));
+        let (send, receive) = std::sync::mpsc::sync_channel(READERS);
+        scope.spawn(move || {
+            stream::read_window_side_by_side(kafka, plan, limits, (batch, READERS), &send)
+        });
         // Undecodable records wait for the quarantine until the scan is done with the session.
         receive.iter().try_for_each(|batch| {
             let batch: stream::Batch = batch?;
@@ -555,9 +562,11 @@ impl Tally {
             };
             counts.decodable += 1;
             total.decodable += 1;
-            // Digested here rather than by the reader: of the threads this one has the least
-            // else to do.
-            let (digest, payload) = event.facts_digest_and_payload_hash();
+            // Digested here unless the readers did: of the threads looking up, this one has the
+            // least else to do.
+            let digested = record
+                .digested
+                .unwrap_or_else(|| Digested::of(&event, scanning));
             let mut id = IdEntry {
                 event_id: event.event_id.clone(),
                 partition,
@@ -565,12 +574,8 @@ impl Tally {
                 missing: false,
                 quarantined: false,
                 refused: String::new(),
-                fields: if scanning {
-                    scan::hashes(&event.columns())
-                } else {
-                    [0; 5]
-                },
-                payload,
+                fields: digested.fields,
+                payload: digested.payload,
             };
             match verdict {
                 Some(Verdict::Missing { refused }) => {
@@ -592,10 +597,8 @@ impl Tally {
                 }
                 Some(Verdict::Same) | None => {}
             }
-            let mut facts = [0u8; 16];
-            facts.copy_from_slice(&digest[..16]);
             let facts = FactEntry {
-                facts,
+                facts: digested.facts,
                 event_id: event.event_id,
                 partition,
                 offset: record.offset,

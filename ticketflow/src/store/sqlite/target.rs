@@ -29,6 +29,10 @@ pub struct SqliteTarget {
     adoption: Option<Adoption>,
     /// A transaction opened by `begin` is open.
     shared: bool,
+    /// Connections the run's page cache is split among (`share_with`), and whether this one's
+    /// was sized for its plan yet (on its first batch).
+    writers: usize,
+    sized: bool,
 }
 
 impl SqliteTarget {
@@ -39,7 +43,12 @@ impl SqliteTarget {
         let patience = Patience::within(timeouts.contention);
         let conn = patience.run(&place, || {
             let conn = if look_only {
-                Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+                // No mutex: one thread at a time uses the connection, and a scan of a large
+                // table otherwise locks and unlocks it for every column of every row.
+                Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?
             } else {
                 Connection::open(path)?
             };
@@ -55,12 +64,20 @@ impl SqliteTarget {
             place,
             adoption: None,
             shared: false,
+            writers: 1,
+            sized: false,
         })
     }
 
     /// The connection, for read-only lookups of the same file.
     pub(crate) fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// This connection's share of the page cache a replay of `records` records needs.
+    fn size_cache(&self, records: i64) -> rusqlite::Result<()> {
+        let kib = (page_cache_kib(records) / self.writers as i64).max(8_192);
+        self.conn.pragma_update(None, "cache_size", -kib)
     }
 
     fn tables(&self) -> Result<Vec<String>, StoreError> {
@@ -147,6 +164,28 @@ impl SqliteTarget {
 }
 
 /// Inserts `plan` and its partitions inside the caller's transaction.
+/// Bytes of the event_id index per record, about (an id of some 30 bytes, its rowid and the
+/// b-tree's slack: 40 measured on the sample day's ids).
+const INDEX_BYTES_PER_RECORD: i64 = 48;
+
+/// The largest page cache a replay sizes for itself, in KiB.
+const PAGE_CACHE_MAX_KIB: i64 = 1 << 20;
+
+/// The page cache, in KiB, a replay of `records` records needs: the run's 64 MiB, or enough
+/// to keep the event_id index and one transaction's new rows in memory. Rows land all over the
+/// index, so every transaction dirties nearly all of its pages; once the index outgrew the
+/// cache, SQLite wrote dirty pages to the WAL mid-transaction, read them back, changed and
+/// wrote them again (3M events: 0.48 reads a record instead of 0.06 at 1M, and 1.7 times the
+/// CPU per record).
+fn page_cache_kib(records: i64) -> i64 {
+    let index_kib = records.max(0).saturating_mul(INDEX_BYTES_PER_RECORD) / 1024;
+    // The new rows of one transaction of the default size, about 300 bytes each.
+    let rows_kib = 32_768;
+    PAGE_CACHE_KIB
+        .max(index_kib + rows_kib)
+        .min(PAGE_CACHE_MAX_KIB)
+}
+
 fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
     let (kind, w) = plan.window.columns();
     tx.execute(
@@ -379,6 +418,15 @@ impl ReplayTarget for SqliteTarget {
         batch: &Batch<'_>,
     ) -> Result<Counters, WriteError> {
         let adoption = self.adoption()?.clone();
+        if !self.sized {
+            self.sized = true;
+            let records = scope
+                .ranges
+                .iter()
+                .map(|(_, start, stop)| stop - start)
+                .sum();
+            self.size_cache(records).map_err(StoreError::from)?;
+        }
         if self.shared {
             // SQLite rolls a whole transaction back on some failures (a full disk, an I/O
             // error): then the batches before this one are gone, and so must this one be.
@@ -426,10 +474,10 @@ impl ReplayTarget for SqliteTarget {
     }
 
     fn share_with(&mut self, writers: usize) -> Result<(), StoreError> {
-        // One writer at a time holds the file anyway: the run's 64 MiB of page cache (see
-        // `tune`) is split among its connections, so memory does not grow with --jobs.
-        let kib = (PAGE_CACHE_KIB / writers.max(1) as i64).max(8_192);
-        self.conn.pragma_update(None, "cache_size", -kib)?;
+        // One writer at a time holds the file anyway: the run's page cache (see `tune` and
+        // `size_cache`) is split among its connections, so memory does not grow with --jobs.
+        self.writers = writers.max(1);
+        self.size_cache(0)?;
         Ok(())
     }
 
@@ -452,5 +500,19 @@ impl ReplayTarget for SqliteTarget {
             let _ = self.conn.execute_batch("ROLLBACK");
             StoreError::from(e)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_cache_holds_the_index_of_a_large_plan_and_no_less_than_the_runs_share() {
+        assert_eq!(page_cache_kib(0), PAGE_CACHE_KIB);
+        assert_eq!(page_cache_kib(-5), PAGE_CACHE_KIB);
+        // 3M records: an index of about 140 MiB and one transaction's rows.
+        assert_eq!(page_cache_kib(3_000_000), 3_000_000 * 48 / 1024 + 32_768);
+        assert_eq!(page_cache_kib(i64::MAX), PAGE_CACHE_MAX_KIB);
     }
 }
