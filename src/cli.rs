@@ -452,9 +452,10 @@ pub struct RetryArgs {
     /// How long to wait out an outage of the broker or the database (a connection refused or
     /// reset, a broker transport failure, a coordinator not available or loading, PostgreSQL
     /// shutting down or starting, a peer silent past the idle timeout), counted from its first
-    /// failure: the work is begun again from the durable checkpoints with backoff (0.5 s
-    /// doubling to 5 s), one line on stderr when the outage begins and one when it ends. Past
-    /// it the run ends with exit 4 naming the peer; 0 retries nothing.
+    /// failure: the work is begun again — a replay from its durable checkpoints, a
+    /// verification from the start — with backoff (0.5 s doubling to 5 s), one line on stderr
+    /// when the outage begins and one when it ends. Past it the run ends with exit 4 naming the
+    /// peer and the phase; 0 retries nothing.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::config::duration::parse_budget)]
     pub retry_for: Duration,
 }
