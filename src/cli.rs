@@ -434,6 +434,8 @@ pub struct ReplayVerifyArgs {
     /// A partition that delivers nothing for this long before its range ends fails.
     #[arg(long, default_value = "5s", value_parser = crate::config::duration::parse)]
     pub idle_timeout: Duration,
+    #[command(flatten)]
+    pub retry: RetryArgs,
     /// Records read and looked up in the table together.
     #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
@@ -442,6 +444,20 @@ pub struct ReplayVerifyArgs {
     /// rows per record of the window (or 100,000 rows), and looks up otherwise.
     #[arg(long, value_enum, default_value_t = CompareArg::Auto)]
     pub compare: CompareArg,
+}
+
+/// How long a replay or a verification waits for a peer gone away to come back.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// How long to wait out an outage of the broker or the database (a connection refused or
+    /// reset, a broker transport failure, a coordinator not available or loading, PostgreSQL
+    /// shutting down or starting, a peer silent past the idle timeout), counted from its first
+    /// failure: the work is begun again — a replay from its durable checkpoints, a
+    /// verification from the start — with backoff (0.5 s doubling to 5 s), one line on stderr
+    /// when the outage begins and one when it ends. Past it the run ends with exit 4 naming the
+    /// peer and the phase; 0 retries nothing.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::config::duration::parse_budget)]
+    pub retry_for: Duration,
 }
 
 /// `replay verify --compare`.
@@ -493,6 +509,8 @@ pub struct ReplayArgs {
     /// A partition that delivers nothing for this long before its stop fails.
     #[arg(long, default_value = "5s", value_parser = crate::config::duration::parse)]
     pub idle_timeout: Duration,
+    #[command(flatten)]
+    pub retry: RetryArgs,
     /// Plan and result format.
     #[arg(long, value_enum, default_value_t = TableFormat::Table)]
     pub format: TableFormat,

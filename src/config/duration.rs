@@ -1,5 +1,6 @@
 //! The one duration grammar of the command line, manifests and hosts files: a bare number of
-//! seconds (`30`) or units (`30s`, `2m`, `1h 30m`); always positive.
+//! seconds (`30`) or units (`30s`, `2m`, `1h 30m`); always positive, but for a budget zero
+//! turns off.
 
 use std::time::Duration;
 
@@ -28,6 +29,14 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         });
     }
     Ok(duration)
+}
+
+/// Parses `text` as a budget, which zero (`0`, `0s`) turns off.
+pub fn parse_budget(text: &str) -> Result<Duration, DurationError> {
+    match parse(text) {
+        Err(DurationError::Zero { .. }) => Ok(Duration::ZERO),
+        other => other,
+    }
 }
 
 /// Whole seconds, as a manifest or hosts file may also write them (`timeout = 30`).
@@ -77,6 +86,17 @@ mod tests {
         assert!(soon.starts_with("\"soon\" is not a duration"), "{soon}");
         assert!(soon.ends_with("(write e.g. 30, 30s or 2m)"), "{soon}");
         assert!(parse("-5").is_err());
+    }
+
+    #[test]
+    fn a_budget_may_be_zero() {
+        assert_eq!(parse_budget("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_budget("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_budget("60s"), Ok(Duration::from_secs(60)));
+        assert!(matches!(
+            parse_budget("soon"),
+            Err(DurationError::Invalid { .. })
+        ));
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod remote;
 mod replay;
 mod replay_faults;
 mod replay_kafka;
+mod replay_outages;
 mod replay_target;
 mod replay_verify;
 mod replay_workers;

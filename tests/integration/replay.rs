@@ -471,7 +471,8 @@ on_each_broker! {
         let s = &broker.servers;
         let dir = Dir::new();
         let url = cluster.url();
-        let run = replay(&dir, s, &url, &window(&["--execute", "--batch", "1"]))
+        // Without retries: the run ends on the outage (replay_outages.rs rides through it).
+        let run = replay(&dir, s, &url, &window(&["--execute", "--batch", "1", "--retry-for", "0"]))
             .output_has("last durable offset")
             .output_has("--resume")
             .spawn();
@@ -627,7 +628,7 @@ on_each_broker! {
         let db = sqlite_target(&file);
         let mut running = replay(&dir, &broker.servers, &db, &["--execute", "--batch", "1"])
             .args(window(&["--allow-quarantine", "--idle-timeout", "3s"]))
-            .args(["--deadline", "100s", "--format", "csv"])
+            .args(["--deadline", "100s", "--format", "csv", "--retry-for", "0"])
             .spawn();
         sqlite::wait_for_durable_batches(&file, 3, &mut running);
         assert!(broker.terminate().is_some(), "the broker did not stop");

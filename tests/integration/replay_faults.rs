@@ -5,8 +5,9 @@
 //! executes (its fetches and its offset commits). Each case ends within its bound — exit 0, or
 //! exit 4 naming the peer — and a rerun through the healed link lands exactly the window's
 //! rows (none lost, none twice), every checkpoint at its stop, the live group's committed
-//! offsets untouched. Also `--worker` and `replay verify` on a broken Kafka link. The table of
-//! cases is in docs/replay-design.md.
+//! offsets untouched. Also `--worker` and `replay verify` on a broken Kafka link. A run that
+//! breaks here runs with `--retry-for 0`, so each fault's bound is its own (`replay_outages.rs`
+//! rides through outages instead). The table of cases is in docs/replay-design.md.
 
 use std::time::{Duration, Instant};
 
@@ -16,15 +17,15 @@ use lessonprobe_testkit::replay::{replay_args, SAMPLE_DAYS};
 use lessonprobe_testkit::toxiproxy::{self, Proxy, Stream, Toxic};
 use lessonprobe_testkit::*;
 
-const TOPIC: &str = "faults";
-const LIVE: &str = "live-faults";
-const GROUP: &str = "replay-faults";
-const EVENTS: usize = 3_000;
-const PARTITIONS: i32 = 8;
+pub(super) const TOPIC: &str = "faults";
+pub(super) const LIVE: &str = "live-faults";
+pub(super) const GROUP: &str = "replay-faults";
+pub(super) const EVENTS: usize = 3_000;
+pub(super) const PARTITIONS: i32 = 8;
 
 /// Which link the proxy stands on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Link {
+pub(super) enum Link {
     /// Between the replay and PostgreSQL.
     Postgres,
     /// Between every Kafka client of the run and the broker (Apache Kafka, advertising the
@@ -34,17 +35,17 @@ enum Link {
 
 /// A broker with the sample day and the live group committed at the ends, a database of the
 /// test's own, and a proxy on `link`.
-struct Setup {
-    broker: BrokerProcess,
-    db: OwnDatabase,
-    proxy: Proxy,
+pub(super) struct Setup {
+    pub(super) broker: BrokerProcess,
+    pub(super) db: OwnDatabase,
+    pub(super) proxy: Proxy,
     link: Link,
     live: Vec<Option<i64>>,
 }
 
 impl Setup {
     /// `None` when PostgreSQL or Toxiproxy is missing outside CI (skipped, saying why).
-    fn start(kind: BrokerKind, link: Link) -> Option<Setup> {
+    pub(super) fn start(kind: BrokerKind, link: Link) -> Option<Setup> {
         let admin = services::postgres()?;
         let api = toxiproxy::server()?;
         let db = OwnDatabase::create(&admin, "faults");
@@ -55,13 +56,8 @@ impl Setup {
             ),
             Link::Kafka => toxiproxy::apache_kafka_behind_proxy(&api, TOPIC, EVENTS, PARTITIONS),
         };
-        let ends: Vec<i64> = watermarks(&broker.servers, TOPIC)
-            .iter()
-            .map(|w| w.1)
-            .collect();
-        commit(&broker.servers, LIVE, TOPIC, &ends);
         Some(Setup {
-            live: ends.into_iter().map(Some).collect(),
+            live: live_group_at_the_ends(&broker.servers),
             broker,
             db,
             proxy,
@@ -82,24 +78,21 @@ impl Setup {
     }
 
     fn replay(&self, extra: &[&str]) -> Test {
+        self.replay_as("csv", extra)
+    }
+
+    /// The replay of the sample days through the link, its report as `format`.
+    pub(super) fn replay_as(&self, format: &str, extra: &[&str]) -> Test {
         let db = self.db_url();
         lessonprobe()
             .args(replay_args(&self.broker.servers, TOPIC, LIVE, GROUP, &db))
             .args(SAMPLE_DAYS)
-            .args(["--execute", "--allow-quarantine", "--format", "csv"])
+            .args(["--execute", "--allow-quarantine", "--format", format])
             .args(extra)
     }
 
-    fn count(&self, sql: &str) -> i64 {
-        self.db
-            .client()
-            .query_one(sql, &[])
-            .map(|r| r.get(0))
-            .unwrap_or(0)
-    }
-
     /// Waits until the run recorded its plan: execution has begun.
-    fn wait_for_execution(&self) {
+    pub(super) fn wait_for_execution(&self) {
         let since = Instant::now();
         while self.count("SELECT COUNT(*) FROM lessonprobe_replay_plans") < 1 {
             assert!(
@@ -109,32 +102,73 @@ impl Setup {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+impl ReadBack for Setup {
+    fn count(&self, sql: &str) -> i64 {
+        self.db
+            .client()
+            .query_one(sql, &[])
+            .map(|r| r.get(0))
+            .unwrap_or(0)
+    }
+
+    fn broker_and_live(&self) -> (&str, &[Option<i64>]) {
+        (&self.broker.servers, &self.live)
+    }
+}
+
+/// The live group committed at the ends of the sample day on `servers`: its offsets.
+pub(super) fn live_group_at_the_ends(servers: &str) -> Vec<Option<i64>> {
+    let ends: Vec<i64> = watermarks(servers, TOPIC).iter().map(|w| w.1).collect();
+    commit(servers, LIVE, TOPIC, &ends);
+    ends.into_iter().map(Some).collect()
+}
+
+/// What a case reads back after a run: the database's rows, the broker's offsets.
+pub(super) trait ReadBack {
+    /// What `sql` counts in the run's database, or 0 while it cannot be asked.
+    fn count(&self, sql: &str) -> i64;
+    /// The broker's address, and the live group's committed offsets before the run.
+    fn broker_and_live(&self) -> (&str, &[Option<i64>]);
 
     /// Every event of the window once, every checkpoint at its stop, the live group untouched.
+    #[track_caller]
     fn assert_exact(&self) {
-        assert_eq!(
-            self.count("SELECT COUNT(*) FROM audit_events"),
-            EVENTS as i64,
-            "rows"
-        );
-        assert_eq!(
-            self.count("SELECT COUNT(DISTINCT event_id) FROM audit_events"),
-            EVENTS as i64,
-            "distinct rows"
-        );
-        assert_eq!(
-            self.count(
-                "SELECT COUNT(*) FROM lessonprobe_replay_partitions WHERE next_offset = stop_offset"
-            ),
-            PARTITIONS as i64,
-            "checkpoints at their stops"
-        );
-        assert_eq!(
-            committed(&self.broker.servers, LIVE, TOPIC, PARTITIONS),
-            self.live,
-            "the live group's offsets untouched"
-        );
+        let (servers, live) = self.broker_and_live();
+        assert_exact_in(&|sql| self.count(sql), servers, (EVENTS, PARTITIONS), live);
     }
+}
+
+/// Every one of `events` of the window once in the database `count` asks, every checkpoint of
+/// the `partitions` at its stop, and the live group's offsets still `live`.
+#[track_caller]
+fn assert_exact_in(
+    count: &dyn Fn(&str) -> i64,
+    servers: &str,
+    (events, partitions): (usize, i32),
+    live: &[Option<i64>],
+) {
+    assert_eq!(
+        count("SELECT COUNT(*) FROM audit_events"),
+        events as i64,
+        "rows"
+    );
+    assert_eq!(
+        count("SELECT COUNT(DISTINCT event_id) FROM audit_events"),
+        events as i64,
+        "distinct rows"
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM lessonprobe_replay_partitions WHERE next_offset = stop_offset"),
+        partitions as i64,
+        "checkpoints at their stops"
+    );
+    assert_eq!(
+        committed(servers, LIVE, TOPIC, partitions),
+        live,
+        "the live group's offsets untouched"
+    );
 }
 
 /// `host:port` of a `postgres://user@host:port/db` URL.
@@ -314,7 +348,8 @@ fn broken_link_ends_and_a_rerun_completes(
     (within, says): (Within, &[&str]),
 ) {
     on_apache_kafka(|kind| {
-        let flags = [&["--batch", "20"], extra].concat();
+        // Without retries: an outage that a retry would wait out ends the run at once.
+        let flags = [&["--batch", "20", "--retry-for", "0"], extra].concat();
         let Some(run) = Faulted::run(kind, at, (toxic, &[stream]), &flags, &[4]) else {
             return;
         };
@@ -442,6 +477,7 @@ fn replay_verify_on_a_silent_kafka_link_ends_with_exit_4_naming_the_broker() {
                 .args(["replay", "verify", "--kafka", &setup.broker.servers])
                 .args(["--topic", TOPIC, "--db", &setup.db.url()])
                 .args(SAMPLE_DAYS)
+                .args(["--retry-for", "0"])
                 .within(Duration::from_secs(60))
         };
         let ran = verify().status(4);

@@ -9,8 +9,8 @@ pub mod verify;
 use std::time::Instant;
 
 use ticketflow::replay::{
-    DayReplayRequest, ExecuteOptions, FindingsPolicy, ReplayJob, ReplayOptions, ReplayRequest,
-    Verdict,
+    DayReplayRequest, ExecuteOptions, FindingsPolicy, OutageNews, Progress, ReplayJob,
+    ReplayOptions, ReplayRequest, ReplaySummary, Verdict,
 };
 
 use crate::cli::{OnConflict, ReplayArgs};
@@ -43,7 +43,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         partitions: args.partitions,
         resume: args.resume,
     };
-    let prepared = ReplayJob::prepare(ReplayRequest {
+    let mut prepared = ReplayJob::prepare(ReplayRequest {
         kafka: &kafka,
         db: &db,
         day,
@@ -71,11 +71,12 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         deadline: args.deadline,
         since: started,
         idle_timeout: args.idle_timeout,
+        retry_for: args.retry.retry_for,
         jobs: args.jobs.map(usize::from),
     };
     let bars = PartitionBars::new(&prepared.plan);
     let report = prepared
-        .run(options, &bars)
+        .run(options, &Told(&bars))
         .map_err(|e| Error::Operation(e.to_string()))?;
     bars.finish();
     output::report(&prepared, &report, args.format, planned)?;
@@ -90,5 +91,18 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         Verdict::Clean => Ok(Code::Ok),
         Verdict::Findings => Ok(Code::Findings),
         failed => Err(Error::Operation(failed.to_string())),
+    }
+}
+
+/// The bars, and each outage's beginning and end told on stderr, one line each.
+struct Told<'a>(&'a PartitionBars);
+
+impl Progress for Told<'_> {
+    fn batch_done(&self, partition: i32, so_far: &ReplaySummary) {
+        self.0.batch_done(partition, so_far);
+    }
+
+    fn outage(&self, news: &OutageNews<'_>) {
+        eprintln!("lessonprobe replay: {news}");
     }
 }

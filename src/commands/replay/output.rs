@@ -59,9 +59,24 @@ pub(super) fn report(
         println!("replay result (plan {}):", report.plan_id);
     }
     println!("{text}");
+    let outages = &report.outages;
+    if format == TableFormat::Table && !outages.survived.is_empty() {
+        println!(
+            "outages survived: {} ({:.1} s lost)",
+            outages.survived.len(),
+            outages.lost().as_secs_f64()
+        );
+    }
     let (records, secs) = (report.records(), report.elapsed.as_secs_f64());
+    let survived = match outages.survived.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} outage(s) survived, {:.1} s lost",
+            outages.lost().as_secs_f64()
+        ),
+    };
     eprintln!(
-        "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s, {} partition(s) at once",
+        "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s, {} partition(s) at once{survived}",
         records as f64 / secs.max(1e-9),
         planned.as_secs_f64(),
         report.lanes

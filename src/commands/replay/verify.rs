@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
-use ticketflow::replay::DayPlanError;
+use ticketflow::replay::{DayPlanError, OutageNews, Outages, RetryBudget};
 use ticketflow::store::Timeouts;
 use ticketflow::verify::{
     self, Compare, Compared, Counts, Discrepancy, Findings, VerifyError, VerifyOptions,
@@ -40,7 +40,15 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
             CompareArg::Lookup => Compare::Lookup,
         },
     };
-    let report = verify::verify(&kafka, &db, timeouts, &request, options).map_err(failed)?;
+    let budget = RetryBudget::new(args.retry.retry_for);
+    let told = |news: &OutageNews<'_>| eprintln!("lessonprobe replay verify: {news}");
+    let report =
+        verify::verify_riding_outages(&kafka, &db, timeouts, &request, options, (&budget, &told))
+            .map_err(|e| match budget.outages().outlasted {
+            Some(outlasted) => Error::Operation(outlasted.to_string()),
+            None => failed(e),
+        })?;
+    let outages = budget.outages();
     let clean = report.clean();
     let (records, secs) = (report.total.records, report.elapsed.as_secs_f64());
     let compared = match report.compared {
@@ -50,13 +58,20 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
     let rate = records as f64 / secs.max(1e-9);
     match args.format {
         TableFormat::Table => print_table(&report)?,
-        TableFormat::Json => print_json(report)?,
+        TableFormat::Json => print_json(report, &outages)?,
         TableFormat::Csv => {
             eprintln!("{}", summary_table(&report)?);
             print_csv(report.findings)?;
         }
     }
-    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s), {compared}");
+    let survived = match outages.survived.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} outage(s) survived, {:.1} s lost",
+            outages.lost().as_secs_f64()
+        ),
+    };
+    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s), {compared}{survived}");
     Ok(if clean { Code::Ok } else { Code::Discrepancies })
 }
 
@@ -188,10 +203,11 @@ struct JsonReport<'a> {
     live_group: Option<&'a str>,
     live: &'a [verify::LiveOffsets],
     compared: Compared,
+    outages: &'a Outages,
     discrepancies: Streamed,
 }
 
-fn print_json(report: VerifyReport) -> Result<(), Error> {
+fn print_json(report: VerifyReport, outages: &Outages) -> Result<(), Error> {
     let VerifyReport {
         topic,
         servers,
@@ -219,6 +235,7 @@ fn print_json(report: VerifyReport) -> Result<(), Error> {
         live_group: live_group.as_deref(),
         live: &live,
         compared,
+        outages,
         discrepancies: Streamed(RefCell::new(Some(findings))),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

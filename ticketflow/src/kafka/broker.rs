@@ -26,6 +26,33 @@ pub struct KafkaError {
     pub reason: String,
 }
 
+/// librdkafka's words (and the committer's) for a broker away for a while: its transport
+/// failed or is down, a request or the coordinator's answer timed out, the group coordinator
+/// or a partition's leader is not there yet (a broker starting again loads them).
+const OUTAGE_WORDS: [&str; 12] = [
+    "transport failure",
+    "all broker connections are down",
+    "timed out",
+    "coordinator not available",
+    "coordinator load in progress",
+    "not coordinator",
+    "waiting for coordinator",
+    "leader not available",
+    "not leader",
+    "connection refused",
+    "connection reset",
+    "no answer from the group's coordinator",
+];
+
+impl KafkaError {
+    /// Whether the broker is away for a while rather than refusing the request, so that the
+    /// same work, begun again once it is back, may succeed.
+    pub fn is_outage(&self) -> bool {
+        let reason = self.reason.to_ascii_lowercase();
+        OUTAGE_WORDS.iter().any(|w| reason.contains(w))
+    }
+}
+
 /// A name Kafka refuses as a topic: it must be 1 to 249 characters of `[a-zA-Z0-9._-]`, and
 /// not `.` or `..`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -930,6 +957,43 @@ impl Drop for Broker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn failed(reason: &str) -> KafkaError {
+        KafkaError {
+            servers: "127.0.0.1:9092".into(),
+            what: "fetching".into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn a_broker_away_for_a_while_is_an_outage() {
+        for reason in [
+            "Message consumption error: BrokerTransportFailure (Local: Broker transport failure)",
+            "Local: All broker connections are down",
+            "Meta data fetch error: OperationTimedOut (Local: Timed out)",
+            "CoordinatorNotAvailable (Broker: Coordinator not available)",
+            "CoordinatorLoadInProgress (Broker: Coordinator load in progress)",
+            "NotCoordinator (Broker: Not coordinator)",
+            "LeaderNotAvailable (Broker: Leader not available)",
+            "no answer from the group's coordinator within 10 s",
+            "an earlier commit got no answer from the group's coordinator within 10 s",
+        ] {
+            assert!(failed(reason).is_outage(), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_by_the_broker_is_no_outage() {
+        for reason in [
+            "UnknownTopicOrPartition (Broker: Unknown topic or partition)",
+            "GroupAuthorizationFailed (Broker: Group authorization failed)",
+            "OffsetOutOfRange (Broker: Offset out of range)",
+            "InvalidConfig: bootstrap.servers",
+        ] {
+            assert!(!failed(reason).is_outage(), "{reason}");
+        }
+    }
 
     #[test]
     fn topic_names_follow_kafkas_rule() {

@@ -57,6 +57,17 @@ pub enum ConsumerError {
     Kafka(#[from] KafkaError),
 }
 
+impl ConsumerError {
+    /// Whether the broker is away for a while (see [`KafkaError::is_outage`]); a partition the
+    /// topic lacks is no outage.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            ConsumerError::Kafka(e) => e.is_outage(),
+            ConsumerError::NoSuchPartition { .. } => false,
+        }
+    }
+}
+
 /// The consumer side of a replay, over a real client or a scripted one.
 pub trait ReplayConsumer {
     /// The consumer group this consumer commits for.

@@ -34,6 +34,22 @@ impl StoreError {
         matches!(self, StoreError::Connect { .. } | StoreError::Lost { .. })
     }
 
+    /// Whether the database is away for a while rather than refusing the work, so that the
+    /// same work, begun again from the durable checkpoints once it is back, may succeed: the
+    /// link failed (no connection, a reset, a timeout without an answer), or PostgreSQL said
+    /// it is shutting down (57P01 admin shutdown, 57P02 crash shutdown), not accepting
+    /// connections yet (57P03, a server starting or recovering), or lost the connection
+    /// (class 08).
+    pub fn is_outage(&self) -> bool {
+        match self {
+            StoreError::Connect { .. } | StoreError::Lost { .. } => true,
+            StoreError::Postgres { code, .. } => {
+                matches!(code.as_str(), "57P01" | "57P02" | "57P03") || code.starts_with("08")
+            }
+            _ => false,
+        }
+    }
+
     /// `Some("check")` or `Some("not-null")` when a schema constraint other than the
     /// `event_id` uniqueness refused the row.
     pub fn integrity_violation(&self) -> Option<&'static str> {
@@ -72,5 +88,55 @@ impl StoreError {
             ),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn postgres(code: &str) -> StoreError {
+        StoreError::Postgres {
+            code: code.to_owned(),
+            message: "postgres 127.0.0.1:5432/audit: ...".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_lost_link_is_an_outage() {
+        let lost = StoreError::Lost {
+            place: "postgres 127.0.0.1:5432/audit".into(),
+            reason: "connection reset by peer".into(),
+        };
+        let refused = StoreError::Connect {
+            place: "postgres 127.0.0.1:5432/audit".into(),
+            reason: "Connection refused (os error 111)".into(),
+        };
+        assert!(lost.is_outage() && refused.is_outage());
+    }
+
+    #[test]
+    fn a_server_shutting_down_or_starting_or_dropping_the_connection_is_an_outage() {
+        for code in [
+            "57P01", "57P02", "57P03", "08000", "08003", "08006", "08P01",
+        ] {
+            assert!(postgres(code).is_outage(), "{code}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_the_work_is_no_outage() {
+        // A constraint, a statement timeout, a permission, a lock wait (patience waits those
+        // out itself), a query cancelled: the database answered.
+        for code in [
+            "23505", "23514", "57014", "42501", "55P03", "40P01", "42P01",
+        ] {
+            assert!(!postgres(code).is_outage(), "{code}");
+        }
+        assert!(!StoreError::Unavailable("no such database file".into()).is_outage());
+        assert!(!StoreError::InvalidUrl {
+            reason: "bad".into()
+        }
+        .is_outage());
     }
 }

@@ -29,8 +29,8 @@ use stream::Digested;
 use crate::event::EventRecord;
 use crate::kafka::{Broker, BrokerAddress, KafkaError, KafkaTarget};
 use crate::replay::{
-    plan_day, DayPlan, DayPlanError, DayReplayRequest, ReplayError, ReplayErrorKind, ReplayLimits,
-    Window,
+    plan_day, DayPlan, DayPlanError, DayReplayRequest, Down, OutageNews, ReplayError,
+    ReplayErrorKind, ReplayLimits, RetryBudget, Window,
 };
 use crate::store::{Adoption, AuditDb, Scannable, Snapshot, StoreError, Timeouts};
 
@@ -118,6 +118,56 @@ impl From<ReplayError> for VerifyError {
             kind: e.kind,
         }
     }
+}
+
+impl VerifyError {
+    /// The peer away for a while, when that is why the verification could not be done: the
+    /// broker `kafka` (failing as an outage does, or silent past the idle timeout) or the
+    /// database.
+    pub fn down(&self, kafka: &KafkaTarget) -> Option<Down> {
+        let broker = || match kafka {
+            KafkaTarget::Bootstrap { servers, .. } => format!("kafka {servers}"),
+            KafkaTarget::Embedded => "kafka (embedded)".to_owned(),
+        };
+        let (peer, reason) = match self {
+            VerifyError::Target { db, source } if source.is_outage() => {
+                (db.clone(), source.to_string())
+            }
+            VerifyError::Kafka(e) | VerifyError::Plan(DayPlanError::Kafka(e)) if e.is_outage() => {
+                (broker(), e.to_string())
+            }
+            VerifyError::Read { kind, .. } => match kind {
+                ReplayErrorKind::Consumer(c) if c.is_outage() => (broker(), self.to_string()),
+                ReplayErrorKind::Idle { .. } => (broker(), self.to_string()),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(Down {
+            peer,
+            phase: "verification",
+            reason,
+        })
+    }
+}
+
+/// [`verify`], made again from the start while the broker or the database is away, until
+/// `budget` has passed since the outage's first failure (a verification writes nothing, so it
+/// has nothing to resume from); `told` hears when an outage begins and ends.
+pub fn verify_riding_outages(
+    kafka: &KafkaTarget,
+    db: &AuditDb,
+    timeouts: Timeouts,
+    request: &VerifyRequest,
+    options: VerifyOptions,
+    (budget, told): (&RetryBudget, &dyn Fn(&OutageNews<'_>)),
+) -> Result<VerifyReport, VerifyError> {
+    budget.ride(
+        "the verification from the start",
+        told,
+        |e: &VerifyError| e.down(kafka),
+        || verify(kafka, db, timeouts, request, options),
+    )
 }
 
 /// Database sessions that look batches up side by side, where they can share one snapshot.

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::identity::Decision;
+use super::outage::Outages;
 use super::prepare::Prepared;
 use super::report::ReplayReport;
 use super::rows::{PartitionStatus, PlanDocument, ReportRow, StatusRow};
@@ -39,6 +40,8 @@ pub struct ReportDocument<'a> {
     pub results: Vec<ReportRow>,
     pub conflicts: u64,
     pub quarantined: u64,
+    /// The outages the run rode through (each with the time it cost), and the one it ended on.
+    pub outages: &'a Outages,
 }
 
 impl Decision {
@@ -78,6 +81,7 @@ impl ReplayReport {
             results: self.rows(),
             conflicts: self.conflicts(),
             quarantined: self.quarantined(),
+            outages: &self.outages,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::outage::{Down, OutageNews};
 use super::window::{DayPlan, PartitionPlan};
 use crate::kafka::{Broker, BrokerAddress, ConsumerError, KafkaError, KafkaReplayConsumer};
 use crate::replay::partition::apply::{SharedTransaction, TargetWriter};
@@ -36,6 +37,10 @@ pub struct ExecuteOptions {
     /// When the run began (planning included).
     pub since: Instant,
     pub idle_timeout: Duration,
+    /// How long a run waits for a peer gone away (the broker or the database) to come back,
+    /// from the outage's first failure, retrying from the durable checkpoints; zero retries
+    /// nothing.
+    pub retry_for: Duration,
     /// Lanes (partitions replayed at once); `None`: as [`default_lanes`] decides for the
     /// target.
     pub jobs: Option<usize>,
@@ -61,6 +66,9 @@ pub trait Progress: Sync {
     /// `partition` has written `so_far` with its checkpoint: durable, or in the transaction
     /// that makes it durable within `--batch` more records (Kafka hears it only then).
     fn batch_done(&self, partition: i32, so_far: &ReplaySummary);
+
+    /// An outage began or ended (one line each for the operator); by default nothing is said.
+    fn outage(&self, _news: &OutageNews<'_>) {}
 }
 
 impl<F: Fn(i32, &ReplaySummary) + Sync> Progress for F {
@@ -134,6 +142,51 @@ impl PartitionError {
             },
             PartitionError::Left { .. } | PartitionError::NotStarted { .. } => false,
         }
+    }
+
+    /// The peer this partition lost for a while, when that is why it failed: the broker
+    /// (`kafka`, as it is named) away or silent past the idle timeout, or the database `db`
+    /// away. `None` for what a record held, a refusal, the deadline, and a partition that
+    /// stopped for another's failure.
+    pub(crate) fn down(&self, kafka: &str, db: &AuditDb) -> Option<Down> {
+        let broker = |reason: String| Down {
+            peer: format!("kafka {kafka}"),
+            phase: "execution",
+            reason,
+        };
+        let database = |e: &StoreError| {
+            e.is_outage().then(|| Down {
+                peer: db.to_string(),
+                phase: "execution",
+                reason: e.to_string(),
+            })
+        };
+        match self {
+            PartitionError::Replay(e) => match &e.kind {
+                ReplayErrorKind::Consumer(c) if c.is_outage() => Some(broker(c.to_string())),
+                ReplayErrorKind::Idle { .. } => Some(broker(e.kind.to_string())),
+                ReplayErrorKind::Effect { source, .. } => database(source),
+                ReplayErrorKind::Checkpoint(WriteError::Store(source)) => database(source),
+                _ => None,
+            },
+            PartitionError::Setup { cause, .. } => match cause {
+                SetupError::Kafka(k) if k.is_outage() => Some(broker(k.to_string())),
+                SetupError::Store(source) => database(source),
+                _ => None,
+            },
+            PartitionError::Left { .. } | PartitionError::NotStarted { .. } => None,
+        }
+    }
+
+    /// Whether the run's deadline ended it: then nothing is retried.
+    pub(crate) fn is_deadline(&self) -> bool {
+        matches!(
+            self,
+            PartitionError::Replay(ReplayError {
+                kind: ReplayErrorKind::Deadline { .. },
+                ..
+            })
+        )
     }
 }
 

@@ -1,11 +1,13 @@
 //! The day job built on the per-partition core: planning a window of a real topic
 //! (`window`, a plan's `identity`, `prepare`), executing it alone (`execute`) or as one of
-//! several workers (`worker`) through `run`, and reporting (`report`, `rows`, `documents`),
-//! with the `watchdog` a front end runs beside it.
+//! several workers (`worker`) through `run`, riding through brief outages of the broker or
+//! the database (`outage`), and reporting (`report`, `rows`, `documents`), with the
+//! `watchdog` a front end runs beside it.
 
 mod documents;
 mod execute;
 mod identity;
+mod outage;
 mod prepare;
 mod report;
 mod rows;
@@ -18,6 +20,7 @@ pub use documents::{PreparedDocument, ReportDocument, TargetDocument};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
 pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
+pub use outage::{Down, Outage, OutageNews, Outages, Outlasted, RetryBudget, Survived};
 pub use prepare::{
     ConnectError, DatabaseError, JoinError, PrepareError, Prepared, ReplayJob, ReplayRequest,
     TargetError,

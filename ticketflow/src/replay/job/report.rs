@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::execute::PartitionError;
+use super::outage::Outages;
 use crate::replay::partition::ReplaySummary;
 
 /// What one partition did in this run.
@@ -97,6 +98,8 @@ pub struct ReplayReport {
     /// Why the live group's committed offsets could not be read after the run (a broker gone
     /// meanwhile): then no partition's `live_after` is known, and nothing is compared.
     pub live_unread: Option<String>,
+    /// The outages the run rode through, and the one it ended on.
+    pub outages: Outages,
 }
 
 /// A reason the run did not succeed, for one partition.
@@ -314,6 +317,9 @@ impl ReplayReport {
                 self.plan_id,
                 if policy.allow_quarantine { "" } else { "; --allow-quarantine accepts them" }
             ));
+        }
+        if let Some(outlasted) = &self.outages.outlasted {
+            lines.push(outlasted.to_string());
         }
         let failures = self.failures();
         let partitions: std::collections::BTreeSet<i32> =

@@ -3,11 +3,13 @@
 //! including how the live group moved meanwhile: it may keep consuming (forward is
 //! information), but must not move back or lose its offsets.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::execute::{DayRun, ExecuteOptions, Progress, SetupError, WriteTarget};
-use super::identity::{self, Behind, Decision};
-use super::prepare::{name_of, DatabaseError, Prepared, ReplayJob};
+use super::execute::{DayRun, ExecuteOptions, PartitionError, Progress, SetupError, WriteTarget};
+use super::identity::{self, Behind, Decision, IdentityRefusal};
+use super::outage::{Down, OutageNews, Outages, Outlasted, RetryBudget};
+use super::prepare::{name_of, DatabaseError, Prepared, ReplayJob, TargetError};
 use super::report::{PartitionOutcome, PartitionReport, ReplayReport};
 use super::window::{DayPlan, PartitionPlan};
 use super::worker;
@@ -26,22 +28,173 @@ pub enum ExecuteError {
     Kafka(#[from] KafkaError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// Resuming after an outage, the target's record of the plan forbade going on.
+    #[error("replay refused: {0}")]
+    Refused(#[from] IdentityRefusal),
+    /// A peer stayed away past the retry budget.
+    #[error("{0}")]
+    Outlasted(Outlasted),
+}
+
+impl ExecuteError {
+    /// The peer that is away for a while, when that is why the run could not go on: the
+    /// broker `kafka` or the database `db`.
+    fn down(&self, kafka: &str, db: &AuditDb) -> Option<Down> {
+        let (peer, reason) = match self {
+            ExecuteError::Store(e) if e.source.is_outage() => {
+                (db.to_string(), e.source.to_string())
+            }
+            ExecuteError::Kafka(e) if e.is_outage() => (format!("kafka {kafka}"), e.to_string()),
+            _ => return None,
+        };
+        Some(Down {
+            peer,
+            phase: "execution",
+            reason,
+        })
+    }
+}
+
+impl ReplayReport {
+    /// The peer the run lost for a while, when the run ended short for that: a partition that
+    /// lost it (others may have failed meanwhile for their own reasons, which a retry meets
+    /// again), or, every partition done, a broker that did not answer the look at the live
+    /// group. `None` once the deadline ended a partition.
+    fn down(&self, kafka: &str, db: &AuditDb) -> Option<Down> {
+        let failed = || {
+            self.partitions.iter().filter_map(|p| match &p.outcome {
+                PartitionOutcome::Failed(e) => Some(e),
+                _ => None,
+            })
+        };
+        if failed().any(PartitionError::is_deadline) {
+            return None;
+        }
+        if let Some(down) = failed().find_map(|e| e.down(kafka, db)) {
+            return Some(down);
+        }
+        let reason = self.live_unread.as_ref()?;
+        self.every_partition_done().then(|| Down {
+            peer: format!("kafka {kafka}"),
+            phase: "execution",
+            reason: reason.clone(),
+        })
+    }
+}
+
+/// The progress of a run that may be in an outage: a batch made durable ends it.
+struct Watched<'a> {
+    progress: &'a dyn Progress,
+    budget: &'a RetryBudget,
+}
+
+impl Progress for Watched<'_> {
+    fn batch_done(&self, partition: i32, so_far: &ReplaySummary) {
+        self.budget.back(&|news| self.progress.outage(news));
+        self.progress.batch_done(partition, so_far);
+    }
+
+    fn outage(&self, news: &OutageNews<'_>) {
+        self.progress.outage(news);
+    }
+}
+
+/// What the earlier attempts of a run replayed, per partition, added to the last one's report.
+#[derive(Default)]
+struct Earlier(BTreeMap<i32, ReplaySummary>);
+
+impl Earlier {
+    fn absorb(&mut self, report: &ReplayReport) {
+        for p in &report.partitions {
+            if matches!(
+                p.outcome,
+                PartitionOutcome::Replayed | PartitionOutcome::Failed(_)
+            ) {
+                let e = self.0.entry(p.partition).or_default();
+                e.counters += p.summary.counters;
+                e.out_of_window += p.summary.out_of_window;
+                e.late += p.summary.late;
+            }
+        }
+    }
+
+    /// Adds what the earlier attempts replayed into `report`: a partition they finished is
+    /// replayed by this run, not complete before it.
+    fn into_report(self, report: &mut ReplayReport) {
+        for p in &mut report.partitions {
+            let Some(e) = self.0.get(&p.partition) else {
+                continue;
+            };
+            p.summary.counters += e.counters;
+            p.summary.out_of_window += e.out_of_window;
+            p.summary.late += e.late;
+            if matches!(p.outcome, PartitionOutcome::CompleteBefore) {
+                p.outcome = PartitionOutcome::Replayed;
+            }
+        }
+    }
 }
 
 impl Prepared<'_> {
     /// Executes the plan: alone, or as one worker of the plan's replay group; then records the
-    /// plan's status and reads the conflicts recorded for it into the report.
+    /// plan's status and reads the conflicts recorded for it into the report. A run that lost
+    /// the broker or the database is begun again from the durable checkpoints, as `--resume`
+    /// would, with backoff, until the peer is back or `options.retry_for` has passed since it
+    /// went away.
     pub fn run(
-        &self,
+        &mut self,
         options: ExecuteOptions,
         progress: &dyn Progress,
     ) -> Result<ReplayReport, ExecuteError> {
         let started = Instant::now();
-        let mut report = if self.worker {
-            self.work(started, options, progress)
+        let budget = RetryBudget::new(options.retry_for);
+        let watched = Watched {
+            progress,
+            budget: &budget,
+        };
+        let told = |news: &OutageNews<'_>| progress.outage(news);
+        let retrying = if self.worker {
+            "this worker's share of the plan"
         } else {
-            self.execute(started, options, progress)
-        }?;
+            "the partitions short of their stops"
+        };
+        let kafka = self.job.servers().to_owned();
+        let mut earlier = Earlier::default();
+        let mut resuming = false;
+        let mut report = loop {
+            let attempt = if resuming {
+                self.rewind(options)
+            } else {
+                Ok(())
+            }
+            .and_then(|()| self.attempt(started, options, &watched));
+            let down = match &attempt {
+                Ok(report) => report.down(&kafka, self.db),
+                Err(e) => e.down(&kafka, self.db),
+            };
+            let wait = down.and_then(|down| budget.failed(down, retrying, &told));
+            let left = options.deadline.saturating_sub(options.since.elapsed());
+            match (attempt, wait) {
+                (Ok(report), Some(wait)) if !left.is_zero() => {
+                    earlier.absorb(&report);
+                    std::thread::sleep(wait.min(left));
+                }
+                (Err(_), Some(wait)) if !left.is_zero() => std::thread::sleep(wait.min(left)),
+                (Ok(report), _) => break report,
+                (Err(e), _) => {
+                    return Err(match budget.outages().outlasted {
+                        Some(outlasted) => ExecuteError::Outlasted(outlasted),
+                        None => e,
+                    })
+                }
+            }
+            resuming = true;
+        };
+        earlier.into_report(&mut report);
+        if report.every_partition_done() && report.live_unread.is_none() {
+            budget.back(&told);
+        }
+        report.outages = budget.outages();
         let done = report.every_partition_done();
         // Alone, the run marks the plan complete or failed. Any worker that sees the plan done
         // marks it so; a failing one leaves it running for the others.
@@ -52,6 +205,39 @@ impl Prepared<'_> {
         };
         close(self.db, &mut report, status, done)?;
         Ok(report)
+    }
+
+    /// One attempt at the plan: alone, or as one worker of the plan's replay group.
+    fn attempt(
+        &self,
+        started: Instant,
+        options: ExecuteOptions,
+        progress: &dyn Progress,
+    ) -> Result<ReplayReport, ExecuteError> {
+        if self.worker {
+            self.work(started, options, progress)
+        } else {
+            self.execute(started, options, progress)
+        }
+    }
+
+    /// Before an attempt after an outage: the target looked at again and the plan decided
+    /// from its record, as `--resume` does — each partition continues from its SQL
+    /// checkpoint, and Kafka is brought up to it where it is behind. A worker claims its
+    /// partitions from their checkpoints anyway.
+    fn rewind(&mut self, options: ExecuteOptions) -> Result<(), ExecuteError> {
+        if self.worker {
+            return Ok(());
+        }
+        let left = options.deadline.saturating_sub(options.since.elapsed());
+        let view =
+            ReplayJob::inspect(self.db, Timeouts::replay(self.db, left)).map_err(|e| match e {
+                TargetError::Store(e) => ExecuteError::Store(e),
+            })?;
+        self.plan.request.resume = true;
+        self.decision = ReplayJob::decide(&mut self.plan, &view)?;
+        self.view = view;
+        Ok(())
     }
 }
 
@@ -118,6 +304,7 @@ impl ReplayJob {
             elapsed,
             lanes,
             live_unread,
+            outages: Outages::default(),
         }
     }
 }

@@ -442,20 +442,22 @@ enum Unseen {
 }
 
 /// Whether every partition of the plan is at its stop in SQL and the group's committed offsets
-/// in Kafka reached it too.
+/// in Kafka reached it too. The broker is asked first, every time: a worker with nothing of its
+/// own to do learns so that the broker is gone (its member, dropped from the group by the
+/// session timeout, holds no partition that would fail).
 fn plan_complete(
     target: &mut dyn ReplayTarget,
     plan_id: &str,
     member: &GroupMember,
     numbers: &[i32],
 ) -> Result<bool, Unseen> {
+    let kafka = member.committed(numbers)?;
     let Some(recorded) = target.plans()?.into_iter().find(|r| r.plan_id == plan_id) else {
         return Ok(false);
     };
     if !recorded.partitions.iter().all(|p| p.complete()) {
         return Ok(false);
     }
-    let kafka = member.committed(numbers)?;
     Ok(numbers.iter().zip(kafka).all(|(n, k)| {
         recorded
             .partition(*n)
