@@ -1,8 +1,10 @@
 //! Which case a free worker takes next: the first waiting one that may start now. A lesson step
 //! waits until the step it continues is taken; a chain of steps that faults a service holds it
 //! from its first step to its last, so no other case needing it starts meanwhile, and its first
-//! step waits until no other case uses it. A chain takes everything it holds and uses at its
-//! first step, so two chains never wait on each other. A worker never blocks on a held service
+//! step waits until no other case uses it, while the cases after it in the plan that need it
+//! wait for the chain (it is not starved, and runs where the plan has it). A chain takes
+//! everything it holds and uses at its first step, so two chains never wait on each other. A
+//! worker never blocks on a held service
 //! (the chain's next step may be waiting for a free worker): it takes another case, or waits for
 //! one to end.
 
@@ -115,15 +117,22 @@ impl<'p> Dispatch<'p> {
                 return None;
             }
             let mut waiting = false;
+            // The services of the chains waiting to start, before the case looked at.
+            let mut reserved: Vec<&str> = Vec::new();
             for index in 0..self.cases.len() {
                 if state.taken[index] {
                     continue;
                 }
                 waiting = true;
-                if self.may_start(index, &state) {
+                if self.may_start(index, &state, &reserved) {
                     self.acquire(index, &mut state);
                     self.changed.notify_all();
                     return Some(index);
+                }
+                if let Some(hold) = self.cases[index].hold {
+                    if !state.active.contains(&hold.chain) {
+                        reserved.extend(hold.services.iter().map(String::as_str));
+                    }
                 }
             }
             if !waiting {
@@ -170,7 +179,9 @@ impl<'p> Dispatch<'p> {
         self.changed.notify_all();
     }
 
-    fn may_start(&self, index: usize, state: &State) -> bool {
+    /// Whether case `index` may start now, the services of the chains waiting before it being
+    /// `reserved` for them.
+    fn may_start(&self, index: usize, state: &State, reserved: &[&str]) -> bool {
         let needs = &self.cases[index];
         if needs.after.is_some_and(|before| !state.taken[before]) {
             return false;
@@ -179,14 +190,18 @@ impl<'p> Dispatch<'p> {
             if state.active.contains(&hold.chain) {
                 return true;
             }
-            let free = |service: &String| {
-                !state.held.contains_key(service)
-                    && state.using.get(service).copied().unwrap_or(0) == 0
+            let usable = |service: &String| {
+                !state.held.contains_key(service) && !reserved.contains(&&**service)
             };
-            let usable = |service: &String| !state.held.contains_key(service);
+            let free = |service: &String| {
+                usable(service) && state.using.get(service).copied().unwrap_or(0) == 0
+            };
             return hold.services.iter().all(free) && hold.uses.iter().all(usable);
         }
-        needs.uses.iter().all(|s| !state.held.contains_key(*s))
+        needs
+            .uses
+            .iter()
+            .all(|s| !state.held.contains_key(*s) && !reserved.contains(s))
     }
 
     fn acquire(&self, index: usize, state: &mut State) {

@@ -447,6 +447,35 @@ fn a_failing_chain_leaves_its_service_started_again() {
     no_data_folder(&dir);
 }
 
+/// SIGTERM while a chain holds its service stopped: the run ends, and neither the service nor
+/// its data folder remains.
+#[test]
+fn sigterm_while_a_chain_holds_its_service_stopped_leaves_nothing() {
+    let Some(dir) = redis_course("") else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+    let lesson = format!(
+        "# Faults\n\nServices: cache\n\n{}",
+        step(
+            "01",
+            "Stop service: cache\n\n",
+            "touch \"$MARK\"; sleep 60",
+            ""
+        )
+    );
+    dir.write("course/lessons/43-faults.md", lesson);
+    let mark = dir.join("stopped");
+    let mut running = run43(&dir).env("MARK", &mark).spawn();
+    wait_for(&mark, Duration::from_secs(30));
+    let port = logged_port(&dir);
+    assert!(!redis_on(&port), "the fault step did not stop the cache");
+    running.signal(libc::SIGTERM);
+    running.within(Duration::from_secs(30)).status(143);
+    assert!(!redis_on(&port), "the cache outlived the run");
+    no_data_folder(&dir);
+}
+
 /// A service ready once it accepts on its port: Python's HTTP server, which fails to start a
 /// second time (the marker its first start leaves in `{data}`).
 const ONCE: &str = "[services.web]\nstart = \"test -f {data}/once && { echo 'cannot start twice' >&2; exit 5; }; touch {data}/once; exec python3 -m http.server --bind 127.0.0.1 {port}\"\n";
