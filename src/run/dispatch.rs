@@ -1,8 +1,10 @@
 //! Which case a free worker takes next: the first waiting one that may start now. A lesson step
 //! waits until the step it continues is taken; a chain of steps that faults a service holds it
 //! from its first step to its last, so no other case needing it starts meanwhile, and its first
-//! step waits until no other case uses it. A chain takes everything it holds and uses at its
-//! first step, so two chains never wait on each other. A worker never blocks on a held service
+//! step waits until no other case uses it, while the cases after it in the plan that need it
+//! wait for the chain (it is not starved, and runs where the plan has it). A chain takes
+//! everything it holds and uses at its first step, so two chains never wait on each other. A
+//! worker never blocks on a held service
 //! (the chain's next step may be waiting for a free worker): it takes another case, or waits for
 //! one to end.
 
@@ -39,6 +41,8 @@ struct Needs<'p> {
 #[derive(Default)]
 struct State {
     taken: Vec<bool>,
+    /// Every case before this one is taken: where a look for the next starts.
+    from: usize,
     /// The chain holding each service.
     held: HashMap<String, ChainId>,
     /// How many running cases and holding chains use each service without holding it.
@@ -115,15 +119,22 @@ impl<'p> Dispatch<'p> {
                 return None;
             }
             let mut waiting = false;
-            for index in 0..self.cases.len() {
+            // The services of the chains waiting to start, before the case looked at.
+            let mut reserved: Vec<&str> = Vec::new();
+            for index in state.from..self.cases.len() {
                 if state.taken[index] {
                     continue;
                 }
                 waiting = true;
-                if self.may_start(index, &state) {
+                if self.may_start(index, &state, &reserved) {
                     self.acquire(index, &mut state);
                     self.changed.notify_all();
                     return Some(index);
+                }
+                if let Some(hold) = self.cases[index].hold {
+                    if !state.active.contains(&hold.chain) {
+                        reserved.extend(hold.services.iter().map(String::as_str));
+                    }
                 }
             }
             if !waiting {
@@ -170,7 +181,9 @@ impl<'p> Dispatch<'p> {
         self.changed.notify_all();
     }
 
-    fn may_start(&self, index: usize, state: &State) -> bool {
+    /// Whether case `index` may start now, the services of the chains waiting before it being
+    /// `reserved` for them.
+    fn may_start(&self, index: usize, state: &State, reserved: &[&str]) -> bool {
         let needs = &self.cases[index];
         if needs.after.is_some_and(|before| !state.taken[before]) {
             return false;
@@ -179,18 +192,25 @@ impl<'p> Dispatch<'p> {
             if state.active.contains(&hold.chain) {
                 return true;
             }
-            let free = |service: &String| {
-                !state.held.contains_key(service)
-                    && state.using.get(service).copied().unwrap_or(0) == 0
+            let usable = |service: &String| {
+                !state.held.contains_key(service) && !reserved.contains(&&**service)
             };
-            let usable = |service: &String| !state.held.contains_key(service);
+            let free = |service: &String| {
+                usable(service) && state.using.get(service).copied().unwrap_or(0) == 0
+            };
             return hold.services.iter().all(free) && hold.uses.iter().all(usable);
         }
-        needs.uses.iter().all(|s| !state.held.contains_key(*s))
+        needs
+            .uses
+            .iter()
+            .all(|s| !state.held.contains_key(*s) && !reserved.contains(s))
     }
 
     fn acquire(&self, index: usize, state: &mut State) {
         state.taken[index] = true;
+        while state.taken.get(state.from) == Some(&true) {
+            state.from += 1;
+        }
         let needs = &self.cases[index];
         if let Some(hold) = needs.hold {
             if state.active.insert(hold.chain.clone()) {
@@ -209,5 +229,95 @@ impl<'p> Dispatch<'p> {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::checkpoint::{Checkpoint, Probe};
+    use crate::run::PlannedCase;
+
+    /// Lesson 31's steps: one using the cache, a chain of two stopping it, one more using it.
+    fn steps() -> Vec<Probe> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        let services = "[services.cache]\nstart = \"sleep 9\"\n";
+        std::fs::write(dir.path().join("lessonprobe.toml"), services).unwrap();
+        let course = crate::lesson::Course::open(dir.path(), Path::new(".")).unwrap();
+        let run = "Run:\n\n```sh\ntrue\n```\n\n";
+        let text = format!("Services: cache\n\n### Answer EX-31-01 [code]\n\n{run}### Answer EX-31-02 [code]\n\nStop service: cache\n\n{run}### Answer EX-31-03 [code]\n\nContinues: EX-31-02\n\n{run}### Answer EX-31-04 [code]\n\n{run}");
+        let doc = crate::lesson::parse_free(
+            &course.settings,
+            31,
+            Path::new("31.md"),
+            text.as_bytes(),
+            dir.path(),
+        )
+        .unwrap();
+        doc.probes
+            .into_iter()
+            .map(|step| {
+                let mut probe = Probe::new(
+                    &step.id.clone(),
+                    "step",
+                    String::new(),
+                    ProbeKind::Document(Box::new(step)),
+                );
+                probe.services = vec!["cache".into()];
+                probe
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chain_holds_its_service_from_its_first_step_to_its_last_before_later_cases() {
+        let checkpoint = Checkpoint {
+            lesson: 31,
+            title: "faults".into(),
+            source: "31.md".into(),
+            document: None,
+            probes: steps(),
+        };
+        let cases: Vec<PlannedCase<'_>> = checkpoint
+            .probes
+            .iter()
+            .map(|probe| PlannedCase {
+                checkpoint: &checkpoint,
+                probe,
+                sql: None,
+                decision: Decision::Run,
+            })
+            .collect();
+        let holds = crate::lesson::holds(cases.iter().filter_map(|c| match &c.probe.kind {
+            ProbeKind::Document(doc) => Some(doc.as_ref()),
+            _ => None,
+        }));
+        let plan = Plan { cases, holds };
+        let dispatch = Dispatch::new(&plan);
+        // One look at the waiting cases, no waiting.
+        let once = || {
+            let looked = std::cell::Cell::new(false);
+            move || !looked.replace(true)
+        };
+        assert_eq!(dispatch.take(once()), Some(0));
+        assert_eq!(
+            dispatch.take(once()),
+            None,
+            "the chain waits for the case using it, the last case for the chain"
+        );
+        dispatch.finish(0, |_| panic!("not a chain"));
+        assert_eq!(dispatch.take(once()), Some(1));
+        assert_eq!(dispatch.take(once()), Some(2), "the chain's next step");
+        assert_eq!(dispatch.take(once()), None, "held by the chain");
+        dispatch.finish(1, |_| panic!("not its last step"));
+        assert_eq!(dispatch.take(once()), None, "held until its last step");
+        let restored = std::cell::RefCell::new(Vec::new());
+        dispatch.finish(2, |held| restored.borrow_mut().extend_from_slice(held));
+        assert_eq!(restored.into_inner(), ["cache"]);
+        assert_eq!(dispatch.take(once()), Some(3));
+        assert_eq!(dispatch.take(once()), None, "every case taken");
     }
 }

@@ -444,6 +444,23 @@ impl Running {
         }
     }
 
+    /// Stops every started service `keep` does not name (a course no longer declares it),
+    /// with its data folder.
+    pub fn keep_only(&self, keep: &[&str]) {
+        let gone: Vec<Shared> = {
+            let mut started = self.lock();
+            let names: Vec<String> = started
+                .keys()
+                .filter(|n| !keep.contains(&n.as_str()))
+                .cloned()
+                .collect();
+            names.iter().filter_map(|n| started.remove(n)).collect()
+        };
+        for shared in gone {
+            lock(&shared).stop();
+        }
+    }
+
     /// Stops every started service and removes their data folders.
     pub fn stop_all(&self) {
         let stopping = std::mem::take(&mut *self.lock());
@@ -781,8 +798,13 @@ mod tests {
             ..s
         };
         running.start(&changed).unwrap();
-        assert_ne!(leader(&running), first);
+        let second = leader(&running);
+        assert_ne!(second, first);
         assert_eq!(living_in_group(first), 0);
+        running.keep_only(&["s"]);
+        assert_eq!(leader(&running), second);
+        running.keep_only(&[]);
+        assert_eq!(living_in_group(second), 0, "one no longer declared runs on");
     }
 
     #[test]

@@ -513,17 +513,15 @@ fn fault_lesson(second: &str) -> String {
 
 /// `lessonprobe --lesson 43 --jobs 4`, its temporary folders in `dir/tmp`.
 fn run43(dir: &Dir) -> Test {
+    run43_on(dir, "4")
+}
+
+/// `lessonprobe --lesson 43` on `jobs` workers, its temporary folders in `dir/tmp`.
+fn run43_on(dir: &Dir, jobs: &str) -> Test {
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     dir.lessonprobe()
-        .args([
-            "--lesson",
-            "43",
-            "--jobs",
-            "4",
-            "--no-junit",
-            "--course",
-            "course",
-        ])
+        .args(["--lesson", "43", "--jobs", jobs, "--no-junit"])
+        .args(["--course", "course"])
         .args(["--python", "python3"])
         .env("TMPDIR", dir.join("tmp"))
         .within(Duration::from_secs(60))
@@ -573,6 +571,66 @@ fn a_failing_chain_leaves_its_service_started_again() {
     // Two before the chain, its first step, four after it.
     assert_eq!(ran.stdout_lines_starting("PASS"), 7, "{}", ran.stdout);
     assert!(!redis_on(&logged_port(&dir)), "the cache outlived the run");
+    no_data_folder(&dir);
+}
+
+/// SIGTERM while a chain holds its service stopped: the run ends, and neither the service nor
+/// its data folder remains.
+#[test]
+fn sigterm_while_a_chain_holds_its_service_stopped_leaves_nothing() {
+    let Some(dir) = redis_course("") else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+    let lesson = format!(
+        "# Faults\n\nServices: cache\n\n{}",
+        step(
+            "01",
+            "Stop service: cache\n\n",
+            "touch \"$MARK\"; sleep 60",
+            ""
+        )
+    );
+    dir.write("course/lessons/43-faults.md", lesson);
+    let mark = dir.join("stopped");
+    let mut running = run43(&dir).env("MARK", &mark).spawn();
+    wait_for(&mark, Duration::from_secs(30));
+    let port = logged_port(&dir);
+    assert!(!redis_on(&port), "the fault step did not stop the cache");
+    running.signal(libc::SIGTERM);
+    running.within(Duration::from_secs(30)).status(143);
+    assert!(!redis_on(&port), "the cache outlived the run");
+    no_data_folder(&dir);
+}
+
+/// Two HTTP servers, `a` and `b`, each ready once it accepts on its port.
+const TWO: &str = "[services.a]\nstart = \"exec python3 -m http.server --bind 127.0.0.1 {port}\"\nenv = { A_PORT = \"{port}\" }\n[services.b]\nstart = \"exec python3 -m http.server --bind 127.0.0.1 {port}\"\nenv = { B_PORT = \"{port}\" }\n";
+
+/// `x up` when the service on `$X_PORT` accepts a connection.
+fn accepts(x: &str) -> String {
+    let upper = x.to_uppercase();
+    format!("python3 -c \"import os, socket; socket.create_connection(('127.0.0.1', int(os.environ['{upper}_PORT'])), 1); print('{x} up')\"")
+}
+
+/// Two chains, each stopping one service while its steps use the other: neither waits on the
+/// other for ever, with one worker or four, and each step finds the other service up.
+#[test]
+fn two_chains_each_faulting_what_the_other_uses_both_run() {
+    let dir = Dir::new();
+    dir.write("course/lessonprobe.toml", TWO);
+    std::fs::create_dir_all(dir.join("course/project")).unwrap();
+    let mut lesson = "# Two chains\n\nServices: a, b\n\n".to_owned();
+    lesson.push_str(&step("01", "Stop service: a\n\n", &accepts("b"), "b up"));
+    let then = "Continues: EX-43-01\n\nStart service: a\n\n";
+    lesson.push_str(&step("02", then, &accepts("b"), "b up"));
+    lesson.push_str(&step("03", "Stop service: b\n\n", &accepts("a"), "a up"));
+    let then = "Continues: EX-43-03\n\nStart service: b\n\n";
+    lesson.push_str(&step("04", then, &accepts("a"), "a up"));
+    dir.write("course/lessons/43-faults.md", lesson);
+    for jobs in ["1", "4"] {
+        let ran = run43_on(&dir, jobs).success();
+        assert_eq!(ran.stdout_lines_starting("PASS"), 4, "{}", ran.stdout);
+    }
     no_data_folder(&dir);
 }
 

@@ -127,12 +127,20 @@ pub(super) fn run_keeping(
         Order::FailedFirst => history.failed(),
     };
     let services = kept.map(|kept| {
-        kept.get_or_init(|| {
+        let running = kept.get_or_init(|| {
             let running = crate::services::Running::in_folder(Path::new("."));
             running.keep_between_runs();
             std::sync::Arc::new(running)
-        })
-        .clone()
+        });
+        // A service the course no longer declares goes; a changed one is started anew when a
+        // probe needs it.
+        let declared = course.as_ref().map(|c| &c.course.settings.services);
+        let names: Vec<&str> = declared
+            .into_iter()
+            .flat_map(|d| d.keys().map(String::as_str))
+            .collect();
+        running.keep_only(&names);
+        running.clone()
     });
     let (config, report) = RunBuilder::new(args)
         .course(course.as_ref())
