@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::builtin::Refused;
+use super::service::{Ready, Service, StopSignal, SIGNALS};
 use crate::diagnostics::{Diagnostic, Source};
 
 /// How long a service may take to become ready when its declaration does not say.
@@ -29,58 +30,6 @@ pub struct RawService {
     env: BTreeMap<String, String>,
     stop: Option<Spanned<String>>,
     stop_timeout: Option<Spanned<String>>,
-}
-
-/// A service a course declares: a command lessonprobe starts and checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Service {
-    pub name: String,
-    /// Run through the shell, in a process group of its own; a template.
-    pub start: String,
-    pub ready: Ready,
-    pub ready_timeout: Duration,
-    /// Variables the probes needing the service see; their values are templates.
-    pub env: BTreeMap<String, String>,
-    pub stop: StopSignal,
-    pub stop_timeout: Duration,
-}
-
-/// When a started service counts as ready.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ready {
-    /// Its `{port}` accepts a connection on the loopback address.
-    Tcp,
-    /// This command (a template, run through the shell) exits with status 0.
-    Command(String),
-}
-
-/// The signal that asks a service to stop, by its name and number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StopSignal {
-    pub name: &'static str,
-    pub number: libc::c_int,
-}
-
-const SIGNALS: [(&str, libc::c_int); 7] = [
-    ("TERM", libc::SIGTERM),
-    ("INT", libc::SIGINT),
-    ("HUP", libc::SIGHUP),
-    ("QUIT", libc::SIGQUIT),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("USR2", libc::SIGUSR2),
-];
-
-impl StopSignal {
-    /// `TERM` or `SIGTERM` (any case).
-    fn parse(text: &str) -> Option<StopSignal> {
-        let upper = text.trim().to_ascii_uppercase();
-        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-        SIGNALS
-            .iter()
-            .find(|(name, _)| *name == bare)
-            .map(|&(name, number)| StopSignal { name, number })
-    }
 }
 
 impl RawService {

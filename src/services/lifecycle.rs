@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
 
-use super::declaration::{expand, Ready, Service};
+use super::declaration::expand;
+use super::service::{Ready, Service};
 
 /// How often a starting service is looked at, and the most one ready command may take.
 const POLL: Duration = Duration::from_millis(100);

@@ -4,6 +4,8 @@
 mod builtin;
 mod declaration;
 mod lifecycle;
+mod service;
 
-pub use declaration::{declare_all, RawService, Ready, Service, StopSignal};
+pub use declaration::{declare_all, RawService};
 pub use lifecycle::{kill_all_now, Faults, Running, StartError};
+pub use service::{Ready, Service, StopSignal};

@@ -3,7 +3,7 @@
 //! and controller) from the jars `scripts/kafka.sh fetch` resolves.
 
 use super::{quoted, Builtin};
-use crate::services::declaration::{Ready, StopSignal};
+use crate::services::service::{Ready, StopSignal};
 
 const TERM: StopSignal = StopSignal {
     name: "TERM",

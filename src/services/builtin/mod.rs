@@ -5,7 +5,7 @@
 mod kafka;
 mod postgres;
 
-use super::declaration::{Ready, StopSignal};
+use super::service::{Ready, StopSignal};
 
 /// What a built-in kind declares in place of `start`, `ready` and `stop`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! binaries the preflight and the test kit find (`initdb` on PATH, else `pg_config --bindir`).
 
 use super::Builtin;
-use crate::services::declaration::{Ready, StopSignal};
+use crate::services::service::{Ready, StopSignal};
 
 /// Finds the server's binaries as `$bin`.
 const FIND_BINARIES: &str = r#"bin=$(pg_config --bindir 2>/dev/null) || bin=
