@@ -167,6 +167,21 @@ fn probe_of(doc: DocProbe) -> Probe {
                 session.transcript.timeout,
             )
         }
+        DocBody::Cell(cell) => (
+            format!(
+                "notebook cell {} {}:{}: it runs in the notebook's kernel after the cells before it{}",
+                cell.cell().index,
+                doc.file.display(),
+                doc.line,
+                if cell.cell().outputs.is_empty() {
+                    ""
+                } else {
+                    " and shows the outputs the notebook stores (as nbval compares them)"
+                }
+            ),
+            None,
+            doc.timeout(),
+        ),
         DocBody::Uncollected { .. } => (
             format!(
                 "every runnable block of {} is bound to a probe, in a prose exercise, or marked no-run",

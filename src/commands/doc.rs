@@ -1,6 +1,7 @@
-//! `lessonprobe doc PATH...`: the sessions and labelled blocks of any Markdown files, each
-//! document a checkpoint of its own, run in a fresh empty temporary folder with `TESTDIR`
-//! naming the document's folder, and reported as a lesson run is.
+//! `lessonprobe doc PATH...`: the sessions and labelled blocks of any Markdown files and the
+//! code cells of Jupyter notebooks, each document a checkpoint of its own (Markdown run in a
+//! fresh empty temporary folder with `TESTDIR` naming the document's folder, a notebook in a
+//! copy of its folder), and reported as a lesson run is.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     ] {
         if given {
             return Err(Error::Usage(format!(
-                "lessonprobe doc takes no {flag}: it verifies the Markdown files it is given"
+                "lessonprobe doc takes no {flag}: it verifies the Markdown files and notebooks it is given"
             )));
         }
     }
@@ -48,7 +49,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     }
     if catalog.checkpoints.is_empty() {
         return Err(Error::Usage(format!(
-            "nothing to verify in {}: no terminal or Python session, exercise or snippet",
+            "nothing to verify in {}: no terminal or Python session, exercise, snippet or notebook cell",
             shown(&args.paths)
         )));
     }
@@ -75,8 +76,9 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     )
 }
 
-/// Each Markdown file as a lesson of its own (numbered from its name), its labelled exercises
-/// and snippets to run in an empty folder under `empty_roots`; `python` as `--python` gives it.
+/// Each Markdown file or notebook as a lesson of its own (numbered from its name), a Markdown
+/// file's labelled exercises and snippets to run in an empty folder under `empty_roots`;
+/// `python` as `--python` gives it.
 fn parse(
     files: &[PathBuf],
     python: Option<&String>,
@@ -98,6 +100,15 @@ fn parse(
         let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
         let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        if lesson::notebook::is_notebook(&name) {
+            docs.push(lesson::notebook::parse(
+                &course.settings,
+                lesson,
+                &name,
+                &bytes,
+            )?);
+            continue;
+        }
         docs.push(lesson::parse_free(
             &course.settings,
             lesson,
@@ -126,8 +137,9 @@ fn selection_key(files: &[PathBuf], run: &RunArgs) -> String {
     )
 }
 
-/// The Markdown files of `paths`: each file as given, each folder's `*.md` and `*.markdown`
-/// files (hidden and dependency folders left out), sorted, each once.
+/// The documents of `paths`: each file as given, each folder's `*.md`, `*.markdown` and
+/// `*.ipynb` files (hidden and dependency folders left out, `.ipynb_checkpoints` with them),
+/// sorted, each once.
 fn documents(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for path in paths {
@@ -145,7 +157,7 @@ fn documents(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     files.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
     if files.is_empty() {
         return Err(Error::Usage(format!(
-            "no Markdown file (*.md) in {}",
+            "no Markdown file (*.md) or notebook (*.ipynb) in {}",
             shown(paths)
         )));
     }
@@ -166,7 +178,7 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
             if !SKIPPED.contains(&name.as_ref()) {
                 walk(&path, found)?;
             }
-        } else if name.ends_with(".md") || name.ends_with(".markdown") {
+        } else if name.ends_with(".md") || name.ends_with(".markdown") || name.ends_with(".ipynb") {
             found.push(path);
         }
     }

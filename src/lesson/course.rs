@@ -35,6 +35,16 @@ struct RawConfig {
     environment: Option<crate::environment::RawEnvironment>,
     #[serde(default)]
     services: BTreeMap<Spanned<String>, crate::services::RawService>,
+    #[serde(default)]
+    notebooks: RawNotebooks,
+}
+
+/// `[notebooks]`: how the course's notebooks are judged.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNotebooks {
+    /// `compared` (nbval's default) or `run-only` (nbval's `--nbval-lax`).
+    outputs: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -177,6 +187,13 @@ impl Course {
             None => None,
         };
         let services = crate::services::declare_all(raw.services, &source)?;
+        let notebook_outputs = match raw.notebooks.outputs {
+            Some(o) => o
+                .get_ref()
+                .parse()
+                .map_err(|e| at(o.span(), format!("[notebooks] {e}")))?,
+            None => super::notebook::Outputs::default(),
+        };
         Ok(Course {
             settings: Settings {
                 root: root.to_owned(),
@@ -190,6 +207,7 @@ impl Course {
                 redactions,
                 environment,
                 services,
+                notebook_outputs,
             },
             lessons,
             lessons_configured,
@@ -207,7 +225,8 @@ impl Course {
     }
 
     /// Every lesson document: the files manifests name for their lesson (`named`, relative to
-    /// the course root), and the course's `lessons/NN-*.md` files by their leading number.
+    /// the course root), and the course's `lessons/NN-*.md` and `lessons/NN-*.ipynb` files by
+    /// their leading number.
     pub fn documents(&self, named: &[(u32, PathBuf)]) -> Result<Vec<LessonDoc>, CourseError> {
         let mut files: Vec<(u32, PathBuf)> = Vec::new();
         for (lesson, path) in named {
@@ -228,7 +247,8 @@ impl Course {
                 for entry in entries {
                     let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
                     let name = name.to_string_lossy();
-                    if name.starts_with('.') || !name.ends_with(".md") {
+                    if name.starts_with('.') || !(name.ends_with(".md") || name.ends_with(".ipynb"))
+                    {
                         continue;
                     }
                     let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
@@ -262,6 +282,9 @@ impl Course {
             .map(|(lesson, path)| {
                 let source = self.root().join(path);
                 let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
+                if super::notebook::is_notebook(path) {
+                    return super::notebook::parse(&self.settings, *lesson, path, &bytes);
+                }
                 document::parse(&self.settings, *lesson, path, &bytes)
             })
             .collect()
@@ -324,7 +347,7 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`, `services`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`, `services`, `notebooks`"
         );
         assert_eq!(
             err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),

@@ -33,6 +33,8 @@ pub struct Settings {
     pub environment: Option<crate::environment::Declared>,
     /// The services the course declares (`[services.NAME]`), by name.
     pub services: std::collections::BTreeMap<String, crate::services::Service>,
+    /// How notebooks' stored outputs are used unless a notebook says (`[notebooks] outputs`).
+    pub notebook_outputs: super::notebook::Outputs,
 }
 
 impl Settings {
