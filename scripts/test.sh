@@ -201,11 +201,13 @@ LESSONPROBE_TEST_KAFKA="$(bash scripts/kafka.sh start "$work/kafka/shared")"
 export LESSONPROBE_TEST_KAFKA
 log "Apache Kafka for the lesson runs at $LESSONPROBE_TEST_KAFKA"
 
-# --- Python for the sample course: a virtual environment with SQLAlchemy, and confluent-kafka and
-# pytest for its broker acceptance test (the remote selector of lesson 30) ------------------------
-log "creating a Python virtual environment with SQLAlchemy, confluent-kafka and pytest"
+# --- Python for the sample course: a virtual environment with SQLAlchemy, confluent-kafka and
+# pytest for its broker acceptance test (the remote selector of lesson 30), and the Jupyter kernel
+# and executor notebook lessons run in (pinned: the notebook tests compare with nbval 0.11) ------
+log "creating a Python virtual environment with SQLAlchemy, confluent-kafka, pytest, ipykernel and nbclient"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --disable-pip-version-check 'sqlalchemy>=2,<3' confluent-kafka pytest
+"$work/venv/bin/pip" install -q --disable-pip-version-check 'sqlalchemy>=2,<3' confluent-kafka pytest \
+    'ipykernel==7.4.0' 'nbclient==0.11.0'
 export LESSONPROBE_TEST_PYTHON="$work/venv/bin/python"
 
 # --- the tests --------------------------------------------------------------------------------

@@ -1,0 +1,448 @@
+//! Jupyter notebooks end to end through the binary, in a real kernel (the test venv's ipykernel
+//! and nbclient): a passing notebook; each cause of a FAIL (a stored output changed, a tag
+//! removed, a raising cell) and of an ERROR (a hanging cell, a dead kernel, `input()`, a
+//! malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
+//! fields; run-only outputs; and nbval's own test notebooks, cell by cell as nbval judges them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lessonprobe_testkit::services::python;
+use lessonprobe_testkit::*;
+use serde_json::{json, Value};
+
+/// A code cell: its source lines, stored outputs, tags and execution count.
+struct Code {
+    source: &'static [&'static str],
+    outputs: Value,
+    tags: &'static [&'static str],
+    executed: bool,
+    metadata: Value,
+}
+
+fn code(source: &'static [&'static str], outputs: Value) -> Code {
+    Code {
+        source,
+        outputs,
+        tags: &[],
+        executed: true,
+        metadata: json!({}),
+    }
+}
+
+fn stdout(text: &str) -> Value {
+    json!([{"name": "stdout", "output_type": "stream", "text": [text]}])
+}
+
+/// An nbformat 4.5 notebook of a title cell and `cells`, written as Jupyter writes it (one source
+/// line a JSON line).
+fn notebook(cells: &[Code]) -> String {
+    let mut all = vec![
+        json!({"cell_type": "markdown", "id": "title", "metadata": {},
+        "source": ["# Explore\n"]}),
+    ];
+    for (i, cell) in cells.iter().enumerate() {
+        let mut lines: Vec<String> = cell.source.iter().map(|l| format!("{l}\n")).collect();
+        if let Some(last) = lines.last_mut() {
+            last.pop();
+        }
+        let mut metadata = cell.metadata.clone();
+        if !cell.tags.is_empty() {
+            metadata["tags"] = json!(cell.tags);
+        }
+        all.push(json!({
+            "cell_type": "code",
+            "execution_count": if cell.executed { json!(i + 1) } else { Value::Null },
+            "id": format!("c{}", i + 1),
+            "metadata": metadata,
+            "outputs": cell.outputs,
+            "source": lines,
+        }));
+    }
+    let nb = json!({
+        "cells": all,
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    });
+    serde_json::to_string_pretty(&nb).unwrap() + "\n"
+}
+
+/// The cells of a notebook that passes: state carried, a result, a redacted output.
+fn passing() -> Vec<Code> {
+    vec![
+        code(
+            &["rows = [1, 2, 3]", "print(len(rows), 'rows')"],
+            stdout("3 rows\n"),
+        ),
+        code(
+            &["sum(rows)"],
+            json!([{"data": {"text/plain": ["6"]}, "execution_count": 2, "metadata": {},
+                "output_type": "execute_result"}]),
+        ),
+        code(&["x = 1"], json!([])),
+        code(
+            &["import os", "print(os.path.exists('data.txt'))"],
+            stdout("True\n"),
+        ),
+    ]
+}
+
+/// `lessonprobe doc PATH --python P --format json` in `dir`.
+fn doc(dir: &Dir, path: &Path, python: &str) -> Test {
+    dir.lessonprobe()
+        .arg("doc")
+        .arg(path)
+        .args(["--python", python, "--format", "json"])
+        .within(Duration::from_secs(120))
+}
+
+/// (id, verdict, cell, line, message) of every outcome.
+fn outcomes(ran: &Ran) -> Vec<(String, String, u64, u64, String)> {
+    ran.json()["outcomes"]
+        .as_array()
+        .expect("outcomes")
+        .iter()
+        .map(|o| {
+            (
+                o["id"].as_str().unwrap_or("").to_owned(),
+                o["verdict"].as_str().unwrap_or("").to_owned(),
+                o["cell"].as_u64().unwrap_or(999),
+                o["line"].as_u64().unwrap_or(0),
+                o["message"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// (id, verdict) pairs, sorted by id.
+fn verdicts(ran: &Ran) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = outcomes(ran).into_iter().map(|o| (o.0, o.1)).collect();
+    all.sort();
+    all
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    all.sort();
+    all
+}
+
+/// The outcome `id`: its verdict and message.
+#[track_caller]
+fn outcome(ran: &Ran, id: &str) -> (String, String) {
+    let all = outcomes(ran);
+    let o = all
+        .iter()
+        .find(|o| o.0 == id)
+        .unwrap_or_else(|| panic!("no outcome {id} in {all:?}"));
+    (o.1.clone(), o.4.clone())
+}
+
+/// A folder with `nb.ipynb` of `cells` and the data file its last passing cell reads; the
+/// notebook as given to `doc` in that folder.
+fn with_notebook(cells: &[Code]) -> (Dir, PathBuf) {
+    let dir = Dir::new();
+    dir.write("data.txt", "x\n");
+    dir.write("nb.ipynb", notebook(cells));
+    (dir, PathBuf::from("nb.ipynb"))
+}
+
+/// `file:LINE` of the first line of `file` (in `dir`) holding `needle`.
+#[track_caller]
+fn at(dir: &Dir, file: &str, needle: &str) -> String {
+    let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {file}"));
+    format!("{file}:{}", line + 1)
+}
+
+#[test]
+fn a_notebook_whose_cells_run_and_show_their_stored_outputs_passes_with_cell_and_line() {
+    let Some(python) = python() else { return };
+    let (dir, file) = with_notebook(&passing());
+    let ran = doc(&dir, &file, &python).success();
+    let all = outcomes(&ran);
+    let mut seen: Vec<(String, String, u64, String)> = all
+        .iter()
+        .map(|o| (o.0.clone(), o.1.clone(), o.2, format!("nb.ipynb:{}", o.3)))
+        .collect();
+    seen.sort();
+    let first_lines = ["rows = [1, 2, 3]", "sum(rows)", "x = 1", "import os"];
+    let expected: Vec<(String, String, u64, String)> = first_lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let n = i as u64 + 1;
+            (
+                format!("nb.ipynb#c{n}"),
+                "PASS".into(),
+                n,
+                at(&dir, "nb.ipynb", l),
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected);
+    assert_eq!(ran.json()["outcomes"][0]["file"], "nb.ipynb");
+    // The notebook ran in a copy of its folder: the course's folder is as it was.
+    assert!(!dir.path().join(".ipynb_checkpoints").exists());
+}
+
+#[test]
+fn a_changed_stored_output_fails_its_cell_with_the_diff_at_its_line() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "FAIL");
+    assert!(
+        message.starts_with(&format!(
+            "{}: cell 1 produced other outputs than the notebook stores",
+            at(&dir, "nb.ipynb", "rows = [1, 2, 3]")
+        )),
+        "{message}"
+    );
+    let diff = ran.json()["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "nb.ipynb#c1")
+        .map(|o| o["diff"].as_str().unwrap_or("").to_owned())
+        .unwrap();
+    assert!(diff.contains("-4 rows\n+3 rows\n"), "{diff}");
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_raising_cell_fails_with_the_exception_and_later_cells_still_run_unless_tagged() {
+    let Some(python) = python() else { return };
+    let raising = || Code {
+        tags: &["raises-exception"],
+        ..code(
+            &["y = 2", "1 / 0"],
+            json!([{"ename": "ZeroDivisionError", "evalue": "division by zero",
+                "output_type": "error", "traceback": []}]),
+        )
+    };
+    let after = || code(&["print(y)"], stdout("2\n"));
+    let (dir, file) = with_notebook(&[raising(), after()]);
+    let ran = doc(&dir, &file, &python).success();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[("nb.ipynb#c1", "PASS"), ("nb.ipynb#c2", "PASS")])
+    );
+    // The tag removed: the cell raises where nothing allows it.
+    let untagged = Code {
+        tags: &[],
+        ..raising()
+    };
+    let (dir, file) = with_notebook(&[untagged, after()]);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "FAIL");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 1 raised ZeroDivisionError: division by zero at line 2 of the cell",
+            at(&dir, "nb.ipynb", "y = 2")
+        )
+    );
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_hanging_cell_is_an_error_its_kernel_killed_and_the_next_notebook_runs() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let hang = format!(
+        "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
+        pid.display()
+    );
+    let hang: &'static str = Box::leak(hang.into_boxed_str());
+    let source: &'static [&'static str] = Box::leak(vec![hang].into_boxed_slice());
+    let cells = [
+        code(&["print('before')"], stdout("before\n")),
+        Code {
+            metadata: json!({"lessonprobe": {"timeout": 3}}),
+            ..code(source, json!([]))
+        },
+        code(&["print('after')"], stdout("after\n")),
+    ];
+    dir.write("a/1-hangs.ipynb", notebook(&cells));
+    dir.write("b/2-passes.ipynb", notebook(&passing()[..3]));
+    let ran = doc(&dir, Path::new("."), &python).failure();
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 2 exceeded its limit of 3s; the kernel was interrupted, then killed",
+            at(&dir, "a/1-hangs.ipynb", "time.sleep(600)")
+        )
+    );
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c3");
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.contains("cell 3 not run: the kernel stopped at cell 2"),
+        "{message}"
+    );
+    assert_eq!(outcome(&ran, "1-hangs.ipynb#c1").0, "PASS");
+    assert_eq!(outcome(&ran, "2-passes.ipynb#c3").0, "PASS");
+    let kernel = std::fs::read_to_string(&pid).expect("the hanging cell ran");
+    assert_gone(kernel.trim());
+}
+
+/// The process `pid` is gone (or a zombie waiting to be reaped).
+#[track_caller]
+fn assert_gone(pid: &str) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    assert!(
+        state.is_empty() || state.starts_with('Z'),
+        "kernel {pid} still running: {state}"
+    );
+}
+
+#[test]
+fn a_cell_that_kills_its_kernel_is_an_error_and_the_cells_after_it_are_not_run() {
+    let Some(python) = python() else { return };
+    let cells = [
+        code(&["x = 1"], json!([])),
+        code(&["import os", "os._exit(3)"], json!([])),
+        code(&["print(x)"], stdout("1\n")),
+    ];
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.starts_with(&format!(
+            "{}: the kernel died while cell 2 ran",
+            at(&dir, "nb.ipynb", "import os")
+        )),
+        "{message}"
+    );
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c3");
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("cell 3 not run"), "{message}");
+}
+
+#[test]
+fn input_is_an_error_never_a_hang() {
+    let Some(python) = python() else { return };
+    let cells = [
+        code(&["name = input('name? ')"], json!([])),
+        code(&["print('next')"], stdout("next\n")),
+    ];
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 1 asks for input (input()), which a notebook run cannot give",
+            at(&dir, "nb.ipynb", "input(")
+        )
+    );
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_malformed_notebook_is_a_usage_error_at_its_line_and_column() {
+    let dir = Dir::new();
+    let text =
+        notebook(&passing()).replacen("\"cell_type\": \"code\",", "\"cell_type\": \"code\"", 1);
+    dir.write("broken.ipynb", text);
+    // The comma missing at the end of line 12: the next key, on line 13, is unexpected.
+    dir.lessonprobe()
+        .args(["doc", "broken.ipynb"])
+        .stderr("lessonprobe: broken.ipynb:13:7: not a Jupyter notebook: expected `,` or `}`\n")
+        .status(2);
+}
+
+#[test]
+fn run_only_outputs_compare_only_the_cells_that_ask() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    cells[1].outputs = json!([{"data": {"text/plain": ["7"]}, "execution_count": 2,
+        "metadata": {}, "output_type": "execute_result"}]);
+    cells[1].tags = &["nbval-check-output"];
+    let (dir, file) = with_notebook(&cells);
+    dir.write("lessonprobe.toml", "[notebooks]\noutputs = \"run-only\"\n");
+    let ran = doc(&dir, &file, &python).failure();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("nb.ipynb#c1", "PASS"),
+            ("nb.ipynb#c2", "FAIL"),
+            ("nb.ipynb#c3", "PASS"),
+            ("nb.ipynb#c4", "PASS"),
+        ])
+    );
+}
+
+#[test]
+fn doc_verifies_a_folder_of_notebooks_and_a_course_finds_its_numbered_notebook_lesson() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("lessons/data.txt", "x\n");
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    let ran = doc(&dir, Path::new("lessons"), &python).success();
+    assert_eq!(outcomes(&ran).len(), 4);
+    let ran = dir
+        .lessonprobe()
+        .args(["--python", &python, "--lesson", "35", "--format", "json"])
+        .within(Duration::from_secs(120))
+        .success();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("35-explore.ipynb#c1", "PASS"),
+            ("35-explore.ipynb#c2", "PASS"),
+            ("35-explore.ipynb#c3", "PASS"),
+            ("35-explore.ipynb#c4", "PASS"),
+        ])
+    );
+    assert_eq!(
+        ran.json()["outcomes"][0]["file"],
+        "lessons/35-explore.ipynb"
+    );
+}
+
+#[test]
+fn nbvals_own_test_notebooks_get_the_verdicts_nbval_gives_them() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    copy_dir(&repo().join("tests/fixtures/nbval"), dir.path());
+    let ran = doc(&dir, Path::new("."), &python).failure();
+    // nbval 0.11.0 fails exactly these two cells (ORIGIN.md); every other code cell passes.
+    let failing = [
+        "test-exceptions-fail-storedmismatch.ipynb#0",
+        "test-stream-fail-missingoutput.ipynb#1",
+    ];
+    let all = verdicts(&ran);
+    assert_eq!(all.len(), 17, "{all:?}");
+    for (id, verdict) in &all {
+        let want = if failing.contains(&id.as_str()) {
+            "FAIL"
+        } else {
+            "PASS"
+        };
+        assert_eq!(verdict, want, "{id}");
+    }
+}
