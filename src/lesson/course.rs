@@ -194,7 +194,7 @@ impl Course {
                 .map_err(|e| at(o.span(), format!("[notebooks] {e}")))?,
             None => super::notebook::Outputs::default(),
         };
-        Ok(Course {
+        let mut course = Course {
             settings: Settings {
                 root: root.to_owned(),
                 shown: shown.to_owned(),
@@ -211,7 +211,13 @@ impl Course {
             },
             lessons,
             lessons_configured,
-        })
+        };
+        // A course with notebooks has their kernel made in its environment.
+        let kernel = course.has_notebooks();
+        if let Some(environment) = &mut course.settings.environment {
+            environment.kernel = kernel;
+        }
+        Ok(course)
     }
 
     /// Where the course's files are read.
@@ -240,41 +246,20 @@ impl Course {
             }
             files.push((*lesson, path.clone()));
         }
-        let dir = self.root().join(&self.lessons);
-        match std::fs::read_dir(&dir) {
-            Ok(entries) => {
-                let mut found = Vec::new();
-                for entry in entries {
-                    let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
-                    let name = name.to_string_lossy();
-                    if name.starts_with('.') || !(name.ends_with(".md") || name.ends_with(".ipynb"))
-                    {
-                        continue;
-                    }
-                    let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
-                    if let Ok(lesson) = digits.parse::<u32>() {
-                        found.push((lesson, self.lessons.join(name.as_ref())));
-                    }
-                }
-                found.sort();
-                for (lesson, path) in found {
-                    if files.iter().any(|(_, p)| *p == path) {
-                        continue;
-                    }
-                    if let Some((_, other)) = files.iter().find(|(l, _)| *l == lesson) {
-                        return Err(CourseError::Document {
-                            path: self.show(&path),
-                            message: format!(
-                                "lesson {lesson} already has a document: {}",
-                                self.show(other).display()
-                            ),
-                        });
-                    }
-                    files.push((lesson, path));
-                }
+        for (lesson, path) in self.numbered()? {
+            if files.iter().any(|(_, p)| *p == path) {
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.lessons_configured => {}
-            Err(e) => return Err(CourseError::io(&dir, e)),
+            if let Some((_, other)) = files.iter().find(|(l, _)| *l == lesson) {
+                return Err(CourseError::Document {
+                    path: self.show(&path),
+                    message: format!(
+                        "lesson {lesson} already has a document: {}",
+                        self.show(other).display()
+                    ),
+                });
+            }
+            files.push((lesson, path));
         }
         files.sort();
         files
@@ -288,6 +273,41 @@ impl Course {
                 document::parse(&self.settings, *lesson, path, &bytes)
             })
             .collect()
+    }
+}
+
+impl Course {
+    /// The lessons folder's numbered documents (`NN-*.md`, `NN-*.ipynb`), sorted, relative to
+    /// the course root.
+    fn numbered(&self) -> Result<Vec<(u32, PathBuf)>, CourseError> {
+        let dir = self.root().join(&self.lessons);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.lessons_configured => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(CourseError::io(&dir, e)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !(name.ends_with(".md") || name.ends_with(".ipynb")) {
+                continue;
+            }
+            let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(lesson) = digits.parse::<u32>() {
+                found.push((lesson, self.lessons.join(name.as_ref())));
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Whether the course has notebook lessons (which need a Jupyter kernel).
+    pub fn has_notebooks(&self) -> bool {
+        self.numbered()
+            .is_ok_and(|found| found.iter().any(|(_, p)| super::notebook::is_notebook(p)))
     }
 }
 

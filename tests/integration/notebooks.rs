@@ -446,3 +446,33 @@ fn nbvals_own_test_notebooks_get_the_verdicts_nbval_gives_them() {
         assert_eq!(verdict, want, "{id}");
     }
 }
+
+#[test]
+fn a_course_whose_interpreter_lacks_the_kernel_has_one_preflight_error_with_the_fix() {
+    let dir = Dir::new();
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    // An interpreter with nothing installed.
+    let venv = dir.path().join("bare");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 runs");
+    assert!(made.success());
+    let bare = venv.join("bin/python").display().to_string();
+    let ran = dir
+        .lessonprobe()
+        .args(["--python", &bare, "--lesson", "35"])
+        .stdout_has("ERROR   environment: ")
+        .stdout_has(format!(
+            " lacks ipykernel, nbclient, which notebook lessons need for their Jupyter kernel — {bare} -m pip install ipykernel nbclient"
+        ))
+        .failure();
+    let text = ran.text();
+    assert_eq!(
+        text.matches("needs jupyter kernel, which the preflight found broken")
+            .count(),
+        4,
+        "{text}"
+    );
+}

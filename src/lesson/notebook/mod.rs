@@ -16,9 +16,6 @@ use super::matcher::Redactions;
 pub use parse::{is_notebook, parse};
 pub use run::run as run_notebook;
 
-/// The Python packages a notebook's kernel needs in the course's environment.
-pub const KERNEL_PACKAGES: &[&str] = &["ipykernel", "nbclient"];
-
 /// How a notebook's stored outputs are used: compared (nbval's default), or only where a cell
 /// asks (`nbval-check-output`; nbval's `--nbval-lax`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
