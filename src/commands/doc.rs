@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{Catalog, CatalogSource};
-use crate::cli::{DocArgs, RunArgs};
+use crate::cli::{CourseArgs, DocArgs, RunArgs};
 use crate::exit::{Code, Error};
 use crate::history::Recorder;
 use crate::lesson::{self, Course, LessonDoc};
@@ -38,7 +38,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         .prefix("lessonprobe-doc-")
         .tempdir()
         .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
-    let docs = parse(&files, run.course.python.as_ref(), empty_roots.path())?;
+    let docs = parse(&files, &run.course, empty_roots.path())?;
     let mut catalog = Catalog {
         source: CatalogSource::Embedded,
         checkpoints: Vec::new(),
@@ -78,10 +78,10 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
 
 /// Each Markdown file or notebook as a lesson of its own (numbered from its name), a Markdown
 /// file's labelled exercises and snippets to run in an empty folder under `empty_roots`;
-/// `python` as `--python` gives it.
+/// the interpreter and notebook outputs as `given` on the command line.
 fn parse(
     files: &[PathBuf],
-    python: Option<&String>,
+    given: &CourseArgs,
     empty_roots: &Path,
 ) -> Result<Vec<LessonDoc>, Error> {
     let mut used = BTreeSet::new();
@@ -93,9 +93,10 @@ fn parse(
             .unwrap_or(Path::new("."));
         let name = PathBuf::from(file.file_name().unwrap_or_default());
         let mut course = Course::open(dir, dir)?;
-        if let Some(python) = python {
+        if let Some(python) = &given.python {
             course.settings.python = python.clone();
         }
+        course.settings.notebook_outputs_given = given.notebook_outputs;
         let lesson = number(&name, &mut used);
         let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;

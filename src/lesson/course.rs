@@ -208,6 +208,7 @@ impl Course {
                 environment,
                 services,
                 notebook_outputs,
+                notebook_outputs_given: None,
             },
             lessons,
             lessons_configured,

@@ -35,6 +35,8 @@ pub struct Settings {
     pub services: std::collections::BTreeMap<String, crate::services::Service>,
     /// How notebooks' stored outputs are used unless a notebook says (`[notebooks] outputs`).
     pub notebook_outputs: super::notebook::Outputs,
+    /// The same given on the command line (`--notebook-outputs`): over every notebook's own.
+    pub notebook_outputs_given: Option<super::notebook::Outputs>,
 }
 
 impl Settings {

@@ -394,6 +394,18 @@ fn run_only_outputs_compare_only_the_cells_that_ask() {
             ("nb.ipynb#c4", "PASS"),
         ])
     );
+    // The command line over the course: every stored output compared.
+    let ran = doc(&dir, &file, &python)
+        .args(["--notebook-outputs", "compared"])
+        .failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "FAIL");
+    // And the other way: run-only over a course that compares.
+    dir.write("lessonprobe.toml", "");
+    let ran = doc(&dir, &file, &python)
+        .args(["--notebook-outputs", "run-only"])
+        .failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "PASS");
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "FAIL");
 }
 
 #[test]
@@ -475,4 +487,75 @@ fn a_course_whose_interpreter_lacks_the_kernel_has_one_preflight_error_with_the_
         4,
         "{text}"
     );
+}
+
+/// A folder with a notebook whose second cell writes its kernel's pid to `kernel.pid` and
+/// sleeps, and that file's path.
+fn with_a_sleeping_kernel() -> (Dir, PathBuf) {
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let sleep = format!(
+        "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
+        pid.display()
+    );
+    let sleep: &'static str = Box::leak(sleep.into_boxed_str());
+    let source: &'static [&'static str] = Box::leak(vec![sleep].into_boxed_slice());
+    dir.write(
+        "nb.ipynb",
+        notebook(&[code(&["x = 1"], json!([])), code(source, json!([]))]),
+    );
+    (dir, pid)
+}
+
+/// The pid the sleeping cell wrote, once it has.
+#[track_caller]
+fn kernel_pid(pid: &Path) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match std::fs::read_to_string(pid) {
+            Ok(text) if !text.is_empty() => return text,
+            _ if std::time::Instant::now() > until => panic!("the sleeping cell never ran"),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// The process `pid` goes within a few seconds (a kernel notices its driver's end).
+#[track_caller]
+fn assert_goes(pid: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(format!("/proc/{pid}")).is_ok() && std::time::Instant::now() < until {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if status.contains("State:\tZ") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_gone(pid);
+}
+
+#[test]
+fn ctrl_c_while_a_cell_runs_leaves_no_kernel_running() {
+    let Some(python) = python() else { return };
+    let (dir, pid) = with_a_sleeping_kernel();
+    let mut running = doc(&dir, Path::new("nb.ipynb"), &python).spawn();
+    let kernel = kernel_pid(&pid);
+    running.signal(libc::SIGINT);
+    let ran = running.within(Duration::from_secs(20)).status(130);
+    assert_gone(kernel.trim());
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("interrupted"), "{message}");
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_the_kernel_still_goes() {
+    let Some(python) = python() else { return };
+    let (dir, pid) = with_a_sleeping_kernel();
+    let mut running = doc(&dir, Path::new("nb.ipynb"), &python).spawn();
+    let kernel = kernel_pid(&pid);
+    running.signal(libc::SIGINT);
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(5)).status(130);
+    assert_goes(kernel.trim());
 }

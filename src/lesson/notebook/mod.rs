@@ -25,6 +25,15 @@ pub enum Outputs {
     RunOnly,
 }
 
+impl Outputs {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outputs::Compared => "compared",
+            Outputs::RunOnly => "run-only",
+        }
+    }
+}
+
 impl std::str::FromStr for Outputs {
     type Err = String;
 

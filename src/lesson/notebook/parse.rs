@@ -123,9 +123,11 @@ pub fn parse(
             timeout,
         });
     }
-    let outputs = match own.text("outputs") {
-        Some(value) => value.parse().map_err(|e: String| at(1, e))?,
-        None => course.notebook_outputs,
+    // The command line, then the notebook's own metadata, then the course.
+    let outputs = match (course.notebook_outputs_given, own.text("outputs")) {
+        (Some(given), _) => given,
+        (None, Some(value)) => value.parse().map_err(|e: String| at(1, e))?,
+        (None, None) => course.notebook_outputs,
     };
     let folder = course
         .root
