@@ -559,3 +559,30 @@ fn a_second_ctrl_c_exits_at_once_and_the_kernel_still_goes() {
     running.within(Duration::from_secs(5)).status(130);
     assert_goes(kernel.trim());
 }
+
+#[test]
+fn a_failing_cell_is_annotated_at_its_line_and_select_and_last_failed_take_cells_by_name() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[1].outputs = json!([{"data": {"text/plain": ["7"]}, "execution_count": 2,
+        "metadata": {}, "output_type": "execute_result"}]);
+    let (dir, file) = with_notebook(&cells);
+    let summary = dir.path().join("summary.md");
+    let line = at(&dir, "nb.ipynb", "sum(rows)");
+    let line = line.trim_start_matches("nb.ipynb:");
+    dir.lessonprobe()
+        .arg("doc")
+        .arg(&file)
+        .args(["--python", &python])
+        .in_github_actions(&summary)
+        .env("GITHUB_WORKSPACE", dir.path())
+        .stdout_has(format!("::error file=nb.ipynb,line={line},"))
+        .failure();
+    // Only the failed cell is reported again; the cells before it still run, for its state.
+    let ran = doc(&dir, &file, &python).arg("--last-failed").failure();
+    assert_eq!(verdicts(&ran), pairs(&[("nb.ipynb#c2", "FAIL")]));
+    let ran = doc(&dir, &file, &python)
+        .args(["--select", "nb.ipynb#c4"])
+        .success();
+    assert_eq!(verdicts(&ran), pairs(&[("nb.ipynb#c4", "PASS")]));
+}
