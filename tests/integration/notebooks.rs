@@ -586,3 +586,25 @@ fn a_failing_cell_is_annotated_at_its_line_and_select_and_last_failed_take_cells
         .success();
     assert_eq!(verdicts(&ran), pairs(&[("nb.ipynb#c4", "PASS")]));
 }
+
+#[test]
+fn partition_never_splits_a_notebooks_cells() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("lessons/data.txt", "x\n");
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    let shards: Vec<usize> = (1..=3)
+        .map(|k| {
+            let ran = dir
+                .lessonprobe()
+                .args(["--python", &python, "--lesson", "35", "--format", "json"])
+                .args(["--partition", &format!("{k}/3")])
+                .within(Duration::from_secs(120))
+                .success();
+            outcomes(&ran).len()
+        })
+        .collect();
+    let mut sorted = shards.clone();
+    sorted.sort();
+    assert_eq!(sorted, [0, 0, 4], "cells per shard: {shards:?}");
+}
