@@ -97,27 +97,27 @@ fn doc(dir: &Dir, path: &Path, python: &str) -> Test {
         .within(Duration::from_secs(120))
 }
 
-/// (id, verdict, cell, line, message) of every outcome.
-fn outcomes(ran: &Ran) -> Vec<(String, String, u64, u64, String)> {
-    ran.json()["outcomes"]
-        .as_array()
-        .expect("outcomes")
-        .iter()
-        .map(|o| {
-            (
-                o["id"].as_str().unwrap_or("").to_owned(),
-                o["verdict"].as_str().unwrap_or("").to_owned(),
-                o["cell"].as_u64().unwrap_or(999),
-                o["line"].as_u64().unwrap_or(0),
-                o["message"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
+/// What these tests read of an outcome.
+#[derive(Debug, serde::Deserialize)]
+struct Row {
+    id: String,
+    verdict: String,
+    cell: Option<u64>,
+    line: Option<u64>,
+    message: Option<String>,
+}
+
+/// Every outcome of a `--format json` run.
+fn outcomes(ran: &Ran) -> Vec<Row> {
+    serde_json::from_value(ran.json()["outcomes"].clone()).expect("outcomes")
 }
 
 /// (id, verdict) pairs, sorted by id.
 fn verdicts(ran: &Ran) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = outcomes(ran).into_iter().map(|o| (o.0, o.1)).collect();
+    let mut all: Vec<(String, String)> = outcomes(ran)
+        .into_iter()
+        .map(|o| (o.id, o.verdict))
+        .collect();
     all.sort();
     all
 }
@@ -137,9 +137,9 @@ fn outcome(ran: &Ran, id: &str) -> (String, String) {
     let all = outcomes(ran);
     let o = all
         .iter()
-        .find(|o| o.0 == id)
+        .find(|o| o.id == id)
         .unwrap_or_else(|| panic!("no outcome {id} in {all:?}"));
-    (o.1.clone(), o.4.clone())
+    (o.verdict.clone(), o.message.clone().unwrap_or_default())
 }
 
 /// A folder with `nb.ipynb` of `cells` and the data file its last passing cell reads; the
@@ -170,7 +170,15 @@ fn a_notebook_whose_cells_run_and_show_their_stored_outputs_passes_with_cell_and
     let all = outcomes(&ran);
     let mut seen: Vec<(String, String, u64, String)> = all
         .iter()
-        .map(|o| (o.0.clone(), o.1.clone(), o.2, format!("nb.ipynb:{}", o.3)))
+        .map(|o| {
+            let line = o.line.unwrap_or(0);
+            (
+                o.id.clone(),
+                o.verdict.clone(),
+                o.cell.unwrap_or(999),
+                format!("nb.ipynb:{line}"),
+            )
+        })
         .collect();
     seen.sort();
     let first_lines = ["rows = [1, 2, 3]", "sum(rows)", "x = 1", "import os"];
@@ -262,12 +270,7 @@ fn a_hanging_cell_is_an_error_its_kernel_killed_and_the_next_notebook_runs() {
     let Some(python) = python() else { return };
     let dir = Dir::new();
     let pid = dir.path().join("kernel.pid");
-    let hang = format!(
-        "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
-        pid.display()
-    );
-    let hang: &'static str = Box::leak(hang.into_boxed_str());
-    let source: &'static [&'static str] = Box::leak(vec![hang].into_boxed_slice());
+    let source = sleeping(&pid);
     let cells = [
         code(&["print('before')"], stdout("before\n")),
         Code {
@@ -489,21 +492,23 @@ fn a_course_whose_interpreter_lacks_the_kernel_has_one_preflight_error_with_the_
     );
 }
 
-/// A folder with a notebook whose second cell writes its kernel's pid to `kernel.pid` and
-/// sleeps, and that file's path.
-fn with_a_sleeping_kernel() -> (Dir, PathBuf) {
-    let dir = Dir::new();
-    let pid = dir.path().join("kernel.pid");
+/// The source of a cell that writes its kernel's pid to `pid` and sleeps ten minutes.
+fn sleeping(pid: &Path) -> &'static [&'static str] {
     let sleep = format!(
         "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
         pid.display()
     );
     let sleep: &'static str = Box::leak(sleep.into_boxed_str());
-    let source: &'static [&'static str] = Box::leak(vec![sleep].into_boxed_slice());
-    dir.write(
-        "nb.ipynb",
-        notebook(&[code(&["x = 1"], json!([])), code(source, json!([]))]),
-    );
+    Box::leak(vec![sleep].into_boxed_slice())
+}
+
+/// A folder with a notebook whose second cell writes its kernel's pid to `kernel.pid` and
+/// sleeps, and that file's path.
+fn with_a_sleeping_kernel() -> (Dir, PathBuf) {
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let cells = [code(&["x = 1"], json!([])), code(sleeping(&pid), json!([]))];
+    dir.write("nb.ipynb", notebook(&cells));
     (dir, pid)
 }
 

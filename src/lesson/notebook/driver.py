@@ -4,7 +4,8 @@
 # "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
 # {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
 # or {"skipped": true}, {"timeout": seconds} or {"dead": why}; after a timeout or a death nothing
-# more. Closing stdin kills the kernel and ends the driver.
+# more. Closing stdin kills the kernel and ends the driver. `channels` comes from the session
+# driver's channels.py, prepended to this text.
 import json
 import os
 import signal
@@ -100,13 +101,7 @@ def run(request, replies, state):
 
 
 def main():
-    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    # What the kernel and nbclient print goes to stderr, never into the replies; the kernel
-    # reads nothing from our stdin.
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
+    requests, replies = channels()
     request = json.loads(requests.readline())
     state = {}
     threading.Thread(target=watch_stdin, args=(requests, state), daemon=True).start()

@@ -12,7 +12,10 @@ use serde_json::Value;
 
 use crate::lesson::session::{Interpreter, Stop};
 
-const DRIVER: &str = include_str!("driver.py");
+const DRIVER: &str = concat!(
+    include_str!("../session/channels.py"),
+    include_str!("driver.py")
+);
 
 /// How long the kernel may take to start and answer (nbclient's `startup_timeout`).
 pub const STARTUP: Duration = Duration::from_secs(60);

@@ -15,7 +15,7 @@ use lessonprobe_probes::Cancel;
 use crate::process::Fed;
 use serde::{Deserialize, Serialize};
 
-const DRIVER: &str = include_str!("driver.py");
+const DRIVER: &str = concat!(include_str!("channels.py"), include_str!("driver.py"));
 /// Bytes of the interpreter's stderr kept, for a message when it dies.
 const STDERR_KEPT: usize = 16 * 1024;
 const POLL: Duration = Duration::from_millis(50);
