@@ -268,10 +268,10 @@ impl Course {
             .map(|(lesson, path)| {
                 let source = self.root().join(path);
                 let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
-                if super::notebook::is_notebook(path) {
-                    return super::notebook::parse(&self.settings, *lesson, path, &bytes);
+                match super::notebook::parse(&self.settings, *lesson, path, &bytes) {
+                    Some(notebook) => notebook,
+                    None => document::parse(&self.settings, *lesson, path, &bytes),
                 }
-                document::parse(&self.settings, *lesson, path, &bytes)
             })
             .collect()
     }

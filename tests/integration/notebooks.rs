@@ -2,7 +2,8 @@
 //! and nbclient): a passing notebook; each cause of a FAIL (a stored output changed, a tag
 //! removed, a raising cell) and of an ERROR (a hanging cell, a dead kernel, `input()`, a
 //! malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
-//! fields; run-only outputs; and nbval's own test notebooks, cell by cell as nbval judges them.
+//! fields; run-only outputs; Ctrl-C; `--partition`; the MyST Markdown form; and nbval's own test
+//! notebooks, cell by cell as nbval judges them.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -612,4 +613,58 @@ fn partition_never_splits_a_notebooks_cells() {
     let mut sorted = shards.clone();
     sorted.sort();
     assert_eq!(sorted, [0, 0, 4], "cells per shard: {shards:?}");
+}
+
+const MYST: &str = "---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  name: python3
+---
+
+# Explore
+
+```{code-cell} ipython3
+rows = [1, 2, 3]
+print(len(rows), 'rows')
+```
+
+Text between the cells.
+
+```{code-cell} ipython3
+:tags: [raises-exception]
+
+rows[10]
+```
+
+```{code-cell} ipython3
+total = sum(rows) / 0
+```
+";
+
+#[test]
+fn a_myst_notebook_in_markdown_runs_its_code_cells_in_a_kernel() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("explore.md", MYST);
+    let ran = doc(&dir, Path::new("explore.md"), &python).failure();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("explore.md#1", "PASS"),
+            ("explore.md#3", "PASS"),
+            ("explore.md#4", "FAIL"),
+        ])
+    );
+    let (_, message) = outcome(&ran, "explore.md#4");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 4 raised ZeroDivisionError: division by zero at line 1 of the cell",
+            at(&dir, "explore.md", "total = ")
+        )
+    );
 }

@@ -1,9 +1,10 @@
-//! Jupyter notebooks as lesson documents: an `.ipynb` file parsed into one probe per code cell,
-//! all cells of a notebook run in order in one real Jupyter kernel (nbclient, through the
-//! embedded `driver.py`), each judged as nbval judges it.
+//! Jupyter notebooks as lesson documents: an `.ipynb` file (or its MyST Markdown form) parsed
+//! into one probe per code cell, all cells of a notebook run in order in one real Jupyter kernel
+//! (nbclient, through the embedded `driver.py`), each judged as nbval judges it.
 
 mod compare;
 mod kernel;
+mod myst;
 mod parse;
 mod run;
 
@@ -13,8 +14,25 @@ use std::time::Duration;
 
 use super::matcher::Redactions;
 
-pub use parse::{is_notebook, parse};
+pub use myst::is_myst;
+pub use parse::is_notebook;
 pub use run::run as run_notebook;
+
+/// The notebook at `relative` (inside the course) whose bytes are `bytes`, parsed into lesson
+/// `lesson` when it is one: an `.ipynb` file, or Markdown in MyST-NB's form; `None` for any
+/// other document.
+pub fn parse(
+    course: &super::settings::Settings,
+    lesson: u32,
+    relative: &std::path::Path,
+    bytes: &[u8],
+) -> Option<Result<super::LessonDoc, super::CourseError>> {
+    if is_notebook(relative) {
+        return Some(parse::parse(course, lesson, relative, bytes));
+    }
+    let markdown = std::str::from_utf8(bytes).ok()?;
+    is_myst(markdown).then(|| myst::parse_myst(course, lesson, relative, bytes))
+}
 
 /// How a notebook's stored outputs are used: compared (nbval's default), or only where a cell
 /// asks (`nbval-check-output`; nbval's `--nbval-lax`).

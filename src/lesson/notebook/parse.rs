@@ -56,6 +56,17 @@ impl MultiLine {
     }
 }
 
+/// What a notebook form gives, before it becomes probes: its cells and what its metadata says.
+pub(super) struct Read {
+    /// Its first level-1 heading.
+    pub title: Option<String>,
+    /// The kernel its `kernelspec` names.
+    pub kernel: Option<String>,
+    /// Its `lessonprobe` metadata.
+    pub own: Option<Value>,
+    pub cells: Vec<Cell>,
+}
+
 /// Parses the notebook at `relative` (inside the course) whose bytes are `bytes` into lesson
 /// `lesson`: one probe per code cell.
 pub fn parse(
@@ -65,7 +76,13 @@ pub fn parse(
     bytes: &[u8],
 ) -> Result<LessonDoc, CourseError> {
     let (file, text) = document::decode(course, relative, bytes)?;
-    let raw: RawNotebook = serde_json::from_str(&text).map_err(|e| {
+    let read = read(&file, &text)?;
+    into_doc(course, lesson, relative, file, read)
+}
+
+/// The cells and metadata of the `.ipynb` text `text` (the file `file`).
+fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
+    let raw: RawNotebook = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
         // serde_json ends its message with the place, which the diagnostic gives first.
         let message = match message.rfind(" at line ") {
@@ -73,14 +90,14 @@ pub fn parse(
             None => message,
         };
         Diagnostic {
-            path: file.clone(),
+            path: file.to_owned(),
             line: e.line().max(1),
             column: e.column().max(1),
             message: format!("not a Jupyter notebook: {message}"),
         }
     })?;
     let at = |line: usize, message: String| CourseError::Lesson {
-        path: file.clone(),
+        path: file.to_owned(),
         line,
         message,
     };
@@ -93,18 +110,14 @@ pub fn parse(
             ),
         ));
     }
-    let lines = source_lines(&text);
-    let own = Own(raw.metadata.get("lessonprobe"));
+    let lines = source_lines(text);
     let mut cells = Vec::new();
     let mut title = None;
     for (index, cell) in raw.cells.into_iter().enumerate() {
         let line = lines.get(index).copied().unwrap_or(1);
         let source = cell.source.joined();
         if cell.cell_type == "markdown" && title.is_none() {
-            title = source
-                .lines()
-                .find_map(|l| l.strip_prefix("# "))
-                .map(|t| t.trim().to_owned());
+            title = heading(&source);
         }
         if cell.cell_type != "code" {
             continue;
@@ -123,10 +136,44 @@ pub fn parse(
             timeout,
         });
     }
+    Ok(Read {
+        title,
+        kernel: raw
+            .metadata
+            .get("kernelspec")
+            .and_then(|k| k.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        own: raw.metadata.get("lessonprobe").cloned(),
+        cells,
+    })
+}
+
+/// The first level-1 heading of Markdown `text`.
+pub(super) fn heading(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("# "))
+        .map(|t| t.trim().to_owned())
+}
+
+/// A notebook form `read` from the file at `relative` (shown as `file`) as lesson `lesson`.
+pub(super) fn into_doc(
+    course: &Settings,
+    lesson: u32,
+    relative: &Path,
+    file: std::path::PathBuf,
+    read: Read,
+) -> Result<LessonDoc, CourseError> {
+    let at = |message: String| CourseError::Lesson {
+        path: file.clone(),
+        line: 1,
+        message,
+    };
+    let own = Own(read.own.as_ref());
     // The command line, then the notebook's own metadata, then the course.
     let outputs = match (course.notebook_outputs_given, own.text("outputs")) {
         (Some(given), _) => given,
-        (None, Some(value)) => value.parse().map_err(|e: String| at(1, e))?,
+        (None, Some(value)) => value.parse().map_err(at)?,
         (None, None) => course.notebook_outputs,
     };
     let folder = course
@@ -137,21 +184,15 @@ pub fn parse(
     let notebook = Arc::new(Notebook {
         file: file.clone(),
         folder,
-        kernel: raw
-            .metadata
-            .get("kernelspec")
-            .and_then(|k| k.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("python3")
-            .to_owned(),
+        kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
         python: course.python.clone(),
-        cells,
+        cells: read.cells,
         redactions: course.redactions.clone(),
-        timeout: match own.duration("timeout").map_err(|e| at(1, e))? {
+        timeout: match own.duration("timeout").map_err(at)? {
             Some(t) => Some(t),
             None => course.timeout,
         },
-        notebook_timeout: own.duration("notebook_timeout").map_err(|e| at(1, e))?,
+        notebook_timeout: own.duration("notebook_timeout").map_err(at)?,
         outputs,
     });
     let name = file_name(relative);
@@ -180,7 +221,7 @@ pub fn parse(
         .collect();
     Ok(LessonDoc {
         lesson,
-        title: title.unwrap_or_else(|| name.clone()),
+        title: read.title.unwrap_or_else(|| name.clone()),
         file,
         relative: relative.to_owned(),
         probes,
@@ -224,7 +265,7 @@ impl Own<'_> {
 }
 
 /// nbval's markers: the cell's tags, then its comment lines (which win).
-fn markers(metadata: &Map<String, Value>, source: &str) -> Markers {
+pub(super) fn markers(metadata: &Map<String, Value>, source: &str) -> Markers {
     let mut markers = Markers::default();
     let tags = metadata.get("tags").and_then(Value::as_array);
     for tag in tags.into_iter().flatten().filter_map(Value::as_str) {
