@@ -80,7 +80,8 @@ impl DocProbe {
                         .join(transcript.file.file_name().unwrap_or_default()),
                 )
             }
-            DocBody::Cell(_) | DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
+            DocBody::Cell(cell) => Some(cell.notebook.source.clone()),
+            DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
         }
     }
 }

@@ -35,8 +35,8 @@ fn stdout(text: &str) -> Value {
     json!([{"name": "stdout", "output_type": "stream", "text": [text]}])
 }
 
-/// An nbformat 4.5 notebook of a title cell and `cells`, written as Jupyter writes it (one source
-/// line a JSON line).
+/// An nbformat 4.5 notebook of a title cell and `cells`, written as Jupyter writes it (keys
+/// sorted, one space of indentation, one source line a JSON line).
 fn notebook(cells: &[Code]) -> String {
     let mut all = vec![
         json!({"cell_type": "markdown", "id": "title", "metadata": {},
@@ -66,7 +66,11 @@ fn notebook(cells: &[Code]) -> String {
         "nbformat": 4,
         "nbformat_minor": 5,
     });
-    serde_json::to_string_pretty(&nb).unwrap() + "\n"
+    let mut text = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+    let mut writer = serde_json::Serializer::with_formatter(&mut text, formatter);
+    serde::Serialize::serialize(&nb, &mut writer).unwrap();
+    String::from_utf8(text).unwrap() + "\n"
 }
 
 /// The cells of a notebook that passes: state carried, a result, a redacted output.
@@ -374,7 +378,7 @@ fn a_malformed_notebook_is_a_usage_error_at_its_line_and_column() {
     // The comma missing at the end of line 12: the next key, on line 13, is unexpected.
     dir.lessonprobe()
         .args(["doc", "broken.ipynb"])
-        .stderr("lessonprobe: broken.ipynb:13:7: not a Jupyter notebook: expected `,` or `}`\n")
+        .stderr("lessonprobe: broken.ipynb:13:4: not a Jupyter notebook: expected `,` or `}`\n")
         .status(2);
 }
 
@@ -667,4 +671,27 @@ fn a_myst_notebook_in_markdown_runs_its_code_cells_in_a_kernel() {
             at(&dir, "explore.md", "total = ")
         )
     );
+}
+
+#[test]
+fn bless_writes_a_failing_cells_produced_outputs_and_changes_nothing_else() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    dir.write("lessons/data.txt", "x\n");
+    let file = dir.write("lessons/35-explore.ipynb", notebook(&cells));
+    dir.lessonprobe()
+        .args(["bless", "--lesson", "35", "--python", &python])
+        .within(Duration::from_secs(120))
+        .success();
+    // Byte for byte the notebook whose stored output is the one the cell prints.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        notebook(&passing())
+    );
+    dir.lessonprobe()
+        .args(["--lesson", "35", "--python", &python])
+        .within(Duration::from_secs(120))
+        .success();
 }

@@ -2,6 +2,7 @@
 //! into one probe per code cell, all cells of a notebook run in order in one real Jupyter kernel
 //! (nbclient, through the embedded `driver.py`), each judged as nbval judges it.
 
+mod bless;
 mod compare;
 mod kernel;
 mod myst;
@@ -27,11 +28,20 @@ pub fn parse(
     relative: &std::path::Path,
     bytes: &[u8],
 ) -> Option<Result<super::LessonDoc, super::CourseError>> {
-    if is_notebook(relative) {
-        return Some(parse::parse(course, lesson, relative, bytes));
-    }
-    let markdown = std::str::from_utf8(bytes).ok()?;
-    is_myst(markdown).then(|| myst::parse_myst(course, lesson, relative, bytes))
+    type Reader = fn(&std::path::Path, &str) -> Result<parse::Read, super::CourseError>;
+    let read: Reader = if is_notebook(relative) {
+        parse::read
+    } else if std::str::from_utf8(bytes).is_ok_and(is_myst) {
+        myst::read
+    } else {
+        return None;
+    };
+    Some(
+        super::document::decode(course, relative, bytes).and_then(|(file, text)| {
+            let cells = read(&file, &text)?;
+            parse::into_doc(course, lesson, relative, file, cells)
+        }),
+    )
 }
 
 /// How a notebook's stored outputs are used: compared (nbval's default), or only where a cell
@@ -71,6 +81,8 @@ impl std::str::FromStr for Outputs {
 pub struct Notebook {
     /// The notebook as shown in messages.
     pub file: PathBuf,
+    /// The notebook as read (bless rewrites it).
+    pub source: PathBuf,
     /// The folder holding it, copied to run in (the kernel's working folder is the copy).
     pub folder: PathBuf,
     /// The kernel its `kernelspec` names (`python3` when it names none).
@@ -107,6 +119,16 @@ pub struct Cell {
     pub markers: Markers,
     /// Its own limit (`lessonprobe.timeout` of its metadata).
     pub timeout: Option<Duration>,
+    /// Where its stored outputs are written in the `.ipynb` file (bless rewrites them there).
+    pub stored_at: Option<StoredAt>,
+}
+
+/// The bytes of a cell's `outputs` value in its `.ipynb` file, and the indentation of the line
+/// it starts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAt {
+    pub range: std::ops::Range<usize>,
+    pub indent: String,
 }
 
 /// nbval's markers of a cell: tags (`nbval-skip`) or comment lines (`# NBVAL_SKIP`), a

@@ -7,10 +7,8 @@ use std::path::Path;
 
 use serde_json::{json, Map};
 
-use super::parse::{heading, into_doc, markers, Read};
+use super::parse::{heading, markers, Read};
 use super::Cell;
-use crate::lesson::document::{self, LessonDoc};
-use crate::lesson::settings::Settings;
 use crate::lesson::CourseError;
 
 /// Whether Markdown `text` is a notebook: front matter with a top-level `jupytext` or
@@ -39,20 +37,8 @@ fn front_matter(text: &str) -> Option<Vec<&str>> {
     None
 }
 
-/// Parses the MyST notebook at `relative` (inside the course) whose bytes are `bytes` into
-/// lesson `lesson`: one probe per code cell.
-pub fn parse_myst(
-    course: &Settings,
-    lesson: u32,
-    relative: &Path,
-    bytes: &[u8],
-) -> Result<LessonDoc, CourseError> {
-    let (file, text) = document::decode(course, relative, bytes)?;
-    let read = read(&file, &text)?;
-    into_doc(course, lesson, relative, file, read)
-}
-
-fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
+/// The cells and kernel of the MyST notebook `text` (the file `file`).
+pub(super) fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
     let front = front_matter(text).unwrap_or_default();
     let kernel = front
         .iter()
@@ -105,6 +91,7 @@ fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
             source,
             executed: false,
             timeout: None,
+            stored_at: None,
         });
         index += 1;
         at = close + 1;

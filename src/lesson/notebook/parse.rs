@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Cell, CellProbe, Markers, Notebook};
+use super::{Cell, CellProbe, Markers, Notebook, StoredAt};
 use crate::diagnostics::Diagnostic;
-use crate::lesson::document::{self, DocBody, DocProbe, LessonDoc};
+use crate::lesson::document::{DocBody, DocProbe, LessonDoc};
 use crate::lesson::settings::Settings;
 use crate::lesson::CourseError;
 
@@ -67,21 +67,8 @@ pub(super) struct Read {
     pub cells: Vec<Cell>,
 }
 
-/// Parses the notebook at `relative` (inside the course) whose bytes are `bytes` into lesson
-/// `lesson`: one probe per code cell.
-pub fn parse(
-    course: &Settings,
-    lesson: u32,
-    relative: &Path,
-    bytes: &[u8],
-) -> Result<LessonDoc, CourseError> {
-    let (file, text) = document::decode(course, relative, bytes)?;
-    let read = read(&file, &text)?;
-    into_doc(course, lesson, relative, file, read)
-}
-
 /// The cells and metadata of the `.ipynb` text `text` (the file `file`).
-fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
+pub(super) fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
     let raw: RawNotebook = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
         // serde_json ends its message with the place, which the diagnostic gives first.
@@ -110,11 +97,12 @@ fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
             ),
         ));
     }
-    let lines = source_lines(text);
+    let places = places(text);
     let mut cells = Vec::new();
     let mut title = None;
     for (index, cell) in raw.cells.into_iter().enumerate() {
-        let line = lines.get(index).copied().unwrap_or(1);
+        let place = places.get(index).cloned().unwrap_or_default();
+        let line = place.line.max(1);
         let source = cell.source.joined();
         if cell.cell_type == "markdown" && title.is_none() {
             title = heading(&source);
@@ -134,6 +122,10 @@ fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
             source,
             executed: cell.execution_count.is_some(),
             timeout,
+            stored_at: place.outputs.map(|range| StoredAt {
+                indent: indent_at(text, range.start),
+                range,
+            }),
         });
     }
     Ok(Read {
@@ -147,6 +139,15 @@ fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
         own: raw.metadata.get("lessonprobe").cloned(),
         cells,
     })
+}
+
+/// The white space that starts the line holding byte `at` of `text`.
+fn indent_at(text: &str, at: usize) -> String {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    text[start..at]
+        .chars()
+        .take_while(|c| *c == ' ' || *c == '\t')
+        .collect()
 }
 
 /// The first level-1 heading of Markdown `text`.
@@ -183,6 +184,7 @@ pub(super) fn into_doc(
         .map_or_else(|| course.root.clone(), Path::to_owned);
     let notebook = Arc::new(Notebook {
         file: file.clone(),
+        source: course.root.join(relative),
         folder,
         kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
         python: course.python.clone(),
@@ -320,9 +322,18 @@ fn join(value: &mut Value) {
     }
 }
 
-/// The line of each cell's first source line, in the order of `cells` (the line of its
-/// `source` key's value when the source is empty). The text is valid JSON: serde read it.
-fn source_lines(text: &str) -> Vec<usize> {
+/// Where a cell is in the `.ipynb` text.
+#[derive(Debug, Clone, Default)]
+struct Place {
+    /// The line of its first source line.
+    line: usize,
+    /// The bytes of its `outputs` value (`[` to `]`), where it has one.
+    outputs: Option<std::ops::Range<usize>>,
+}
+
+/// Each cell's [`Place`], in the order of `cells` (its line that of its `source` key's value
+/// when the source is empty). The text is valid JSON: serde read it.
+fn places(text: &str) -> Vec<Place> {
     let mut scan = Scan {
         bytes: text.as_bytes(),
         at: 0,
@@ -334,7 +345,14 @@ fn source_lines(text: &str) -> Vec<usize> {
         }
         scan.array(|scan| {
             let mut line = None;
+            let mut outputs = None;
             scan.object(|scan, key| {
+                if key == b"outputs" {
+                    let start = scan.at;
+                    scan.value();
+                    outputs = Some(start..scan.at);
+                    return;
+                }
                 if key != b"source" {
                     return scan.value();
                 }
@@ -353,7 +371,10 @@ fn source_lines(text: &str) -> Vec<usize> {
                 }
                 scan.value()
             });
-            found.push(line.unwrap_or(1));
+            found.push(Place {
+                line: line.unwrap_or(1),
+                outputs,
+            });
         })
     });
     found
@@ -524,6 +545,15 @@ mod tests {
 }
 "##;
 
+    fn parse(
+        course: &Settings,
+        lesson: u32,
+        relative: &Path,
+        bytes: &[u8],
+    ) -> Result<LessonDoc, CourseError> {
+        super::super::parse(course, lesson, relative, bytes).expect("a notebook")
+    }
+
     fn course() -> Settings {
         let dir = tempfile::tempdir().unwrap();
         let course = crate::lesson::Course::open(dir.path(), Path::new(".")).unwrap();
@@ -588,6 +618,7 @@ mod tests {
     #[test]
     fn minified_notebooks_put_every_cell_on_line_one() {
         let one: String = NB.lines().map(str::trim).collect();
-        assert_eq!(source_lines(&one), [1, 1, 1, 1]);
+        let lines: Vec<usize> = places(&one).iter().map(|p| p.line).collect();
+        assert_eq!(lines, [1, 1, 1, 1]);
     }
 }

@@ -229,6 +229,14 @@ impl Results<'_> {
                 &label,
             ) {
                 let (why, diff) = diff.split_once('\n').unwrap_or((&diff, ""));
+                run.blessable = cell.stored_at.as_ref().map(|at| {
+                    vec![super::bless::rewrite(
+                        cell.line,
+                        at,
+                        &reply.outputs,
+                        &self.notebook.redactions,
+                    )]
+                });
                 run.verdict = DocVerdict::Fail;
                 run.message = Some(format!(
                     "{here}: cell {n} produced other outputs than the notebook stores ({why})"
