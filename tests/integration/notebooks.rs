@@ -695,3 +695,26 @@ fn bless_writes_a_failing_cells_produced_outputs_and_changes_nothing_else() {
         .within(Duration::from_secs(120))
         .success();
 }
+
+#[test]
+fn a_notebook_over_its_own_limit_is_stopped_at_the_cell_it_was_running() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let cells = [code(&["x = 1"], json!([])), code(sleeping(&pid), json!([]))];
+    let mut nb: Value = serde_json::from_str(&notebook(&cells)).unwrap();
+    nb["metadata"]["lessonprobe"] = json!({"notebook_timeout": "3s"});
+    dir.write("nb.ipynb", serde_json::to_string_pretty(&nb).unwrap());
+    let ran = doc(&dir, Path::new("nb.ipynb"), &python).failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "PASS");
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: the notebook exceeded its limit of 3s during cell 2; the kernel was killed",
+            at(&dir, "nb.ipynb", "time.sleep(600)")
+        )
+    );
+    assert_gone(kernel_pid(&pid).trim());
+}

@@ -139,7 +139,7 @@ impl Results<'_> {
             Unanswered::Failed(why) => why,
             Unanswered::Stopped(Stop::TimedOut) => match self.notebook.notebook_timeout {
                 Some(limit) => format!(
-                    "the notebook exceeded its limit of {} during {waited}; {KERNEL_KILLED}",
+                    "the notebook exceeded its limit of {} during {waited}; the kernel was killed",
                     humantime::format_duration(limit)
                 ),
                 None => format!("no answer from the kernel during {waited}; it was killed"),
