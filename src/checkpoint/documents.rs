@@ -169,15 +169,11 @@ fn probe_of(doc: DocProbe) -> Probe {
         }
         DocBody::Cell(cell) => (
             format!(
-                "notebook cell {} {}:{}: it runs in the notebook's kernel after the cells before it{}",
+                "notebook cell {} {}:{}: {}",
                 cell.cell().index,
                 doc.file.display(),
                 doc.line,
-                if cell.cell().outputs.is_empty() {
-                    ""
-                } else {
-                    " and shows the outputs the notebook stores (as nbval compares them)"
-                }
+                cell.claim()
             ),
             None,
             doc.timeout(),

@@ -155,4 +155,21 @@ impl CellProbe {
     pub fn cell(&self) -> &Cell {
         &self.notebook.cells[self.position]
     }
+
+    /// What it claims, as nbval would check it.
+    pub fn claim(&self) -> &'static str {
+        let cell = self.cell();
+        let compared = cell
+            .markers
+            .check
+            .unwrap_or(self.notebook.outputs == Outputs::Compared);
+        match (cell.markers.skip, cell.markers.raises) {
+            (true, _) => "marked nbval-skip: not run",
+            _ if compared && cell.executed && !cell.outputs.is_empty() => {
+                "it runs in the notebook's kernel after the cells before it and shows the outputs the notebook stores (as nbval compares them)"
+            }
+            (false, true) => "it runs in the notebook's kernel after the cells before it (it may raise)",
+            (false, false) => "it runs in the notebook's kernel after the cells before it without an exception",
+        }
+    }
 }
