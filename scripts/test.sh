@@ -203,10 +203,12 @@ log "Apache Kafka for the lesson runs at $LESSONPROBE_TEST_KAFKA"
 
 # --- Python for the sample course: a virtual environment with what its requirements name
 # (SQLAlchemy; confluent-kafka and pytest for its broker acceptance test, the remote selector of
-# lesson 30; redis and psycopg for its lessons over services lessonprobe starts) ----------------
-log "creating a Python virtual environment with the sample course's requirements"
+# lesson 30; redis and psycopg for its lessons over services lessonprobe starts), and the Jupyter
+# kernel and executor notebook lessons run in (pinned: the notebook tests compare with nbval 0.11)
+log "creating a Python virtual environment with the sample course's requirements, ipykernel and nbclient"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --disable-pip-version-check -r examples/ticketflow-course/requirements.txt
+"$work/venv/bin/pip" install -q --disable-pip-version-check -r examples/ticketflow-course/requirements.txt \
+    'ipykernel==7.4.0' 'nbclient==0.11.0'
 export LESSONPROBE_TEST_PYTHON="$work/venv/bin/python"
 
 # --- the tests --------------------------------------------------------------------------------

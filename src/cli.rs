@@ -147,6 +147,11 @@ pub struct CourseArgs {
     /// [default: the course's lessonprobe.toml, else python3].
     #[arg(long, env = "LESSONPROBE_PYTHON", value_name = "INTERP")]
     pub python: Option<String>,
+    /// How notebooks' stored outputs are judged: `compared` (as nbval) or `run-only` (only
+    /// where a cell asks, as nbval's --nbval-lax) [default: a notebook's own
+    /// `lessonprobe.outputs` metadata, else the course's `[notebooks] outputs`, else compared].
+    #[arg(long, value_name = "MODE")]
+    pub notebook_outputs: Option<crate::lesson::notebook::Outputs>,
 }
 
 #[derive(Debug, Args)]

@@ -167,6 +167,17 @@ fn probe_of(doc: DocProbe) -> Probe {
                 session.transcript.timeout,
             )
         }
+        DocBody::Cell(cell) => (
+            format!(
+                "notebook cell {} {}:{}: {}",
+                cell.cell().index,
+                doc.file.display(),
+                doc.line,
+                cell.claim()
+            ),
+            None,
+            doc.timeout(),
+        ),
         DocBody::Uncollected { .. } => (
             format!(
                 "every runnable block of {} is bound to a probe, in a prose exercise, or marked no-run",

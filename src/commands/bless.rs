@@ -88,7 +88,8 @@ pub fn bless(args: BlessArgs) -> Result<Code, Error> {
 }
 
 /// Whether bless runs `probe`: a code exercise or snippet with an expected form, or a terminal
-/// or Python session block (not a plain Python block, which only makes state).
+/// or Python session block (not a plain Python block, which only makes state), or a notebook
+/// cell stored in an `.ipynb` file.
 fn blessable(probe: &Probe) -> bool {
     let ProbeKind::Document(doc) = &probe.kind else {
         return false;
@@ -96,6 +97,8 @@ fn blessable(probe: &Probe) -> bool {
     match &doc.body {
         DocBody::Code(c) => c.expected.is_some() || c.stderr.is_some() || c.exit_code.is_some(),
         DocBody::Session(s) => !matches!(s.block().body, SessionBody::PythonCode { .. }),
+        // A notebook cell's stored outputs.
+        DocBody::Cell(c) => c.cell().stored_at.is_some(),
         _ => false,
     }
 }

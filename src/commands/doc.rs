@@ -1,12 +1,13 @@
-//! `lessonprobe doc PATH...`: the sessions and labelled blocks of any Markdown files, each
-//! document a checkpoint of its own, run in a fresh empty temporary folder with `TESTDIR`
-//! naming the document's folder, and reported as a lesson run is.
+//! `lessonprobe doc PATH...`: the sessions and labelled blocks of any Markdown files and the
+//! code cells of Jupyter notebooks, each document a checkpoint of its own (Markdown run in a
+//! fresh empty temporary folder with `TESTDIR` naming the document's folder, a notebook in a
+//! copy of its folder), and reported as a lesson run is.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{Catalog, CatalogSource};
-use crate::cli::{DocArgs, RunArgs};
+use crate::cli::{CourseArgs, DocArgs, RunArgs};
 use crate::exit::{Code, Error};
 use crate::history::Recorder;
 use crate::lesson::{self, Course, LessonDoc};
@@ -27,7 +28,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     ] {
         if given {
             return Err(Error::Usage(format!(
-                "lessonprobe doc takes no {flag}: it verifies the Markdown files it is given"
+                "lessonprobe doc takes no {flag}: it verifies the Markdown files and notebooks it is given"
             )));
         }
     }
@@ -37,7 +38,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
         .prefix("lessonprobe-doc-")
         .tempdir()
         .map_err(|e| Error::Operation(format!("cannot create a temporary folder: {e}")))?;
-    let docs = parse(&files, run.course.python.as_ref(), empty_roots.path())?;
+    let docs = parse(&files, &run.course, empty_roots.path())?;
     let mut catalog = Catalog {
         source: CatalogSource::Embedded,
         checkpoints: Vec::new(),
@@ -48,7 +49,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     }
     if catalog.checkpoints.is_empty() {
         return Err(Error::Usage(format!(
-            "nothing to verify in {}: no terminal or Python session, exercise or snippet",
+            "nothing to verify in {}: no terminal or Python session, exercise, snippet or notebook cell",
             shown(&args.paths)
         )));
     }
@@ -75,11 +76,12 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     )
 }
 
-/// Each Markdown file as a lesson of its own (numbered from its name), its labelled exercises
-/// and snippets to run in an empty folder under `empty_roots`; `python` as `--python` gives it.
+/// Each Markdown file or notebook as a lesson of its own (numbered from its name), a Markdown
+/// file's labelled exercises and snippets to run in an empty folder under `empty_roots`;
+/// the interpreter and notebook outputs as `given` on the command line.
 fn parse(
     files: &[PathBuf],
-    python: Option<&String>,
+    given: &CourseArgs,
     empty_roots: &Path,
 ) -> Result<Vec<LessonDoc>, Error> {
     let mut used = BTreeSet::new();
@@ -91,13 +93,18 @@ fn parse(
             .unwrap_or(Path::new("."));
         let name = PathBuf::from(file.file_name().unwrap_or_default());
         let mut course = Course::open(dir, dir)?;
-        if let Some(python) = python {
+        if let Some(python) = &given.python {
             course.settings.python = python.clone();
         }
+        course.settings.notebook_outputs_given = given.notebook_outputs;
         let lesson = number(&name, &mut used);
         let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
         let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        if let Some(notebook) = lesson::notebook::parse(&course.settings, lesson, &name, &bytes) {
+            docs.push(notebook?);
+            continue;
+        }
         docs.push(lesson::parse_free(
             &course.settings,
             lesson,
@@ -126,8 +133,9 @@ fn selection_key(files: &[PathBuf], run: &RunArgs) -> String {
     )
 }
 
-/// The Markdown files of `paths`: each file as given, each folder's `*.md` and `*.markdown`
-/// files (hidden and dependency folders left out), sorted, each once.
+/// The documents of `paths`: each file as given, each folder's `*.md`, `*.markdown` and
+/// `*.ipynb` files (hidden and dependency folders left out, `.ipynb_checkpoints` with them),
+/// sorted, each once.
 fn documents(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for path in paths {
@@ -145,7 +153,7 @@ fn documents(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     files.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
     if files.is_empty() {
         return Err(Error::Usage(format!(
-            "no Markdown file (*.md) in {}",
+            "no Markdown file (*.md) or notebook (*.ipynb) in {}",
             shown(paths)
         )));
     }
@@ -166,7 +174,7 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
             if !SKIPPED.contains(&name.as_ref()) {
                 walk(&path, found)?;
             }
-        } else if name.ends_with(".md") || name.ends_with(".markdown") {
+        } else if name.ends_with(".md") || name.ends_with(".markdown") || name.ends_with(".ipynb") {
             found.push(path);
         }
     }

@@ -72,6 +72,14 @@ pub enum EnvironmentProblem {
         /// The requirements file as shown.
         file: String,
     },
+    #[error("{python} {version} lacks {}, which notebook lessons need for their Jupyter kernel", .lacks.join(", "))]
+    Kernel {
+        python: String,
+        version: String,
+        lacks: Vec<String>,
+        /// The course declares an environment (`lessonprobe env` then adds them).
+        declared: bool,
+    },
 }
 
 impl EnvironmentProblem {
@@ -87,6 +95,15 @@ impl EnvironmentProblem {
             EnvironmentProblem::Requirements { file, .. } => {
                 format!("run lessonprobe env, or pip install -r {file}")
             }
+            EnvironmentProblem::Kernel {
+                python,
+                lacks,
+                declared,
+                ..
+            } => match declared {
+                true => "run lessonprobe env (the course's environment gets them)".to_owned(),
+                false => format!("{python} -m pip install {}", lacks.join(" ")),
+            },
         }
     }
 }
@@ -115,13 +132,66 @@ pub fn check(
     if super::provision::is_made_for(python, declared) {
         return Ok(());
     }
+    let names: Vec<String> = declared
+        .requirements
+        .iter()
+        .map(|r| r.spec.name.to_string())
+        .collect();
+    let answer = ask(python, &program, &names, limit)?;
+    judge(python, declared, &answer)
+}
+
+/// Checks that `python` holds what a notebook's Jupyter kernel needs ([`KERNEL_PACKAGES`]),
+/// within `limit`; a cached environment made with them (`declared` with notebooks) holds them.
+///
+/// [`KERNEL_PACKAGES`]: super::KERNEL_PACKAGES
+pub fn check_kernel(
+    python: &str,
+    declared: Option<&Declared>,
+    limit: Duration,
+) -> Result<(), EnvironmentProblem> {
+    let Some(program) = super::interpreter::resolve(python) else {
+        return Err(EnvironmentProblem::NotFound {
+            python: python.to_owned(),
+        });
+    };
+    if declared.is_some_and(|d| d.kernel && super::provision::is_made_for(python, d)) {
+        return Ok(());
+    }
+    let names: Vec<String> = super::KERNEL_PACKAGES
+        .iter()
+        .map(|p| (*p).to_owned())
+        .collect();
+    let answer = ask(python, &program, &names, limit)?;
+    let lacks: Vec<String> = names
+        .into_iter()
+        .filter(|n| answer.dists.get(n).cloned().flatten().is_none())
+        .collect();
+    if lacks.is_empty() {
+        return Ok(());
+    }
+    Err(EnvironmentProblem::Kernel {
+        python: python.to_owned(),
+        version: answer
+            .env
+            .get("python_full_version")
+            .cloned()
+            .unwrap_or_default(),
+        lacks,
+        declared: declared.is_some(),
+    })
+}
+
+/// Asks `program` (the interpreter `python`) for its marker environment and the installed
+/// versions of the distributions `names`, within `limit`.
+fn ask(
+    python: &str,
+    program: &Path,
+    names: &[String],
+    limit: Duration,
+) -> Result<Answer, EnvironmentProblem> {
     let mut args = vec!["-c".to_owned(), ASK.to_owned()];
-    args.extend(
-        declared
-            .requirements
-            .iter()
-            .map(|r| r.spec.name.to_string()),
-    );
+    args.extend(names.iter().cloned());
     let unanswered = |why: String| EnvironmentProblem::Unanswered {
         python: python.to_owned(),
         why,
@@ -152,9 +222,8 @@ pub fn check(
             .to_owned();
         return Err(unanswered(format!("it failed: {last}")));
     }
-    let answer: Answer = serde_json::from_str(done.stdout.text.trim())
-        .map_err(|e| unanswered(format!("unreadable answer: {e}")))?;
-    judge(python, declared, &answer)
+    serde_json::from_str(done.stdout.text.trim())
+        .map_err(|e| unanswered(format!("unreadable answer: {e}")))
 }
 
 fn judge(python: &str, declared: &Declared, answer: &Answer) -> Result<(), EnvironmentProblem> {

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostics::{Diagnostic, Source};
-pub use check::{check, EnvironmentProblem};
+pub use check::{check, check_kernel, EnvironmentProblem};
 pub use requirements::Requirement;
 
 /// `[environment]` as written.
@@ -39,7 +39,13 @@ pub struct Declared {
     pub requirements: Vec<Requirement>,
     /// The Python versions the course accepts (`python = ">=3.10"`), as written and parsed.
     pub python: Option<(String, VersionSpecifiers)>,
+    /// The course has notebook lessons: its environment also holds [`KERNEL_PACKAGES`].
+    pub kernel: bool,
 }
+
+/// What a notebook's Jupyter kernel needs of an environment: the kernel, and the executor that
+/// runs a notebook's cells in it.
+pub const KERNEL_PACKAGES: &[&str] = &["ipykernel", "nbclient"];
 
 impl RawEnvironment {
     /// Reads the requirements file (relative to the course `root`, shown under `shown`) and
@@ -90,6 +96,7 @@ impl RawEnvironment {
             text,
             requirements,
             python,
+            kernel: false,
         })
     }
 }

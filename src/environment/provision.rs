@@ -63,6 +63,9 @@ pub fn locate(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
     let meta = std::fs::metadata(&real).ok();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     declared.text.hash(&mut hasher);
+    if declared.kernel {
+        super::KERNEL_PACKAGES.hash(&mut hasher);
+    }
     real.hash(&mut hasher);
     meta.as_ref().map(|m| m.len()).hash(&mut hasher);
     meta.as_ref()
@@ -140,7 +143,15 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
     let cwd = requirements
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_owned);
-    for (step, program, args) in steps(uv.as_deref(), base, &venv, &requirements) {
+    let extra: &[&str] = match declared.kernel {
+        true => super::KERNEL_PACKAGES,
+        false => &[],
+    };
+    for (step, program, mut args) in steps(uv.as_deref(), base, &venv, &requirements) {
+        // The notebooks' kernel goes in with the requirements, so pip resolves them together.
+        if step.ends_with("install") {
+            args.extend(extra.iter().map(|p| (*p).to_owned()));
+        }
         run_step(step, &program, &args, &cwd)?;
     }
     std::fs::write(venv.join(COMPLETE), stamp(declared)).map_err(folder)?;
@@ -260,6 +271,9 @@ fn run_step(
 fn stamp(declared: &Declared) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     declared.text.hash(&mut hasher);
+    if declared.kernel {
+        super::KERNEL_PACKAGES.hash(&mut hasher);
+    }
     format!("{:016x}\n", hasher.finish())
 }
 

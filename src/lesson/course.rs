@@ -35,6 +35,16 @@ struct RawConfig {
     environment: Option<crate::environment::RawEnvironment>,
     #[serde(default)]
     services: BTreeMap<Spanned<String>, crate::services::RawService>,
+    #[serde(default)]
+    notebooks: RawNotebooks,
+}
+
+/// `[notebooks]`: how the course's notebooks are judged.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNotebooks {
+    /// `compared` (nbval's default) or `run-only` (nbval's `--nbval-lax`).
+    outputs: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -177,7 +187,14 @@ impl Course {
             None => None,
         };
         let services = crate::services::declare_all(raw.services, &source)?;
-        Ok(Course {
+        let notebook_outputs = match raw.notebooks.outputs {
+            Some(o) => o
+                .get_ref()
+                .parse()
+                .map_err(|e| at(o.span(), format!("[notebooks] {e}")))?,
+            None => super::notebook::Outputs::default(),
+        };
+        let mut course = Course {
             settings: Settings {
                 root: root.to_owned(),
                 shown: shown.to_owned(),
@@ -190,10 +207,18 @@ impl Course {
                 redactions,
                 environment,
                 services,
+                notebook_outputs,
+                notebook_outputs_given: None,
             },
             lessons,
             lessons_configured,
-        })
+        };
+        // A course with notebooks has their kernel made in its environment.
+        let kernel = course.has_notebooks();
+        if let Some(environment) = &mut course.settings.environment {
+            environment.kernel = kernel;
+        }
+        Ok(course)
     }
 
     /// Where the course's files are read.
@@ -207,7 +232,8 @@ impl Course {
     }
 
     /// Every lesson document: the files manifests name for their lesson (`named`, relative to
-    /// the course root), and the course's `lessons/NN-*.md` files by their leading number.
+    /// the course root), and the course's `lessons/NN-*.md` and `lessons/NN-*.ipynb` files by
+    /// their leading number.
     pub fn documents(&self, named: &[(u32, PathBuf)]) -> Result<Vec<LessonDoc>, CourseError> {
         let mut files: Vec<(u32, PathBuf)> = Vec::new();
         for (lesson, path) in named {
@@ -221,40 +247,20 @@ impl Course {
             }
             files.push((*lesson, path.clone()));
         }
-        let dir = self.root().join(&self.lessons);
-        match std::fs::read_dir(&dir) {
-            Ok(entries) => {
-                let mut found = Vec::new();
-                for entry in entries {
-                    let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
-                    let name = name.to_string_lossy();
-                    if name.starts_with('.') || !name.ends_with(".md") {
-                        continue;
-                    }
-                    let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
-                    if let Ok(lesson) = digits.parse::<u32>() {
-                        found.push((lesson, self.lessons.join(name.as_ref())));
-                    }
-                }
-                found.sort();
-                for (lesson, path) in found {
-                    if files.iter().any(|(_, p)| *p == path) {
-                        continue;
-                    }
-                    if let Some((_, other)) = files.iter().find(|(l, _)| *l == lesson) {
-                        return Err(CourseError::Document {
-                            path: self.show(&path),
-                            message: format!(
-                                "lesson {lesson} already has a document: {}",
-                                self.show(other).display()
-                            ),
-                        });
-                    }
-                    files.push((lesson, path));
-                }
+        for (lesson, path) in self.numbered()? {
+            if files.iter().any(|(_, p)| *p == path) {
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.lessons_configured => {}
-            Err(e) => return Err(CourseError::io(&dir, e)),
+            if let Some((_, other)) = files.iter().find(|(l, _)| *l == lesson) {
+                return Err(CourseError::Document {
+                    path: self.show(&path),
+                    message: format!(
+                        "lesson {lesson} already has a document: {}",
+                        self.show(other).display()
+                    ),
+                });
+            }
+            files.push((lesson, path));
         }
         files.sort();
         files
@@ -262,9 +268,47 @@ impl Course {
             .map(|(lesson, path)| {
                 let source = self.root().join(path);
                 let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
-                document::parse(&self.settings, *lesson, path, &bytes)
+                match super::notebook::parse(&self.settings, *lesson, path, &bytes) {
+                    Some(notebook) => notebook,
+                    None => document::parse(&self.settings, *lesson, path, &bytes),
+                }
             })
             .collect()
+    }
+}
+
+impl Course {
+    /// The lessons folder's numbered documents (`NN-*.md`, `NN-*.ipynb`), sorted, relative to
+    /// the course root.
+    fn numbered(&self) -> Result<Vec<(u32, PathBuf)>, CourseError> {
+        let dir = self.root().join(&self.lessons);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.lessons_configured => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(CourseError::io(&dir, e)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(|e| CourseError::io(&dir, e))?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !(name.ends_with(".md") || name.ends_with(".ipynb")) {
+                continue;
+            }
+            let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(lesson) = digits.parse::<u32>() {
+                found.push((lesson, self.lessons.join(name.as_ref())));
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Whether the course has notebook lessons (which need a Jupyter kernel).
+    pub fn has_notebooks(&self) -> bool {
+        self.numbered()
+            .is_ok_and(|found| found.iter().any(|(_, p)| super::notebook::is_notebook(p)))
     }
 }
 
@@ -324,7 +368,7 @@ mod tests {
         };
         assert_eq!(
             err("python = \"py\"\ncolour = 1\n"),
-            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`, `services`"
+            "c/lessonprobe.toml:2:1: unknown field `colour`, expected one of `lessons`, `run_from`, `python`, `timeout`, `shared`, `labels`, `redactions`, `environment`, `services`, `notebooks`"
         );
         assert_eq!(
             err("[redactions]\n\"[ID]\" = \"x\"\n\"EVENT\" = \"evt-[0-9]+\"\n"),

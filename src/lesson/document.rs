@@ -64,6 +64,7 @@ impl DocProbe {
         match &self.body {
             DocBody::Code(code) => code.timeout,
             DocBody::Session(session) => session.transcript.timeout,
+            DocBody::Cell(cell) => cell.cell().timeout.or(cell.notebook.timeout),
             DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
         }
     }
@@ -80,6 +81,7 @@ impl DocProbe {
                         .join(transcript.file.file_name().unwrap_or_default()),
                 )
             }
+            DocBody::Cell(cell) => Some(cell.notebook.source.clone()),
             DocBody::Prose { .. } | DocBody::Uncollected { .. } => None,
         }
     }
@@ -100,6 +102,8 @@ pub enum DocBody {
     /// A terminal or Python session block (or a plain Python block run in the sessions'
     /// namespace), run with the document's other session blocks.
     Session(SessionProbe),
+    /// A notebook's code cell, run with the notebook's other cells in one kernel.
+    Cell(super::notebook::CellProbe),
 }
 
 /// What a code exercise or snippet runs.
@@ -232,7 +236,7 @@ struct Snippet {
 }
 
 /// The document at `relative` as the course shows its path, and its text decoded from `bytes`.
-fn decode(
+pub(super) fn decode(
     course: &Settings,
     relative: &Path,
     bytes: &[u8],

@@ -12,6 +12,7 @@ mod exercise;
 pub mod isolation;
 mod labels;
 mod matcher;
+pub mod notebook;
 mod revision;
 mod runs;
 pub mod session;

@@ -13,6 +13,7 @@ use super::chain::Chains;
 use super::doc_run::{DocRun, DocVerdict};
 use super::document::{DocBody, DocProbe};
 use super::exercise::Conditions;
+use super::notebook;
 use super::session;
 use crate::services::Faults;
 
@@ -68,6 +69,7 @@ impl Runs {
             }
             // Run in its sequence, above.
             DocBody::Session(_) => DocRun::not_run("a session block outside its sequence"),
+            DocBody::Cell(_) => DocRun::not_run("a notebook cell outside its notebook"),
             DocBody::Uncollected { lines } => {
                 let places: Vec<String> = lines
                     .iter()
@@ -92,10 +94,12 @@ impl Runs {
 }
 
 /// Where `doc` stands among the blocks of its document that run together, in order, once (one
-/// shell and one interpreter for a document's session blocks), if it is one of them.
+/// shell and one interpreter for a document's session blocks, one kernel for a notebook's
+/// cells), if it is one of them.
 fn place_in_sequence(doc: &DocProbe) -> Option<usize> {
     match &doc.body {
         DocBody::Session(session) => Some(session.index),
+        DocBody::Cell(cell) => Some(cell.position),
         _ => None,
     }
 }
@@ -112,6 +116,7 @@ fn run_sequence(doc: &DocProbe, upto: usize, deadline: Duration, cancel: &Cancel
         DocBody::Session(session) => {
             session::run_transcript(&session.transcript, upto, deadline, cancel)
         }
+        DocBody::Cell(cell) => notebook::run_notebook(&cell.notebook, upto, deadline, cancel),
         _ => Vec::new(),
     }
 }

@@ -33,6 +33,10 @@ pub struct Settings {
     pub environment: Option<crate::environment::Declared>,
     /// The services the course declares (`[services.NAME]`), by name.
     pub services: std::collections::BTreeMap<String, crate::services::Service>,
+    /// How notebooks' stored outputs are used unless a notebook says (`[notebooks] outputs`).
+    pub notebook_outputs: super::notebook::Outputs,
+    /// The same given on the command line (`--notebook-outputs`): over every notebook's own.
+    pub notebook_outputs_given: Option<super::notebook::Outputs>,
 }
 
 impl Settings {

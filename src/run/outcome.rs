@@ -113,6 +113,9 @@ pub struct Outcome {
     pub checkpoint_file: String,
     /// The probe's line in that file, where known.
     pub line: Option<usize>,
+    /// A notebook cell's index in its notebook's `cells` (0-based, Markdown cells counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cell: Option<usize>,
     /// Attempts made: 1, or more when the case was retried after failing.
     pub attempts: u32,
     /// The earlier attempts that failed, in order (the outcome itself is the last attempt).
@@ -162,6 +165,13 @@ impl Outcome {
                 .to_string(),
             ),
             line: probe.line,
+            cell: match &probe.kind {
+                ProbeKind::Document(doc) => match &doc.body {
+                    DocBody::Cell(cell) => Some(cell.cell().index),
+                    _ => None,
+                },
+                _ => None,
+            },
             checkpoint_file: case.checkpoint.source.display().to_string(),
             attempts: 1,
             failed_attempts: Vec::new(),

@@ -21,6 +21,8 @@ pub const CHECK_LIMIT: Duration = Duration::from_secs(2);
 pub enum Need {
     /// The course's interpreter and its declared requirements (code blocks of lessons).
     Interpreter,
+    /// A Jupyter kernel in the course's interpreter (notebook cells).
+    Kernel,
     /// The broker of `--kafka` (not the embedded one).
     Kafka,
     /// A PostgreSQL of `--db`, by URL.
@@ -78,8 +80,10 @@ pub fn needs(case: &PlannedCase<'_>, config: &RunConfig) -> Vec<Need> {
     let mut needs = Vec::new();
     let probe = case.probe;
     if let ProbeKind::Document(doc) = &probe.kind {
-        if matches!(doc.body, DocBody::Code(_)) {
-            needs.push(Need::Interpreter);
+        match doc.body {
+            DocBody::Code(_) => needs.push(Need::Interpreter),
+            DocBody::Cell(_) => needs.push(Need::Kernel),
+            _ => {}
         }
     }
     if probe.backends.contains(&Backend::Kafka) && config.kafka != KafkaTarget::Embedded {

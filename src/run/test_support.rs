@@ -108,6 +108,7 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         properties: Vec::new(),
         file: None,
         line: None,
+        cell: None,
         checkpoint_file: format!("checkpoints/{lesson}.toml"),
         attempts: 1,
         failed_attempts: Vec::new(),

@@ -189,6 +189,10 @@ fn rerun(args: &RunArgs) -> Rerun {
     opt("--checkpoints", path(&args.catalog.checkpoints));
     opt("--course", path(&args.course.course));
     opt("--python", args.course.python.clone());
+    opt(
+        "--notebook-outputs",
+        args.course.notebook_outputs.map(|o| o.as_str().to_owned()),
+    );
     opt("--rev", args.rev.clone());
     opt(
         "--kafka",

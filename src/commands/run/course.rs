@@ -41,6 +41,9 @@ impl OpenCourse {
         if let Some(python) = &args.python {
             course.settings.python = python.clone();
         }
+        if let Some(outputs) = args.notebook_outputs {
+            course.settings.notebook_outputs_given = Some(outputs);
+        }
         Ok(Some(OpenCourse { course, snapshot }))
     }
 

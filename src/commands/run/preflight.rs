@@ -29,6 +29,17 @@ pub(in crate::commands) fn checks(
     if let Some(course) = course {
         let python = course.settings.python.clone();
         let declared = course.settings.environment.clone();
+        if course.has_notebooks() {
+            let (python, declared) = (python.clone(), declared.clone());
+            checks.push(check(Need::Kernel, "jupyter kernel".into(), move |limit| {
+                crate::environment::check_kernel(&python, declared.as_ref(), limit).map_err(|e| {
+                    Problem {
+                        what: e.to_string(),
+                        fix: e.fix(),
+                    }
+                })
+            }));
+        }
         checks.push(check(Need::Interpreter, "python".into(), move |limit| {
             crate::environment::check(&python, declared.as_ref(), limit).map_err(|e| Problem {
                 what: e.to_string(),

@@ -3,7 +3,7 @@
 # Protocol: one JSON request a line on stdin ({"kind": "session"|"code", "text", "name", "flags",
 # "filename", "offset"}), one JSON reply a line on the stdout it started with
 # ({"attempted": N, "failures": [{"line": L, "report": doctest's text, "want_line", "want_lines",
-# "got"}], "error": null|str}).
+# "got"}], "error": null|str}). `channels` comes from channels.py, prepended to this text.
 import doctest
 import json
 import os
@@ -95,13 +95,7 @@ def code(request, namespace):
 
 
 def main():
-    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    # What the examples print outside doctest's capture (a subprocess, os.write) goes to
-    # stderr, never into the replies; input() reads nothing.
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
+    requests, replies = channels()
     namespace = {"__name__": "__main__"}
     for line in requests:
         request = json.loads(line)

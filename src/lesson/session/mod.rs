@@ -16,6 +16,7 @@ use super::matcher::Redactions;
 
 pub(crate) use parse::PYTHON_CODE;
 pub use parse::{kind_of, terminal as terminal_commands, without_directive_options, Command, Kind};
+pub(crate) use python::{Interpreter, Stop};
 pub use run::run as run_transcript;
 
 /// One session block of a document, or a plain Python block run in its sessions' namespace.

@@ -15,7 +15,7 @@ use lessonprobe_probes::Cancel;
 use crate::process::Fed;
 use serde::{Deserialize, Serialize};
 
-const DRIVER: &str = include_str!("driver.py");
+const DRIVER: &str = concat!(include_str!("channels.py"), include_str!("driver.py"));
 /// Bytes of the interpreter's stderr kept, for a message when it dies.
 const STDERR_KEPT: usize = 16 * 1024;
 const POLL: Duration = Duration::from_millis(50);
@@ -77,8 +77,18 @@ impl Interpreter {
         cwd: &Path,
         env: &BTreeMap<String, String>,
     ) -> std::io::Result<Interpreter> {
+        Interpreter::running(python, DRIVER, cwd, env)
+    }
+
+    /// Starts `python` on `script` (a driver answering JSON lines) in `cwd` with `env` added.
+    pub(crate) fn running(
+        python: &Path,
+        script: &str,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> std::io::Result<Interpreter> {
         let (fed, stdout, stderr_pipe) =
-            Fed::start(python, ["-c", DRIVER], cwd, env, Stdio::piped())?;
+            Fed::start(python, ["-c", script], cwd, env, Stdio::piped())?;
         let (tx, replies) = mpsc::channel();
         std::thread::spawn(move || {
             let Some(out) = stdout else { return };
@@ -121,12 +131,29 @@ impl Interpreter {
         deadline: Instant,
         cancel: &Cancel,
     ) -> Result<Reply, Stop> {
+        self.send(&serde_json::to_string(request).unwrap_or_default())?;
+        let line = self.receive(deadline, cancel)?;
+        serde_json::from_str(&line).map_err(|e| {
+            self.kill();
+            Stop::Ended(format!("the driver answered {line:?}: {e}"))
+        })
+    }
+
+    /// Sends one line to the driver.
+    pub(crate) fn send(&mut self, line: &str) -> Result<(), Stop> {
         if self.ended {
             return Err(Stop::Ended(String::new()));
         }
-        let line = serde_json::to_string(request).unwrap_or_default();
         if self.fed.write(format!("{line}\n").as_bytes()).is_err() {
             return Err(self.end());
+        }
+        Ok(())
+    }
+
+    /// Waits for the driver's next line until `deadline`.
+    pub(crate) fn receive(&mut self, deadline: Instant, cancel: &Cancel) -> Result<String, Stop> {
+        if self.ended {
+            return Err(Stop::Ended(String::new()));
         }
         loop {
             if cancel.is_cancelled() {
@@ -139,12 +166,7 @@ impl Interpreter {
                 return Err(Stop::TimedOut);
             }
             match self.replies.recv_timeout(left.min(POLL)) {
-                Ok(line) => {
-                    return serde_json::from_str(&line).map_err(|e| {
-                        self.kill();
-                        Stop::Ended(format!("the driver answered {line:?}: {e}"))
-                    })
-                }
+                Ok(line) => return Ok(line),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(self.end()),
             }
@@ -173,7 +195,8 @@ impl Interpreter {
             .unwrap_or_default()
     }
 
-    fn kill(&mut self) {
+    /// Kills the driver's process group.
+    pub(crate) fn kill(&mut self) {
         self.ended = true;
         self.fed.kill();
     }

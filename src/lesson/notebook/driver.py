@@ -1,0 +1,118 @@
+# lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel
+# through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All".
+# Protocol: one JSON request on stdin ({"kernel", "cwd", "startup_timeout", "cells": [{"source",
+# "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
+# {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
+# or {"skipped": true}, {"timeout": seconds} or {"dead": why}; after a timeout or a death nothing
+# more. Closing stdin kills the kernel and ends the driver. `channels` comes from the session
+# driver's channels.py, prepended to this text.
+import json
+import os
+import signal
+import sys
+import threading
+
+
+def say(replies, message):
+    replies.write(json.dumps(message) + "\n")
+    replies.flush()
+
+
+def kill_group(pgid):
+    if pgid:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def kernel_group(client):
+    provisioner = getattr(client.km, "provisioner", None)
+    pgid = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
+    return int(pgid) if pgid else None
+
+
+def watch_stdin(requests, state):
+    # lessonprobe holds our stdin open while it wants us; EOF means it is gone or done.
+    requests.read()
+    kill_group(state.get("pgid"))
+    os._exit(1)
+
+
+def run(request, replies, state):
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+        from nbclient.util import run_sync
+    except ImportError as e:
+        say(replies, {"failed": "%s (the kernel needs ipykernel and nbclient)" % e})
+        return
+    cells = [nbformat.v4.new_code_cell(c["source"]) for c in request["cells"]]
+    limits = {id(cell): c["timeout"] for cell, c in zip(cells, request["cells"])}
+    nb = nbformat.v4.new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": request["kernel"], "display_name": request["kernel"]}},
+    )
+    client = NotebookClient(
+        nb,
+        kernel_name=request["kernel"],
+        allow_errors=True,
+        timeout_func=lambda cell: limits.get(id(cell)),
+        interrupt_on_timeout=False,
+        startup_timeout=request["startup_timeout"],
+        resources={"metadata": {"path": request["cwd"]}},
+        record_timing=False,
+    )
+    try:
+        client.km = client.create_kernel_manager()
+        client.start_new_kernel(cwd=request["cwd"])
+        state["pgid"] = kernel_group(client)
+        client.start_new_kernel_client()
+    except BaseException as e:
+        kill_group(state.get("pgid"))
+        say(replies, {"failed": "the kernel %r did not start: %s: %s" % (request["kernel"], type(e).__name__, e)})
+        return
+    say(replies, {"started": state["pgid"]})
+    try:
+        for index, (cell, asked) in enumerate(zip(cells, request["cells"])):
+            if asked["skip"]:
+                say(replies, {"skipped": True})
+                continue
+            try:
+                client.execute_cell(cell, index)
+            except CellTimeoutError:
+                try:
+                    run_sync(client.km.interrupt_kernel)()
+                except BaseException:
+                    pass
+                say(replies, {"timeout": asked["timeout"], "outputs": cell.outputs})
+                return
+            except DeadKernelError as e:
+                say(replies, {"dead": str(e) or "the kernel died", "outputs": cell.outputs})
+                return
+            say(replies, {"outputs": cell.outputs})
+    finally:
+        try:
+            run_sync(client.km.shutdown_kernel)(now=True)
+        except BaseException:
+            pass
+        kill_group(state.get("pgid"))
+
+
+def main():
+    requests, replies = channels()
+    request = json.loads(requests.readline())
+    state = {}
+    threading.Thread(target=watch_stdin, args=(requests, state), daemon=True).start()
+    try:
+        run(request, replies, state)
+    except BaseException as e:  # the driver itself failed: say so
+        kill_group(state.get("pgid"))
+        say(replies, {"failed": "%s: %s" % (type(e).__name__, e)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+main()

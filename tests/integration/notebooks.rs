@@ -1,0 +1,720 @@
+//! Jupyter notebooks end to end through the binary, in a real kernel (the test venv's ipykernel
+//! and nbclient): a passing notebook; each cause of a FAIL (a stored output changed, a tag
+//! removed, a raising cell) and of an ERROR (a hanging cell, a dead kernel, `input()`, a
+//! malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
+//! fields; run-only outputs; Ctrl-C; `--partition`; the MyST Markdown form; and nbval's own test
+//! notebooks, cell by cell as nbval judges them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lessonprobe_testkit::services::python;
+use lessonprobe_testkit::*;
+use serde_json::{json, Value};
+
+/// A code cell: its source lines, stored outputs, tags and execution count.
+struct Code {
+    source: &'static [&'static str],
+    outputs: Value,
+    tags: &'static [&'static str],
+    executed: bool,
+    metadata: Value,
+}
+
+fn code(source: &'static [&'static str], outputs: Value) -> Code {
+    Code {
+        source,
+        outputs,
+        tags: &[],
+        executed: true,
+        metadata: json!({}),
+    }
+}
+
+fn stdout(text: &str) -> Value {
+    json!([{"name": "stdout", "output_type": "stream", "text": [text]}])
+}
+
+/// An nbformat 4.5 notebook of a title cell and `cells`, written as Jupyter writes it (keys
+/// sorted, one space of indentation, one source line a JSON line).
+fn notebook(cells: &[Code]) -> String {
+    let mut all = vec![
+        json!({"cell_type": "markdown", "id": "title", "metadata": {},
+        "source": ["# Explore\n"]}),
+    ];
+    for (i, cell) in cells.iter().enumerate() {
+        let mut lines: Vec<String> = cell.source.iter().map(|l| format!("{l}\n")).collect();
+        if let Some(last) = lines.last_mut() {
+            last.pop();
+        }
+        let mut metadata = cell.metadata.clone();
+        if !cell.tags.is_empty() {
+            metadata["tags"] = json!(cell.tags);
+        }
+        all.push(json!({
+            "cell_type": "code",
+            "execution_count": if cell.executed { json!(i + 1) } else { Value::Null },
+            "id": format!("c{}", i + 1),
+            "metadata": metadata,
+            "outputs": cell.outputs,
+            "source": lines,
+        }));
+    }
+    let nb = json!({
+        "cells": all,
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    });
+    let mut text = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+    let mut writer = serde_json::Serializer::with_formatter(&mut text, formatter);
+    serde::Serialize::serialize(&nb, &mut writer).unwrap();
+    String::from_utf8(text).unwrap() + "\n"
+}
+
+/// The cells of a notebook that passes: state carried, a result, a redacted output.
+fn passing() -> Vec<Code> {
+    vec![
+        code(
+            &["rows = [1, 2, 3]", "print(len(rows), 'rows')"],
+            stdout("3 rows\n"),
+        ),
+        code(
+            &["sum(rows)"],
+            json!([{"data": {"text/plain": ["6"]}, "execution_count": 2, "metadata": {},
+                "output_type": "execute_result"}]),
+        ),
+        code(&["x = 1"], json!([])),
+        code(
+            &["import os", "print(os.path.exists('data.txt'))"],
+            stdout("True\n"),
+        ),
+    ]
+}
+
+/// `lessonprobe doc PATH --python P --format json` in `dir`.
+fn doc(dir: &Dir, path: &Path, python: &str) -> Test {
+    dir.lessonprobe()
+        .arg("doc")
+        .arg(path)
+        .args(["--python", python, "--format", "json"])
+        .within(Duration::from_secs(120))
+}
+
+/// What these tests read of an outcome.
+#[derive(Debug, serde::Deserialize)]
+struct Row {
+    id: String,
+    verdict: String,
+    cell: Option<u64>,
+    line: Option<u64>,
+    message: Option<String>,
+}
+
+/// Every outcome of a `--format json` run.
+fn outcomes(ran: &Ran) -> Vec<Row> {
+    serde_json::from_value(ran.json()["outcomes"].clone()).expect("outcomes")
+}
+
+/// (id, verdict) pairs, sorted by id.
+fn verdicts(ran: &Ran) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = outcomes(ran)
+        .into_iter()
+        .map(|o| (o.id, o.verdict))
+        .collect();
+    all.sort();
+    all
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    all.sort();
+    all
+}
+
+/// The outcome `id`: its verdict and message.
+#[track_caller]
+fn outcome(ran: &Ran, id: &str) -> (String, String) {
+    let all = outcomes(ran);
+    let o = all
+        .iter()
+        .find(|o| o.id == id)
+        .unwrap_or_else(|| panic!("no outcome {id} in {all:?}"));
+    (o.verdict.clone(), o.message.clone().unwrap_or_default())
+}
+
+/// A folder with `nb.ipynb` of `cells` and the data file its last passing cell reads; the
+/// notebook as given to `doc` in that folder.
+fn with_notebook(cells: &[Code]) -> (Dir, PathBuf) {
+    let dir = Dir::new();
+    dir.write("data.txt", "x\n");
+    dir.write("nb.ipynb", notebook(cells));
+    (dir, PathBuf::from("nb.ipynb"))
+}
+
+/// `file:LINE` of the first line of `file` (in `dir`) holding `needle`.
+#[track_caller]
+fn at(dir: &Dir, file: &str, needle: &str) -> String {
+    let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {file}"));
+    format!("{file}:{}", line + 1)
+}
+
+#[test]
+fn a_notebook_whose_cells_run_and_show_their_stored_outputs_passes_with_cell_and_line() {
+    let Some(python) = python() else { return };
+    let (dir, file) = with_notebook(&passing());
+    let ran = doc(&dir, &file, &python).success();
+    let all = outcomes(&ran);
+    let mut seen: Vec<(String, String, u64, String)> = all
+        .iter()
+        .map(|o| {
+            let line = o.line.unwrap_or(0);
+            (
+                o.id.clone(),
+                o.verdict.clone(),
+                o.cell.unwrap_or(999),
+                format!("nb.ipynb:{line}"),
+            )
+        })
+        .collect();
+    seen.sort();
+    let first_lines = ["rows = [1, 2, 3]", "sum(rows)", "x = 1", "import os"];
+    let expected: Vec<(String, String, u64, String)> = first_lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let n = i as u64 + 1;
+            (
+                format!("nb.ipynb#c{n}"),
+                "PASS".into(),
+                n,
+                at(&dir, "nb.ipynb", l),
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected);
+    assert_eq!(ran.json()["outcomes"][0]["file"], "nb.ipynb");
+    // The notebook ran in a copy of its folder: the course's folder is as it was.
+    assert!(!dir.path().join(".ipynb_checkpoints").exists());
+}
+
+#[test]
+fn a_changed_stored_output_fails_its_cell_with_the_diff_at_its_line() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "FAIL");
+    assert!(
+        message.starts_with(&format!(
+            "{}: cell 1 produced other outputs than the notebook stores",
+            at(&dir, "nb.ipynb", "rows = [1, 2, 3]")
+        )),
+        "{message}"
+    );
+    let diff = ran.json()["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "nb.ipynb#c1")
+        .map(|o| o["diff"].as_str().unwrap_or("").to_owned())
+        .unwrap();
+    assert!(diff.contains("-4 rows\n+3 rows\n"), "{diff}");
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_raising_cell_fails_with_the_exception_and_later_cells_still_run_unless_tagged() {
+    let Some(python) = python() else { return };
+    let raising = || Code {
+        tags: &["raises-exception"],
+        ..code(
+            &["y = 2", "1 / 0"],
+            json!([{"ename": "ZeroDivisionError", "evalue": "division by zero",
+                "output_type": "error", "traceback": []}]),
+        )
+    };
+    let after = || code(&["print(y)"], stdout("2\n"));
+    let (dir, file) = with_notebook(&[raising(), after()]);
+    let ran = doc(&dir, &file, &python).success();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[("nb.ipynb#c1", "PASS"), ("nb.ipynb#c2", "PASS")])
+    );
+    // The tag removed: the cell raises where nothing allows it.
+    let untagged = Code {
+        tags: &[],
+        ..raising()
+    };
+    let (dir, file) = with_notebook(&[untagged, after()]);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "FAIL");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 1 raised ZeroDivisionError: division by zero at line 2 of the cell",
+            at(&dir, "nb.ipynb", "y = 2")
+        )
+    );
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_hanging_cell_is_an_error_its_kernel_killed_and_the_next_notebook_runs() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let source = sleeping(&pid);
+    let cells = [
+        code(&["print('before')"], stdout("before\n")),
+        Code {
+            metadata: json!({"lessonprobe": {"timeout": 3}}),
+            ..code(source, json!([]))
+        },
+        code(&["print('after')"], stdout("after\n")),
+    ];
+    dir.write("a/1-hangs.ipynb", notebook(&cells));
+    dir.write("b/2-passes.ipynb", notebook(&passing()[..3]));
+    let ran = doc(&dir, Path::new("."), &python).failure();
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 2 exceeded its limit of 3s; the kernel was interrupted, then killed",
+            at(&dir, "a/1-hangs.ipynb", "time.sleep(600)")
+        )
+    );
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c3");
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.contains("cell 3 not run: the kernel stopped at cell 2"),
+        "{message}"
+    );
+    assert_eq!(outcome(&ran, "1-hangs.ipynb#c1").0, "PASS");
+    assert_eq!(outcome(&ran, "2-passes.ipynb#c3").0, "PASS");
+    let kernel = std::fs::read_to_string(&pid).expect("the hanging cell ran");
+    assert_gone(kernel.trim());
+}
+
+/// The process `pid` is gone (or a zombie waiting to be reaped).
+#[track_caller]
+fn assert_gone(pid: &str) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    assert!(
+        state.is_empty() || state.starts_with('Z'),
+        "kernel {pid} still running: {state}"
+    );
+}
+
+#[test]
+fn a_cell_that_kills_its_kernel_is_an_error_and_the_cells_after_it_are_not_run() {
+    let Some(python) = python() else { return };
+    let cells = [
+        code(&["x = 1"], json!([])),
+        code(&["import os", "os._exit(3)"], json!([])),
+        code(&["print(x)"], stdout("1\n")),
+    ];
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.starts_with(&format!(
+            "{}: the kernel died while cell 2 ran",
+            at(&dir, "nb.ipynb", "import os")
+        )),
+        "{message}"
+    );
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c3");
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("cell 3 not run"), "{message}");
+}
+
+#[test]
+fn input_is_an_error_never_a_hang() {
+    let Some(python) = python() else { return };
+    let cells = [
+        code(&["name = input('name? ')"], json!([])),
+        code(&["print('next')"], stdout("next\n")),
+    ];
+    let (dir, file) = with_notebook(&cells);
+    let ran = doc(&dir, &file, &python).failure();
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c1");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 1 asks for input (input()), which a notebook run cannot give",
+            at(&dir, "nb.ipynb", "input(")
+        )
+    );
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
+}
+
+#[test]
+fn a_malformed_notebook_is_a_usage_error_at_its_line_and_column() {
+    let dir = Dir::new();
+    let text =
+        notebook(&passing()).replacen("\"cell_type\": \"code\",", "\"cell_type\": \"code\"", 1);
+    dir.write("broken.ipynb", text);
+    // The comma missing at the end of line 12: the next key, on line 13, is unexpected.
+    dir.lessonprobe()
+        .args(["doc", "broken.ipynb"])
+        .stderr("lessonprobe: broken.ipynb:13:4: not a Jupyter notebook: expected `,` or `}`\n")
+        .status(2);
+}
+
+#[test]
+fn run_only_outputs_compare_only_the_cells_that_ask() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    cells[1].outputs = json!([{"data": {"text/plain": ["7"]}, "execution_count": 2,
+        "metadata": {}, "output_type": "execute_result"}]);
+    cells[1].tags = &["nbval-check-output"];
+    let (dir, file) = with_notebook(&cells);
+    dir.write("lessonprobe.toml", "[notebooks]\noutputs = \"run-only\"\n");
+    let ran = doc(&dir, &file, &python).failure();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("nb.ipynb#c1", "PASS"),
+            ("nb.ipynb#c2", "FAIL"),
+            ("nb.ipynb#c3", "PASS"),
+            ("nb.ipynb#c4", "PASS"),
+        ])
+    );
+    // The command line over the course: every stored output compared.
+    let ran = doc(&dir, &file, &python)
+        .args(["--notebook-outputs", "compared"])
+        .failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "FAIL");
+    // And the other way: run-only over a course that compares.
+    dir.write("lessonprobe.toml", "");
+    let ran = doc(&dir, &file, &python)
+        .args(["--notebook-outputs", "run-only"])
+        .failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "PASS");
+    assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "FAIL");
+}
+
+#[test]
+fn doc_verifies_a_folder_of_notebooks_and_a_course_finds_its_numbered_notebook_lesson() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("lessons/data.txt", "x\n");
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    let ran = doc(&dir, Path::new("lessons"), &python).success();
+    assert_eq!(outcomes(&ran).len(), 4);
+    let ran = dir
+        .lessonprobe()
+        .args(["--python", &python, "--lesson", "35", "--format", "json"])
+        .within(Duration::from_secs(120))
+        .success();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("35-explore.ipynb#c1", "PASS"),
+            ("35-explore.ipynb#c2", "PASS"),
+            ("35-explore.ipynb#c3", "PASS"),
+            ("35-explore.ipynb#c4", "PASS"),
+        ])
+    );
+    assert_eq!(
+        ran.json()["outcomes"][0]["file"],
+        "lessons/35-explore.ipynb"
+    );
+}
+
+#[test]
+fn nbvals_own_test_notebooks_get_the_verdicts_nbval_gives_them() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    copy_dir(&repo().join("tests/fixtures/nbval"), dir.path());
+    let ran = doc(&dir, Path::new("."), &python).failure();
+    // nbval 0.11.0 fails exactly these two cells (ORIGIN.md); every other code cell passes.
+    let failing = [
+        "test-exceptions-fail-storedmismatch.ipynb#0",
+        "test-stream-fail-missingoutput.ipynb#1",
+    ];
+    let all = verdicts(&ran);
+    assert_eq!(all.len(), 17, "{all:?}");
+    for (id, verdict) in &all {
+        let want = if failing.contains(&id.as_str()) {
+            "FAIL"
+        } else {
+            "PASS"
+        };
+        assert_eq!(verdict, want, "{id}");
+    }
+}
+
+#[test]
+fn a_course_whose_interpreter_lacks_the_kernel_has_one_preflight_error_with_the_fix() {
+    let dir = Dir::new();
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    // An interpreter with nothing installed.
+    let venv = dir.path().join("bare");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 runs");
+    assert!(made.success());
+    let bare = venv.join("bin/python").display().to_string();
+    let ran = dir
+        .lessonprobe()
+        .args(["--python", &bare, "--lesson", "35"])
+        .stdout_has("ERROR   environment: ")
+        .stdout_has(format!(
+            " lacks ipykernel, nbclient, which notebook lessons need for their Jupyter kernel — {bare} -m pip install ipykernel nbclient"
+        ))
+        .failure();
+    let text = ran.text();
+    assert_eq!(
+        text.matches("needs jupyter kernel, which the preflight found broken")
+            .count(),
+        4,
+        "{text}"
+    );
+}
+
+/// The source of a cell that writes its kernel's pid to `pid` and sleeps ten minutes.
+fn sleeping(pid: &Path) -> &'static [&'static str] {
+    let sleep = format!(
+        "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
+        pid.display()
+    );
+    let sleep: &'static str = Box::leak(sleep.into_boxed_str());
+    Box::leak(vec![sleep].into_boxed_slice())
+}
+
+/// A folder with a notebook whose second cell writes its kernel's pid to `kernel.pid` and
+/// sleeps, and that file's path.
+fn with_a_sleeping_kernel() -> (Dir, PathBuf) {
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let cells = [code(&["x = 1"], json!([])), code(sleeping(&pid), json!([]))];
+    dir.write("nb.ipynb", notebook(&cells));
+    (dir, pid)
+}
+
+/// The pid the sleeping cell wrote, once it has.
+#[track_caller]
+fn kernel_pid(pid: &Path) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match std::fs::read_to_string(pid) {
+            Ok(text) if !text.is_empty() => return text,
+            _ if std::time::Instant::now() > until => panic!("the sleeping cell never ran"),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// The process `pid` goes within a few seconds (a kernel notices its driver's end).
+#[track_caller]
+fn assert_goes(pid: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(format!("/proc/{pid}")).is_ok() && std::time::Instant::now() < until {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if status.contains("State:\tZ") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_gone(pid);
+}
+
+#[test]
+fn ctrl_c_while_a_cell_runs_leaves_no_kernel_running() {
+    let Some(python) = python() else { return };
+    let (dir, pid) = with_a_sleeping_kernel();
+    let mut running = doc(&dir, Path::new("nb.ipynb"), &python).spawn();
+    let kernel = kernel_pid(&pid);
+    running.signal(libc::SIGINT);
+    let ran = running.within(Duration::from_secs(20)).status(130);
+    assert_gone(kernel.trim());
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert!(message.contains("interrupted"), "{message}");
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_the_kernel_still_goes() {
+    let Some(python) = python() else { return };
+    let (dir, pid) = with_a_sleeping_kernel();
+    let mut running = doc(&dir, Path::new("nb.ipynb"), &python).spawn();
+    let kernel = kernel_pid(&pid);
+    running.signal(libc::SIGINT);
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(5)).status(130);
+    assert_goes(kernel.trim());
+}
+
+#[test]
+fn a_failing_cell_is_annotated_at_its_line_and_select_and_last_failed_take_cells_by_name() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[1].outputs = json!([{"data": {"text/plain": ["7"]}, "execution_count": 2,
+        "metadata": {}, "output_type": "execute_result"}]);
+    let (dir, file) = with_notebook(&cells);
+    let summary = dir.path().join("summary.md");
+    let line = at(&dir, "nb.ipynb", "sum(rows)");
+    let line = line.trim_start_matches("nb.ipynb:");
+    dir.lessonprobe()
+        .arg("doc")
+        .arg(&file)
+        .args(["--python", &python])
+        .in_github_actions(&summary)
+        .env("GITHUB_WORKSPACE", dir.path())
+        .stdout_has(format!("::error file=nb.ipynb,line={line},"))
+        .failure();
+    // Only the failed cell is reported again; the cells before it still run, for its state.
+    let ran = doc(&dir, &file, &python).arg("--last-failed").failure();
+    assert_eq!(verdicts(&ran), pairs(&[("nb.ipynb#c2", "FAIL")]));
+    let ran = doc(&dir, &file, &python)
+        .args(["--select", "nb.ipynb#c4"])
+        .success();
+    assert_eq!(verdicts(&ran), pairs(&[("nb.ipynb#c4", "PASS")]));
+}
+
+#[test]
+fn partition_never_splits_a_notebooks_cells() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("lessons/data.txt", "x\n");
+    dir.write("lessons/35-explore.ipynb", notebook(&passing()));
+    let shards: Vec<usize> = (1..=3)
+        .map(|k| {
+            let ran = dir
+                .lessonprobe()
+                .args(["--python", &python, "--lesson", "35", "--format", "json"])
+                .args(["--partition", &format!("{k}/3")])
+                .within(Duration::from_secs(120))
+                .success();
+            outcomes(&ran).len()
+        })
+        .collect();
+    let mut sorted = shards.clone();
+    sorted.sort();
+    assert_eq!(sorted, [0, 0, 4], "cells per shard: {shards:?}");
+}
+
+const MYST: &str = "---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  name: python3
+---
+
+# Explore
+
+```{code-cell} ipython3
+rows = [1, 2, 3]
+print(len(rows), 'rows')
+```
+
+Text between the cells.
+
+```{code-cell} ipython3
+:tags: [raises-exception]
+
+rows[10]
+```
+
+```{code-cell} ipython3
+total = sum(rows) / 0
+```
+";
+
+#[test]
+fn a_myst_notebook_in_markdown_runs_its_code_cells_in_a_kernel() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("explore.md", MYST);
+    let ran = doc(&dir, Path::new("explore.md"), &python).failure();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("explore.md#1", "PASS"),
+            ("explore.md#3", "PASS"),
+            ("explore.md#4", "FAIL"),
+        ])
+    );
+    let (_, message) = outcome(&ran, "explore.md#4");
+    assert_eq!(
+        message,
+        format!(
+            "{}: cell 4 raised ZeroDivisionError: division by zero at line 1 of the cell",
+            at(&dir, "explore.md", "total = ")
+        )
+    );
+}
+
+#[test]
+fn bless_writes_a_failing_cells_produced_outputs_and_changes_nothing_else() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    dir.write("lessons/data.txt", "x\n");
+    let file = dir.write("lessons/35-explore.ipynb", notebook(&cells));
+    dir.lessonprobe()
+        .args(["bless", "--lesson", "35", "--python", &python])
+        .within(Duration::from_secs(120))
+        .success();
+    // Byte for byte the notebook whose stored output is the one the cell prints.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        notebook(&passing())
+    );
+    dir.lessonprobe()
+        .args(["--lesson", "35", "--python", &python])
+        .within(Duration::from_secs(120))
+        .success();
+}
+
+#[test]
+fn a_notebook_over_its_own_limit_is_stopped_at_the_cell_it_was_running() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let cells = [code(&["x = 1"], json!([])), code(sleeping(&pid), json!([]))];
+    let mut nb: Value = serde_json::from_str(&notebook(&cells)).unwrap();
+    nb["metadata"]["lessonprobe"] = json!({"notebook_timeout": "3s"});
+    dir.write("nb.ipynb", serde_json::to_string_pretty(&nb).unwrap());
+    let ran = doc(&dir, Path::new("nb.ipynb"), &python).failure();
+    assert_eq!(outcome(&ran, "nb.ipynb#c1").0, "PASS");
+    let (verdict, message) = outcome(&ran, "nb.ipynb#c2");
+    assert_eq!(verdict, "ERROR");
+    assert_eq!(
+        message,
+        format!(
+            "{}: the notebook exceeded its limit of 3s during cell 2; the kernel was killed",
+            at(&dir, "nb.ipynb", "time.sleep(600)")
+        )
+    );
+    assert_gone(kernel_pid(&pid).trim());
+}
