@@ -101,7 +101,8 @@ fn parse(
         let empty = empty_roots.join(i.to_string());
         std::fs::create_dir_all(&empty).map_err(|e| Error::io(&empty, e))?;
         let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
-        if let Some(notebook) = lesson::notebook::parse(&course.settings, lesson, &name, &bytes) {
+        if let Some(notebook) = lesson::notebook_doc::parse(&course.settings, lesson, &name, &bytes)
+        {
             docs.push(notebook?);
             continue;
         }

@@ -133,30 +133,7 @@ impl Course {
         };
         let (lessons, lessons_configured) = folder(raw.lessons, "lessons", "lessons")?;
         let (run_from, _) = folder(raw.run_from, "project", "run_from")?;
-        let mut shared = Vec::new();
-        for value in raw.shared {
-            let path = PathBuf::from(value.get_ref().trim_end_matches('/'));
-            if !is_inside(&path) {
-                return Err(at(
-                    value.span(),
-                    format!(
-                        "shared {:?} must be a path inside the course",
-                        value.get_ref()
-                    ),
-                ));
-            }
-            if std::fs::symlink_metadata(root.join(&path)).is_err() {
-                return Err(at(
-                    value.span(),
-                    format!(
-                        "shared {:?} does not exist in the course (make it first, e.g. python3 -m venv {})",
-                        value.get_ref(),
-                        value.get_ref()
-                    ),
-                ));
-            }
-            shared.push(path);
-        }
+        let shared = shared_paths(raw.shared, root, &source)?;
         let python = match raw.python {
             Some(p) if p.get_ref().trim().is_empty() => {
                 return Err(at(p.span(), "python must name an interpreter".into()))
@@ -268,7 +245,7 @@ impl Course {
             .map(|(lesson, path)| {
                 let source = self.root().join(path);
                 let bytes = std::fs::read(&source).map_err(|e| CourseError::io(&source, e))?;
-                match super::notebook::parse(&self.settings, *lesson, path, &bytes) {
+                match super::notebook_doc::parse(&self.settings, *lesson, path, &bytes) {
                     Some(notebook) => notebook,
                     None => document::parse(&self.settings, *lesson, path, &bytes),
                 }
@@ -334,6 +311,39 @@ fn redactions(
             .map(|(p, e)| (p.get_ref().as_str(), e.get_ref().as_str())),
     )
     .map_err(|e| (0..0, format!("[redactions] {e}")))
+}
+
+/// The `shared` paths of the course at `root`, each inside it and existing.
+fn shared_paths(
+    values: Vec<Spanned<String>>,
+    root: &Path,
+    source: &Source,
+) -> Result<Vec<PathBuf>, CourseError> {
+    let mut shared = Vec::new();
+    for value in values {
+        let path = PathBuf::from(value.get_ref().trim_end_matches('/'));
+        if !is_inside(&path) {
+            return Err(CourseError::from(source.error(
+                value.span(),
+                format!(
+                    "shared {:?} must be a path inside the course",
+                    value.get_ref()
+                ),
+            )));
+        }
+        if std::fs::symlink_metadata(root.join(&path)).is_err() {
+            return Err(CourseError::from(source.error(
+                value.span(),
+                format!(
+                    "shared {:?} does not exist in the course (make it first, e.g. python3 -m venv {})",
+                    value.get_ref(),
+                    value.get_ref()
+                ),
+            )));
+        }
+        shared.push(path);
+    }
+    Ok(shared)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod isolation;
 mod labels;
 mod matcher;
 pub mod notebook;
+pub mod notebook_doc;
 mod revision;
 mod runs;
 pub mod session;

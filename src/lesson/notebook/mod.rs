@@ -15,34 +15,11 @@ use std::time::Duration;
 
 use super::matcher::Redactions;
 
-pub use myst::is_myst;
-pub use parse::is_notebook;
+pub use myst::{is_myst, read as read_myst};
+#[cfg(test)]
+pub(crate) use parse::TEST_NOTEBOOK;
+pub use parse::{is_notebook, read as read_ipynb, Own, Read};
 pub use run::run as run_notebook;
-
-/// The notebook at `relative` (inside the course) whose bytes are `bytes`, parsed into lesson
-/// `lesson` when it is one: an `.ipynb` file, or Markdown in MyST-NB's form; `None` for any
-/// other document.
-pub fn parse(
-    course: &super::settings::Settings,
-    lesson: u32,
-    relative: &std::path::Path,
-    bytes: &[u8],
-) -> Option<Result<super::LessonDoc, super::CourseError>> {
-    type Reader = fn(&std::path::Path, &str) -> Result<parse::Read, super::CourseError>;
-    let read: Reader = if is_notebook(relative) {
-        parse::read
-    } else if std::str::from_utf8(bytes).is_ok_and(is_myst) {
-        myst::read
-    } else {
-        return None;
-    };
-    Some(
-        super::document::decode(course, relative, bytes).and_then(|(file, text)| {
-            let cells = read(&file, &text)?;
-            parse::into_doc(course, lesson, relative, file, cells)
-        }),
-    )
-}
 
 /// How a notebook's stored outputs are used: compared (nbval's default), or only where a cell
 /// asks (`nbval-check-output`; nbval's `--nbval-lax`).

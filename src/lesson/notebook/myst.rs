@@ -38,7 +38,7 @@ fn front_matter(text: &str) -> Option<Vec<&str>> {
 }
 
 /// The cells and kernel of the MyST notebook `text` (the file `file`).
-pub(super) fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
+pub fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
     let front = front_matter(text).unwrap_or_default();
     let kernel = front
         .iter()

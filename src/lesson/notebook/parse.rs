@@ -3,16 +3,13 @@
 //! text, nbval's markers read from its tags and comment lines.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Cell, CellProbe, Markers, Notebook, StoredAt};
+use super::{Cell, Markers, StoredAt};
 use crate::diagnostics::Diagnostic;
-use crate::lesson::document::{DocBody, DocProbe, LessonDoc};
-use crate::lesson::settings::Settings;
 use crate::lesson::CourseError;
 
 /// The notebook as nbformat 4 writes it; what lessonprobe does not read is left to serde.
@@ -57,7 +54,7 @@ impl MultiLine {
 }
 
 /// What a notebook form gives, before it becomes probes: its cells and what its metadata says.
-pub(super) struct Read {
+pub struct Read {
     /// Its first level-1 heading.
     pub title: Option<String>,
     /// The kernel its `kernelspec` names.
@@ -68,7 +65,7 @@ pub(super) struct Read {
 }
 
 /// The cells and metadata of the `.ipynb` text `text` (the file `file`).
-pub(super) fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
+pub fn read(file: &Path, text: &str) -> Result<Read, CourseError> {
     let raw: RawNotebook = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
         // serde_json ends its message with the place, which the diagnostic gives first.
@@ -157,97 +154,16 @@ pub(super) fn heading(text: &str) -> Option<String> {
         .map(|t| t.trim().to_owned())
 }
 
-/// A notebook form `read` from the file at `relative` (shown as `file`) as lesson `lesson`.
-pub(super) fn into_doc(
-    course: &Settings,
-    lesson: u32,
-    relative: &Path,
-    file: std::path::PathBuf,
-    read: Read,
-) -> Result<LessonDoc, CourseError> {
-    let at = |message: String| CourseError::Lesson {
-        path: file.clone(),
-        line: 1,
-        message,
-    };
-    let own = Own(read.own.as_ref());
-    // The command line, then the notebook's own metadata, then the course.
-    let outputs = match (course.notebook_outputs_given, own.text("outputs")) {
-        (Some(given), _) => given,
-        (None, Some(value)) => value.parse().map_err(at)?,
-        (None, None) => course.notebook_outputs,
-    };
-    let folder = course
-        .root
-        .join(relative)
-        .parent()
-        .map_or_else(|| course.root.clone(), Path::to_owned);
-    let notebook = Arc::new(Notebook {
-        file: file.clone(),
-        source: course.root.join(relative),
-        folder,
-        kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
-        python: course.python.clone(),
-        cells: read.cells,
-        redactions: course.redactions.clone(),
-        timeout: match own.duration("timeout").map_err(at)? {
-            Some(t) => Some(t),
-            None => course.timeout,
-        },
-        notebook_timeout: own.duration("notebook_timeout").map_err(at)?,
-        outputs,
-    });
-    let name = file_name(relative);
-    let probes = (0..notebook.cells.len())
-        .map(|position| {
-            let cell = &notebook.cells[position];
-            let which = cell.id.clone().unwrap_or_else(|| cell.index.to_string());
-            DocProbe {
-                id: format!("{name}#{which}"),
-                name: "notebook cell".to_owned(),
-                lesson,
-                file: file.clone(),
-                line: cell.line,
-                title: format!(
-                    "notebook cell {} at {}:{}",
-                    cell.index,
-                    file.display(),
-                    cell.line
-                ),
-                body: DocBody::Cell(CellProbe {
-                    notebook: Arc::clone(&notebook),
-                    position,
-                }),
-            }
-        })
-        .collect();
-    Ok(LessonDoc {
-        lesson,
-        title: read.title.unwrap_or_else(|| name.clone()),
-        file,
-        relative: relative.to_owned(),
-        probes,
-        uncollected: Vec::new(),
-    })
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
-
 /// A notebook's or cell's `lessonprobe` metadata.
-struct Own<'a>(Option<&'a Value>);
+pub struct Own<'a>(pub Option<&'a Value>);
 
 impl Own<'_> {
-    fn text(&self, key: &str) -> Option<&str> {
+    pub fn text(&self, key: &str) -> Option<&str> {
         self.0?.get(key)?.as_str()
     }
 
     /// A duration: seconds as a number, or a duration as text (`"30s"`).
-    fn duration(&self, key: &str) -> Result<Option<Duration>, String> {
+    pub fn duration(&self, key: &str) -> Result<Option<Duration>, String> {
         let Some(value) = self.0.and_then(|m| m.get(key)) else {
             return Ok(None);
         };
@@ -507,11 +423,9 @@ pub fn is_notebook(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "ipynb")
 }
 
+/// A notebook the tests of the notebook's parsing read.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NB: &str = r##"{
+pub(crate) const TEST_NOTEBOOK: &str = r##"{
  "cells": [
   {
    "cell_type": "markdown",
@@ -545,79 +459,13 @@ mod tests {
 }
 "##;
 
-    fn parse(
-        course: &Settings,
-        lesson: u32,
-        relative: &Path,
-        bytes: &[u8],
-    ) -> Result<LessonDoc, CourseError> {
-        super::super::parse(course, lesson, relative, bytes).expect("a notebook")
-    }
-
-    fn course() -> Settings {
-        let dir = tempfile::tempdir().unwrap();
-        let course = crate::lesson::Course::open(dir.path(), Path::new(".")).unwrap();
-        course.settings
-    }
-
-    fn cells(doc: &LessonDoc) -> Vec<&Cell> {
-        doc.probes
-            .iter()
-            .map(|p| match &p.body {
-                DocBody::Cell(c) => c.cell(),
-                _ => panic!("{p:?}"),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn code_cells_become_probes_with_their_index_line_id_outputs_and_markers() {
-        let doc = parse(&course(), 35, Path::new("35-explore.ipynb"), NB.as_bytes()).unwrap();
-        assert_eq!(doc.title, "Explore");
-        let ids: Vec<&str> = doc.probes.iter().map(|p| p.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            [
-                "35-explore.ipynb#first",
-                "35-explore.ipynb#2",
-                "35-explore.ipynb#3"
-            ]
-        );
-        let cells = cells(&doc);
-        assert_eq!(
-            cells.iter().map(|c| (c.index, c.line)).collect::<Vec<_>>(),
-            [(1, 21), (2, 25), (3, 27)]
-        );
-        assert_eq!(cells[0].source, "print('a')\nprint('b')");
-        assert_eq!(cells[0].outputs[0]["text"], "a\nb\n");
-        assert!(cells[0].executed && !cells[1].executed);
-        assert_eq!(cells[0].markers.check, Some(false));
-        assert!(cells[1].markers.skip);
-        assert_eq!(cells[1].timeout, Some(Duration::from_secs(2)));
-    }
-
-    #[test]
-    fn a_malformed_notebook_is_named_at_its_line_and_column() {
-        let broken = NB.replace("\"execution_count\": 1,", "\"execution_count\": 1");
-        let e = parse(&course(), 35, Path::new("nb.ipynb"), broken.as_bytes()).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("nb.ipynb:15:4: not a Jupyter notebook: expected `,`"),
-            "{e}"
-        );
-        let e = parse(&course(), 35, Path::new("nb.ipynb"), b"{\"cells\": 3}").unwrap_err();
-        assert!(e.to_string().starts_with("nb.ipynb:1:"), "{e}");
-        let v3 = NB.replace("\"nbformat\": 4", "\"nbformat\": 3");
-        let e = parse(&course(), 35, Path::new("nb.ipynb"), v3.as_bytes()).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "nb.ipynb:1: nbformat 3.5 is not supported (nbformat 4.0 to 4.5)"
-        );
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn minified_notebooks_put_every_cell_on_line_one() {
-        let one: String = NB.lines().map(str::trim).collect();
+        let one: String = TEST_NOTEBOOK.lines().map(str::trim).collect();
         let lines: Vec<usize> = places(&one).iter().map(|p| p.line).collect();
         assert_eq!(lines, [1, 1, 1, 1]);
     }
