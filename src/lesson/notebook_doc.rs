@@ -61,6 +61,9 @@ fn into_doc(
         file: file.clone(),
         source: course.root.join(relative),
         folder,
+        // Absolute: the kernel runs in a copy elsewhere.
+        project: std::path::absolute(course.root.join(&course.run_from))
+            .unwrap_or_else(|_| course.root.join(&course.run_from)),
         kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
         python: course.python.clone(),
         cells: read.cells,

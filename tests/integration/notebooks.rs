@@ -718,3 +718,54 @@ fn a_notebook_over_its_own_limit_is_stopped_at_the_cell_it_was_running() {
     );
     assert_gone(kernel_pid(&pid).trim());
 }
+
+/// The sample course's notebook lesson, in the course's lessons folder.
+const SAMPLE_NOTEBOOK: &str = "lessons/36-explore-audit.ipynb";
+
+/// `lessonprobe --lesson 36 --format json` over the course `course`.
+fn sample_lesson_36(course: &Path, python: &str) -> Test {
+    lessonprobe()
+        .arg("--course")
+        .arg(course)
+        .args(["--python", python, "--lesson", "36", "--format", "json"])
+        .within(Duration::from_secs(180))
+}
+
+#[test]
+fn the_sample_courses_notebook_lesson_fails_at_the_cell_whose_stored_output_changed() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    let course = dir.path().join("course");
+    copy_dir(&repo().join("examples/ticketflow-course"), &course);
+    let ran = sample_lesson_36(&course, &python).success();
+    let all = outcomes(&ran);
+    assert_eq!(all.len(), 6, "{all:?}");
+    assert!(all.iter().all(|o| o.verdict == "PASS"), "{all:?}");
+
+    // The query's claim "12 rows" made 13: that cell alone fails, at its first source line.
+    let file = course.join(SAMPLE_NOTEBOOK);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let stored = "\"text/plain\": [\n       \"12\"\n      ]";
+    assert_eq!(text.matches(stored).count(), 1, "{text}");
+    std::fs::write(&file, text.replace(stored, &stored.replace("12", "13"))).unwrap();
+    let ran = sample_lesson_36(&course, &python).failure();
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"import sqlite3\\n\""))
+        .unwrap();
+    let (verdict, message) = outcome(&ran, "36-explore-audit.ipynb#rows");
+    assert_eq!(verdict, "FAIL");
+    let here = format!("{}:{line}", course.join(SAMPLE_NOTEBOOK).display());
+    assert!(
+        message.starts_with(&format!(
+            "{here}: cell 4 produced other outputs than the notebook stores"
+        )),
+        "{message}"
+    );
+    let failed: Vec<String> = outcomes(&ran)
+        .into_iter()
+        .filter(|o| o.verdict != "PASS")
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(failed, ["36-explore-audit.ipynb#rows"]);
+}

@@ -62,6 +62,9 @@ pub struct Notebook {
     pub source: PathBuf,
     /// The folder holding it, copied to run in (the kernel's working folder is the copy).
     pub folder: PathBuf,
+    /// The course's run-from folder, importable by the cells (on the kernel's `PYTHONPATH`):
+    /// a course notebook uses the course's own code as its Markdown lessons do.
+    pub project: PathBuf,
     /// The kernel its `kernelspec` names (`python3` when it names none).
     pub kernel: String,
     /// The interpreter that runs the driver (and so finds the kernel): the course's.

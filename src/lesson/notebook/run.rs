@@ -55,10 +55,15 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     let started = Instant::now();
     let end = notebook.notebook_timeout.map(|t| started + t);
     let bounded = |at: Instant| end.map_or(at, |end| at.min(end));
-    let env: BTreeMap<String, String> = PINNED_ENV
+    let mut env: BTreeMap<String, String> = PINNED_ENV
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
+    // Read only (no bytecode is written): the cells import the course's code from where it is.
+    env.insert(
+        "PYTHONPATH".to_owned(),
+        notebook.project.display().to_string(),
+    );
     let kernel = Kernel::start(
         &python,
         copy.cwd(),
