@@ -60,10 +60,13 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     // Read only (no bytecode is written): the cells import the course's code from where it is.
-    env.insert(
-        "PYTHONPATH".to_owned(),
-        notebook.project.display().to_string(),
-    );
+    // Before whatever PYTHONPATH the run was given, which the kernel keeps.
+    let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());
+    let path = match given {
+        Some(given) => format!("{}:{}", notebook.project.display(), given.to_string_lossy()),
+        None => notebook.project.display().to_string(),
+    };
+    env.insert("PYTHONPATH".to_owned(), path);
     let kernel = Kernel::start(
         &python,
         copy.cwd(),
