@@ -3,12 +3,14 @@
 //! until one answers, which held a replay until its deadline (and a `--worker`, whose member of
 //! the group commits, for ever). Here a client of the group, on a thread of its own, commits;
 //! its answer is awaited at most a timeout, and after a commit that got none every later one
-//! fails at once.
+//! fails at once. librdkafka cannot close a client while a commit of it waits for an answer, so
+//! a committer whose commit went unanswered waits, when dropped, at most its linger for that
+//! answer and leaves its thread (and the client) to librdkafka's answer past it.
 
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::TopicPartitionList;
@@ -20,6 +22,8 @@ pub(crate) struct Committer {
     asks: Option<SyncSender<TopicPartitionList>>,
     answers: Receiver<Result<(), String>>,
     timeout: Duration,
+    /// How long a drop waits for an unanswered commit's thread to end.
+    linger: Duration,
     /// Set once a commit went unanswered: its thread is still waiting in librdkafka.
     stuck: bool,
     thread: Option<JoinHandle<()>>,
@@ -32,15 +36,18 @@ impl Committer {
         // The broker's client of the group: the one that read its offsets while planning, shared
         // by every lane's committer.
         let consumer = broker.group_client(group)?;
-        Committer::through(consumer, broker.op_timeout)
+        // A client that never joins the group has nothing to leave: no wait for its close.
+        Committer::through(consumer, broker.op_timeout, Duration::ZERO)
             .map_err(|e| broker.error(format!("starting a committer for group {group}"), e))
     }
 
     /// A committer through `consumer` (a member of the group, whose commits the broker takes
-    /// while its generation lasts), each answer awaited at most `timeout`.
+    /// while its generation lasts), each answer awaited at most `timeout`, an unanswered one at
+    /// most `linger` more when the committer is dropped.
     pub fn through<C: ConsumerContext + 'static>(
         consumer: Arc<BaseConsumer<C>>,
         timeout: Duration,
+        linger: Duration,
     ) -> std::io::Result<Committer> {
         let (asks, asked) = sync_channel::<TopicPartitionList>(0);
         let (answer, answers) = sync_channel(1);
@@ -63,6 +70,7 @@ impl Committer {
             asks: Some(asks),
             answers,
             timeout,
+            linger,
             stuck: false,
             thread: Some(thread),
         })
@@ -97,12 +105,24 @@ impl Committer {
 }
 
 impl Drop for Committer {
-    /// Ends its thread, which closes its client, and waits for it, unless a commit is still
-    /// waiting there: that thread is left to the process's end rather than waited for.
+    /// Ends its thread, which lets its client close, and waits for it. A thread whose commit is
+    /// still unanswered is waited for at most the linger (the coordinator may answer again
+    /// meanwhile: the client then closes cleanly) and left past it: it ends, and the client
+    /// closes, once librdkafka answers.
     fn drop(&mut self) {
         self.asks = None;
-        if let Some(thread) = self.thread.take().filter(|_| !self.stuck) {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        if self.stuck {
+            let until = Instant::now() + self.linger;
+            while !thread.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !thread.is_finished() {
+                return;
+            }
         }
+        let _ = thread.join();
     }
 }

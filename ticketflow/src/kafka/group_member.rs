@@ -101,7 +101,8 @@ impl ConsumerContext for MemberContext {
 pub struct GroupMember {
     /// Commits through the member's client on a thread of its own, so that a coordinator
     /// that stopped answering holds a commit at most `timeout` (librdkafka's synchronous commit
-    /// waits for one for ever). Dropped before the client.
+    /// waits for one for ever). Dropped before the client: a drop after an unanswered commit
+    /// waits up to the session timeout for its answer, so the client can close.
     committer: Mutex<Committer>,
     consumer: Arc<BaseConsumer<MemberContext>>,
     topic: String,
@@ -143,7 +144,14 @@ impl GroupMember {
         consumer
             .subscribe(&[topic])
             .map_err(|e| broker.error(format!("subscribing to {topic}"), e))?;
-        let committer = Committer::through(Arc::clone(&consumer), broker.op_timeout)
+        // A commit left unanswered keeps the client from closing: a dropped member waits for
+        // its answer at most a session timeout, past which the group has dropped the member
+        // anyway, so that a coordinator back by then sees it leave rather than time out.
+        let session = config
+            .get("session.timeout.ms")
+            .and_then(|ms| ms.parse().ok())
+            .map_or(Duration::from_secs(6), Duration::from_millis);
+        let committer = Committer::through(Arc::clone(&consumer), broker.op_timeout, session)
             .map_err(|e| broker.error(format!("joining group {}", group.as_str()), e))?;
         Ok(GroupMember {
             committer: Mutex::new(committer),
