@@ -38,6 +38,17 @@ struct Needs<'p> {
     uses: Vec<&'p str>,
 }
 
+impl Needs<'_> {
+    /// Every service the case needs: those it uses, or its chain's, held and used.
+    fn services(&self) -> impl Iterator<Item = &str> {
+        let chain = self
+            .hold
+            .into_iter()
+            .flat_map(|h| h.services.iter().chain(&h.uses).map(String::as_str));
+        self.uses.iter().copied().chain(chain)
+    }
+}
+
 #[derive(Default)]
 struct State {
     taken: Vec<bool>,
@@ -51,6 +62,8 @@ struct State {
     active: HashSet<ChainId>,
     /// The cases of each holding chain not finished yet.
     left: HashMap<ChainId, usize>,
+    /// How many cases that run, not finished yet, need each service (hold or use it).
+    needed: HashMap<String, usize>,
 }
 
 impl<'p> Dispatch<'p> {
@@ -98,9 +111,16 @@ impl<'p> Dispatch<'p> {
                 Needs { after, hold, uses }
             })
             .collect::<Vec<_>>();
+        let mut needed: HashMap<String, usize> = HashMap::new();
+        for needs in &cases {
+            for service in needs.services() {
+                *needed.entry(service.to_owned()).or_default() += 1;
+            }
+        }
         let state = State {
             taken: vec![false; cases.len()],
             left,
+            needed,
             ..State::default()
         };
         Dispatch {
@@ -149,9 +169,20 @@ impl<'p> Dispatch<'p> {
 
     /// Case `index` finished: the services it used are free again, and after the last step of
     /// a chain, `restore` starts its held services again before any other case may use them.
-    pub fn finish(&self, index: usize, restore: impl FnOnce(&[String])) {
+    /// Gives the services no case left to run needs any more.
+    pub fn finish(&self, index: usize, restore: impl FnOnce(&[String])) -> Vec<String> {
         let needs = &self.cases[index];
         let mut state = self.lock();
+        let mut unneeded = Vec::new();
+        for service in needs.services() {
+            if let Some(n) = state.needed.get_mut(service) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    state.needed.remove(service);
+                    unneeded.push(service.to_owned());
+                }
+            }
+        }
         for service in &needs.uses {
             if let Some(n) = state.using.get_mut(*service) {
                 *n = n.saturating_sub(1);
@@ -179,6 +210,7 @@ impl<'p> Dispatch<'p> {
         }
         drop(state);
         self.changed.notify_all();
+        unneeded
     }
 
     /// Whether case `index` may start now, the services of the chains waiting before it being

@@ -99,11 +99,14 @@ pub fn execute(
                     let outcomes = run_with_retries(case, &key, shared);
                     // A chain's last step: its services are started again before anything
                     // else may need them, whatever its verdict.
-                    dispatch.finish(i, |held| config.services.restore(held));
+                    let unneeded = dispatch.finish(i, |held| config.services.restore(held));
                     if outcomes.iter().any(|o| o.verdict.failed()) {
                         failures.fetch_add(1, Ordering::SeqCst);
                     }
-                    if tx.send(Progress::Finished(i, outcomes)).is_err() {
+                    let told = tx.send(Progress::Finished(i, outcomes)).is_ok();
+                    // After its verdict is told: a service's stop may take its stop_timeout.
+                    config.services.release(&unneeded);
+                    if !told {
                         break;
                     }
                 }

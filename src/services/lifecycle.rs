@@ -448,26 +448,33 @@ impl Running {
     /// Stops every started service `keep` does not name (a course no longer declares it),
     /// with its data folder.
     pub fn keep_only(&self, keep: &[&str]) {
-        let gone: Vec<Shared> = {
-            let mut started = self.lock();
-            let names: Vec<String> = started
-                .keys()
-                .filter(|n| !keep.contains(&n.as_str()))
-                .cloned()
-                .collect();
-            names.iter().filter_map(|n| started.remove(n)).collect()
-        };
-        for shared in gone {
-            lock(&shared).stop();
+        self.stop_where(|name| !keep.contains(&name));
+    }
+
+    /// Stops each of `names`, which no probe left in the run needs, with its data folder;
+    /// kept between runs (`--watch`), they stay up for the next.
+    pub fn release(&self, names: &[String]) {
+        if names.is_empty() || self.kept.load(Ordering::SeqCst) {
+            return;
         }
+        self.stop_where(|name| names.iter().any(|n| n == name));
     }
 
     /// Stops every started service and removes their data folders.
     pub fn stop_all(&self) {
-        let stopping = std::mem::take(&mut *self.lock());
-        // Each waits up to its own stop_timeout: stopped side by side.
+        self.stop_where(|_| true);
+    }
+
+    /// Stops the started services whose names `chosen` takes, side by side (each waits up to
+    /// its own stop_timeout), and forgets them.
+    fn stop_where(&self, chosen: impl Fn(&str) -> bool) {
+        let stopping: Vec<Shared> = {
+            let mut started = self.lock();
+            let names: Vec<String> = started.keys().filter(|n| chosen(n)).cloned().collect();
+            names.iter().filter_map(|n| started.remove(n)).collect()
+        };
         std::thread::scope(|scope| {
-            for (_, shared) in stopping {
+            for shared in stopping {
                 scope.spawn(move || lock(&shared).stop());
             }
         });

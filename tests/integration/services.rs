@@ -114,6 +114,42 @@ fn a_service_no_selected_probe_needs_never_starts() {
 }
 
 #[test]
+fn a_service_is_stopped_after_the_last_probe_that_needs_it() {
+    if !services::redis() {
+        return;
+    }
+    let dir = Dir::new();
+    let queue = CACHE
+        .replace("services.cache", "services.queue")
+        .replace("CACHE_PORT", "QUEUE_PORT")
+        .replace("CACHE_DATA", "QUEUE_DATA");
+    // After set-get (the cache's only probe), the cache is down while the queue is up.
+    let after = "if redis-cli -p $(cut -d' ' -f1 seen.txt) ping >/dev/null 2>&1; then echo cache up; else echo cache down; fi; redis-cli -p $QUEUE_PORT ping";
+    let manifest = Manifest::lesson(41, "cache")
+        .probe(
+            Probe::script(
+                "set-get",
+                "echo $CACHE_PORT $CACHE_DATA > seen.txt; redis-cli -p $CACHE_PORT ping",
+            )
+            .services(&["cache"])
+            .expect("PONG"),
+        )
+        .probe(
+            Probe::script("after", after)
+                .services(&["queue"])
+                .expect("cache down\nPONG"),
+        )
+        .to_string();
+    course(&dir, &format!("{CACHE}{queue}"), &manifest);
+    run41(&dir)
+        .args(["--jobs", "1"])
+        .stdout_has("2 passed, 0 failed, 0 errors")
+        .success();
+    let (port, data) = seen(&dir);
+    nothing_left(&port, &data);
+}
+
+#[test]
 fn a_service_never_ready_is_one_environment_error_and_its_probes_are_not_run() {
     if !services::redis() {
         return;
