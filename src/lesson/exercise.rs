@@ -38,6 +38,14 @@ pub const PINNED_ENV: &[(&str, &str)] = &[
     ("PYTHONDONTWRITEBYTECODE", "1"),
 ];
 
+/// [`PINNED_ENV`] as the variables a child is given.
+pub fn pinned_env() -> BTreeMap<String, String> {
+    PINNED_ENV
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 /// What one run of a step gave while it is judged, its streams apart (the tails and the
 /// comparisons read them); told as the one result, a [`DocRun`].
 #[derive(Debug, Clone)]
@@ -154,11 +162,7 @@ fn step(
     let cwd = copy.cwd().to_owned();
     // The services' variables, then the pinned ones, which win.
     let mut env = services.clone();
-    env.extend(
-        PINNED_ENV
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
+    env.extend(pinned_env());
     let mut setup_transcript = None;
     if let Some(setup) = &code.setup {
         let setup_at = format!("{}:{}", probe.file.display(), setup.line);

@@ -1,7 +1,6 @@
 //! Runs a notebook's code cells in order, up to the last one a run needs, in one kernel whose
 //! working folder is a copy of the notebook's folder; each cell judged as nbval judges it.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
@@ -12,7 +11,7 @@ use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, STARTUP};
 use super::{Cell, Notebook, Outputs};
 use crate::environment::interpreter::resolve;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
-use crate::lesson::exercise::PINNED_ENV;
+use crate::lesson::exercise::pinned_env;
 use crate::lesson::isolation::{Checkout, Layout};
 use crate::lesson::session::Stop;
 
@@ -55,10 +54,7 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     let started = Instant::now();
     let end = notebook.notebook_timeout.map(|t| started + t);
     let bounded = |at: Instant| end.map_or(at, |end| at.min(end));
-    let mut env: BTreeMap<String, String> = PINNED_ENV
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let mut env = pinned_env();
     // Read only (no bytecode is written): the cells import the course's code from where it is.
     // Before whatever PYTHONPATH the run was given, which the kernel keeps.
     let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());

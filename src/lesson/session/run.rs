@@ -14,7 +14,7 @@ use super::{Command, SessionBlock, SessionBody, Transcript};
 use crate::environment::interpreter::resolve;
 use crate::lesson::bless::Rewrite;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
-use crate::lesson::exercise::PINNED_ENV;
+use crate::lesson::exercise::pinned_env;
 use crate::lesson::isolation::Checkout;
 use crate::lesson::matcher::{self, Rules};
 
@@ -97,10 +97,7 @@ struct State<'a> {
 
 impl<'a> State<'a> {
     fn new(transcript: &'a Transcript, folder: Folder) -> State<'a> {
-        let mut env: BTreeMap<String, String> = PINNED_ENV
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let mut env = pinned_env();
         let testdir =
             std::path::absolute(&transcript.testdir).unwrap_or_else(|_| transcript.testdir.clone());
         env.insert("TESTDIR".into(), testdir.display().to_string());
