@@ -45,6 +45,63 @@ struct RawConfig {
 struct RawNotebooks {
     /// `compared` (nbval's default) or `run-only` (nbval's `--nbval-lax`).
     outputs: Option<Spanned<String>>,
+    /// An nbval sanitize file (`--nbval-sanitize-with`), relative to the course.
+    sanitize: Option<Spanned<String>>,
+}
+
+impl RawNotebooks {
+    /// How the course's notebooks are judged: their outputs, and the patterns of the nbval
+    /// sanitize file it gives (read from under `root`, shown under `shown`).
+    fn read(
+        self,
+        root: &Path,
+        shown: &Path,
+        source: &Source,
+    ) -> Result<(super::notebook::Outputs, super::notebook::Patterns), CourseError> {
+        let outputs = match self.outputs {
+            Some(o) => o
+                .get_ref()
+                .parse()
+                .map_err(|e| source.error(o.span(), format!("[notebooks] {e}")))?,
+            None => super::notebook::Outputs::default(),
+        };
+        let Some(file) = self.sanitize else {
+            return Ok((outputs, super::notebook::Patterns::default()));
+        };
+        let path = inside(&file, "[notebooks] sanitize", "file", source)?;
+        if !root.join(&path).is_file() {
+            return Err(source
+                .error(
+                    file.span(),
+                    format!(
+                        "[notebooks] sanitize file {:?} does not exist in the course",
+                        file.get_ref()
+                    ),
+                )
+                .into());
+        }
+        let patterns = super::notebook::Patterns::read(&root.join(&path), &show(shown, &path))?;
+        Ok((outputs, patterns))
+    }
+}
+
+/// The path a configuration value gives (`what`, a `kind` of entry), when it stays inside the
+/// course.
+fn inside(
+    value: &Spanned<String>,
+    what: &str,
+    kind: &str,
+    source: &Source,
+) -> Result<PathBuf, CourseError> {
+    let path = PathBuf::from(value.get_ref());
+    if is_inside(&path) {
+        return Ok(path);
+    }
+    let message = format!(
+        "{what} {:?} must be a {kind} inside the course",
+        value.get_ref()
+    );
+    Err(source.error(value.span(), message).into())
 }
 
 #[derive(Deserialize, Default)]
@@ -110,16 +167,7 @@ impl Course {
             let Some(value) = value else {
                 return Ok((PathBuf::from(default), false));
             };
-            let path = PathBuf::from(value.get_ref());
-            if !is_inside(&path) {
-                return Err(at(
-                    value.span(),
-                    format!(
-                        "{what} {:?} must be a folder inside the course",
-                        value.get_ref()
-                    ),
-                ));
-            }
+            let path = inside(&value, what, "folder", &source)?;
             if !root.join(&path).is_dir() {
                 return Err(at(
                     value.span(),
@@ -164,13 +212,7 @@ impl Course {
             None => None,
         };
         let services = crate::services::declare_all(raw.services, &source)?;
-        let notebook_outputs = match raw.notebooks.outputs {
-            Some(o) => o
-                .get_ref()
-                .parse()
-                .map_err(|e| at(o.span(), format!("[notebooks] {e}")))?,
-            None => super::notebook::Outputs::default(),
-        };
+        let (notebook_outputs, notebook_sanitize) = raw.notebooks.read(root, shown, &source)?;
         let mut course = Course {
             settings: Settings {
                 root: root.to_owned(),
@@ -186,6 +228,7 @@ impl Course {
                 services,
                 notebook_outputs,
                 notebook_outputs_given: None,
+                notebook_sanitize,
             },
             lessons,
             lessons_configured,

@@ -67,7 +67,10 @@ fn into_doc(
         kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
         python: course.python.clone(),
         cells: read.cells,
-        redactions: course.redactions.clone(),
+        redactions: notebook::OutputRedactions {
+            nbval: course.notebook_sanitize.clone(),
+            course: course.redactions.clone(),
+        },
         timeout: match own.duration("timeout").map_err(at)? {
             Some(t) => Some(t),
             None => course.timeout,

@@ -37,6 +37,9 @@ pub struct Settings {
     pub notebook_outputs: super::notebook::Outputs,
     /// The same given on the command line (`--notebook-outputs`): over every notebook's own.
     pub notebook_outputs_given: Option<super::notebook::Outputs>,
+    /// The patterns of the course's nbval sanitize file (`[notebooks] sanitize`), applied to
+    /// notebooks' stored and produced outputs beside the redactions.
+    pub notebook_sanitize: super::notebook::Patterns,
 }
 
 impl Settings {

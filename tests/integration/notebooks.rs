@@ -769,3 +769,61 @@ fn the_sample_courses_notebook_lesson_fails_at_the_cell_whose_stored_output_chan
         .collect();
     assert_eq!(failed, ["36-explore-audit.ipynb#rows"]);
 }
+
+/// A course of one notebook lesson (35) whose first cell prints today's date and time, stored
+/// as printed on another day, with `toml` as its configuration.
+fn dated_course(toml: &str) -> Dir {
+    let dir = Dir::new();
+    dir.write("lessonprobe.toml", toml);
+    dir.write(
+        "nbval-sanitize.cfg",
+        std::fs::read(repo().join("tests/fixtures/nbval/sanitize_defaults.cfg")).unwrap(),
+    );
+    let cells = [code(
+        &[
+            "import datetime",
+            "print(datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S'))",
+        ],
+        stdout("2020-01-01 10:00:00\n"),
+    )];
+    dir.write("lessons/35-dated.ipynb", notebook(&cells));
+    dir
+}
+
+fn lesson_35(dir: &Dir, python: &str) -> Test {
+    dir.lessonprobe()
+        .args(["--python", python, "--lesson", "35", "--format", "json"])
+        .within(Duration::from_secs(120))
+}
+
+#[test]
+fn an_nbval_sanitize_file_given_by_the_course_applies_to_stored_and_produced_outputs() {
+    let Some(python) = python() else { return };
+    let given = "[notebooks]\nsanitize = \"nbval-sanitize.cfg\"\n";
+    let dir = dated_course(given);
+    let ran = lesson_35(&dir, &python).success();
+    assert_eq!(verdicts(&ran), pairs(&[("35-dated.ipynb#c1", "PASS")]));
+    // Without it the stored date is a claim the run contradicts.
+    let dir = dated_course("");
+    let ran = lesson_35(&dir, &python).failure();
+    assert_eq!(verdicts(&ran), pairs(&[("35-dated.ipynb#c1", "FAIL")]));
+
+    let dir = dated_course(given);
+    dir.write("nbval-sanitize.cfg", "[dates]\nregex: (\\d+\nreplace: N\n");
+    lesson_35(&dir, &python)
+        .stderr_has("nbval-sanitize.cfg:2: \"(\\\\d+\" is not a valid regular expression")
+        .status(2);
+    dir.write(
+        "nbval-sanitize.cfg",
+        "[dates]\nregex: x\nreplace: y\n\n[times]\n",
+    );
+    lesson_35(&dir, &python)
+        .stderr_has("nbval-sanitize.cfg:5: section [times] has no `regex:` line")
+        .status(2);
+    std::fs::remove_file(dir.join("nbval-sanitize.cfg")).unwrap();
+    lesson_35(&dir, &python)
+        .stderr_has(
+            "lessonprobe.toml:2:12: [notebooks] sanitize file \"nbval-sanitize.cfg\" does not exist in the course",
+        )
+        .status(2);
+}

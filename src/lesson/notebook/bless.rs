@@ -5,16 +5,23 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::compare::OutputRedactions;
 use super::StoredAt;
 use crate::lesson::bless::Rewrite;
 use crate::lesson::matcher::Redactions;
 
 /// The rewrite of the stored outputs at `at` (the cell's first source line `line`) into
-/// `produced`.
-pub fn rewrite(line: usize, at: &StoredAt, produced: &[Value], redactions: &Redactions) -> Rewrite {
+/// `produced`, the course's placeholders put back (an nbval sanitize file's replacements are
+/// not: they stand for no value a stored output holds).
+pub fn rewrite(
+    line: usize,
+    at: &StoredAt,
+    produced: &[Value],
+    redactions: &OutputRedactions,
+) -> Rewrite {
     let outputs: Vec<Value> = produced
         .iter()
-        .map(|o| stored_form(o.clone(), redactions))
+        .map(|o| stored_form(o.clone(), &redactions.course))
         .collect();
     let mut text = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
@@ -70,7 +77,10 @@ mod tests {
             range: 10..12,
             indent: "   ".into(),
         };
-        let redactions = Redactions::new([("[ID]", "evt-[0-9]+")]).unwrap();
+        let redactions = OutputRedactions {
+            course: Redactions::new([("[ID]", "evt-[0-9]+")]).unwrap(),
+            ..OutputRedactions::default()
+        };
         let produced =
             [json!({"output_type": "stream", "name": "stdout", "text": "id evt-7\ndone\n"})];
         let Rewrite::Value { range, text, .. } = rewrite(3, &at, &produced, &redactions) else {

@@ -13,8 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::matcher::Redactions;
-
+pub use compare::{OutputRedactions, Patterns};
 pub use myst::{is_myst, read as read_myst};
 #[cfg(test)]
 pub(crate) use parse::TEST_NOTEBOOK;
@@ -71,8 +70,9 @@ pub struct Notebook {
     pub python: String,
     /// Its code cells, in order.
     pub cells: Vec<Cell>,
-    /// The course's redactions, applied to stored and produced outputs alike.
-    pub redactions: Redactions,
+    /// The course's nbval sanitize patterns and redactions, applied to stored and produced
+    /// outputs alike.
+    pub redactions: OutputRedactions,
     /// Each cell's limit unless its own metadata sets one: the notebook's metadata, else the
     /// course's `timeout`.
     pub timeout: Option<Duration>,
