@@ -2,7 +2,8 @@
 //! network) for a maintainer reviewing a revision of a course: the run's verdict as the exit
 //! code gives it and the counts, what was verified (course, revision, backends, broker), each
 //! lesson's probes with their verdicts, each failing case's expected-against-actual diff (open,
-//! not folded), and the PENDING cases with what would enable them.
+//! not folded) and the code it ran where its document gives it (a notebook cell's source), and
+//! the PENDING cases with what would enable them.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -94,9 +95,31 @@ td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:to
 .v{font-weight:bold}.PASS{color:#1a7f37}.FAIL,.ERROR{color:#cf222e}.SKIP{color:#9a6700}.PENDING{color:#0969da}
 pre.diff{background:#f6f8fa;padding:.6em;overflow-x:auto}
 pre.diff span{display:block}
+pre.source{background:#f6f8fa;padding:.6em;overflow-x:auto;border-left:3px solid #0969da}
 .del{background:#ffebe9}.ins{background:#dafbe1}.hunk{color:#8250df}
 code{font-size:90%}
 ";
+
+/// The code a failing case ran, where its document gives it (a notebook cell's source), headed
+/// by where it is written: its file, its cell and line.
+fn code(h: &mut String, o: &Outcome) {
+    let Some(code) = &o.code else {
+        return;
+    };
+    let mut place = o.file.clone().unwrap_or_default();
+    if let Some(cell) = o.cell {
+        let _ = write!(place, " cell {cell}");
+    }
+    if let Some(line) = o.line {
+        let _ = write!(place, " line {line}");
+    }
+    let _ = writeln!(
+        h,
+        "<p>source ({}):</p><pre class=\"source\">{}</pre>",
+        esc(place.trim()),
+        esc(code)
+    );
+}
 
 impl Page {
     fn render(&self, env: &Provenance) -> String {
@@ -202,6 +225,7 @@ impl Page {
             if let Some(message) = &o.message {
                 let _ = writeln!(h, "<p>{}</p>", esc(message));
             }
+            code(h, o);
             match &o.diff {
                 Some(diff) => {
                     h.push_str("<pre class=\"diff\">");
@@ -276,11 +300,9 @@ mod tests {
         assert!(!page.contains("http://") && !page.contains("https://"));
     }
 
-    #[test]
-    fn text_is_escaped() {
-        let mut o = test_support::outcome(5, "<b>x</b>", Verdict::Fail);
-        o.diff = Some("-<script>\n+&amp;".into());
-        let page = Page {
+    /// The page of a failed run of the one outcome `o`.
+    fn failed_page(o: Outcome) -> String {
+        Page {
             run_id: "r".into(),
             succeeded: false,
             interrupted: None,
@@ -289,7 +311,35 @@ mod tests {
             report_error: None,
             outcomes: vec![o],
         }
-        .render(&Provenance::default());
+        .render(&Provenance::default())
+    }
+
+    #[test]
+    fn a_failing_cells_source_is_shown_escaped_with_its_notebook_cell_and_line() {
+        let mut o = test_support::outcome(36, "nb.ipynb#c1", Verdict::Fail);
+        o.file = Some("lessons/nb.ipynb".into());
+        o.cell = Some(2);
+        o.line = Some(31);
+        o.code = Some("print('<rows>')".into());
+        o.diff = Some("-3 rows\n+4 rows".into());
+        let page = failed_page(o);
+        assert!(
+            page.contains(
+                "<p>source (lessons/nb.ipynb cell 2 line 31):</p><pre class=\"source\">print('&lt;rows&gt;')</pre>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("<span class=\"del\">-3 rows</span>"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        let mut o = test_support::outcome(5, "<b>x</b>", Verdict::Fail);
+        o.diff = Some("-<script>\n+&amp;".into());
+        let page = failed_page(o);
         assert!(
             !page.contains("<b>x</b>") && !page.contains("<script>"),
             "{page}"

@@ -116,6 +116,10 @@ pub struct Outcome {
     /// A notebook cell's index in its notebook's `cells` (0-based, Markdown cells counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cell: Option<usize>,
+    /// The code the probe runs as its document writes it (a notebook cell's source), which
+    /// the HTML report shows.
+    #[serde(skip)]
+    pub code: Option<String>,
     /// Attempts made: 1, or more when the case was retried after failing.
     pub attempts: u32,
     /// The earlier attempts that failed, in order (the outcome itself is the last attempt).
@@ -130,6 +134,13 @@ impl Outcome {
     /// A planned case's outcome before it is decided: ERROR until something sets the verdict.
     pub fn of(case: &PlannedCase<'_>) -> Outcome {
         let probe = case.probe;
+        let cell = match &probe.kind {
+            ProbeKind::Document(doc) => match &doc.body {
+                DocBody::Cell(cell) => Some(cell.cell()),
+                _ => None,
+            },
+            _ => None,
+        };
         Outcome {
             lesson: case.checkpoint.lesson,
             checkpoint: case.checkpoint.title.clone(),
@@ -165,13 +176,8 @@ impl Outcome {
                 .to_string(),
             ),
             line: probe.line,
-            cell: match &probe.kind {
-                ProbeKind::Document(doc) => match &doc.body {
-                    DocBody::Cell(cell) => Some(cell.cell().index),
-                    _ => None,
-                },
-                _ => None,
-            },
+            cell: cell.map(|c| c.index),
+            code: cell.map(|c| c.source.clone()),
             checkpoint_file: case.checkpoint.source.display().to_string(),
             attempts: 1,
             failed_attempts: Vec::new(),

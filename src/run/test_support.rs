@@ -109,6 +109,7 @@ pub(crate) fn outcome(lesson: u32, id: &str, verdict: super::Verdict) -> super::
         file: None,
         line: None,
         cell: None,
+        code: None,
         checkpoint_file: format!("checkpoints/{lesson}.toml"),
         attempts: 1,
         failed_attempts: Vec::new(),

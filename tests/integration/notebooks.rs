@@ -770,6 +770,86 @@ fn the_sample_courses_notebook_lesson_fails_at_the_cell_whose_stored_output_chan
     assert_eq!(failed, ["36-explore-audit.ipynb#rows"]);
 }
 
+/// The text of each `<pre>` of an HTML report, by its class, as an HTML reader sees it (each
+/// `<span>` of a diff a line).
+fn pre_texts(page: &str) -> Vec<(String, String)> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(page);
+    reader.config_mut().check_end_names = false;
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut open = false;
+    loop {
+        match reader.read_event().expect("readable HTML") {
+            Event::Start(e) if e.name().as_ref() == b"pre" => {
+                let class = e
+                    .try_get_attribute("class")
+                    .ok()
+                    .flatten()
+                    .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+                    .unwrap_or_default();
+                out.push((class, String::new()));
+                open = true;
+            }
+            Event::End(e) if e.name().as_ref() == b"pre" => open = false,
+            Event::End(e) if open && e.name().as_ref() == b"span" => {
+                if let Some(last) = out.last_mut() {
+                    last.1.push('\n');
+                }
+            }
+            Event::Text(t) if open => {
+                if let Some(last) = out.last_mut() {
+                    last.1.push_str(&String::from_utf8_lossy(&t));
+                }
+            }
+            Event::GeneralRef(r) if open => {
+                let name = String::from_utf8_lossy(&r).into_owned();
+                let c = quick_xml::escape::resolve_xml_entity(&name).unwrap_or("?");
+                if let Some(last) = out.last_mut() {
+                    last.1.push_str(c);
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn an_html_report_shows_a_failing_cells_source_with_its_place_and_its_diff() {
+    let Some(python) = python() else { return };
+    let mut cells = passing();
+    cells[0].outputs = stdout("4 rows\n");
+    let (dir, file) = with_notebook(&cells);
+    doc(&dir, &file, &python)
+        .args(["--html", "page.html"])
+        .failure();
+    let page = dir.read("page.html");
+    let line = at(&dir, "nb.ipynb", "rows = [1, 2, 3]");
+    let line = line.trim_start_matches("nb.ipynb:");
+    assert!(
+        page.contains(&format!("source (nb.ipynb cell 1 line {line}):")),
+        "{page}"
+    );
+    let pres = pre_texts(&page);
+    let source: Vec<&str> = pres
+        .iter()
+        .filter(|(class, _)| class == "source")
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert_eq!(
+        source,
+        ["rows = [1, 2, 3]\nprint(len(rows), 'rows')"],
+        "{pres:?}"
+    );
+    let diff = pres
+        .iter()
+        .find(|(class, _)| class == "diff")
+        .map(|(_, text)| text.as_str())
+        .unwrap_or_default();
+    assert!(diff.contains("-4 rows\n+3 rows\n"), "{diff}");
+}
+
 /// A course of one notebook lesson (35) whose first cell prints today's date and time, stored
 /// as printed on another day, with `toml` as its configuration.
 fn dated_course(toml: &str) -> Dir {
