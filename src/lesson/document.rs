@@ -1326,7 +1326,7 @@ fn file_name(path: &Path) -> String {
 
 /// The course's `shared` paths that lie inside `folder` (both relative to the course root),
 /// relative to `folder`: what a copy of `folder` links instead of copying.
-fn shared_under(shared: &[PathBuf], folder: &Path) -> Vec<PathBuf> {
+pub(crate) fn shared_under(shared: &[PathBuf], folder: &Path) -> Vec<PathBuf> {
     shared
         .iter()
         .filter_map(|s| s.strip_prefix(folder).ok())

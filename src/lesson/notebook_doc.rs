@@ -1,10 +1,11 @@
 //! A notebook (an `.ipynb` file, or Markdown in MyST-NB's form) as a lesson document: its code
 //! cells, read by `notebook`, made the document's probes with the course's settings applied.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::document::{decode, DocBody, DocProbe, LessonDoc};
+use super::document::{decode, shared_under, DocBody, DocProbe, LessonDoc};
+use super::isolation::Layout;
 use super::notebook::{self, CellProbe, Notebook, Own, Read};
 use super::settings::Settings;
 use super::CourseError;
@@ -52,18 +53,22 @@ fn into_doc(
         (None, Some(value)) => value.parse().map_err(at)?,
         (None, None) => course.notebook_outputs,
     };
+    // Absolute: the kernel runs in copies elsewhere, found by where they are in the course.
+    let absolute = |path: PathBuf| std::path::absolute(&path).unwrap_or(path);
     let folder = course
         .root
         .join(relative)
         .parent()
         .map_or_else(|| course.root.clone(), Path::to_owned);
+    let project = course.root.join(&course.run_from);
     let notebook = Arc::new(Notebook {
         file: file.clone(),
         source: course.root.join(relative),
-        folder,
-        // Absolute: the kernel runs in a copy elsewhere.
-        project: std::path::absolute(course.root.join(&course.run_from))
-            .unwrap_or_else(|_| course.root.join(&course.run_from)),
+        folder: absolute(folder),
+        project: project.is_dir().then(|| Layout {
+            source: absolute(project),
+            shared: shared_under(&course.shared, &course.run_from),
+        }),
         kernel: read.kernel.unwrap_or_else(|| "python3".to_owned()),
         python: course.python.clone(),
         cells: read.cells,

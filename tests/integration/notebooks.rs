@@ -907,3 +907,45 @@ fn an_nbval_sanitize_file_given_by_the_course_applies_to_stored_and_produced_out
         )
         .status(2);
 }
+
+#[test]
+fn a_course_notebook_imports_the_courses_code_from_a_copy_and_writes_nothing_into_the_course() {
+    let Some(python) = python() else { return };
+    let dir = Dir::new();
+    dir.write("lessonprobe.toml", "");
+    dir.write("project/helper.py", "ROWS = 3\n");
+    let cells = [
+        code(
+            &["import os, helper", "print(helper.ROWS, 'rows')"],
+            stdout("3 rows\n"),
+        ),
+        code(
+            &[
+                "beside = os.path.join(os.path.dirname(helper.__file__), 'beside.txt')",
+                "open(beside, 'w').write('x')",
+                "open('mine.txt', 'w').write('y')",
+                "import py_compile",
+                "py_compile.compile(helper.__file__)",
+                "print(os.path.exists(beside), os.path.exists('mine.txt'))",
+            ],
+            stdout("True True\n"),
+        ),
+    ];
+    dir.write("lessons/35-explore.ipynb", notebook(&cells));
+    let course = |dir: &Dir| {
+        [
+            snapshot(&dir.join("project")),
+            snapshot(&dir.join("lessons")),
+        ]
+    };
+    let before = course(&dir);
+    let ran = lesson_35(&dir, &python).arg("--no-junit").success();
+    assert_eq!(
+        verdicts(&ran),
+        pairs(&[
+            ("35-explore.ipynb#c1", "PASS"),
+            ("35-explore.ipynb#c2", "PASS")
+        ])
+    );
+    assert_eq!(course(&dir), before);
+}

@@ -4,6 +4,7 @@
 
 mod bless;
 mod compare;
+mod folders;
 mod kernel;
 mod myst;
 mod parse;
@@ -59,11 +60,13 @@ pub struct Notebook {
     pub file: PathBuf,
     /// The notebook as read (bless rewrites it).
     pub source: PathBuf,
-    /// The folder holding it, copied to run in (the kernel's working folder is the copy).
+    /// The folder holding it (absolute), copied to run in (the kernel's working folder is the
+    /// copy).
     pub folder: PathBuf,
-    /// The course's run-from folder, importable by the cells (on the kernel's `PYTHONPATH`):
-    /// a course notebook uses the course's own code as its Markdown lessons do.
-    pub project: PathBuf,
+    /// The course's run-from folder (absolute) with its shared paths, when it exists: copied
+    /// as the other probes' is, the copy on the kernel's `PYTHONPATH`, so a course notebook
+    /// uses the course's own code as its Markdown lessons do and writes nothing into it.
+    pub project: Option<crate::lesson::isolation::Layout>,
     /// The kernel its `kernelspec` names (`python3` when it names none).
     pub kernel: String,
     /// The interpreter that runs the driver (and so finds the kernel): the course's.

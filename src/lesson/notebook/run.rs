@@ -1,5 +1,6 @@
 //! Runs a notebook's code cells in order, up to the last one a run needs, in one kernel whose
-//! working folder is a copy of the notebook's folder; each cell judged as nbval judges it.
+//! working folder and imports are copies of the notebook's and the course's folders; each cell
+//! judged as nbval judges it.
 
 use std::time::{Duration, Instant};
 
@@ -7,12 +8,12 @@ use lessonprobe_probes::Cancel;
 use serde_json::Value;
 
 use super::compare::{compare, text_of};
+use super::folders::Folders;
 use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, STARTUP};
 use super::{Cell, Notebook, Outputs};
 use crate::environment::interpreter::resolve;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
 use crate::lesson::exercise::pinned_env;
-use crate::lesson::isolation::{Checkout, Layout};
 use crate::lesson::session::Stop;
 
 /// Runs code cells `0..=upto` of `notebook`, each under its limit (its own, the notebook's,
@@ -32,12 +33,8 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
         ));
         return results.done;
     };
-    let layout = Layout {
-        source: notebook.folder.clone(),
-        shared: Vec::new(),
-    };
-    let copy = match Checkout::take(&layout, None) {
-        Ok(copy) => copy,
+    let folders = match Folders::take(notebook) {
+        Ok(folders) => folders,
         Err(e) => {
             results.rest(&e.to_string());
             return results.done;
@@ -55,17 +52,19 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     let end = notebook.notebook_timeout.map(|t| started + t);
     let bounded = |at: Instant| end.map_or(at, |end| at.min(end));
     let mut env = pinned_env();
-    // Read only (no bytecode is written): the cells import the course's code from where it is.
-    // Before whatever PYTHONPATH the run was given, which the kernel keeps.
-    let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());
-    let path = match given {
-        Some(given) => format!("{}:{}", notebook.project.display(), given.to_string_lossy()),
-        None => notebook.project.display().to_string(),
-    };
-    env.insert("PYTHONPATH".to_owned(), path);
+    // The cells import the course's code from its copy, before whatever PYTHONPATH the run was
+    // given, which the kernel keeps.
+    if let Some(imports) = &folders.imports {
+        let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());
+        let path = match given {
+            Some(given) => format!("{}:{}", imports.display(), given.to_string_lossy()),
+            None => imports.display().to_string(),
+        };
+        env.insert("PYTHONPATH".to_owned(), path);
+    }
     let kernel = Kernel::start(
         &python,
-        copy.cwd(),
+        &folders.cwd,
         &env,
         (&notebook.kernel, &asked),
         bounded(started + STARTUP + GRACE),
