@@ -2,8 +2,9 @@
 //! and nbclient): a passing notebook; each cause of a FAIL (a stored output changed, a tag
 //! removed, a raising cell) and of an ERROR (a hanging cell, a dead kernel, `input()`, a
 //! malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
-//! fields; run-only outputs; Ctrl-C; `--partition`; the MyST Markdown form; and nbval's own test
-//! notebooks, cell by cell as nbval judges them.
+//! fields; run-only outputs; Ctrl-C; `--partition`; the MyST Markdown form; nbval's own test
+//! notebooks, cell by cell as nbval judges them, and its sanitize file; the HTML report of a
+//! failing cell; a course notebook importing the course's code from a copy; `--watch`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -948,4 +949,57 @@ fn a_course_notebook_imports_the_courses_code_from_a_copy_and_writes_nothing_int
         ])
     );
     assert_eq!(course(&dir), before);
+}
+
+#[test]
+fn a_notebook_lesson_under_watch_reruns_when_edited_and_not_when_it_writes_a_file() {
+    let Some(python) = python() else { return };
+    let (dir, outside) = (Dir::new(), Dir::new());
+    dir.write("lessonprobe.toml", "");
+    let mut cells = vec![
+        code(&["print(3, 'rows')"], stdout("3 rows\n")),
+        code(&["_ = open('written.txt', 'w').write('x')"], json!([])),
+    ];
+    dir.write("lessons/35-explore.ipynb", notebook(&cells));
+    std::fs::create_dir_all(outside.join("tmp")).unwrap();
+    let mut running = dir
+        .lessonprobe()
+        .args([
+            "--python", &python, "--lesson", "35", "--jobs", "1", "--watch",
+        ])
+        .env("TMPDIR", outside.join("tmp"))
+        .env("XDG_CACHE_HOME", outside.join("cache"))
+        .spawn();
+    let waits = |e: &str| e.matches("waiting for a change").count();
+    let step = Duration::from_secs(120);
+    let report = dir.join("reports/lesson-35.xml");
+    running.wait_for_stderr("the first run", step, |e| waits(e) == 1);
+    let junit = |path: &Path| -> Vec<String> {
+        lessonprobe_testkit::verdicts(&parse_junit(path))
+            .into_iter()
+            .map(|(_, verdict)| verdict)
+            .collect()
+    };
+    assert_eq!(junit(&report), ["PASS", "PASS"]);
+    // The file the notebook wrote is in its copy: nothing changed in the course.
+    std::thread::sleep(Duration::from_secs(3));
+    let stderr = running.stderr_so_far();
+    assert_eq!(
+        waits(&stderr),
+        1,
+        "the notebook's own file restarted the watch:\n{stderr}"
+    );
+    assert!(!dir.join("lessons/written.txt").exists());
+
+    cells[0].outputs = stdout("4 rows\n");
+    dir.write("lessons/35-explore.ipynb", notebook(&cells));
+    running.wait_for_stderr("the rerun", step, |e| waits(e) == 2);
+    let stderr = running.stderr_so_far();
+    assert!(
+        stderr.contains("run 2, after a change to lessons/35-explore.ipynb"),
+        "{stderr}"
+    );
+    assert_eq!(junit(&report), ["FAIL", "PASS"]);
+    running.signal(libc::SIGINT);
+    running.within(Duration::from_secs(30)).status(130);
 }
