@@ -358,7 +358,7 @@ fn drain(mut pipe: impl Read + Send + 'static) -> Drained {
 const PIPE_GRACE: Duration = Duration::from_secs(10);
 
 impl Drained {
-    fn text(self) -> String {
+    fn text(&self) -> String {
         let closed = self.closed.recv_timeout(PIPE_GRACE).is_ok();
         let mut text = String::from_utf8_lossy(&self.bytes.lock().unwrap()).into_owned();
         if !closed {
@@ -591,6 +591,34 @@ impl Running {
     }
 }
 
+/// A run the test left before it ended (an assertion failed midway, or the test forgot it) is
+/// stopped as an operator would: SIGTERM to its group, which lets lessonprobe stop its own
+/// probes and kernels, then SIGKILL after 10 s; no process of it outlives the test.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.exited.is_some() {
+            return;
+        }
+        // No assertion here: a panic while the test unwinds would abort the whole binary.
+        let running = |child: &mut Child| matches!(child.try_wait(), Ok(None));
+        if !running(&mut self.child) {
+            return;
+        }
+        let group = -(self.child.id() as i32);
+        // SAFETY: kill only sends a signal, to the group the child leads.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let ends = Instant::now() + Duration::from_secs(10);
+        while running(&mut self.child) && Instant::now() < ends {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if running(&mut self.child) {
+            // SAFETY: as above.
+            unsafe { libc::kill(group, libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn mismatch(stream: &str, actual: &str, expect: &Expect) -> Option<String> {
     // snapbox renders a mismatch as a diff; `raw` turns its elisions off for an exact match.
     let differs = |expected: snapbox::Data| {
@@ -681,6 +709,51 @@ pub fn git_first_commit(dir: &Path, path: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run the test leaves before it ends is stopped with its whole group: SIGTERM first
+    /// (a shell that traps it writes a file and exits), SIGKILL for one that ignores it.
+    #[test]
+    fn a_run_left_running_is_stopped_with_its_group_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
+        let pid_of = |file: &str| -> i32 {
+            let path = dir.path().join(file);
+            let ends = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(pid) = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                {
+                    return pid;
+                }
+                assert!(Instant::now() < ends, "{file} never written");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let polite = Test::new("sh")
+            .arg("-c")
+            .arg("trap 'echo term > stopped; exit 0' TERM; sleep 300 & echo $! > child; wait")
+            .current_dir(dir.path())
+            .spawn();
+        let child = pid_of("child");
+        drop(polite);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("stopped")).unwrap(),
+            "term\n"
+        );
+        assert!(!alive(child), "the sleep it started outlived it");
+
+        let stubborn = Test::new("sh")
+            .arg("-c")
+            .arg("trap '' TERM; echo $$ > shell; sleep 300")
+            .current_dir(dir.path())
+            .spawn();
+        let shell = pid_of("shell");
+        let started = Instant::now();
+        drop(stubborn);
+        assert!(started.elapsed() >= Duration::from_secs(10));
+        assert!(!alive(shell));
+    }
 
     /// A run starts with SIGINT at its default even when the suite itself ignores it.
     #[test]
