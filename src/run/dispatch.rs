@@ -6,15 +6,18 @@
 //! everything it holds and uses at its first step, so two chains never wait on each other. A
 //! worker never blocks on a held service
 //! (the chain's next step may be waiting for a free worker): it takes another case, or waits for
-//! one to end.
+//! one to end. Nor on a document's sequence (a notebook's cells, a page's sessions: one kernel
+//! or shell runs them all for the first of them taken): while one of its cases runs, a free
+//! worker takes a case of another document, so notebooks run side by side under `--jobs`.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::plan::{Decision, Plan};
 use crate::checkpoint::ProbeKind;
-use crate::lesson::{ChainId, DocBody, Hold};
+use crate::lesson::{self, ChainId, DocBody, Hold};
 
 /// How often a worker with nothing to take looks again at whether the run goes on.
 const POLL: Duration = Duration::from_millis(50);
@@ -36,6 +39,8 @@ struct Needs<'p> {
     hold: Option<&'p Hold>,
     /// The services it needs, when the case runs outside such a chain.
     uses: Vec<&'p str>,
+    /// The document sequence it belongs to (numbered in the plan), when the case runs.
+    sequence: Option<usize>,
 }
 
 impl Needs<'_> {
@@ -64,6 +69,8 @@ struct State {
     left: HashMap<ChainId, usize>,
     /// How many cases that run, not finished yet, need each service (hold or use it).
     needed: HashMap<String, usize>,
+    /// How many cases of each document sequence are running, by its number.
+    in_sequence: Vec<usize>,
 }
 
 impl<'p> Dispatch<'p> {
@@ -78,6 +85,7 @@ impl<'p> Dispatch<'p> {
             })
             .collect();
         let mut left: HashMap<ChainId, usize> = HashMap::new();
+        let mut sequences: HashMap<(u32, &Path), usize> = HashMap::new();
         let cases = plan
             .cases
             .iter()
@@ -98,8 +106,16 @@ impl<'p> Dispatch<'p> {
                         after,
                         hold: None,
                         uses: Vec::new(),
+                        sequence: None,
                     };
                 }
+                let sequence = match &case.probe.kind {
+                    ProbeKind::Document(doc) => lesson::sequence_of(doc).map(|file| {
+                        let next = sequences.len();
+                        *sequences.entry((doc.lesson, file)).or_insert(next)
+                    }),
+                    _ => None,
+                };
                 let hold = plan.hold(case);
                 if let Some(hold) = hold {
                     *left.entry(hold.chain.clone()).or_default() += 1;
@@ -108,7 +124,12 @@ impl<'p> Dispatch<'p> {
                     Some(_) => Vec::new(),
                     None => case.probe.services.iter().map(String::as_str).collect(),
                 };
-                Needs { after, hold, uses }
+                Needs {
+                    after,
+                    hold,
+                    uses,
+                    sequence,
+                }
             })
             .collect::<Vec<_>>();
         let mut needed: HashMap<String, usize> = HashMap::new();
@@ -121,6 +142,7 @@ impl<'p> Dispatch<'p> {
             taken: vec![false; cases.len()],
             left,
             needed,
+            in_sequence: vec![0; sequences.len()],
             ..State::default()
         };
         Dispatch {
@@ -188,6 +210,9 @@ impl<'p> Dispatch<'p> {
                 *n = n.saturating_sub(1);
             }
         }
+        if let Some(sequence) = needs.sequence {
+            state.in_sequence[sequence] = state.in_sequence[sequence].saturating_sub(1);
+        }
         if let Some(hold) = needs.hold {
             let left = state.left.entry(hold.chain.clone()).or_default();
             *left = left.saturating_sub(1);
@@ -218,6 +243,10 @@ impl<'p> Dispatch<'p> {
     fn may_start(&self, index: usize, state: &State, reserved: &[&str]) -> bool {
         let needs = &self.cases[index];
         if needs.after.is_some_and(|before| !state.taken[before]) {
+            return false;
+        }
+        // Its sequence is being run for another case: taking it would only wait for that.
+        if needs.sequence.is_some_and(|s| state.in_sequence[s] > 0) {
             return false;
         }
         if let Some(hold) = needs.hold {
@@ -256,6 +285,9 @@ impl<'p> Dispatch<'p> {
         }
         for service in &needs.uses {
             *state.using.entry((*service).to_owned()).or_default() += 1;
+        }
+        if let Some(sequence) = needs.sequence {
+            state.in_sequence[sequence] += 1;
         }
     }
 
@@ -304,14 +336,48 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_chain_holds_its_service_from_its_first_step_to_its_last_before_later_cases() {
+    /// Lesson 31's two pages `a.md` and `b.md`, each of two terminal sessions (one shell each).
+    fn two_pages_of_sessions() -> Vec<Probe> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        let course = crate::lesson::Course::open(dir.path(), Path::new(".")).unwrap();
+        let text = "# Sessions\n\n```console\n$ echo 1\n1\n```\n\n```console\n$ echo 2\n2\n```\n";
+        ["a.md", "b.md"]
+            .into_iter()
+            .flat_map(|page| {
+                let doc = crate::lesson::parse_free(
+                    &course.settings,
+                    31,
+                    Path::new(page),
+                    text.as_bytes(),
+                    dir.path(),
+                )
+                .unwrap();
+                doc.probes.into_iter().map(|block| {
+                    let id = block.id.clone();
+                    Probe::new(
+                        &id,
+                        "block",
+                        String::new(),
+                        ProbeKind::Document(Box::new(block)),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// `probes` as lesson 31's checkpoint, every case run, dispatched to `check`, with a `once`
+    /// for `take`: one look at the waiting cases, no waiting.
+    fn dispatched(
+        probes: Vec<Probe>,
+        check: impl FnOnce(&Dispatch<'_>, &dyn Fn() -> Box<dyn Fn() -> bool>),
+    ) {
         let checkpoint = Checkpoint {
             lesson: 31,
-            title: "faults".into(),
+            title: "dispatch".into(),
             source: "31.md".into(),
             document: None,
-            probes: steps(),
+            probes,
         };
         let cases: Vec<PlannedCase<'_>> = checkpoint
             .probes
@@ -328,28 +394,48 @@ mod tests {
             _ => None,
         }));
         let plan = Plan { cases, holds };
-        let dispatch = Dispatch::new(&plan);
-        // One look at the waiting cases, no waiting.
-        let once = || {
+        let once = || -> Box<dyn Fn() -> bool> {
             let looked = std::cell::Cell::new(false);
-            move || !looked.replace(true)
+            Box::new(move || !looked.replace(true))
         };
-        assert_eq!(dispatch.take(once()), Some(0));
-        assert_eq!(
-            dispatch.take(once()),
-            None,
-            "the chain waits for the case using it, the last case for the chain"
-        );
-        dispatch.finish(0, |_| panic!("not a chain"));
-        assert_eq!(dispatch.take(once()), Some(1));
-        assert_eq!(dispatch.take(once()), Some(2), "the chain's next step");
-        assert_eq!(dispatch.take(once()), None, "held by the chain");
-        dispatch.finish(1, |_| panic!("not its last step"));
-        assert_eq!(dispatch.take(once()), None, "held until its last step");
-        let restored = std::cell::RefCell::new(Vec::new());
-        dispatch.finish(2, |held| restored.borrow_mut().extend_from_slice(held));
-        assert_eq!(restored.into_inner(), ["cache"]);
-        assert_eq!(dispatch.take(once()), Some(3));
-        assert_eq!(dispatch.take(once()), None, "every case taken");
+        check(&Dispatch::new(&plan), &once);
+    }
+
+    #[test]
+    fn a_free_worker_takes_another_documents_sequence_rather_than_wait_for_one_running() {
+        dispatched(two_pages_of_sessions(), |dispatch, once| {
+            assert_eq!(dispatch.take(once()), Some(0), "a.md's first session");
+            assert_eq!(dispatch.take(once()), Some(2), "b.md's, not a.md's second");
+            assert_eq!(dispatch.take(once()), None, "both pages are running");
+            dispatch.finish(0, |_| panic!("not a chain"));
+            assert_eq!(dispatch.take(once()), Some(1), "a.md's second, run already");
+            dispatch.finish(1, |_| panic!("not a chain"));
+            dispatch.finish(2, |_| panic!("not a chain"));
+            assert_eq!(dispatch.take(once()), Some(3));
+            assert_eq!(dispatch.take(once()), None, "every case taken");
+        });
+    }
+
+    #[test]
+    fn a_chain_holds_its_service_from_its_first_step_to_its_last_before_later_cases() {
+        dispatched(steps(), |dispatch, once| {
+            assert_eq!(dispatch.take(once()), Some(0));
+            assert_eq!(
+                dispatch.take(once()),
+                None,
+                "the chain waits for the case using it, the last case for the chain"
+            );
+            dispatch.finish(0, |_| panic!("not a chain"));
+            assert_eq!(dispatch.take(once()), Some(1));
+            assert_eq!(dispatch.take(once()), Some(2), "the chain's next step");
+            assert_eq!(dispatch.take(once()), None, "held by the chain");
+            dispatch.finish(1, |_| panic!("not its last step"));
+            assert_eq!(dispatch.take(once()), None, "held until its last step");
+            let restored = std::cell::RefCell::new(Vec::new());
+            dispatch.finish(2, |held| restored.borrow_mut().extend_from_slice(held));
+            assert_eq!(restored.into_inner(), ["cache"]);
+            assert_eq!(dispatch.take(once()), Some(3));
+            assert_eq!(dispatch.take(once()), None, "every case taken");
+        });
     }
 }
