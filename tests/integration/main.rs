@@ -15,6 +15,7 @@ mod kafka;
 mod lesson_docs;
 mod lesson_kafka;
 mod lesson_language;
+mod notebook_agreement;
 mod notebooks;
 mod postgres;
 mod preflight;

@@ -1,5 +1,6 @@
 # lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel
 # through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All".
+# It imports nbclient before its request comes, so lessonprobe can start it ahead of its notebook.
 # Protocol: one JSON request on stdin ({"kernel", "cwd", "startup_timeout", "cells": [{"source",
 # "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
 # {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
@@ -39,14 +40,23 @@ def watch_stdin(requests, state):
     os._exit(1)
 
 
-def run(request, replies, state):
+def imported():
+    """nbclient and nbformat, imported before the request comes (lessonprobe starts a driver
+    ahead of its notebook); the ImportError when they are missing."""
     try:
+        global nbformat, NotebookClient, CellTimeoutError, DeadKernelError, run_sync
         import nbformat
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
         from nbclient.util import run_sync
     except ImportError as e:
-        say(replies, {"failed": "%s (the kernel needs ipykernel and nbclient)" % e})
+        return e
+    return None
+
+
+def run(request, replies, state, missing):
+    if missing is not None:
+        say(replies, {"failed": "%s (the kernel needs ipykernel and nbclient)" % missing})
         return
     cells = [nbformat.v4.new_code_cell(c["source"]) for c in request["cells"]]
     limits = {id(cell): c["timeout"] for cell, c in zip(cells, request["cells"])}
@@ -102,11 +112,15 @@ def run(request, replies, state):
 
 def main():
     requests, replies = channels()
-    request = json.loads(requests.readline())
+    missing = imported()
+    line = requests.readline()
+    if not line:  # a driver started ahead that no notebook took: lessonprobe has ended
+        os._exit(0)
+    request = json.loads(line)
     state = {}
     threading.Thread(target=watch_stdin, args=(requests, state), daemon=True).start()
     try:
-        run(request, replies, state)
+        run(request, replies, state, missing)
     except BaseException as e:  # the driver itself failed: say so
         kill_group(state.get("pgid"))
         say(replies, {"failed": "%s: %s" % (type(e).__name__, e)})

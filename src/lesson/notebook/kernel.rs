@@ -3,7 +3,8 @@
 //! JSON line per cell. Dropped, it kills the driver and the kernel's process group.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lessonprobe_probes::Cancel;
@@ -70,6 +71,48 @@ pub enum Unanswered {
     Stopped(Stop),
 }
 
+/// A driver started ahead of its notebook: its interpreter, environment and process, waiting
+/// for its request with nbclient imported.
+struct Spare {
+    python: PathBuf,
+    env: BTreeMap<String, String>,
+    driver: Interpreter,
+}
+
+/// The drivers started ahead. Each kernel's start takes one and starts one for the next
+/// notebook, so a notebook's kernel starts without waiting for the driver's interpreter and its
+/// imports (a few tenths of a second each). One left over ends when lessonprobe does (its
+/// input closes).
+static SPARES: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
+
+/// A driver for `python` with `env`: a spare one when there is one, else one started now; and
+/// a spare started for the next notebook.
+fn driver(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Interpreter> {
+    let mut spares = SPARES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let taken = spares
+        .iter()
+        .position(|s| s.python == python && s.env == *env)
+        .map(|at| spares.swap_remove(at).driver);
+    if let Ok(driver) = started(python, env) {
+        spares.push(Spare {
+            python: python.to_owned(),
+            env: env.clone(),
+            driver,
+        });
+    }
+    match taken {
+        Some(driver) => Ok(driver),
+        None => started(python, env),
+    }
+}
+
+/// The driver started in the temporary folder (each request names the kernel's working folder).
+fn started(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Interpreter> {
+    Interpreter::running(python, DRIVER, &std::env::temp_dir(), env)
+}
+
 pub struct Kernel {
     driver: Interpreter,
     /// The kernel's process group (the kernel starts a session of its own).
@@ -77,7 +120,7 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Starts `python` on the driver in `cwd` with `env` added, and the kernel `name` running
+    /// Starts the kernel `name` in `cwd` through a driver of `python` with `env` added, running
     /// `cells`; waits for the kernel until `deadline`.
     pub fn start(
         python: &Path,
@@ -87,7 +130,7 @@ impl Kernel {
         deadline: Instant,
         cancel: &Cancel,
     ) -> Result<Kernel, Unanswered> {
-        let driver = Interpreter::running(python, DRIVER, cwd, env)
+        let driver = driver(python, env)
             .map_err(|e| Unanswered::Failed(format!("cannot start {}: {e}", python.display())))?;
         let mut kernel = Kernel {
             driver,
@@ -100,7 +143,13 @@ impl Kernel {
             cells,
         };
         let line = serde_json::to_string(&request).unwrap_or_default();
-        kernel.driver.send(&line).map_err(Unanswered::Stopped)?;
+        if kernel.driver.send(&line).is_err() {
+            // A spare that ended while it waited: a driver of its own.
+            kernel.driver = started(python, env).map_err(|e| {
+                Unanswered::Failed(format!("cannot start {}: {e}", python.display()))
+            })?;
+            kernel.driver.send(&line).map_err(Unanswered::Stopped)?;
+        }
         let answer = kernel
             .driver
             .receive(deadline, cancel)
