@@ -13,7 +13,7 @@ use super::findings::{
     mismatch_detail, quarantine_reason, undecodable_finding, Discrepancy, Findings, Kind,
 };
 use super::report::Counts;
-use super::sorted::{id_leads, Entry, Sorter};
+use super::sorted::{Entry, Sorter};
 use super::VerifyError;
 use crate::store::StoredAt;
 
@@ -132,8 +132,8 @@ impl Entry for IdEntry {
         ))
     }
 
-    fn leads(run: &[Self]) -> Vec<u64> {
-        id_leads(run.iter().map(|e| e.event_id.as_bytes()))
+    fn key(&self) -> &[u8] {
+        self.event_id.as_bytes()
     }
 }
 
@@ -156,9 +156,9 @@ impl Entry for UndecodableEntry {
         (self.partition, self.offset).cmp(&(other.partition, other.offset))
     }
 
-    fn leads(run: &[Self]) -> Vec<u64> {
-        // Partitions are never negative: a partition's number leads.
-        run.iter().map(|e| e.partition.max(0) as u64).collect()
+    fn key(&self) -> &[u8] {
+        // Few of them: the whole order decides.
+        &[]
     }
 }
 
@@ -190,10 +190,8 @@ impl Entry for FactEntry {
         ))
     }
 
-    fn leads(run: &[Self]) -> Vec<u64> {
-        run.iter()
-            .map(|e| u64::from_be_bytes([0, 1, 2, 3, 4, 5, 6, 7].map(|i| e.facts[i])))
-            .collect()
+    fn key(&self) -> &[u8] {
+        &self.facts
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::runs::{read_hashes, read_str, write_hashes, write_str, Difference, IdEntry, TableSide};
-use super::sorted::{id_leads, Entry, Merged, Sorter};
+use super::sorted::{Entry, Merged, Sorter};
 use super::VerifyError;
 use crate::event::{hash64, EventRecord};
 use crate::store::{Adoption, Lookup, Snapshot, StoreError};
@@ -47,8 +47,8 @@ impl Entry for TableEntry {
         self.event_id.cmp(&other.event_id)
     }
 
-    fn leads(run: &[Self]) -> Vec<u64> {
-        id_leads(run.iter().map(|e| e.event_id.as_bytes()))
+    fn key(&self) -> &[u8] {
+        self.event_id.as_bytes()
     }
 }
 

@@ -15,42 +15,58 @@ pub(super) trait Entry: Sized {
     fn decode<R: Read>(r: &mut R) -> io::Result<Self>;
     /// The order the entries come back in.
     fn order(&self, other: &Self) -> Ordering;
-    /// For each entry of `run`, a number whose order never contradicts [`order`](Self::order)
-    /// (of two entries, the one with the smaller number comes first): most comparisons of a
-    /// run's sort are then of numbers, the whole order asked only where two numbers are equal.
-    fn leads(run: &[Self]) -> Vec<u64>;
+    /// Bytes the order starts with: of two entries whose keys differ, the one whose key is
+    /// smaller byte for byte (a key before every longer key it begins) comes first. Most
+    /// comparisons are then of eight of these bytes as a number (see [`Lead`]), the whole
+    /// order asked only where two numbers are equal.
+    fn key(&self) -> &[u8];
 }
 
-/// For each of `ids`, its next eight bytes past the prefix all of them share (zeros past its
-/// end), as a big-endian number: leads for an order that starts with the id, as
-/// [`Entry::leads`] asks (ids of one window share most of their bytes: `evt-<seed>-` and a
-/// counter).
-pub(super) fn id_leads<'a>(ids: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<u64> {
-    let mut all = ids.clone();
-    let first = all.next().unwrap_or_default();
-    let shared = all.fold(first.len(), |n, id| {
-        first[..n]
-            .iter()
-            .zip(id)
-            .take_while(|(a, b)| a == b)
-            .count()
-    });
-    ids.map(|id| {
-        // A shorter id pads with zeros, which sort before any byte it could hold there: an id
-        // that is a prefix of another gets the smaller or the same number, never a larger one.
+/// Where the bytes of the keys that differ begin: past the prefix every key shares (ids of one
+/// window share most of their bytes: `evt-<seed>-` and a counter).
+#[derive(Clone)]
+struct Lead {
+    prefix: Vec<u8>,
+}
+
+impl Lead {
+    /// The prefix all of `keys` share.
+    fn of<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> Lead {
+        let mut prefix = keys.next().unwrap_or_default().to_vec();
+        for key in keys {
+            prefix.truncate(shared(&prefix, key));
+        }
+        Lead { prefix }
+    }
+
+    /// The prefix this and `other` share.
+    fn with(mut self, other: &Lead) -> Lead {
+        self.prefix.truncate(shared(&self.prefix, &other.prefix));
+        self
+    }
+
+    /// The eight bytes of `key` past the shared prefix (zeros past its end), as a big-endian
+    /// number: a shorter key pads with zeros, which sort before any byte it could hold there,
+    /// so a key that begins another gets the smaller or the same number, never a larger one.
+    fn of_key(&self, key: &[u8]) -> u64 {
         let mut lead = [0u8; 8];
-        let tail = &id[shared.min(id.len())..];
+        let tail = &key[self.prefix.len().min(key.len())..];
         let n = tail.len().min(8);
         lead[..n].copy_from_slice(&tail[..n]);
         u64::from_be_bytes(lead)
-    })
-    .collect()
+    }
+}
+
+/// How many bytes `a` and `b` begin with alike.
+fn shared(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Entries being sorted: the run in memory, and the runs already written.
 pub(super) struct Sorter<T: Entry> {
     run: Vec<T>,
-    written: Vec<(File, u64)>,
+    /// Each run on disk, its entries, and the prefix they share.
+    written: Vec<(File, u64, Lead)>,
 }
 
 impl<T: Entry> Sorter<T> {
@@ -69,28 +85,33 @@ impl<T: Entry> Sorter<T> {
         Ok(())
     }
 
-    /// The order in which the run in memory is to be read.
-    fn sorted_run(&self) -> Vec<u32> {
-        let leads = T::leads(&self.run);
-        let mut order: Vec<(u64, u32)> = leads.into_iter().zip(0..).collect();
+    /// The order in which the run in memory is to be read, and the prefix its keys share.
+    fn sorted_run(&self) -> (Vec<u32>, Lead) {
+        let lead = Lead::of(self.run.iter().map(Entry::key));
+        let mut order: Vec<(u64, u32)> = self
+            .run
+            .iter()
+            .map(|e| lead.of_key(e.key()))
+            .zip(0..)
+            .collect();
         order.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0)
                 .then_with(|| self.run[a.1 as usize].order(&self.run[b.1 as usize]))
         });
-        order.into_iter().map(|(_, i)| i).collect()
+        (order.into_iter().map(|(_, i)| i).collect(), lead)
     }
 
     /// Sorts the run in memory and writes it to a file of its own (unnamed: gone with its
     /// handle), keeping the memory for the next run.
     fn write_run(&mut self) -> io::Result<()> {
-        let order = self.sorted_run();
+        let (order, lead) = self.sorted_run();
         let mut file = BufWriter::with_capacity(1 << 16, tempfile::tempfile()?);
         for i in order {
             self.run[i as usize].encode(&mut file)?;
         }
         let mut file = file.into_inner().map_err(|e| e.into_error())?;
         file.seek(SeekFrom::Start(0))?;
-        self.written.push((file, self.run.len() as u64));
+        self.written.push((file, self.run.len() as u64, lead));
         self.run.clear();
         Ok(())
     }
@@ -107,25 +128,37 @@ impl<T: Entry> Sorter<T> {
     /// Every entry pushed, in order: the runs on disk merged with the last one, still in
     /// memory.
     pub fn done(mut self) -> io::Result<Merged<T>> {
-        let mut order = self.sorted_run();
+        let (mut order, mut lead) = self.sorted_run();
         let mut last = std::mem::take(&mut self.run);
         permute(&mut last, &mut order);
-        let mut sources: Vec<Source<T>> = self
-            .written
-            .into_iter()
-            .map(|(file, left)| Source::Disk {
+        if last.is_empty() {
+            // No key of its own: it must not shorten the prefix the others share.
+            lead = self.written.first().map_or(lead, |w| w.2.clone());
+        }
+        let mut sources = Vec::with_capacity(self.written.len() + 1);
+        for (file, left, theirs) in self.written {
+            lead = lead.with(&theirs);
+            sources.push(Source::Disk {
                 reader: BufReader::with_capacity(1 << 16, file),
                 left,
-            })
-            .collect();
+            });
+        }
         sources.push(Source::Memory(last.into_iter()));
         let mut heads = BinaryHeap::with_capacity(sources.len());
         for (from, source) in sources.iter_mut().enumerate() {
             if let Some(entry) = source.next()? {
-                heads.push(Head { entry, from });
+                heads.push(Head {
+                    lead: lead.of_key(entry.key()),
+                    entry,
+                    from,
+                });
             }
         }
-        Ok(Merged { sources, heads })
+        Ok(Merged {
+            sources,
+            heads,
+            lead,
+        })
     }
 }
 
@@ -166,8 +199,9 @@ impl<T: Entry> Source<T> {
     }
 }
 
-/// The first entry not yet taken of one run.
+/// The first entry not yet taken of one run, with its lead.
 struct Head<T> {
+    lead: u64,
     entry: T,
     from: usize,
 }
@@ -175,7 +209,10 @@ struct Head<T> {
 impl<T: Entry> Ord for Head<T> {
     /// Reversed: the heap's greatest is the first entry.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.entry.order(&self.entry)
+        other
+            .lead
+            .cmp(&self.lead)
+            .then_with(|| other.entry.order(&self.entry))
     }
 }
 
@@ -197,6 +234,8 @@ impl<T: Entry> Eq for Head<T> {}
 pub(super) struct Merged<T> {
     sources: Vec<Source<T>>,
     heads: BinaryHeap<Head<T>>,
+    /// The prefix every run's keys share.
+    lead: Lead,
 }
 
 impl<T: Entry> Iterator for Merged<T> {
@@ -214,7 +253,10 @@ impl<T: Entry> Iterator for Merged<T> {
             }
         };
         let taken = match next {
-            Some(entry) => std::mem::replace(&mut head.entry, entry),
+            Some(entry) => {
+                head.lead = self.lead.of_key(entry.key());
+                std::mem::replace(&mut head.entry, entry)
+            }
             None => std::collections::binary_heap::PeekMut::pop(head).entry,
         };
         Some(Ok(taken))
@@ -252,13 +294,13 @@ mod tests {
             (&self.0, self.1).cmp(&(&other.0, other.1))
         }
 
-        fn leads(run: &[Self]) -> Vec<u64> {
-            id_leads(run.iter().map(|e| e.0.as_bytes()))
+        fn key(&self) -> &[u8] {
+            self.0.as_bytes()
         }
     }
 
     #[test]
-    fn leads_never_contradict_the_order_of_the_ids() {
+    fn leads_never_contradict_the_order_of_the_keys() {
         let ids = [
             "evt-00ff-9",
             "evt-00ff-10",
@@ -269,15 +311,16 @@ mod tests {
             "evt-00ff-1\u{1}",
             "evt-00fe",
         ];
-        let leads = id_leads(ids.iter().map(|s| s.as_bytes()));
-        for (a, la) in ids.iter().zip(&leads) {
-            for (b, lb) in ids.iter().zip(&leads) {
-                if la < lb {
+        let lead = Lead::of(ids.iter().map(|s| s.as_bytes()));
+        assert_eq!(lead.prefix, b"evt-00f");
+        for a in ids {
+            for b in ids {
+                if lead.of_key(a.as_bytes()) < lead.of_key(b.as_bytes()) {
                     assert!(a < b, "{a} before {b}");
                 }
             }
         }
-        assert_eq!(id_leads(std::iter::empty()), Vec::<u64>::new());
+        assert!(Lead::of(std::iter::empty()).prefix.is_empty());
     }
 
     #[test]
@@ -290,7 +333,7 @@ mod tests {
             sorter.push(Id(id(i), i % 3)).unwrap();
         }
         for i in 0..5 {
-            sorter.push(Id(id(i), 7)).unwrap();
+            sorter.push(Id(format!("evt-{i}"), 7)).unwrap();
         }
         let mut spilled = Sorter::new();
         for i in 0..RUN as i64 + 3 {
