@@ -508,12 +508,13 @@ fn same_facts(
     let mut counts: BTreeMap<i32, u64> = BTreeMap::new();
     let mut findings = Findings::new(limit)?;
     let mut keeper: Option<FactEntry> = None;
-    let mut last_id = String::new();
+    // The id last listed of the keeper's facts; none listed yet, the keeper's own.
+    let mut last_id: Option<String> = None;
     for entry in sorted.done()? {
         let entry = entry?;
         match &keeper {
             Some(k) if k.facts == entry.facts => {
-                if entry.event_id == last_id {
+                if entry.event_id == *last_id.as_ref().unwrap_or(&k.event_id) {
                     continue;
                 }
                 *counts.entry(entry.partition).or_default() += 1;
@@ -528,10 +529,10 @@ fn same_facts(
                         k.event_id, k.partition, k.offset
                     ),
                 })?;
-                last_id = entry.event_id;
+                last_id = Some(entry.event_id);
             }
             _ => {
-                last_id = entry.event_id.clone();
+                last_id = None;
                 keeper = Some(entry);
             }
         }

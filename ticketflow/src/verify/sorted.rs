@@ -6,8 +6,9 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
-/// Entries kept in memory before a sorted run is written to disk.
-pub(super) const RUN: usize = 1 << 17;
+/// Entries kept in memory at most: a run is written to disk once it holds this many, so its
+/// buffer fills no more than a power of two.
+pub(super) const RUN: usize = (1 << 17) - 1;
 
 /// What a sorted run holds: written to disk and read back, in an order.
 pub(super) trait Entry: Sized {
