@@ -133,8 +133,10 @@ impl<T: Entry> Sorter<T> {
         let mut last = std::mem::take(&mut self.run);
         permute(&mut last, &mut order);
         if last.is_empty() {
-            // No key of its own: it must not shorten the prefix the others share.
+            // No key of its own: it must not shorten the prefix the others share. Nor does it
+            // keep the memory of the runs written before it.
             lead = self.written.first().map_or(lead, |w| w.2.clone());
+            last = Vec::new();
         }
         let mut sources = Vec::with_capacity(self.written.len() + 1);
         for (file, left, theirs) in self.written {
