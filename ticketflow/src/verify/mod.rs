@@ -11,6 +11,7 @@ mod findings;
 mod report;
 mod runs;
 mod scan;
+mod sorted;
 mod stream;
 
 use findings::{mismatch_detail, quarantine_reason, undecodable_finding};

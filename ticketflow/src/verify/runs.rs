@@ -7,21 +7,15 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
-use extsort::{ExternalSorter, PushExternalSorter, Sortable};
-
 use std::collections::HashSet;
 
 use super::findings::{
     mismatch_detail, quarantine_reason, undecodable_finding, Discrepancy, Findings, Kind,
 };
 use super::report::Counts;
+use super::sorted::{Entry, Sorter};
 use super::VerifyError;
 use crate::store::StoredAt;
-
-/// Entries kept in memory before a sorted run is written to disk: the sorter writes a run once
-/// it holds one more than this, so its buffer fills exactly a power of two and never grows
-/// past it.
-pub(super) const RUN: usize = (1 << 17) - 1;
 
 /// One decodable record, keyed by its event_id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +95,7 @@ pub(super) fn read_hashes<R: Read, const N: usize>(r: &mut R) -> io::Result<[u64
     Ok(hashes)
 }
 
-impl Sortable for IdEntry {
+impl Entry for IdEntry {
     fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
         write_str(w, &self.event_id)?;
         w.write_all(&self.partition.to_le_bytes())?;
@@ -129,9 +123,21 @@ impl Sortable for IdEntry {
             payload: read_u64(r)?,
         })
     }
+
+    fn order(&self, other: &Self) -> Ordering {
+        (&self.event_id, self.partition, self.offset).cmp(&(
+            &other.event_id,
+            other.partition,
+            other.offset,
+        ))
+    }
+
+    fn key(&self) -> &[u8] {
+        self.event_id.as_bytes()
+    }
 }
 
-impl Sortable for UndecodableEntry {
+impl Entry for UndecodableEntry {
     fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
         w.write_all(&self.partition.to_le_bytes())?;
         w.write_all(&self.offset.to_le_bytes())?;
@@ -145,9 +151,18 @@ impl Sortable for UndecodableEntry {
             reason: read_str(r)?,
         })
     }
+
+    fn order(&self, other: &Self) -> Ordering {
+        (self.partition, self.offset).cmp(&(other.partition, other.offset))
+    }
+
+    fn key(&self) -> &[u8] {
+        // Few of them: the whole order decides.
+        &[]
+    }
 }
 
-impl Sortable for FactEntry {
+impl Entry for FactEntry {
     fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
         w.write_all(&self.facts)?;
         write_str(w, &self.event_id)?;
@@ -165,34 +180,28 @@ impl Sortable for FactEntry {
             offset: read_i64(r)?,
         })
     }
-}
 
-pub(super) type Cmp<T> = fn(&T, &T) -> Ordering;
+    fn order(&self, other: &Self) -> Ordering {
+        (&self.facts, &self.event_id, self.partition, self.offset).cmp(&(
+            &other.facts,
+            &other.event_id,
+            other.partition,
+            other.offset,
+        ))
+    }
 
-fn by_id(a: &IdEntry, b: &IdEntry) -> Ordering {
-    (&a.event_id, a.partition, a.offset).cmp(&(&b.event_id, b.partition, b.offset))
-}
-
-fn by_facts(a: &FactEntry, b: &FactEntry) -> Ordering {
-    (&a.facts, &a.event_id, a.partition, a.offset).cmp(&(
-        &b.facts,
-        &b.event_id,
-        b.partition,
-        b.offset,
-    ))
-}
-
-fn by_place(a: &UndecodableEntry, b: &UndecodableEntry) -> Ordering {
-    (a.partition, a.offset).cmp(&(b.partition, b.offset))
+    fn key(&self) -> &[u8] {
+        &self.facts
+    }
 }
 
 /// The sorters of one verification.
 pub(crate) struct Runs {
-    ids: PushExternalSorter<IdEntry, Cmp<IdEntry>>,
-    facts: PushExternalSorter<FactEntry, Cmp<FactEntry>>,
+    ids: Sorter<IdEntry>,
+    facts: Sorter<FactEntry>,
     /// Undecodable records whose quarantine is looked up once the window is read (while it was
     /// read, the table was being scanned).
-    undecodable: PushExternalSorter<UndecodableEntry, Cmp<UndecodableEntry>>,
+    undecodable: Sorter<UndecodableEntry>,
 }
 
 /// The table of a verification that scanned it, as the settling merge asks it: in id order,
@@ -223,11 +232,30 @@ pub(crate) struct Difference {
 /// Discrepancies waiting for the database to be finished, at most this many of each.
 const CHUNK: usize = 1024;
 
-/// One event_id's records while the id pass is on it.
+/// One event_id's records while the id pass is on it (its lists kept from id to id).
+#[derive(Default)]
 struct Group {
-    first: IdEntry,
+    /// Its first record, carrying what any of its records is (missing, quarantined).
+    first: Option<IdEntry>,
     partitions: Vec<i32>,
     records: Vec<(i32, i64)>,
+}
+
+impl Group {
+    /// Adds a record of the id: the first one when the group is empty.
+    fn add(&mut self, entry: IdEntry) {
+        self.records.push((entry.partition, entry.offset));
+        if self.partitions.last() != Some(&entry.partition) {
+            self.partitions.push(entry.partition);
+        }
+        match &mut self.first {
+            Some(first) => {
+                first.missing |= entry.missing;
+                first.quarantined |= entry.quarantined;
+            }
+            None => self.first = Some(entry),
+        }
+    }
 }
 
 /// Counts and findings being settled, with what waits for the table.
@@ -261,15 +289,27 @@ impl Settling<'_, '_> {
         Ok(())
     }
 
-    /// Counts one event_id and lists it when it is missing.
-    fn flush(&mut self, group: Group) -> Result<(), VerifyError> {
-        let Group {
-            first,
-            partitions,
-            records,
-        } = group;
+    /// Counts the event_id of `group` and lists it when it is missing; the group is empty
+    /// after.
+    fn flush(&mut self, group: &mut Group) -> Result<(), VerifyError> {
+        let Some(first) = group.first.take() else {
+            return Ok(());
+        };
+        let counted = self.count(first, &group.partitions, &group.records);
+        // The lists' memory serves the next id.
+        group.partitions.clear();
+        group.records.clear();
+        counted
+    }
+
+    fn count(
+        &mut self,
+        first: IdEntry,
+        partitions: &[i32],
+        records: &[(i32, i64)],
+    ) -> Result<(), VerifyError> {
         self.total.distinct_event_ids += 1;
-        for p in &partitions {
+        for p in partitions {
             let c = self.counts.entry(*p).or_default();
             c.distinct_event_ids += 1;
             c.missing += u64::from(first.missing);
@@ -297,7 +337,7 @@ impl Settling<'_, '_> {
         if self.table.is_none() {
             return Ok(self.findings.push(d)?);
         }
-        self.missing.push((d, records));
+        self.missing.push((d, records.to_vec()));
         if self.missing.len() >= CHUNK {
             self.resolve()?;
         }
@@ -369,15 +409,9 @@ impl Settling<'_, '_> {
 impl Runs {
     pub fn new() -> Runs {
         Runs {
-            ids: ExternalSorter::new()
-                .with_segment_size(RUN)
-                .pushed_by(by_id as Cmp<IdEntry>),
-            facts: ExternalSorter::new()
-                .with_segment_size(RUN)
-                .pushed_by(by_facts as Cmp<FactEntry>),
-            undecodable: ExternalSorter::new()
-                .with_segment_size(RUN)
-                .pushed_by(by_place as Cmp<UndecodableEntry>),
+            ids: Sorter::new(),
+            facts: Sorter::new(),
+            undecodable: Sorter::new(),
         }
     }
 
@@ -420,34 +454,20 @@ impl Runs {
                 missing: Vec::new(),
                 mismatched: Vec::new(),
             };
-            let mut group: Option<Group> = None;
+            let mut group = Group::default();
             for entry in ids.done()? {
                 let mut entry = entry?;
                 settling.compare(&mut entry)?;
-                match &mut group {
-                    Some(g) if g.first.event_id == entry.event_id => {
-                        g.records.push((entry.partition, entry.offset));
-                        if g.partitions.last() != Some(&entry.partition) {
-                            g.partitions.push(entry.partition);
-                        }
-                        g.first.missing |= entry.missing;
-                        g.first.quarantined |= entry.quarantined;
-                    }
-                    _ => {
-                        if let Some(done) = group.take() {
-                            settling.flush(done)?;
-                        }
-                        group = Some(Group {
-                            partitions: vec![entry.partition],
-                            records: vec![(entry.partition, entry.offset)],
-                            first: entry,
-                        });
-                    }
+                if group
+                    .first
+                    .as_ref()
+                    .is_some_and(|f| f.event_id != entry.event_id)
+                {
+                    settling.flush(&mut group)?;
                 }
+                group.add(entry);
             }
-            if let Some(done) = group.take() {
-                settling.flush(done)?;
-            }
+            settling.flush(&mut group)?;
             settling.resolve()?;
             let mut chunk: Vec<UndecodableEntry> = Vec::new();
             for entry in undecodable.done()? {
@@ -482,18 +502,19 @@ impl Runs {
 /// Lists every id whose facts an earlier id already carries, naming that id (the first id of
 /// each group keeps them), and counts them per partition.
 fn same_facts(
-    sorted: PushExternalSorter<FactEntry, Cmp<FactEntry>>,
+    sorted: Sorter<FactEntry>,
     limit: usize,
 ) -> Result<(BTreeMap<i32, u64>, Findings), VerifyError> {
     let mut counts: BTreeMap<i32, u64> = BTreeMap::new();
     let mut findings = Findings::new(limit)?;
     let mut keeper: Option<FactEntry> = None;
-    let mut last_id = String::new();
+    // The id last listed of the keeper's facts; none listed yet, the keeper's own.
+    let mut last_id: Option<String> = None;
     for entry in sorted.done()? {
         let entry = entry?;
         match &keeper {
             Some(k) if k.facts == entry.facts => {
-                if entry.event_id == last_id {
+                if entry.event_id == *last_id.as_ref().unwrap_or(&k.event_id) {
                     continue;
                 }
                 *counts.entry(entry.partition).or_default() += 1;
@@ -508,10 +529,10 @@ fn same_facts(
                         k.event_id, k.partition, k.offset
                     ),
                 })?;
-                last_id = entry.event_id;
+                last_id = Some(entry.event_id);
             }
             _ => {
-                last_id = entry.event_id.clone();
+                last_id = None;
                 keeper = Some(entry);
             }
         }
@@ -521,6 +542,7 @@ fn same_facts(
 
 #[cfg(test)]
 mod tests {
+    use super::super::sorted::RUN;
     use super::*;
 
     fn id(event_id: &str, partition: i32, offset: i64, missing: bool) -> IdEntry {

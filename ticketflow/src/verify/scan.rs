@@ -9,11 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use extsort::{ExternalSorter, Sortable, SortedIterator};
-
-use super::runs::{
-    read_hashes, read_str, write_hashes, write_str, Cmp, Difference, IdEntry, TableSide, RUN,
-};
+use super::runs::{read_hashes, read_str, write_hashes, write_str, Difference, IdEntry, TableSide};
+use super::sorted::{Entry, Merged, Sorter};
 use super::VerifyError;
 use crate::event::{hash64, EventRecord};
 use crate::store::{Adoption, Lookup, Snapshot, StoreError};
@@ -33,7 +30,7 @@ pub(crate) struct TableEntry {
     fields: [u64; 5],
 }
 
-impl Sortable for TableEntry {
+impl Entry for TableEntry {
     fn encode<W: Write>(&self, w: &mut W) -> io::Result<()> {
         write_str(w, &self.event_id)?;
         write_hashes(w, &self.fields)
@@ -45,14 +42,18 @@ impl Sortable for TableEntry {
             fields: read_hashes(r)?,
         })
     }
-}
 
-fn by_id(a: &TableEntry, b: &TableEntry) -> std::cmp::Ordering {
-    a.event_id.cmp(&b.event_id)
+    fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.event_id.cmp(&other.event_id)
+    }
+
+    fn key(&self) -> &[u8] {
+        self.event_id.as_bytes()
+    }
 }
 
 /// The table's rows sorted by event_id.
-pub(crate) type SortedTable = SortedIterator<TableEntry, Cmp<TableEntry>>;
+pub(crate) type SortedTable = Merged<TableEntry>;
 
 enum Failed {
     Store(StoreError),
@@ -75,9 +76,7 @@ fn sort_table(
     place: &str,
     stop: &AtomicBool,
 ) -> Result<SortedTable, VerifyError> {
-    let mut sorter = ExternalSorter::new()
-        .with_segment_size(RUN)
-        .pushed_by(by_id as Cmp<TableEntry>);
+    let mut sorter = Sorter::new();
     snapshot
         .scan(|row| -> Result<(), Failed> {
             if stop.load(Ordering::Relaxed) {
@@ -98,6 +97,8 @@ fn sort_table(
             Failed::Spill(e) => VerifyError::Spill(e),
             Failed::Stopped => VerifyError::Spill(io::Error::other("stopped")),
         })?;
+    // Read only once the window is: its last run waits on disk, not in memory.
+    sorter.spill()?;
     Ok(sorter.done()?)
 }
 
