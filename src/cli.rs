@@ -527,12 +527,15 @@ pub struct ReplayArgs {
     pub resume: bool,
     /// Records per SQL transaction (1: one transaction and one offset commit per event). A
     /// transaction holds batches of at most 10,000 records (and 16 MiB) of one partition
-    /// each, every one with its checkpoint, from as many partitions as it takes.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub batch: u32,
-    /// Payload bytes per SQL transaction, at least one record (bytes, or with KiB, MiB, GiB).
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = values::parse_bytes)]
-    pub batch_bytes: usize,
+    /// each, every one with its checkpoint, from as many partitions as it takes [default:
+    /// into PostgreSQL 100,000; into SQLite a fifth of the plan's records, at least 100,000
+    /// and at most 1,000,000]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch: Option<u32>,
+    /// Payload bytes per SQL transaction, at least one record (bytes, or with KiB, MiB, GiB)
+    /// [default: 64MiB; into SQLite without --batch, 64MiB per 100,000 records of its default]
+    #[arg(long, value_name = "SIZE", value_parser = values::parse_bytes)]
+    pub batch_bytes: Option<usize>,
     /// What to do with a record that is not an audit event.
     #[arg(long, value_enum, default_value_t = OnBadRecord::Quarantine)]
     pub on_bad_record: OnBadRecord,

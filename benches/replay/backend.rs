@@ -9,7 +9,7 @@ use super::process::{run_measured, run_measured_with, Finished};
 use super::rounds::{paired_rounds, Paired};
 use super::table::in_schema;
 use super::verify::{by_hand, by_hand_rounds, kcat_rounds, verify_runs};
-use super::{opt, rate, Bench, Figures, DEFAULT_BATCH};
+use super::{opt, rate, Bench, Figures};
 
 /// (i) and (b) as measured on one backend, and the fresh targets (c) and (d) replay into.
 struct Before {
@@ -41,7 +41,7 @@ impl Bench<'_> {
                 &before.db_c,
                 &format!("bench-c-{backend}"),
                 Some(self.c_list),
-                1,
+                Some(1),
                 Some(1),
             ))
         });
@@ -50,7 +50,7 @@ impl Bench<'_> {
             &before.db_d,
             &format!("bench-d-{backend}"),
             None,
-            DEFAULT_BATCH,
+            None,
             settings.jobs,
         ));
         eprintln!(
@@ -212,7 +212,7 @@ impl Bench<'_> {
                 &db,
                 &format!("bench-base-{backend}"),
                 None,
-                DEFAULT_BATCH,
+                None,
                 self.settings.jobs,
             ),
         );

@@ -30,7 +30,7 @@ pub fn replay_args(
     db: &str,
     group: &str,
     partitions: Option<&str>,
-    batch: usize,
+    batch: Option<usize>,
     jobs: Option<usize>,
 ) -> Vec<String> {
     let mut args = vec!["replay".to_owned()];
@@ -47,7 +47,9 @@ pub fn replay_args(
         ]
         .map(String::from),
     );
-    args.extend(["--batch".into(), batch.to_string()]);
+    if let Some(batch) = batch {
+        args.extend(["--batch".into(), batch.to_string()]);
+    }
     if let Some(jobs) = jobs {
         args.extend(["--jobs".into(), jobs.to_string()]);
     }

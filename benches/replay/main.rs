@@ -70,9 +70,9 @@ use verify::{print_verify, Verified};
 const TOPIC: &str = "bench.audit";
 /// Events generated and produced at a time when the day is not kept.
 const CHUNK_EVENTS: usize = 1_000_000;
-/// `replay --batch`'s default: records per SQL transaction, in batches of up to
-/// `BATCH_RECORDS` of one partition each.
-const DEFAULT_BATCH: usize = 100_000;
+/// (b)'s records per SQL transaction, in batches of up to `BATCH_RECORDS` of one partition
+/// each: the replay's default into PostgreSQL, and its least into SQLite.
+const DEFAULT_BATCH: usize = ticketflow::replay::DEFAULT_BATCH;
 const BATCH_RECORDS: usize = ticketflow::replay::BATCH_RECORDS;
 
 fn rate(events: u64, wall: Duration) -> f64 {
@@ -252,7 +252,7 @@ fn main() {
         .collect();
 
     print_figures(&figures, a, table);
-    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, --batch {DEFAULT_BATCH} {}", c_parts * per_partition, settings.jobs.map_or_else(|| "with the replay's default lanes".to_owned(), |j| format!("--jobs {j}")));
+    println!("(c) replays partitions {c_list} (~{} events); (d) every partition, the replay's default --batch, {}", c_parts * per_partition, settings.jobs.map_or_else(|| "with the replay's default lanes".to_owned(), |j| format!("--jobs {j}")));
     if a.is_none() && figures.iter().all(|f| f.e.is_empty()) {
         println!("(a) and (e) left out");
     } else {
@@ -347,7 +347,7 @@ fn sweep(bench: &Bench<'_>, list: &str) {
             &db,
             &format!("bench-sweep-{batch}"),
             None,
-            batch,
+            Some(batch),
             bench.settings.jobs,
         ));
         println!(

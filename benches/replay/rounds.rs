@@ -4,7 +4,7 @@ use super::command::{replay_args, replayed};
 use super::inserts::{independent_postgres, independent_sqlite};
 use super::process::{run_measured, run_measured_with, Finished};
 use super::table::in_schema;
-use super::{median, rate, Bench, DEFAULT_BATCH};
+use super::{median, rate, Bench};
 
 /// Where the further rounds of (i) and (d) run: `bench`'s day on `backend` (PostgreSQL at
 /// `url`), with its settings' --jobs and baseline binary (whose (d) with --jobs 1 runs beside
@@ -57,7 +57,7 @@ fn replay_d(
         &db,
         &format!("bench-{name}{round}-{}", at.backend),
         None,
-        DEFAULT_BATCH,
+        None,
         jobs,
     );
     match binary {

@@ -12,7 +12,7 @@ use super::command::{on_topic, replay_args, replayed};
 use super::day::Day;
 use super::process::{run_measured_with, Finished};
 use super::table::Table;
-use super::{median, rate, Settings, DEFAULT_BATCH, TOPIC};
+use super::{median, rate, Settings, TOPIC};
 
 /// One (d) of the scale run.
 struct Replayed {
@@ -50,7 +50,7 @@ pub fn scale_run(
         false,
     );
     println!(
-        "scale run: {} records over {partitions} partitions ({TOPIC}) against {} over {} ({large_topic}), produced at {:.0} and {:.0} events/s; (d) into a fresh SQLite file each, --batch {DEFAULT_BATCH}, {} rounds",
+        "scale run: {} records over {partitions} partitions ({TOPIC}) against {} over {} ({large_topic}), produced at {:.0} and {:.0} events/s; (d) into a fresh SQLite file each, the replay's default --batch, {} rounds",
         small.total,
         large.total,
         partitions * factor,
@@ -147,7 +147,7 @@ fn replay_once(
         &format!("sqlite:{}", file.display()),
         group,
         None,
-        DEFAULT_BATCH,
+        None,
         settings.jobs,
     );
     let d = run_measured_with(binary, &on_topic(args, topic));

@@ -409,6 +409,67 @@ on_each_broker! {
     }
 }
 
+on_each_broker! {
+    /// Into SQLite without `--batch` the whole window is one transaction here (the default
+    /// grows with the plan from 100,000 records): partitions stopped at their bad record
+    /// mid-way through it leave every batch before theirs committed and nothing after, Kafka's
+    /// offsets at the SQL checkpoints and never past them, and a resume lands every row once.
+    fn a_failure_midway_through_a_default_transaction_then_a_resume_lands_every_row_once(kind) {
+        let (events, partitions) = (6000, 3);
+        let broker = kind.sample_day(TOPIC, events, partitions);
+        let s = &broker.servers;
+        let live: Vec<i64> = watermarks(s, TOPIC).iter().map(|w| w.1).collect();
+        commit(s, LIVE, TOPIC, &live);
+        let dir = Dir::new();
+        let db = dir.join("audit.db");
+        let target = sqlite_target(&db);
+        replay(&dir, s, &target, &window(&["--execute", "--on-bad-record", "fail"]))
+            .output_has("not an audit event")
+            .status(4);
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let checkpoints: Vec<(i64, i64, i64, i64)> = conn
+            .prepare(
+                "SELECT start_offset, next_offset, stop_offset, inserted
+                 FROM lessonprobe_replay_partitions ORDER BY partition",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(checkpoints.len(), partitions as usize);
+        assert!(
+            checkpoints.iter().any(|&(start, next, stop, _)| start < next && next < stop),
+            "a partition stopped mid-way: {checkpoints:?}"
+        );
+        let kafka = committed(s, REPLAY, TOPIC, partitions);
+        for (p, (&(start, next, _, _), offset)) in checkpoints.iter().zip(&kafka).enumerate() {
+            assert_eq!(
+                offset.unwrap_or(start),
+                next,
+                "partition {p}: Kafka's offset is the SQL checkpoint"
+            );
+        }
+        let inserted: i64 = checkpoints.iter().map(|c| c.3).sum();
+        assert_eq!(
+            sqlite::count(&db, "SELECT COUNT(*) FROM audit_events"),
+            inserted,
+            "the rows are what the committed batches inserted"
+        );
+        drop(conn);
+
+        replay(
+            &dir,
+            s,
+            &target,
+            &window(&["--execute", "--resume", "--allow-quarantine"]),
+        )
+        .success();
+        let live: Vec<Option<i64>> = live.into_iter().map(Some).collect();
+        assert_complete(s, events, sqlite_ids(&db), sqlite_quarantined(&db), &live);
+    }
+}
+
 /// Rows so far, read while a replay may be writing (0 before the table exists).
 fn rows_now(db: &Path) -> i64 {
     rusqlite::Connection::open(db)

@@ -9,8 +9,8 @@ pub mod verify;
 use std::time::Instant;
 
 use ticketflow::replay::{
-    DayReplayRequest, ExecuteOptions, FindingsPolicy, OutageNews, Progress, ReplayJob,
-    ReplayOptions, ReplayRequest, ReplaySummary, Verdict,
+    transaction_size, DayReplayRequest, ExecuteOptions, FindingsPolicy, OutageNews, Progress,
+    ReplayJob, ReplayOptions, ReplayRequest, ReplaySummary, Verdict,
 };
 
 use crate::cli::{OnConflict, ReplayArgs};
@@ -60,10 +60,15 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         return Ok(Code::Ok);
     }
     let planned = started.elapsed();
+    let (batch, batch_bytes) = transaction_size(
+        &db,
+        prepared.plan.records(),
+        (args.batch.map(|b| b as usize), args.batch_bytes),
+    );
     let options = ExecuteOptions {
         replay: ReplayOptions {
-            batch: args.batch as usize,
-            batch_bytes: args.batch_bytes,
+            batch,
+            batch_bytes,
             bad_records: args.on_bad_record.into(),
             skew: args.skew,
         },

@@ -61,6 +61,44 @@ pub fn default_lanes(db: &AuditDb) -> usize {
     }
 }
 
+/// Records per SQL transaction when `--batch` is not given, at the least, and payload bytes
+/// per transaction when `--batch-bytes` is not given, per `DEFAULT_BATCH` records.
+pub const DEFAULT_BATCH: usize = 100_000;
+pub const DEFAULT_BATCH_BYTES: usize = 64 << 20;
+
+/// The most records per SQL transaction a default makes (`--batch`'s own bound).
+const MAX_DEFAULT_BATCH: usize = 1_000_000;
+
+/// Records and payload bytes per SQL transaction, each as asked (`--batch`, `--batch-bytes`)
+/// or, when not, as the target and the plan's `records` decide. PostgreSQL: 100,000 records
+/// and 64 MiB. SQLite: a fifth of the plan's records, at least 100,000 and at most 1,000,000,
+/// and 64 MiB of payload per 100,000 of them. Rows in partition order land all over the
+/// event_id index, so each commit writes nearly the whole index to the WAL: a transaction that
+/// grows with the index keeps the WAL written per record flat as the day grows (3M records in
+/// 100,000-record transactions: 0.43 page writes a record against 0.21 at 1M; with this default
+/// 0.17 against 0.15). A plan's records, not what is left of them: a resumed plan commits as
+/// its first run did. Rows the table held before are not counted (their part of the index is
+/// written too: a target holding many days writes more of it per record).
+pub fn transaction_size(
+    db: &AuditDb,
+    records: i64,
+    asked: (Option<usize>, Option<usize>),
+) -> (usize, usize) {
+    let default = match db {
+        AuditDb::Sqlite(_) => usize::try_from(records / 5)
+            .unwrap_or(0)
+            .clamp(DEFAULT_BATCH, MAX_DEFAULT_BATCH),
+        AuditDb::Postgres(_) => DEFAULT_BATCH,
+    };
+    let batch = asked.0.unwrap_or(default);
+    let bytes = asked.1.unwrap_or_else(|| match asked.0 {
+        Some(_) => DEFAULT_BATCH_BYTES,
+        // 64 MiB per 100,000 records: at most 640 MiB.
+        None => (DEFAULT_BATCH_BYTES as u64 * default as u64 / DEFAULT_BATCH as u64) as usize,
+    });
+    (batch, bytes)
+}
+
 /// Told about each partition's progress as its batches become durable.
 pub trait Progress: Sync {
     /// `partition` has written `so_far` with its checkpoint: durable, or in the transaction
@@ -525,5 +563,49 @@ impl<'a> DayRun<'a> {
             }
             PartitionError::Replay(e)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn an_sqlite_transaction_grows_with_the_plan_within_its_bounds() {
+        let sqlite = AuditDb::Sqlite("audit.db".into());
+        let size = |records| transaction_size(&sqlite, records, (None, None));
+        // Up to 500,000 records: the floor, 100,000 records and 64 MiB, as before.
+        assert_eq!(size(0), (100_000, 64 * MIB));
+        assert_eq!(size(500_000), (100_000, 64 * MIB));
+        // A day of 1M records: 200,000; of 3M: 600,000 and 64 MiB per 100,000 of them.
+        assert_eq!(size(1_000_000), (200_000, 128 * MIB));
+        assert_eq!(size(3_000_000), (600_000, 384 * MIB));
+        // At most 1,000,000 records (and 640 MiB), however large the day.
+        assert_eq!(size(50_000_000), (1_000_000, 640 * MIB));
+        assert_eq!(size(i64::MAX), (1_000_000, 640 * MIB));
+        assert_eq!(size(-1), (100_000, 64 * MIB));
+    }
+
+    #[test]
+    fn postgres_keeps_its_default_and_what_is_asked_wins() {
+        let pg = AuditDb::Postgres("postgres://localhost/audit".into());
+        let sqlite = AuditDb::Sqlite("audit.db".into());
+        assert_eq!(
+            transaction_size(&pg, 3_000_000, (None, None)),
+            (100_000, 64 * MIB)
+        );
+        // --batch alone: the bytes stay at their 64 MiB.
+        assert_eq!(
+            transaction_size(&sqlite, 3_000_000, (Some(20), None)),
+            (20, 64 * MIB)
+        );
+        // --batch-bytes alone: the records as the plan decides.
+        assert_eq!(
+            transaction_size(&sqlite, 3_000_000, (None, Some(MIB))),
+            (600_000, MIB)
+        );
+        assert_eq!(transaction_size(&pg, 1, (Some(7), Some(9))), (7, 9));
     }
 }

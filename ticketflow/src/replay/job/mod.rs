@@ -19,7 +19,10 @@ mod worker;
 pub use documents::{PreparedDocument, ReportDocument, TargetDocument};
 pub use identity::{plan_id, Behind, Decision, IdentityRefusal, Shown, TargetView};
 
-pub use execute::{default_lanes, ExecuteOptions, PartitionError, Progress, SetupError};
+pub use execute::{
+    default_lanes, transaction_size, ExecuteOptions, PartitionError, Progress, SetupError,
+    DEFAULT_BATCH, DEFAULT_BATCH_BYTES,
+};
 pub use outage::{Down, Outage, OutageNews, Outages, Outlasted, RetryBudget, Survived};
 pub use prepare::{
     ConnectError, DatabaseError, JoinError, PrepareError, Prepared, ReplayJob, ReplayRequest,

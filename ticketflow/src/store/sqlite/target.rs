@@ -179,7 +179,10 @@ const PAGE_CACHE_MAX_KIB: i64 = 1 << 20;
 /// CPU per record).
 fn page_cache_kib(records: i64) -> i64 {
     let index_kib = records.max(0).saturating_mul(INDEX_BYTES_PER_RECORD) / 1024;
-    // The new rows of one transaction of the default size, about 300 bytes each.
+    // The new rows of a transaction of 100,000 records, about 300 bytes each. A larger one
+    // (the default grows with the plan) spills its oldest rows to the WAL, where they go at
+    // its commit anyway, so memory does not grow with the transaction: a replay of 3M records
+    // in transactions of 625,000 peaked at 342 MiB against 341 in ones of 100,000.
     let rows_kib = 32_768;
     PAGE_CACHE_KIB
         .max(index_kib + rows_kib)
