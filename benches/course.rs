@@ -161,22 +161,8 @@ impl Course {
             let _ = std::fs::remove_dir_all(cache);
         }
         let started = Instant::now();
-        let out = Command::new(bin)
-            .env("XDG_CACHE_HOME", cache)
-            .arg("--course")
-            .arg(&self.root)
-            // Only the synthetic lessons (100 and up), not the built-in checkpoints.
-            .args([
-                "--select",
-                "EX-1*",
-                "--no-junit",
-                // A first run over 20,000 files on a loaded machine copies past the default 30 s.
-                "--timeout",
-                "300s",
-                "--jobs",
-                &jobs.to_string(),
-            ])
-            .current_dir(&self.root)
+        let out = self
+            .command(bin, jobs, cache)
             .stderr(Stdio::inherit())
             .output()
             .unwrap();
@@ -191,6 +177,22 @@ impl Course {
         took
     }
 
+    /// `lessonprobe --course ROOT --jobs J` over the synthetic lessons, its working copies kept
+    /// in `cache`.
+    fn command(&self, bin: &Path, jobs: usize, cache: &Path) -> Command {
+        let mut command = Command::new(bin);
+        command
+            .env("XDG_CACHE_HOME", cache)
+            .arg("--course")
+            .arg(&self.root)
+            // Only the synthetic lessons (100 and up), not the built-in checkpoints.
+            .args(["--select", "EX-1*", "--no-junit"])
+            // A first run over 20,000 files on a loaded machine copies past the default 30 s.
+            .args(["--timeout", "300s", "--jobs", &jobs.to_string()])
+            .current_dir(&self.root);
+        command
+    }
+
     /// `lessonprobe --watch` over the course: after its first run, a lesson file saved (its
     /// text written again, as an editor saves it) `rounds` times, each time the time from the
     /// save to the rerun's first verdict, and that probe's own time run in place (the in-place
@@ -202,20 +204,9 @@ impl Course {
         cache: &Path,
         rounds: usize,
     ) -> Vec<(Duration, Duration)> {
-        let mut child = Command::new(bin)
-            .env("XDG_CACHE_HOME", cache)
-            .arg("--course")
-            .arg(&self.root)
-            .args([
-                "--select",
-                "EX-1*",
-                "--no-junit",
-                "--timeout",
-                "300s",
-                "--watch",
-            ])
-            .args(["--jobs", &jobs.to_string()])
-            .current_dir(&self.root)
+        let mut child = self
+            .command(bin, jobs, cache)
+            .arg("--watch")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -199,7 +199,9 @@ mod tests {
 
     /// A tree of more entries than [`FROM_FOLDERS`], so its watches are added from inside its
     /// folders.
-    fn tree(root: &Path) -> Vec<(PathBuf, Kind)> {
+    fn tree(dir: &Path) -> (PathBuf, Vec<(PathBuf, Kind)>) {
+        let root = dir.join("copy");
+        std::fs::create_dir(&root).unwrap();
         let mut entries = vec![(PathBuf::new(), Kind::Dir)];
         for folder in ["a", "a/b", "c"] {
             std::fs::create_dir(root.join(folder)).unwrap();
@@ -210,7 +212,17 @@ mod tests {
                 entries.push((file, Kind::File));
             }
         }
-        entries
+        (root, entries)
+    }
+
+    /// A tracker of `entries`, the copy's root given as `root`.
+    fn watching(root: &Path, entries: &[(PathBuf, Kind)]) -> Tracker {
+        let mut tracker = Tracker::new().unwrap();
+        tracker
+            .watch(root, entries.iter().map(|(p, k)| (p.as_path(), k)))
+            .unwrap();
+        assert_eq!(tracker.watched.len(), entries.len());
+        tracker
     }
 
     fn touched(tracker: &mut Tracker) -> BTreeSet<PathBuf> {
@@ -223,14 +235,8 @@ mod tests {
     #[test]
     fn watches_added_from_inside_folders_see_entries_made_and_writes_through_a_hard_link() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("copy");
-        std::fs::create_dir(&root).unwrap();
-        let entries = tree(&root);
-        let mut tracker = Tracker::new().unwrap();
-        tracker
-            .watch(&root, entries.iter().map(|(p, k)| (p.as_path(), k)))
-            .unwrap();
-        assert_eq!(tracker.watched.len(), entries.len());
+        let (root, entries) = tree(dir.path());
+        let mut tracker = watching(&root, &entries);
         // The process's current folder is not the one the watches were added from.
         assert_ne!(std::env::current_dir().unwrap(), root.join("c"));
 
@@ -253,14 +259,8 @@ mod tests {
     #[test]
     fn a_relative_root_names_the_same_entries() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("copy");
-        std::fs::create_dir(&root).unwrap();
-        let entries = tree(&root);
-        let relative = pathdiff(&root);
-        let mut tracker = Tracker::new().unwrap();
-        tracker
-            .watch(&relative, entries.iter().map(|(p, k)| (p.as_path(), k)))
-            .unwrap();
+        let (root, entries) = tree(dir.path());
+        let mut tracker = watching(&pathdiff(&root), &entries);
         std::fs::write(root.join("a/f1.py"), "y").unwrap();
         assert_eq!(
             touched(&mut tracker),
