@@ -355,8 +355,9 @@ fn main() {
         .collect();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lessonprobe"));
     let probes = lessons * per_lesson;
+    // Not named `lessonprobe-*`: a watch ignores such entries of the temporary folder as its own.
     let scratch = tempfile::Builder::new()
-        .prefix("lessonprobe-bench-course-")
+        .prefix("bench-course-")
         .tempdir()
         .unwrap();
     let cache = scratch.path().join("cache");
