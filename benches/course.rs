@@ -4,10 +4,14 @@
 //! nothing changed, its copies kept) and, in the same run, by the independent limit: the same
 //! saved files and commands run in place in one copy of the project by `xargs -P J`, no
 //! isolation.
+//! With `LESSONPROBE_BENCH_WATCH=1`, also `lessonprobe --watch` over each project: the time from
+//! a saved lesson file to the rerun's first verdict, beside that probe's own time run in place.
 //! `cargo test --release --bench course` (see benches/README.md for the settings).
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lessonprobe_testkit::bench::setting;
@@ -157,22 +161,8 @@ impl Course {
             let _ = std::fs::remove_dir_all(cache);
         }
         let started = Instant::now();
-        let out = Command::new(bin)
-            .env("XDG_CACHE_HOME", cache)
-            .arg("--course")
-            .arg(&self.root)
-            // Only the synthetic lessons (100 and up), not the built-in checkpoints.
-            .args([
-                "--select",
-                "EX-1*",
-                "--no-junit",
-                // A first run over 20,000 files on a loaded machine copies past the default 30 s.
-                "--timeout",
-                "300s",
-                "--jobs",
-                &jobs.to_string(),
-            ])
-            .current_dir(&self.root)
+        let out = self
+            .command(bin, jobs, cache)
             .stderr(Stdio::inherit())
             .output()
             .unwrap();
@@ -186,6 +176,138 @@ impl Course {
         );
         took
     }
+
+    /// `lessonprobe --course ROOT --jobs J` over the synthetic lessons, its working copies kept
+    /// in `cache`.
+    fn command(&self, bin: &Path, jobs: usize, cache: &Path) -> Command {
+        let mut command = Command::new(bin);
+        command
+            .env("XDG_CACHE_HOME", cache)
+            .arg("--course")
+            .arg(&self.root)
+            // Only the synthetic lessons (100 and up), not the built-in checkpoints.
+            .args(["--select", "EX-1*", "--no-junit"])
+            // A first run over 20,000 files on a loaded machine copies past the default 30 s.
+            .args(["--timeout", "300s", "--jobs", &jobs.to_string()])
+            .current_dir(&self.root);
+        command
+    }
+
+    /// `lessonprobe --watch` over the course: after its first run, a lesson file saved (its
+    /// text written again, as an editor saves it) `rounds` times, each time the time from the
+    /// save to the rerun's first verdict, and that probe's own time run in place (the in-place
+    /// limit's copy and scripts, made by [`Course::in_place`]).
+    fn watch(
+        &self,
+        bin: &Path,
+        jobs: usize,
+        cache: &Path,
+        rounds: usize,
+    ) -> Vec<(Duration, Duration)> {
+        let mut child = self
+            .command(bin, jobs, cache)
+            .arg("--watch")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, told) = mpsc::channel();
+        let verdicts = tx.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let verdict = ["PASS", "FAIL", "ERROR"]
+                    .iter()
+                    .any(|v| line.starts_with(v));
+                if verdict && verdicts.send(Told::Verdict(line)).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("waiting for a change") && tx.send(Told::Waiting).is_err() {
+                    return;
+                }
+            }
+        });
+        let lesson = self.root.join("lessons/100-bench.md");
+        let text = std::fs::read(&lesson).unwrap();
+        let per_run = self.exercises.len();
+        let mut seen = 0;
+        let mut waits = 0;
+        let mut next = |told: &mpsc::Receiver<Told>| {
+            let got = told
+                .recv_timeout(Duration::from_secs(600))
+                .expect("lessonprobe --watch went silent");
+            match &got {
+                Told::Verdict(_) => seen += 1,
+                Told::Waiting => waits += 1,
+            }
+            (got, seen, waits)
+        };
+        let mut measured = Vec::new();
+        for round in 1..=rounds {
+            // The previous run has ended.
+            while !matches!(next(&told), (Told::Waiting, _, w) if w == round) {}
+            std::fs::write(&lesson, &text).unwrap();
+            let saved = Instant::now();
+            let first = loop {
+                if let (Told::Verdict(line), n, _) = next(&told) {
+                    if n == round * per_run + 1 {
+                        break line;
+                    }
+                }
+            };
+            measured.push((saved.elapsed(), first));
+        }
+        // SAFETY: kill only sends a signal to the process started above.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = child.wait();
+        // Once the watch has ended: the limit's copy is inside the course it watched.
+        measured
+            .into_iter()
+            .map(|(took, first)| (took, self.own_time(&first)))
+            .collect()
+    }
+
+    /// The time the probe of the verdict line `line` (`PASS [ 0.01s] lesson 100 EX-100-03 …`)
+    /// takes run in place: its saved file written and its command run, as the limit does it.
+    fn own_time(&self, line: &str) -> Duration {
+        let name = line
+            .split_whitespace()
+            .find(|w| w.starts_with("EX-"))
+            .unwrap_or_else(|| panic!("no probe named in {line:?}"));
+        let mut parts = name.split('-').skip(1).map(|n| n.parse::<usize>().unwrap());
+        let (lesson, number) = (parts.next().unwrap() - 99, parts.next().unwrap());
+        let script = self
+            .root
+            .join(format!("in-place-scripts/{lesson}-{number}.sh"));
+        let started = Instant::now();
+        let status = Command::new("sh")
+            .arg("-e")
+            .arg(&script)
+            .current_dir(self.root.join("in-place"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .status()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(status.success(), "{} failed in place", script.display());
+        took
+    }
+}
+
+/// What `lessonprobe --watch` tells the bench: a verdict line, or that a run ended.
+enum Told {
+    Verdict(String),
+    Waiting,
 }
 
 /// One measured row: a name, and how long it took on a course.
@@ -199,11 +321,16 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
+/// One project size's median wall and CPU times, a row each, and the watch's figures.
+type Measured = (
+    usize,
+    Vec<Duration>,
+    Vec<Duration>,
+    Vec<(Duration, Duration)>,
+);
+
 /// CPU time (user + system) of every child process waited for so far, and of theirs: a
 /// figure the load of other processes on a shared machine moves far less than wall time.
-/// One project size's median wall and CPU times, a row each.
-type Measured = (usize, Vec<Duration>, Vec<Duration>);
-
 fn children_cpu() -> Duration {
     // SAFETY: getrusage only writes into the struct it is given.
     let usage = unsafe {
@@ -231,12 +358,13 @@ fn main() {
         .collect();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lessonprobe"));
     let probes = lessons * per_lesson;
+    // Not named `lessonprobe-*`: a watch ignores such entries of the temporary folder as its own.
     let scratch = tempfile::Builder::new()
-        .prefix("lessonprobe-bench-course-")
+        .prefix("bench-course-")
         .tempdir()
         .unwrap();
     let cache = scratch.path().join("cache");
-    let (first_bin, first_cache) = (bin.clone(), cache.clone());
+    let (first_bin, first_cache, watch_bin) = (bin.clone(), cache.clone(), bin.clone());
     let (baseline_cache, second_cache) = (cache.clone(), cache);
     let mut rows: Vec<Row> = vec![
         Row {
@@ -270,8 +398,47 @@ fn main() {
     println!(
         "course benchmark: {lessons} lessons x {per_lesson} exercises = {probes} probes, --jobs {jobs}, median of {rounds} rounds (rows interleaved in each round), python3 and sh"
     );
-    let results = measure(&rows, &sizes, rounds, scratch.path(), (lessons, per_lesson));
+    let watch_cache = scratch.path().join("cache");
+    let watching = move |c: &Course| c.watch(&watch_bin, jobs, &watch_cache, rounds);
+    let watch = (setting("LESSONPROBE_BENCH_WATCH", 0) > 0).then_some(&watching as &Watch);
+    let results = measure(
+        &rows,
+        &sizes,
+        rounds,
+        scratch.path(),
+        (lessons, per_lesson),
+        watch,
+    );
     print_table(&rows, &results, probes);
+    if watch.is_some() {
+        print_watch(&results);
+    }
+}
+
+/// The watch's figures of one project: a (save to first verdict, that probe in place) pair
+/// per round.
+type Watch = dyn Fn(&Course) -> Vec<(Duration, Duration)>;
+
+/// The watch's medians: from a saved lesson file to the rerun's first verdict, against the
+/// probe's own time in place, and what is left over (the target: at most 0.5 s).
+fn print_watch(results: &[Measured]) {
+    println!("\n| project files | watch: save to the rerun's first verdict (s) | that probe run in place (s) | difference (s) | rounds: save to verdict (s) |");
+    println!("|---:|---:|---:|---:|---|");
+    for (files, _, _, watched) in results {
+        let latency = median(watched.iter().map(|w| w.0).collect());
+        let own = median(watched.iter().map(|w| w.1).collect());
+        let each: Vec<String> = watched
+            .iter()
+            .map(|w| format!("{:.2}", w.0.as_secs_f64()))
+            .collect();
+        println!(
+            "| {files} | {:.2} | {:.2} | {:.2} | {} |",
+            latency.as_secs_f64(),
+            own.as_secs_f64(),
+            latency.as_secs_f64() - own.as_secs_f64(),
+            each.join(", ")
+        );
+    }
 }
 
 /// Each project size's median wall and CPU time of every row, over `rounds` rounds with the
@@ -282,6 +449,7 @@ fn measure(
     rounds: usize,
     scratch: &Path,
     (lessons, per_lesson): (usize, usize),
+    watch: Option<&Watch>,
 ) -> Vec<Measured> {
     let mut results: Vec<Measured> = Vec::new();
     for &files in sizes {
@@ -308,7 +476,11 @@ fn measure(
             .map(|(r, t)| format!("{} {:.2}s", r.name, t.as_secs_f64()))
             .collect();
         eprintln!("  {files} files: {}", shown.join(", "));
-        results.push((files, medians, cpu));
+        let watched = watch.map(|w| w(&course)).unwrap_or_default();
+        if !watched.is_empty() {
+            eprintln!("  {files} files, --watch: save to first verdict, that probe in place: {watched:.2?}");
+        }
+        results.push((files, medians, cpu, watched));
     }
     results
 }
@@ -337,7 +509,7 @@ fn print_table(rows: &[Row], results: &[Measured], probes: usize) {
         names.join(" (s) | CPU: ")
     );
     println!("|---:|{}", "---:|".repeat(2 * rows.len() + 5));
-    for (files, wall, cpu) in results {
+    for (files, wall, cpu, _) in results {
         println!(
             "| {files} | {} | {:.2} | {:.2} | {} | {:.2} | {:.1} | {:.1} |",
             seconds(wall),
@@ -349,13 +521,13 @@ fn print_table(rows: &[Row], results: &[Measured], probes: usize) {
             per_probe(cpu)
         );
     }
-    if let (Some((_, w1, _)), Some((files, wn, _))) = (results.first(), results.last()) {
+    if let (Some((_, w1, ..)), Some((files, wn, ..))) = (results.first(), results.last()) {
         println!(
             "\nsecond run, largest project ({files} files) against smallest: wall {:.2}x",
             wn[MEASURED].as_secs_f64() / w1[MEASURED].as_secs_f64()
         );
     }
-    if let (Some((_, w1, c1)), Some((_, wn, cn))) = (results.first(), results.last()) {
+    if let (Some((_, w1, c1, _)), Some((_, wn, cn, _))) = (results.first(), results.last()) {
         println!(
             "\noverhead per probe, largest project against smallest: wall {:+.1} ms -> {:+.1} ms, CPU {:+.1} ms -> {:+.1} ms",
             per_probe(w1),

@@ -132,9 +132,12 @@ impl WorkingCopy {
         // its saved stamps say: then its saved stamps are its snapshot, without walking it.
         let trusted = match saved {
             Some(saved) if trusts(&copy.cwd, &saved.copy).map_err(failed)? => {
-                copy.adopt(saved.copy);
                 copy.source = Arc::new(saved.source);
-                copy.catch_up().map_err(failed)?;
+                // The course is walked while the copy's watches are added.
+                let now = copy
+                    .adopt_while(saved.copy, || course_stamps(layout))
+                    .map_err(failed)?;
+                copy.catch_up_to(now).map_err(failed)?;
                 true
             }
             _ => false,
@@ -169,6 +172,11 @@ impl WorkingCopy {
     /// what changed are taken again.
     fn catch_up(&mut self) -> io::Result<()> {
         let now = course_stamps(&self.layout)?;
+        self.catch_up_to(now)
+    }
+
+    /// [`WorkingCopy::catch_up`] to the course's stamps `now`.
+    fn catch_up_to(&mut self, now: Stamps) -> io::Result<()> {
         let was: std::collections::HashMap<&Path, &Stamp> =
             self.source.iter().map(|(p, s)| (p.as_path(), s)).collect();
         let present: std::collections::HashSet<&Path> =
@@ -244,16 +252,41 @@ impl WorkingCopy {
 
     /// Takes `found` (entries of the copy with their stamps) into the snapshot, and watches them.
     fn adopt(&mut self, found: Vec<(PathBuf, Stamp)>) {
-        for (path, stamp) in found {
-            if let Some(tracker) = &mut self.tracker {
-                if let Err(e) = tracker.watch(&self.cwd, &path, &stamp.kind) {
-                    // Out of watches (fs.inotify.max_user_watches): this copy scans instead.
-                    tracing::warn!("cannot watch {}: {e}; this working copy is compared entry by entry after each probe", path.display());
-                    self.tracker = None;
-                }
-            }
-            self.snapshot.insert(path, stamp);
+        self.adopt_while(found, || ());
+    }
+
+    /// [`WorkingCopy::adopt`], with `meanwhile` run on this thread while the watches are added
+    /// on another: what it returns.
+    fn adopt_while<T>(&mut self, found: Vec<(PathBuf, Stamp)>, meanwhile: impl FnOnce() -> T) -> T {
+        let entries = || found.iter().map(|(p, s)| (p.as_path(), &s.kind));
+        let (watched, then) = match self.tracker.as_mut() {
+            None => (Some(Ok(())), meanwhile()),
+            Some(tracker) => std::thread::scope(|scope| {
+                let root = self.cwd.as_path();
+                let watching = std::thread::Builder::new()
+                    .spawn_scoped(scope, move || tracker.watch(root, entries()));
+                let then = meanwhile();
+                let watched = watching.ok().map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(io::Error::other("the thread adding watches panicked"))
+                    })
+                });
+                (watched, then)
+            }),
+        };
+        // No thread could be started: the watches are added here.
+        let watched = match (watched, self.tracker.as_mut()) {
+            (Some(watched), _) => watched,
+            (None, Some(tracker)) => tracker.watch(&self.cwd, entries()),
+            (None, None) => Ok(()),
+        };
+        if let Err(e) = watched {
+            // Out of watches (fs.inotify.max_user_watches): this copy scans instead.
+            tracing::warn!("cannot watch {}: {e}; this working copy is compared entry by entry after each probe", self.cwd.display());
+            self.tracker = None;
         }
+        self.snapshot.extend(found);
+        then
     }
 
     /// Every entry that differs from the snapshot, found by walking the whole copy.
@@ -433,9 +466,17 @@ fn take_pool() -> Vec<WorkingCopy> {
 /// recently used kept copies over the cap are removed by a process of their own, and a
 /// temporary copy is removed (none may outlive the process).
 pub fn release_all() {
-    for copy in take_pool() {
-        copy.put_away();
-    }
+    // Side by side: saving a copy's stamps and taking down its watches (inotify removes each
+    // one when the instance closes) take tens of milliseconds over 20,000 files.
+    std::thread::scope(|scope| {
+        for copy in take_pool() {
+            let put_away = std::thread::Builder::new().spawn_scoped(scope, move || copy.put_away());
+            if let Err(e) = put_away {
+                // The copy was dropped unsaved, still marked: the next run rebuilds it.
+                tracing::warn!("a working copy was not kept: {e}");
+            }
+        }
+    });
     forget_course();
     if let Ok(Some(cap)) = kept::cap() {
         kept::evict(cap);

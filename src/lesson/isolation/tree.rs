@@ -42,31 +42,80 @@ impl Layout {
     }
 
     /// The stamps of every entry of the source a copy is made of (shared paths, which a copy
-    /// links, and entries never copied are left out), by path relative to the source.
+    /// links, and entries never copied are left out), by path relative to the source. Taken
+    /// from inside each folder ([`entering`]), its entries named by their names alone.
     pub fn stamps(&self) -> io::Result<Vec<(PathBuf, Stamp)>> {
+        entering(|inside| self.stamps_from(inside)).unwrap_or_else(|| self.stamps_from(false))
+    }
+
+    /// [`Layout::stamps`]; with `inside`, this thread's current folder is its own and it enters
+    /// each folder (a folder it cannot enter has its entries named by their whole paths).
+    fn stamps_from(&self, inside: bool) -> io::Result<Vec<(PathBuf, Stamp)>> {
         let mut found = Vec::new();
-        let mut stack = vec![PathBuf::new()];
-        while let Some(rel) = stack.pop() {
-            let Some(stamp) = Stamp::of(&self.source.join(&rel))? else {
-                continue;
-            };
-            if stamp.kind == Kind::Other {
-                continue;
+        // Whole paths stay right once this thread has entered a folder.
+        let source = std::path::absolute(&self.source)?;
+        let Some(top) = Stamp::of(&source)? else {
+            return Ok(found);
+        };
+        if top.kind != Kind::Dir {
+            if top.kind != Kind::Other {
+                found.push((PathBuf::new(), top));
             }
-            if stamp.kind == Kind::Dir {
-                for entry in fs::read_dir(self.source.join(&rel))? {
-                    let entry = entry?;
-                    let child = rel.join(entry.file_name());
-                    let shared = self.shared.contains(&child);
-                    if !shared && !self.leaves_out(&child, entry.file_type()?.is_dir()) {
-                        stack.push(child);
-                    }
+            return Ok(found);
+        }
+        found.push((PathBuf::new(), top));
+        let mut folders = vec![PathBuf::new()];
+        while let Some(folder) = folders.pop() {
+            let at = source.join(&folder);
+            let entered = inside && std::env::set_current_dir(&at).is_ok();
+            let listed = fs::read_dir(if entered { Path::new(".") } else { &at })?;
+            for entry in listed {
+                let entry = entry?;
+                let name = entry.file_name();
+                let child = folder.join(&name);
+                if self.shared.contains(&child)
+                    || self.leaves_out(&child, entry.file_type()?.is_dir())
+                {
+                    continue;
                 }
+                let path = if entered {
+                    PathBuf::from(&name)
+                } else {
+                    at.join(&name)
+                };
+                let Some(stamp) = Stamp::of(&path)? else {
+                    continue;
+                };
+                match stamp.kind {
+                    Kind::Other => continue,
+                    Kind::Dir => folders.push(child.clone()),
+                    _ => {}
+                }
+                found.push((child, stamp));
             }
-            found.push((rel, stamp));
         }
         Ok(found)
     }
+}
+
+/// Runs `work` on a thread of its own whose current folder is its own (`unshare(CLONE_FS)`),
+/// so that it may enter folders and name their entries by their names alone: the kernel's
+/// lookup of a long path is most of the cost of a stat or an inotify watch. `work` is told
+/// whether the folder is its own (when not, it must use whole paths); `None` when no thread
+/// could be started or it panicked.
+pub fn entering<T: Send>(work: impl FnOnce(bool) -> T + Send) -> Option<T> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .spawn_scoped(scope, || {
+                // SAFETY: unshare takes no pointer; CLONE_FS gives only this thread a copy of
+                // the process's current folder, root and umask.
+                let own = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+                work(own)
+            })
+            .ok()?
+            .join()
+            .ok()
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -328,6 +377,47 @@ mod tests {
             ino(&root.join("pkg/a.py")),
             ino(&from.path().join("pkg/a.py"))
         );
+    }
+
+    #[test]
+    fn the_course_walked_from_inside_its_folders_has_the_stamps_of_whole_paths() {
+        let from = tempfile::tempdir().unwrap();
+        for folder in ["pkg/sub", "pkg/__pycache__", "data", ".venv/bin"] {
+            std::fs::create_dir_all(from.path().join(folder)).unwrap();
+        }
+        for file in [
+            "top.py",
+            "pkg/a.py",
+            "pkg/sub/b.py",
+            "pkg/__pycache__/a.pyc",
+            "data/x",
+        ] {
+            std::fs::write(from.path().join(file), file).unwrap();
+        }
+        std::os::unix::fs::symlink("pkg/a.py", from.path().join("link.py")).unwrap();
+        let layout = Layout {
+            source: from.path().to_owned(),
+            shared: vec![PathBuf::from("data")],
+        };
+        let sorted = |mut stamps: Vec<(PathBuf, Stamp)>| {
+            stamps.sort_by(|a, b| a.0.cmp(&b.0));
+            stamps
+        };
+        let inside = sorted(entering(|own| layout.stamps_from(own)).unwrap().unwrap());
+        let whole = sorted(layout.stamps_from(false).unwrap());
+        assert_eq!(inside, whole);
+        let paths: Vec<&Path> = inside.iter().map(|(p, _)| p.as_path()).collect();
+        let want = [
+            "",
+            "link.py",
+            "pkg",
+            "pkg/a.py",
+            "pkg/sub",
+            "pkg/sub/b.py",
+            "top.py",
+        ];
+        assert_eq!(paths, want.map(Path::new));
+        assert_eq!(inside[1].1.kind, Kind::Symlink(PathBuf::from("pkg/a.py")));
     }
 
     #[test]
