@@ -468,8 +468,12 @@ fn take_pool() -> Vec<WorkingCopy> {
 pub fn release_all() {
     // Side by side: saving a copy's stamps and taking down its watches (inotify removes each
     // one when the instance closes) take tens of milliseconds over 20,000 files.
+    let copies = take_pool();
+    // Only a run that kept a copy can have grown the cache: the others (a `replay`, a run of
+    // no document probe) do not look through every kept copy on their way out.
+    let kept = copies.iter().any(|c| matches!(c.home, Home::Kept(_)));
     std::thread::scope(|scope| {
-        for copy in take_pool() {
+        for copy in copies {
             let put_away = std::thread::Builder::new().spawn_scoped(scope, move || copy.put_away());
             if let Err(e) = put_away {
                 // The copy was dropped unsaved, still marked: the next run rebuilds it.
@@ -478,6 +482,9 @@ pub fn release_all() {
         }
     });
     forget_course();
+    if !kept {
+        return;
+    }
     if let Ok(Some(cap)) = kept::cap() {
         kept::evict(cap);
     }
