@@ -55,9 +55,17 @@ pub fn bin() -> PathBuf {
     .clone()
 }
 
-/// The built `lessonprobe`, run in a fresh empty folder unless given one.
+/// The cache the suite's runs keep their working copies (and anything else) in, unless a test
+/// sets its own `XDG_CACHE_HOME`: beside the binary under `target/`, never the user's
+/// `~/.cache`, which a suite of thousands of runs over throwaway courses would fill.
+pub fn test_cache() -> PathBuf {
+    bin().with_file_name("test-cache")
+}
+
+/// The built `lessonprobe`, run in a fresh empty folder unless given one, with the suite's
+/// cache ([`test_cache`]).
 pub fn lessonprobe() -> Test {
-    Test::new(bin())
+    Test::new(bin()).env("XDG_CACHE_HOME", test_cache())
 }
 
 /// The built `lessonprobe` with `args` (as a shell reads them) under a pseudo-terminal
@@ -65,7 +73,9 @@ pub fn lessonprobe() -> Test {
 /// streams together. Check first that `script` is there ([`crate::tool`]).
 pub fn on_a_terminal(args: &str) -> Test {
     let command = format!("{} {args}", bin().display());
-    Test::new("script").args(["-q", "-e", "-c", &command, "/dev/null"])
+    Test::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env("XDG_CACHE_HOME", test_cache())
 }
 
 enum Expect {
