@@ -213,12 +213,124 @@ impl EventRecord {
             canonical.push(1);
         }
         let start = canonical.len();
+        if is_canonical(self.payload.as_bytes()) {
+            // Most payloads are written so already: no value built to write them again.
+            canonical.extend_from_slice(self.payload.as_bytes());
+            return (canonical, start);
+        }
         match serde_json::from_str::<serde_json::Value>(&self.payload) {
             Ok(value) => write_canonical(&value, &mut canonical),
             Err(_) => canonical.extend_from_slice(self.payload.as_bytes()),
         }
         (canonical, start)
     }
+}
+
+/// Whether `text` is JSON exactly as [`write_canonical`] writes what it holds, told without
+/// building the value: compact, each object's keys strictly ascending, strings without an
+/// escape or a control character, numbers integers of at most 18 digits (no `-0`, no leading
+/// zero). Anything else answers false and is parsed and written again.
+fn is_canonical(text: &[u8]) -> bool {
+    let mut at = 0;
+    canonical_value(text, &mut at, 0) && at == text.len()
+}
+
+/// Nesting beyond which the slow path decides (serde_json refuses past 128 levels).
+const CANONICAL_DEPTH: usize = 64;
+
+/// Whether a canonical value starts at `at`, which is moved past it.
+fn canonical_value(text: &[u8], at: &mut usize, depth: usize) -> bool {
+    if depth > CANONICAL_DEPTH {
+        return false;
+    }
+    match text.get(*at) {
+        Some(b'{') => canonical_list(text, at, b'}', |text, at| {
+            let key = canonical_string(text, at)?;
+            let colon = text.get(*at) == Some(&b':');
+            *at += 1;
+            (colon && canonical_value(text, at, depth + 1)).then_some(key)
+        }),
+        Some(b'[') => canonical_list(text, at, b']', |text, at| {
+            canonical_value(text, at, depth + 1).then_some(&[][..])
+        }),
+        Some(b'"') => canonical_string(text, at).is_some(),
+        Some(b't') => canonical_word(text, at, b"true"),
+        Some(b'f') => canonical_word(text, at, b"false"),
+        Some(b'n') => canonical_word(text, at, b"null"),
+        Some(_) => canonical_integer(text, at),
+        None => false,
+    }
+}
+
+/// An object or array from its opening byte at `at` to `close`, each item read by `item`,
+/// which gives the item's key (empty for an array's): keys must ascend strictly, so no key
+/// is there twice either.
+fn canonical_list<'t>(
+    text: &'t [u8],
+    at: &mut usize,
+    close: u8,
+    mut item: impl FnMut(&'t [u8], &mut usize) -> Option<&'t [u8]>,
+) -> bool {
+    *at += 1;
+    if text.get(*at) == Some(&close) {
+        *at += 1;
+        return true;
+    }
+    let mut previous: Option<&[u8]> = None;
+    loop {
+        let Some(key) = item(text, at) else {
+            return false;
+        };
+        if close == b'}' && previous.is_some_and(|p| p >= key) {
+            return false;
+        }
+        previous = Some(key);
+        match text.get(*at) {
+            Some(b',') => *at += 1,
+            Some(&b) if b == close => {
+                *at += 1;
+                return true;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// A string without escapes or control characters at `at` (serde_json writes such a string's
+/// bytes as they are), moved past; its bytes between the quotes.
+fn canonical_string<'t>(text: &'t [u8], at: &mut usize) -> Option<&'t [u8]> {
+    if text.get(*at) != Some(&b'"') {
+        return None;
+    }
+    let start = *at + 1;
+    let len = text
+        .get(start..)?
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    let end = start + len;
+    (text[end] == b'"').then(|| {
+        *at = end + 1;
+        &text[start..end]
+    })
+}
+
+fn canonical_word(text: &[u8], at: &mut usize, word: &[u8]) -> bool {
+    let found = text.get(*at..).is_some_and(|t| t.starts_with(word));
+    *at += word.len();
+    found
+}
+
+/// An integer serde_json reads as a 64-bit one and writes as it was spelled: at most 18
+/// digits, no leading zero, not `-0` (read as the float -0.0).
+fn canonical_integer(text: &[u8], at: &mut usize) -> bool {
+    let negative = text.get(*at) == Some(&b'-');
+    *at += usize::from(negative);
+    let digits = text
+        .get(*at..)
+        .map_or(0, |t| t.iter().take_while(|b| b.is_ascii_digit()).count());
+    let first = text.get(*at).copied();
+    *at += digits;
+    (1..=18).contains(&digits) && (first != Some(b'0') || (digits == 1 && !negative))
 }
 
 /// A 64-bit hash of `bytes` that is the same for the same bytes throughout one process (SipHash
@@ -379,6 +491,50 @@ mod tests {
         assert_eq!(a.facts_digest(), rewrapped.facts_digest());
         assert_ne!(a.content_hash(), rewrapped.content_hash());
         assert_ne!(a.facts_digest(), later.facts_digest());
+    }
+
+    #[test]
+    fn a_payload_taken_as_canonical_is_what_writing_its_value_gives() {
+        let canonical = [
+            "{\"note\":\"x\u{e9} y\",\"version\":3}",
+            r#"{}"#,
+            r#"[]"#,
+            r#"{"a":[1,-2,0,true,false,null,{"b":"c"}],"b":{}}"#,
+            r#"[[[]],"",123456789012345678,-123456789012345678]"#,
+            r#""just a string""#,
+            r#"7"#,
+        ];
+        let not = [
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a": 1}"#,
+            r#" {}"#,
+            r#"{"a":"\n"}"#,
+            r#"{"a":"\u0041"}"#,
+            r#"[1.0]"#,
+            r#"[1e3]"#,
+            r#"[-0]"#,
+            r#"[01]"#,
+            r#"[1234567890123456789]"#,
+            r#"[1,]"#,
+            r#"{"a":1"#,
+            r#"[tru]"#,
+            r#"-"#,
+            r#""#,
+            "[\"tab\there\"]",
+        ];
+        for text in canonical {
+            assert!(is_canonical(text.as_bytes()), "{text}");
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            let mut written = Vec::new();
+            write_canonical(&value, &mut written);
+            assert_eq!(String::from_utf8(written).unwrap(), text);
+        }
+        for text in not {
+            assert!(!is_canonical(text.as_bytes()), "{text}");
+        }
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(!is_canonical(deep.as_bytes()));
     }
 
     #[test]
