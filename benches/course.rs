@@ -459,6 +459,9 @@ fn measure(
             "project of {files} files written in {:.1}s",
             made.elapsed().as_secs_f64()
         );
+        // The kernel writes the new files back later: flushed now, that writeback does not
+        // fall inside the first rounds of this size.
+        let _ = std::process::Command::new("sync").status();
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
         let mut cpu: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
         for _ in 0..rounds {
