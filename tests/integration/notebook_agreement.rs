@@ -64,6 +64,10 @@ fn verdicts_of(
         .as_array()
         .cloned()
         .unwrap_or_default();
+    // Shown with a failed assertion: why a cell was not judged.
+    for o in outcomes.iter().filter(|o| o["verdict"] == "ERROR") {
+        eprintln!("{} cell {}: {}", o["file"], o["cell"], o["message"]);
+    }
     let mut files: Vec<String> = outcomes
         .iter()
         .filter_map(|o| o["file"].as_str().map(str::to_owned))

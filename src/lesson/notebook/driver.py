@@ -14,6 +14,10 @@ import sys
 import threading
 
 
+# How often a kernel's start is tried before the notebook is reported as not started.
+START_ATTEMPTS = 3
+
+
 def say(replies, message):
     replies.write(json.dumps(message) + "\n")
     replies.flush()
@@ -74,15 +78,23 @@ def run(request, replies, state, missing):
         resources={"metadata": {"path": request["cwd"]}},
         record_timing=False,
     )
-    try:
-        client.km = client.create_kernel_manager()
-        client.start_new_kernel(cwd=request["cwd"])
-        state["pgid"] = kernel_group(client)
-        client.start_new_kernel_client()
-    except BaseException as e:
-        kill_group(state.get("pgid"))
-        say(replies, {"failed": "the kernel %r did not start: %s: %s" % (request["kernel"], type(e).__name__, e)})
-        return
+    # jupyter_client picks the kernel's five ports, releases them and lets the kernel bind
+    # them: another process may take one meanwhile and the kernel dies at its start
+    # (jupyter/jupyter_client#276). As its maintainers suggest, a start that failed so is tried
+    # again with fresh ports; a kernel that is not installed is not.
+    from jupyter_client.kernelspec import NoSuchKernel
+    for attempt in range(START_ATTEMPTS):
+        try:
+            client.km = client.create_kernel_manager()
+            client.start_new_kernel(cwd=request["cwd"])
+            state["pgid"] = kernel_group(client)
+            client.start_new_kernel_client()
+            break
+        except BaseException as e:
+            kill_group(state.pop("pgid", None))
+            if isinstance(e, NoSuchKernel) or attempt + 1 == START_ATTEMPTS:
+                say(replies, {"failed": "the kernel %r did not start: %s: %s" % (request["kernel"], type(e).__name__, e)})
+                return
     say(replies, {"started": state["pgid"]})
     try:
         for index, (cell, asked) in enumerate(zip(cells, request["cells"])):
