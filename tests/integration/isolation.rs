@@ -286,12 +286,19 @@ fn a_rerun_copies_only_what_changed_in_the_course() {
     );
     let first = rerun();
     assert_eq!(copied(&first), [4], "{first}");
+    let stamps = || {
+        let meta = std::fs::metadata(first_slot(&dir).join("stamps")).unwrap();
+        (meta.ino(), meta.modified().unwrap())
+    };
+    let saved = stamps();
     let same = rerun();
     assert_eq!(
         (copied(&same), refreshed(&same)),
         (vec![0], vec![]),
         "{same}"
     );
+    // A run that brought nothing up and reset nothing leaves the course's stamps as saved.
+    assert_eq!(stamps(), saved);
 
     std::fs::write(project.join("sub/deep/c.txt"), "edited-c\n").unwrap();
     let one = rerun();
@@ -330,6 +337,13 @@ fn a_rerun_copies_only_what_changed_in_the_course() {
     );
 }
 
+/// Asserts that the run of `log` rebuilt its copy of the course's project (4 files), saying
+/// `why`.
+fn rebuilt(log: &str, why: &str) {
+    assert!(log.contains(why), "{log}");
+    assert_eq!(copied(log), [4], "{log}");
+}
+
 /// A kept copy whose stamps cannot be trusted is rebuilt whole, never used: one left
 /// half-reset by a run that died (its mark still there), one another process wrote into (at
 /// its top level, or in a folder below it).
@@ -348,12 +362,7 @@ fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
 
     std::fs::write(slot.join("resetting"), "").unwrap();
     std::fs::write(slot.join("tree/project/a.txt"), "half-reset\n").unwrap();
-    let crashed = rerun();
-    assert!(
-        crashed.contains("was left half-reset: rebuilt"),
-        "{crashed}"
-    );
-    assert_eq!(copied(&crashed), [4], "{crashed}");
+    rebuilt(&rerun(), "was left half-reset: rebuilt");
     assert!(!slot.join("resetting").exists());
 
     std::fs::write(slot.join("tree/project/stray"), "").unwrap();
@@ -364,6 +373,31 @@ fn a_copy_left_half_reset_or_written_by_another_process_is_rebuilt() {
     std::fs::write(slot.join("tree/project/sub/stray"), "").unwrap();
     let below = rerun();
     assert_eq!(copied(&below), [4], "{below}");
+    assert_eq!(copied(&rerun()), [0]);
+}
+
+/// A copy whose stamps were saved in the format before (JSON), or in a file cut short, is
+/// rebuilt whole; the next run trusts it again.
+#[test]
+fn a_copy_with_stamps_of_the_format_before_is_rebuilt() {
+    let dir = Dir::new();
+    let course = course(&dir, "");
+    let rerun = checker(&dir, &course, "50", "```sh\ncat a.txt\n```\n");
+    rerun();
+    let slot = first_slot(&dir);
+    for file in ["stamps", "checked"] {
+        std::fs::remove_file(slot.join(file)).unwrap();
+    }
+    let json = r#"{"device":1,"source":[],"copy":[["",{"kind":"Dir","ino":1,"mode":493,"size":0,"mtime":[1,0],"ctime":[1,0]}]]}"#;
+    std::fs::write(slot.join("stamps.json"), json).unwrap();
+    rebuilt(&rerun(), "has no stamps this version reads: rebuilt");
+    assert!(!slot.join("stamps.json").exists());
+    assert_eq!(copied(&rerun()), [0]);
+
+    let stamps = std::fs::read(slot.join("stamps")).unwrap();
+    std::fs::write(slot.join("stamps"), &stamps[..stamps.len() / 2]).unwrap();
+    let cut = rerun();
+    assert_eq!(copied(&cut), [4], "{cut}");
     assert_eq!(copied(&rerun()), [0]);
 }
 

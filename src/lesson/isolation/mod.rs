@@ -4,6 +4,7 @@
 //! afterwards by restoring only the entries that changed (docs/running.md).
 
 mod kept;
+mod stampfile;
 mod tracker;
 mod tree;
 
@@ -12,9 +13,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kept::Slot;
+use kept::{Deeper, Saved, Slot};
 use tracker::{Touched, Tracker};
-use tree::{copy_into, copy_plain, remove, walk, Kind, Snapshot, Stamp};
+use tree::{beside, copy_into, copy_plain, remove, walk, Kind, Snapshot, Stamp};
 
 pub use kept::{clean as clean_kept, root as kept_root, Kept, CAP_VAR, DEFAULT_CAP_MB};
 pub use tree::{Layout, NOT_COPIED};
@@ -78,6 +79,9 @@ struct WorkingCopy {
     tracker: Option<Tracker>,
     /// The course may have changed since the copy was brought up to it (a watch's next run).
     stale: bool,
+    /// The save of the course's stamps and the copy's deeper entries ([`Deeper`]) that are
+    /// still the copy's, `None` once either changed: they are saved again only then.
+    saved_as: Option<u64>,
 }
 
 impl WorkingCopy {
@@ -102,13 +106,10 @@ impl WorkingCopy {
                 })
                 .ok(),
         };
-        let (home, cwd, saved) = match slot {
+        let (home, cwd) = match slot {
             Some(slot) => {
                 let cwd = slot.tree(&name);
-                let saved = slot.saved();
-                // Marked before anything in the copy changes.
-                slot.begin().map_err(failed)?;
-                (Home::Kept(slot), cwd, saved)
+                (Home::Kept(slot), cwd)
             }
             None => {
                 let dir = tempfile::Builder::new()
@@ -116,7 +117,7 @@ impl WorkingCopy {
                     .tempdir()
                     .map_err(failed)?;
                 let cwd = dir.path().join(&name);
-                (Home::Temporary { _dir: dir }, cwd, None)
+                (Home::Temporary { _dir: dir }, cwd)
             }
         };
         let mut copy = WorkingCopy {
@@ -127,32 +128,41 @@ impl WorkingCopy {
             source: Arc::default(),
             tracker: tracker(mode),
             stale: false,
+            saved_as: None,
         };
-        // A kept copy is used only when its folders and its top-level entries are exactly what
-        // its saved stamps say: then its saved stamps are its snapshot, without walking it.
-        let trusted = match saved {
-            Some(saved) if trusts(&copy.cwd, &saved.copy).map_err(failed)? => {
+        // The saved stamps are read, the copy checked against them and its watches added on
+        // another thread while this one walks the course.
+        let (home, cwd, watches) = (&copy.home, &copy.cwd, &mut copy.tracker);
+        let (saved, now) = beside(
+            || {
+                let saved = trusted(home, cwd)?;
+                if let Some(saved) = &saved {
+                    let entries = saved.deeper.iter().chain(&saved.checked);
+                    watch(watches, cwd, entries.map(|(p, s)| (p.as_path(), &s.kind)));
+                }
+                io::Result::Ok(saved)
+            },
+            || course_stamps(layout),
+        );
+        let (saved, now) = (saved.map_err(failed)?, now.map_err(failed)?);
+        match saved {
+            Some(saved) => {
                 copy.source = Arc::new(saved.source);
-                // The course is walked while the copy's watches are added.
-                let now = copy
-                    .adopt_while(saved.copy, || course_stamps(layout))
-                    .map_err(failed)?;
+                copy.saved_as = Some(saved.generation);
+                copy.snapshot.extend(saved.deeper);
+                copy.snapshot.extend(saved.checked);
                 copy.catch_up_to(now).map_err(failed)?;
-                true
             }
-            _ => false,
-        };
-        if !trusted {
-            if let Home::Kept(slot) = &copy.home {
-                slot.clear().map_err(failed)?;
+            None => {
+                if let Home::Kept(slot) = &copy.home {
+                    slot.clear().map_err(failed)?;
+                }
+                // The course's stamps first: a file changed while it is copied is copied again
+                // by the next run.
+                copy.source = now;
+                copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
+                copy.record(Path::new("")).map_err(failed)?;
             }
-            copy.snapshot.clear();
-            copy.tracker = tracker(mode);
-            // The course's stamps first: a file changed while it is copied is copied again by
-            // the next run.
-            copy.source = course_stamps(layout).map_err(failed)?;
-            copy_into(layout, Path::new(""), &copy.cwd, true).map_err(failed)?;
-            copy.record(Path::new("")).map_err(failed)?;
         }
         copy.said_copied(before);
         Ok(copy)
@@ -177,31 +187,15 @@ impl WorkingCopy {
 
     /// [`WorkingCopy::catch_up`] to the course's stamps `now`.
     fn catch_up_to(&mut self, now: Stamps) -> io::Result<()> {
-        let was: std::collections::HashMap<&Path, &Stamp> =
-            self.source.iter().map(|(p, s)| (p.as_path(), s)).collect();
-        let present: std::collections::HashSet<&Path> =
-            now.iter().map(|(p, _)| p.as_path()).collect();
-        let mut differ: BTreeSet<PathBuf> = now
-            .iter()
-            .filter(|(p, s)| !was.get(p.as_path()).is_some_and(|w| w.unchanged(s)))
-            .map(|(p, _)| p.clone())
-            .collect();
-        differ.extend(
-            self.source
-                .iter()
-                .filter(|(p, _)| !present.contains(p.as_path()))
-                .map(|(p, _)| p.clone()),
-        );
-        let now_of: std::collections::HashMap<&Path, &Stamp> =
-            now.iter().map(|(p, s)| (p.as_path(), s)).collect();
+        let was = Arc::clone(&self.source);
         // Entries copied or removed whole, and folders whose mode alone changed.
         let (mut replaced, mut moded): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
-        for rel in differ {
+        for (rel, was, now) in differences(&was, &now) {
             if replaced.iter().any(|r| rel.starts_with(r)) {
                 continue;
             }
-            let at = self.cwd.join(&rel);
-            let whole = match (was.get(rel.as_path()), now_of.get(rel.as_path())) {
+            let at = self.cwd.join(rel);
+            let whole = match (was, now) {
                 // A folder's entries are compared one by one: only its mode is its own.
                 (Some(w), Some(n)) if w.kind == Kind::Dir && n.kind == Kind::Dir => {
                     set_mode(&at, n.mode)?;
@@ -209,7 +203,7 @@ impl WorkingCopy {
                 }
                 (_, Some(_)) => {
                     remove(&at)?;
-                    copy_into(&self.layout, &rel, &self.cwd, true)?;
+                    copy_into(&self.layout, rel, &self.cwd, true)?;
                     true
                 }
                 (_, None) => {
@@ -223,10 +217,12 @@ impl WorkingCopy {
                 rel.display()
             );
             if whole {
-                replaced.push(rel);
+                replaced.push(rel.to_owned());
             } else {
-                moded.push(rel);
+                moded.push(rel.to_owned());
             }
+            // The course's stamps saved with the copy are no longer these.
+            self.saved_as = None;
         }
         for rel in replaced.iter().chain(&moded) {
             self.snapshot.retain(|p, _| !p.starts_with(rel));
@@ -246,47 +242,12 @@ impl WorkingCopy {
         walk(&self.cwd, rel, &mut |p, s| {
             found.push((p.to_owned(), s.clone()))
         })?;
-        self.adopt(found);
-        Ok(())
-    }
-
-    /// Takes `found` (entries of the copy with their stamps) into the snapshot, and watches them.
-    fn adopt(&mut self, found: Vec<(PathBuf, Stamp)>) {
-        self.adopt_while(found, || ());
-    }
-
-    /// [`WorkingCopy::adopt`], with `meanwhile` run on this thread while the watches are added
-    /// on another: what it returns.
-    fn adopt_while<T>(&mut self, found: Vec<(PathBuf, Stamp)>, meanwhile: impl FnOnce() -> T) -> T {
-        let entries = || found.iter().map(|(p, s)| (p.as_path(), &s.kind));
-        let (watched, then) = match self.tracker.as_mut() {
-            None => (Some(Ok(())), meanwhile()),
-            Some(tracker) => std::thread::scope(|scope| {
-                let root = self.cwd.as_path();
-                let watching = std::thread::Builder::new()
-                    .spawn_scoped(scope, move || tracker.watch(root, entries()));
-                let then = meanwhile();
-                let watched = watching.ok().map(|w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(io::Error::other("the thread adding watches panicked"))
-                    })
-                });
-                (watched, then)
-            }),
-        };
-        // No thread could be started: the watches are added here.
-        let watched = match (watched, self.tracker.as_mut()) {
-            (Some(watched), _) => watched,
-            (None, Some(tracker)) => tracker.watch(&self.cwd, entries()),
-            (None, None) => Ok(()),
-        };
-        if let Err(e) = watched {
-            // Out of watches (fs.inotify.max_user_watches): this copy scans instead.
-            tracing::warn!("cannot watch {}: {e}; this working copy is compared entry by entry after each probe", self.cwd.display());
-            self.tracker = None;
-        }
+        let entries = found.iter().map(|(p, s)| (p.as_path(), &s.kind));
+        watch(&mut self.tracker, &self.cwd, entries);
         self.snapshot.extend(found);
-        then
+        // The copy's entries saved with it are no longer these.
+        self.saved_as = None;
+        Ok(())
     }
 
     /// Every entry that differs from the snapshot, found by walking the whole copy.
@@ -394,14 +355,29 @@ impl WorkingCopy {
     }
 }
 
-/// Whether a kept copy at `cwd` is what its saved stamps `saved` say, checked without walking
-/// it: every folder and every top-level entry has exactly its saved stamp (times included, so an
-/// entry made, removed or renamed in any folder is seen). What a run's probes changed was reset
-/// before the stamps were saved, and a run that ended before saving left its mark.
-fn trusts(cwd: &Path, saved: &[(PathBuf, Stamp)]) -> io::Result<bool> {
-    for (rel, was) in saved {
-        let checked = was.kind == Kind::Dir || rel.components().count() <= 1;
-        if checked && Stamp::of(&cwd.join(rel))?.as_ref() != Some(was) {
+/// The saved stamps of the kept copy of `home` at `cwd`, when it is what they say (`None`
+/// otherwise, or when the copy is not kept); the copy is then marked as being changed
+/// ([`Slot::begin`]).
+fn trusted(home: &Home, cwd: &Path) -> io::Result<Option<Saved>> {
+    let Home::Kept(slot) = home else {
+        return Ok(None);
+    };
+    let saved = match slot.saved() {
+        Some(saved) if trusts(cwd, &saved.checked)? => Some(saved),
+        _ => None,
+    };
+    // Marked before anything in the copy changes.
+    slot.begin()?;
+    Ok(saved)
+}
+
+/// Whether a kept copy at `cwd` is what its saved stamps say, checked without walking it: every
+/// folder and every top-level entry (`checked`) has exactly its saved stamp (times included, so
+/// an entry made, removed or renamed in any folder is seen). What a run's probes changed was
+/// reset before the stamps were saved, and a run that ended before saving left its mark.
+fn trusts(cwd: &Path, checked: &[(PathBuf, Stamp)]) -> io::Result<bool> {
+    for (rel, was) in checked {
+        if Stamp::of(&cwd.join(rel))?.as_ref() != Some(was) {
             tracing::info!(
                 "working copy {}: {} is not as saved: rebuilt",
                 cwd.display(),
@@ -410,7 +386,61 @@ fn trusts(cwd: &Path, saved: &[(PathBuf, Stamp)]) -> io::Result<bool> {
             return Ok(false);
         }
     }
-    Ok(!saved.is_empty())
+    Ok(!checked.is_empty())
+}
+
+/// What differs between the course's stamps `was` (those a copy was brought up to) and `now`,
+/// both in path order, found in one pass: each entry that differs, with its stamp then and now,
+/// in path order (a folder before its entries).
+fn differences<'a>(
+    was: &'a [(PathBuf, Stamp)],
+    now: &'a [(PathBuf, Stamp)],
+) -> Vec<(&'a Path, Option<&'a Stamp>, Option<&'a Stamp>)> {
+    use std::cmp::Ordering;
+    let (mut w, mut n) = (0, 0);
+    let mut differ = Vec::new();
+    loop {
+        let order = match (was.get(w), now.get(n)) {
+            (None, None) => return differ,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(a), Some(b)) => tree::path_order(&a.0, &b.0),
+        };
+        match order {
+            Ordering::Less => {
+                differ.push((was[w].0.as_path(), Some(&was[w].1), None));
+                w += 1;
+            }
+            Ordering::Greater => {
+                differ.push((now[n].0.as_path(), None, Some(&now[n].1)));
+                n += 1;
+            }
+            Ordering::Equal => {
+                if !was[w].1.unchanged(&now[n].1) {
+                    differ.push((now[n].0.as_path(), Some(&was[w].1), Some(&now[n].1)));
+                }
+                w += 1;
+                n += 1;
+            }
+        }
+    }
+}
+
+/// Watches `entries` of the copy at `cwd` with `tracker`; out of watches
+/// (`fs.inotify.max_user_watches`), the tracker is dropped and the copy scanned instead.
+fn watch<'a>(
+    tracker: &mut Option<Tracker>,
+    cwd: &Path,
+    entries: impl IntoIterator<Item = (&'a Path, &'a Kind)>,
+) {
+    let Some(watching) = tracker else { return };
+    if let Err(e) = watching.watch(cwd, entries) {
+        tracing::warn!(
+            "cannot watch {}: {e}; this working copy is compared entry by entry after each probe",
+            cwd.display()
+        );
+        *tracker = None;
+    }
 }
 
 /// The course's stamps of each layout, taken once per run and shared by its workers' copies.
@@ -505,21 +535,34 @@ impl WorkingCopy {
     /// Saves a kept copy's stamps (it is pristine: every probe's changes were reset), which
     /// lifts its mark of a reset under way; a temporary copy is removed. Folders' stamps are
     /// taken again: their times moved with the entries the probes made and the resets removed,
-    /// and the next run trusts the copy by them ([`trusts`]).
+    /// and the next run trusts the copy by them ([`trusts`]). The course's stamps and the copy's
+    /// deeper entries are written again only when they changed.
     fn put_away(mut self) {
-        if let Home::Kept(slot) = &self.home {
-            for (rel, stamp) in self.snapshot.iter_mut() {
-                if stamp.kind == Kind::Dir {
-                    match Stamp::of(&self.cwd.join(rel)) {
-                        Ok(Some(now)) if stamp.unchanged(&now) => *stamp = now,
-                        _ => {}
-                    }
+        let Home::Kept(slot) = &self.home else {
+            return;
+        };
+        for (rel, stamp) in self.snapshot.iter_mut() {
+            if stamp.kind == Kind::Dir {
+                match Stamp::of(&self.cwd.join(rel)) {
+                    Ok(Some(now)) if stamp.unchanged(&now) => *stamp = now,
+                    _ => {}
                 }
             }
-            let copy: Vec<(PathBuf, Stamp)> = self.snapshot.into_iter().collect();
-            if let Err(e) = slot.save(self.source.to_vec(), copy) {
-                tracing::warn!("working copy {} not kept: {e}", self.cwd.display());
-            }
+        }
+        let entries = |checked: bool| {
+            let snapshot = self.snapshot.iter().map(|(p, s)| (p.as_path(), s));
+            snapshot.filter(move |(p, s)| kept::checked(p, s) == checked)
+        };
+        let deeper = match self.saved_as {
+            Some(generation) => Deeper::Saved(generation),
+            None => Deeper::Changed {
+                source: &self.source,
+                copy: entries(false).collect(),
+            },
+        };
+        let checked: Vec<_> = entries(true).collect();
+        if let Err(e) = slot.save(&checked, deeper) {
+            tracing::warn!("working copy {} not kept: {e}", self.cwd.display());
         }
     }
 }

@@ -46,19 +46,20 @@ impl Tracker {
         root: &Path,
         entries: impl IntoIterator<Item = (&'a Path, &'a Kind)>,
     ) -> io::Result<()> {
-        let mut folders: BTreeMap<&Path, Vec<Named>> = BTreeMap::new();
+        // Folders by the bytes of their paths: split and compared without parsing components.
+        let mut folders: BTreeMap<&[u8], Vec<Named>> = BTreeMap::new();
         let mut count = 0;
         for (rel, kind) in entries {
             let Some(mask) = mask(kind) else { continue };
-            let (folder, name) = match kind {
-                Kind::Dir => (rel, OsStr::new(".")),
-                _ => match (rel.parent(), rel.file_name()) {
-                    (Some(parent), Some(name)) => (parent, name),
-                    _ => (rel, OsStr::new(".")),
-                },
+            let path = rel.as_os_str().as_bytes();
+            let (folder, name) = match (kind, path.iter().rposition(|&b| b == b'/')) {
+                (Kind::Dir, _) => (path, &b"."[..]),
+                (_, Some(slash)) => (&path[..slash], &path[slash + 1..]),
+                (_, None) if path.is_empty() => (path, &b"."[..]),
+                (_, None) => (&b""[..], path),
             };
             folders.entry(folder).or_default().push(Named {
-                name: CString::new(name.as_bytes()).map_err(io::Error::other)?,
+                name: CString::new(name).map_err(io::Error::other)?,
                 rel,
                 mask,
             });
@@ -163,11 +164,12 @@ fn mask(kind: &Kind) -> Option<WatchMask> {
 fn add<'a>(
     fd: i32,
     root: &Path,
-    folders: &BTreeMap<&Path, Vec<Named<'a>>>,
+    folders: &BTreeMap<&[u8], Vec<Named<'a>>>,
     enter: bool,
 ) -> (Vec<(i32, &'a Path, bool)>, io::Result<()>) {
     let mut added = Vec::new();
     for (folder, entries) in folders {
+        let folder = Path::new(OsStr::from_bytes(folder));
         let inside = enter && std::env::set_current_dir(root.join(folder)).is_ok();
         for entry in entries {
             let whole;
