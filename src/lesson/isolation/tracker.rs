@@ -73,6 +73,8 @@ impl Tracker {
             false => entering(|inside| add(fd, root, &folders, inside)),
         };
         let (added, result) = entered.unwrap_or_else(|| add(fd, root, &folders, false));
+        // Grown once, not by doubling through 20,000 watches.
+        self.watched.reserve(added.len());
         for (wd, rel, is_dir) in added {
             self.watched.insert(wd, (rel.to_owned(), is_dir));
         }
