@@ -62,14 +62,10 @@ pub(crate) struct Quarantine<'e, 'a> {
 
 /// What a backend offers inside one open transaction.
 pub(crate) trait BatchTx {
-    fn savepoint(&mut self) -> Result<(), StoreError>;
-    fn release(&mut self) -> Result<(), StoreError>;
-    fn rollback_to(&mut self) -> Result<(), StoreError>;
-    /// Inserts the rows with ON CONFLICT (event_id) DO NOTHING; for each, whether it was
-    /// inserted. Called inside the savepoint [`savepoint`](Self::savepoint) made, to which it
-    /// may roll back itself before trying another way. A data error fails the whole call
-    /// (after which the caller rolls back to its savepoint).
-    fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault>;
+    /// Inserts the rows with ON CONFLICT (event_id) DO NOTHING; per row, `Ok(inserted)`, or
+    /// `Err(the database's reason)` for a row refused on its data, which leaves nothing while
+    /// every other row goes in.
+    fn insert_each(&mut self, rows: &[&Entry<'_>]) -> Result<InsertedEach, StoreError>;
     /// The stored version of each row's event id (`None` when there is none).
     fn stored(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<Option<StoredVersion>>, StoreError>;
     /// Replaces the stored version of the row's event id with the row.
@@ -127,6 +123,22 @@ impl<'w> Written<'w> {
             Param::Text(at),
         ]
     }
+}
+
+/// Per row of an insert, whether it went in, or why the database refused it.
+pub(crate) type InsertedEach = Vec<Result<bool, String>>;
+
+/// A backend that inserts many rows in one statement, which a row refused on its data fails
+/// whole: the rows go in under a savepoint, split on a refusal (see [`insert_splitting`]).
+pub(crate) trait SplitInsert {
+    fn savepoint(&mut self) -> Result<(), StoreError>;
+    fn release(&mut self) -> Result<(), StoreError>;
+    fn rollback_to(&mut self) -> Result<(), StoreError>;
+    /// Inserts the rows with ON CONFLICT (event_id) DO NOTHING; for each, whether it was
+    /// inserted. Called inside the savepoint [`savepoint`](Self::savepoint) made, to which it
+    /// may roll back itself before trying another way. A data error fails the whole call
+    /// (after which the caller rolls back to its savepoint).
+    fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault>;
 }
 
 /// What the checkpoint's compare-and-set did.
@@ -216,10 +228,10 @@ impl Settled<'_, '_> {
 
 /// Inserts `rows`, splitting on data errors until each refused record stands alone; returns,
 /// per row, `Ok(inserted)` or `Err(the database's reason)`.
-fn insert_splitting(
-    tx: &mut dyn BatchTx,
+pub(crate) fn insert_splitting<T: SplitInsert + ?Sized>(
+    tx: &mut T,
     rows: &[&Entry<'_>],
-) -> Result<Vec<Result<bool, String>>, StoreError> {
+) -> Result<InsertedEach, StoreError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -375,7 +387,7 @@ pub(crate) fn write(
                 later.push(entry);
             }
         }
-        let results = insert_splitting(tx, &firsts)?;
+        let results = tx.insert_each(&firsts)?;
         let mut existing: Vec<&Entry<'_>> = Vec::new();
         for (entry, result) in firsts.iter().zip(results) {
             let Ok(event) = &entry.decoded else { continue };

@@ -574,48 +574,7 @@ mod tests {
         assert!(commits.is_empty());
     }
 
-    /// A fresh SQLite target at `path` with plan `p` over `[0, stop)` of each partition.
-    fn target_with_plan(
-        path: &std::path::Path,
-        partitions: &[i32],
-        stop: i64,
-    ) -> Box<dyn crate::store::ReplayTarget> {
-        use crate::store::{
-            AuditDb, Counters, PartitionProgress, PlanStatus, PlanWindow, RecordedPlan, Timeouts,
-        };
-        let mut target = AuditDb::Sqlite(path.to_owned())
-            .open_target(Timeouts::all(Duration::from_secs(5)))
-            .unwrap();
-        let adoption = target.inspect().unwrap().adopt().unwrap();
-        target.prepare(&adoption).unwrap();
-        target
-            .record_plan(&RecordedPlan {
-                plan_id: "p".into(),
-                topic: "t".into(),
-                replay_group: "replay".into(),
-                live_group: "live".into(),
-                window: PlanWindow::Offsets { start: 0, stop },
-                created_at: "now".into(),
-                created_by: "me@here".into(),
-                status: PlanStatus::Running,
-                finished_at: None,
-                partitions: partitions
-                    .iter()
-                    .map(|&partition| PartitionProgress {
-                        partition,
-                        start: 0,
-                        stop,
-                        captured_end: stop,
-                        next_offset: 0,
-                        owner: None,
-                        counters: Counters::default(),
-                        updated_at: "now".into(),
-                    })
-                    .collect(),
-            })
-            .unwrap();
-        target
-    }
+    use crate::store::sqlite::target_with_plan;
 
     fn on(partition: i32, offset: i64) -> ReplayRecord {
         ReplayRecord {

@@ -11,7 +11,8 @@ use postgres::{Client, Statement};
 use super::copy::{CopyError, RowCopy};
 use crate::event::EventRecord;
 use crate::store::batch::{
-    self, Advance, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion, Written,
+    self, Advance, BatchTx, Conflict, Fault, InsertedEach, Location, Quarantine, SplitInsert,
+    StoredVersion, Written,
 };
 use crate::store::bookkeeping_sql::POSTGRES as SQL;
 use crate::store::error::StoreError;
@@ -219,7 +220,7 @@ impl PgTx<'_, '_> {
     }
 }
 
-impl BatchTx for PgTx<'_, '_> {
+impl SplitInsert for PgTx<'_, '_> {
     fn savepoint(&mut self) -> Result<(), StoreError> {
         self.tx
             .batch_execute("SAVEPOINT lp_rows")
@@ -253,7 +254,7 @@ impl BatchTx for PgTx<'_, '_> {
                 }
                 Err(Fault::Infra(e)) => return Err(Fault::Infra(e)),
                 Err(Fault::Data(_)) => {
-                    // Undone to the savepoint the caller made (`BatchTx::insert`), which
+                    // Undone to the savepoint the caller made (`SplitInsert::insert`), which
                     // stays for the staged way.
                     self.tx
                         .batch_execute("ROLLBACK TO SAVEPOINT lp_rows")
@@ -342,6 +343,13 @@ impl BatchTx for PgTx<'_, '_> {
             }
         }
         Ok(out)
+    }
+}
+
+impl BatchTx for PgTx<'_, '_> {
+    /// One COPY (or one statement of arrays) for all the rows, split on a refused one.
+    fn insert_each(&mut self, rows: &[&Entry<'_>]) -> Result<InsertedEach, StoreError> {
+        batch::insert_splitting(self, rows)
     }
 
     fn stored(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<Option<StoredVersion>>, StoreError> {

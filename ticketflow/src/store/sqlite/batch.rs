@@ -1,12 +1,13 @@
 //! A batch written on SQLite, inside the target's open transaction: rows in by one prepared
-//! `INSERT … ON CONFLICT (event_id) DO NOTHING` each, in key order; the stored versions read
-//! back, and the batch's bookkeeping rows.
+//! `INSERT … ON CONFLICT (event_id) DO NOTHING` each, in key order and with no savepoint; the
+//! stored versions read back, and the batch's bookkeeping rows.
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::event::EventRecord;
 use crate::store::batch::{
-    self, Advance, BatchTx, Conflict, Fault, Location, Quarantine, StoredVersion, Written,
+    self, Advance, BatchTx, Conflict, Fault, InsertedEach, Location, Quarantine, StoredVersion,
+    Written,
 };
 use crate::store::bookkeeping_sql::SQLITE as SQL;
 use crate::store::error::StoreError;
@@ -60,42 +61,41 @@ fn data_fault(e: rusqlite::Error) -> Fault {
 }
 
 impl BatchTx for SqliteTx<'_> {
-    fn savepoint(&mut self) -> Result<(), StoreError> {
-        Ok(self.conn.execute_batch("SAVEPOINT lp_rows")?)
-    }
-    fn release(&mut self) -> Result<(), StoreError> {
-        Ok(self.conn.execute_batch("RELEASE lp_rows")?)
-    }
-    fn rollback_to(&mut self) -> Result<(), StoreError> {
-        Ok(self.conn.execute_batch("ROLLBACK TO lp_rows")?)
-    }
-
-    fn insert(&mut self, rows: &[&Entry<'_>]) -> Result<Vec<bool>, Fault> {
+    /// One prepared statement a row, with no savepoint: a statement SQLite refuses for its
+    /// data undoes only itself and leaves the transaction open, so the other rows go in as
+    /// they would after a split, and a savepoint would only cost copies of every page the rows
+    /// change (see `write_unguarded` in `target.rs`).
+    fn insert_each(&mut self, rows: &[&Entry<'_>]) -> Result<InsertedEach, StoreError> {
         let columns = self.adoption.written_columns();
         let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "INSERT INTO audit_events ({}) VALUES ({}) ON CONFLICT (event_id) DO NOTHING",
-                columns.join(", "),
-                marks.join(", ")
-            ))
-            .map_err(|e| Fault::Infra(e.into()))?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "INSERT INTO audit_events ({}) VALUES ({}) ON CONFLICT (event_id) DO NOTHING",
+            columns.join(", "),
+            marks.join(", ")
+        ))?;
         // In key order: consecutive inserts land on neighbouring pages of the event_id index
         // instead of anywhere in it. The ids of one call are distinct (see batch::write), so
-        // the order decides nothing about which version is stored.
+        // the order decides nothing about which version is stored, and the caller reads the
+        // results in the rows' order, so the first refused row is found in offset order.
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by(|&a, &b| event_id(rows[a]).cmp(&event_id(rows[b])));
-        let mut out = vec![false; rows.len()];
+        let mut out = vec![Ok(false); rows.len()];
         for i in order {
             let entry = rows[i];
             let Ok(event) = &entry.decoded else { continue };
             // Bound by reference: no copy of a row's text or bytes.
             let values = batch::row(self.adoption, entry, event);
-            let n = stmt
-                .execute(params_from_iter(&values))
-                .map_err(data_fault)?;
-            out[i] = n == 1;
+            out[i] = match stmt.execute(params_from_iter(&values)).map_err(data_fault) {
+                Ok(n) => Ok(n == 1),
+                Err(Fault::Infra(e)) => return Err(e),
+                // SQLite may end the whole transaction on some errors; a refusal must not.
+                Err(Fault::Data(reason)) if self.conn.is_autocommit() => {
+                    return Err(StoreError::Unavailable(format!(
+                        "the transaction was rolled back on a refused row: {reason}"
+                    )))
+                }
+                Err(Fault::Data(reason)) => Err(reason),
+            };
         }
         Ok(out)
     }

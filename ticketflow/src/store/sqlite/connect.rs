@@ -28,12 +28,11 @@ pub(super) fn tune(conn: &Connection, busy: Duration) -> Result<(), StoreError> 
     // 16,384 pages (64 MiB) a replay of 3M events, whose transactions each dirty more than
     // that, still copied it back after every commit (0.16 reads a record; 0.07 at 256 MiB).
     conn.pragma_update(None, "wal_autocheckpoint", 65_536)?;
-    // A batch's rows go in under a savepoint (a row refused for its data rolls the batch's
-    // rows back to be split), and SQLite keeps the first version of every page a savepoint
-    // changes in a sub-journal: in a temporary file, one write system call per page (1.5 GB
-    // in 779,000 writes for a replay of 1M events, four times what went to the WAL, and more
-    // per record as the event_id index grows). In memory it is one copy per page, freed when
-    // the savepoint is released: at most the pages of one batch.
+    // A savepoint (a batch's own, where a refused row must stop the run) makes SQLite keep
+    // the first version of every page it changes in a sub-journal: in a temporary file, one
+    // write system call per page (1.5 GB in 779,000 writes for a replay of 1M events when
+    // every batch had one, four times what went to the WAL). In memory it is one copy per
+    // page, freed when the savepoint is released: at most the pages of one batch.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }

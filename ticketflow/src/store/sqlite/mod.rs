@@ -8,4 +8,6 @@ mod target;
 
 pub use audit_store::{insert_audit, SqliteAuditStore};
 pub(crate) use batch::stored_event;
+#[cfg(test)]
+pub(crate) use target::target_with_plan;
 pub use target::SqliteTarget;

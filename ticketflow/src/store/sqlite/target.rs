@@ -227,6 +227,78 @@ fn insert_plan(tx: &Connection, plan: &RecordedPlan) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A batch in the open transaction under a savepoint of its own, so that a batch that fails
+/// leaves nothing while the batches before it stay to be committed: a replay that stops at a
+/// refused row (`--on-bad-record fail`) stops with every batch before that row's committed.
+fn write_guarded(
+    tx: &mut SqliteTx<'_>,
+    scope: &PlanScope<'_>,
+    batch: &Batch<'_>,
+) -> Result<Counters, WriteError> {
+    tx.conn
+        .execute_batch("SAVEPOINT lp_batch")
+        .map_err(StoreError::from)?;
+    let written = batch::write(tx, scope, batch);
+    let end = match written {
+        Ok(_) => "RELEASE lp_batch",
+        Err(_) => "ROLLBACK TO lp_batch; RELEASE lp_batch",
+    };
+    let ended = tx.conn.execute_batch(end);
+    let counters = written?;
+    ended.map_err(StoreError::from)?;
+    Ok(counters)
+}
+
+/// A batch in the open transaction with no savepoint. A savepoint makes SQLite keep the first
+/// version of every page it changes (in memory: 4 KiB copied into 1 KiB chunks of the C
+/// allocator, freed at its release), and a batch's rows land all over the event_id index, so
+/// one batch changed nearly an index page a row, more as the index grew (0.37 page copies a
+/// record for a day of 1M records, 0.59 for 3M: the CPU a record grew with the day). Without
+/// one, a batch that fails once it changed anything ends the whole transaction (ROLLBACK):
+/// the batches before it go with their checkpoints, none of them told to Kafka, each
+/// partition reported at its last committed checkpoint, and a resume writes them again. So
+/// what can be known before writing is looked at first: a checkpoint not where the batch
+/// begins (this transaction holds the file's write lock, so it cannot move afterwards); a row
+/// refused for its data undoes only its own statement and is quarantined. What is left ends
+/// the transaction: the file's own errors (a full disk, I/O, on which SQLite may roll it
+/// back by itself anyway) and a conflicting version the table refuses to take.
+fn write_unguarded(
+    tx: &mut SqliteTx<'_>,
+    scope: &PlanScope<'_>,
+    batch: &Batch<'_>,
+) -> Result<Counters, WriteError> {
+    let found: Option<(i64, Option<String>)> = tx
+        .conn
+        .prepare_cached(
+            "SELECT next_offset, owner FROM lessonprobe_replay_partitions
+             WHERE plan_id = ?1 AND partition = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![scope.plan_id, batch.partition], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(StoreError::from)?;
+    let in_place = found.as_ref().is_some_and(|(next, owner)| {
+        *next == batch.first && scope.owner.is_none_or(|o| owner.as_deref() == Some(o))
+    });
+    if !in_place {
+        return Err(WriteError::CheckpointMoved {
+            partition: batch.partition,
+            expected: batch.first,
+            found: found.map(|(next, _)| next),
+        });
+    }
+    let written = batch::write(tx, scope, batch);
+    if written.is_err() {
+        // What the batch changed cannot be undone alone; the transaction ends, and the next
+        // batch and the commit find it gone.
+        let _ = tx.conn.execute_batch("ROLLBACK");
+    }
+    written
+}
+
 impl ReplayTarget for SqliteTarget {
     fn place(&self) -> &str {
         &self.place
@@ -430,50 +502,41 @@ impl ReplayTarget for SqliteTarget {
                 .sum();
             self.size_cache(records).map_err(StoreError::from)?;
         }
-        if self.shared {
-            // SQLite rolls a whole transaction back on some failures (a full disk, an I/O
-            // error): then the batches before this one are gone, and so must this one be.
-            if self.conn.is_autocommit() {
-                self.shared = false;
-                return Err(StoreError::Unavailable(format!(
-                    "{}: the transaction holding the batches before this one was rolled back",
-                    self.place
-                ))
-                .into());
-            }
-            self.conn
-                .execute_batch("SAVEPOINT lp_batch")
+        if !self.shared {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(StoreError::from)?;
-            let written = batch::write(
+            let counters = batch::write(
                 &mut SqliteTx {
-                    conn: &self.conn,
+                    conn: &tx,
                     adoption: &adoption,
                 },
                 scope,
                 batch,
-            );
-            let end = match written {
-                Ok(_) => "RELEASE lp_batch",
-                Err(_) => "ROLLBACK TO lp_batch; RELEASE lp_batch",
-            };
-            let ended = self.conn.execute_batch(end);
-            let counters = written?;
-            ended.map_err(StoreError::from)?;
+            )?;
+            tx.commit().map_err(StoreError::from)?;
             return Ok(counters);
         }
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(StoreError::from)?;
-        let counters = {
-            let mut btx = SqliteTx {
-                conn: &tx,
-                adoption: &adoption,
-            };
-            batch::write(&mut btx, scope, batch)?
+        // SQLite rolls a whole transaction back on some failures (a full disk, an I/O error):
+        // then the batches before this one are gone, and so must this one be.
+        if self.conn.is_autocommit() {
+            self.shared = false;
+            return Err(StoreError::Unavailable(format!(
+                "{}: the transaction holding the batches before this one was rolled back",
+                self.place
+            ))
+            .into());
+        }
+        let mut tx = SqliteTx {
+            conn: &self.conn,
+            adoption: &adoption,
         };
-        tx.commit().map_err(StoreError::from)?;
-        Ok(counters)
+        if scope.fail_on_refused {
+            write_guarded(&mut tx, scope, batch)
+        } else {
+            write_unguarded(&mut tx, scope, batch)
+        }
     }
 
     fn share_with(&mut self, writers: usize) -> Result<(), StoreError> {
@@ -506,9 +569,257 @@ impl ReplayTarget for SqliteTarget {
     }
 }
 
+/// A fresh SQLite target at `path` with plan `p` of topic `t` over `[0, stop)` of each
+/// partition, for tests.
+#[cfg(test)]
+pub(crate) fn target_with_plan(
+    path: &Path,
+    partitions: &[i32],
+    stop: i64,
+) -> Box<dyn ReplayTarget> {
+    use crate::store::{AuditDb, PartitionProgress};
+    let mut target = AuditDb::Sqlite(path.to_owned())
+        .open_target(Timeouts::all(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let adoption = target.inspect().unwrap().adopt().unwrap();
+    target.prepare(&adoption).unwrap();
+    target
+        .record_plan(&RecordedPlan {
+            plan_id: "p".into(),
+            topic: "t".into(),
+            replay_group: "replay".into(),
+            live_group: "live".into(),
+            window: PlanWindow::Offsets { start: 0, stop },
+            created_at: "now".into(),
+            created_by: "me@here".into(),
+            status: PlanStatus::Running,
+            finished_at: None,
+            partitions: partitions
+                .iter()
+                .map(|&partition| PartitionProgress {
+                    partition,
+                    start: 0,
+                    stop,
+                    captured_end: stop,
+                    next_offset: 0,
+                    owner: None,
+                    counters: Counters::default(),
+                    updated_at: "now".into(),
+                })
+                .collect(),
+        })
+        .unwrap();
+    target
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::EventRecord;
+    use crate::store::Entry;
+
+    /// A fresh target at `path` with plan `p` over `[0, 20)` of partitions 0 and 1, and two
+    /// triggers: ticket "poison" refused for its data (as a CHECK would refuse it, but one that
+    /// can be dropped, the table fixed), ticket "boom" failing for a reason not about the data
+    /// (an integer overflow).
+    fn target(path: &Path) -> Box<dyn ReplayTarget> {
+        let target = target_with_plan(path, &[0, 1], 20);
+        Connection::open(path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER no_poison BEFORE INSERT ON audit_events
+                   WHEN NEW.ticket_id = 'poison' BEGIN SELECT RAISE(ABORT, 'poison refused'); END;
+                 CREATE TRIGGER boom BEFORE INSERT ON audit_events
+                   WHEN NEW.ticket_id = 'boom' BEGIN SELECT abs(-9223372036854775808); END;",
+            )
+            .unwrap();
+        target
+    }
+
+    /// The records of `partition` at offsets `[first, next)`, each with its ticket from
+    /// `ticket`. Their ids fall as the offsets rise, so key order is not offset order.
+    fn records(
+        partition: i32,
+        (first, next): (i64, i64),
+        ticket: impl Fn(i64) -> &'static str,
+    ) -> Vec<(i64, EventRecord)> {
+        (first..next)
+            .map(|offset| {
+                let event = EventRecord {
+                    event_id: format!("e{partition}-{:03}", 999 - offset),
+                    tenant_id: "tenant".into(),
+                    ticket_id: ticket(offset).into(),
+                    action: "ticket.updated".into(),
+                    occurred_at: "2026-09-21T10:00:00Z".into(),
+                    payload: "{}".into(),
+                };
+                (offset, event)
+            })
+            .collect()
+    }
+
+    fn batch(partition: i32, records: &[(i64, EventRecord)]) -> Batch<'_> {
+        Batch {
+            partition,
+            first: records[0].0,
+            next: records[records.len() - 1].0 + 1,
+            entries: records
+                .iter()
+                .map(|(offset, event)| Entry {
+                    topic: "t",
+                    partition,
+                    offset: *offset,
+                    timestamp: None,
+                    raw: b"{}",
+                    decoded: Ok(event.clone()),
+                })
+                .collect(),
+            markers: 0,
+            aborted: 0,
+        }
+    }
+
+    fn scope(fail_on_refused: bool) -> PlanScope<'static> {
+        PlanScope {
+            plan_id: "p",
+            topic: "t",
+            ranges: &[(0, 0, 20), (1, 0, 20)],
+            owner: None,
+            fail_on_refused,
+        }
+    }
+
+    fn strings(path: &Path, sql: &str) -> Vec<String> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn.prepare(sql).unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    }
+
+    /// Each partition's checkpoint, and how many rows `audit_events` holds of each.
+    fn landed(path: &Path) -> Vec<String> {
+        strings(
+            path,
+            "SELECT p.partition || ': ' || p.next_offset || ', ' ||
+                    (SELECT COUNT(*) FROM audit_events WHERE event_id LIKE 'e' || p.partition || '-%')
+             FROM lessonprobe_replay_partitions p ORDER BY p.partition",
+        )
+    }
+
+    /// Partition 1's records `[0, 10)` with "poison" at offsets 4 and 7: offset 7 has the
+    /// smaller id, so it is inserted, and refused, before offset 4.
+    fn poisoned() -> Vec<(i64, EventRecord)> {
+        records(
+            1,
+            (0, 10),
+            |o| if o == 4 || o == 7 { "poison" } else { "t" },
+        )
+    }
+
+    /// A fresh target at `path` with a transaction begun: partition 0's first batch written,
+    /// then partition 1's [`poisoned`] one; what the latter did.
+    fn write_poisoned(
+        path: &Path,
+        fail_on_refused: bool,
+    ) -> (Box<dyn ReplayTarget>, Result<Counters, WriteError>) {
+        let mut target = target(path);
+        let ok = records(0, (0, 10), |_| "t");
+        target.begin().unwrap();
+        let scope = scope(fail_on_refused);
+        target.write_batch(&scope, &batch(0, &ok)).unwrap();
+        let written = target.write_batch(&scope, &batch(1, &poisoned()));
+        (target, written)
+    }
+
+    #[test]
+    fn a_refused_row_inside_a_shared_transaction_is_quarantined_and_the_rest_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let (mut target, written) = write_poisoned(&path, false);
+        let counters = written.unwrap();
+        assert_eq!((counters.inserted, counters.quarantined), (8, 2));
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 10, 10", "1: 10, 8"]);
+        assert_eq!(
+            strings(
+                &path,
+                "SELECT record_offset || ' ' || reason FROM lessonprobe_replay_quarantine ORDER BY 1"
+            ),
+            ["4 poison refused", "7 poison refused"]
+        );
+    }
+
+    #[test]
+    fn a_replay_that_stops_at_a_refused_row_names_the_first_by_offset_and_resumes_once_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let (mut target, written) = write_poisoned(&path, true);
+        let err = written.unwrap_err();
+        assert!(
+            matches!(&err, WriteError::Refused { offset: 4, reason } if reason.contains("poison")),
+            "{err:?}"
+        );
+        // The batch before it commits; of the refused one nothing lands, its checkpoint stays.
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 10, 10", "1: 0, 0"]);
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TRIGGER no_poison")
+            .unwrap();
+        target.begin().unwrap();
+        target
+            .write_batch(&scope(true), &batch(1, &poisoned()))
+            .unwrap();
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 10, 10", "1: 10, 10"]);
+    }
+
+    #[test]
+    fn a_batch_failing_on_anything_but_its_data_ends_the_transaction_and_a_rerun_lands_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut target = target(&path);
+        let ok = records(0, (0, 10), |_| "t");
+        let more = records(0, (10, 20), |_| "t");
+        let boom = records(1, (0, 10), |o| if o == 5 { "boom" } else { "t" });
+        // A checkpoint not where the batch begins is found before anything is written: the
+        // transaction goes on.
+        let ahead = records(1, (10, 20), |_| "t");
+        target.begin().unwrap();
+        target.write_batch(&scope(false), &batch(0, &ok)).unwrap();
+        let err = target
+            .write_batch(&scope(false), &batch(1, &ahead))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WriteError::CheckpointMoved {
+                    partition: 1,
+                    expected: 10,
+                    found: Some(0)
+                }
+            ),
+            "{err:?}"
+        );
+        // Past its first row, a failure takes the batches before it along.
+        let err = target
+            .write_batch(&scope(false), &batch(1, &boom))
+            .unwrap_err();
+        assert!(matches!(err, WriteError::Store(_)), "{err:?}");
+        assert!(target.write_batch(&scope(false), &batch(0, &more)).is_err());
+        assert!(target.commit().is_err());
+        assert_eq!(landed(&path), ["0: 0, 0", "1: 0, 0"]);
+        // Written again from the checkpoints: every row once.
+        let fixed = records(1, (0, 10), |_| "t");
+        target.begin().unwrap();
+        for (partition, records) in [(0, &ok), (1, &fixed), (0, &more)] {
+            target
+                .write_batch(&scope(false), &batch(partition, records))
+                .unwrap();
+        }
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 20, 20", "1: 10, 10"]);
+    }
 
     #[test]
     fn the_page_cache_holds_the_index_of_a_large_plan_and_no_less_than_the_runs_share() {
