@@ -4,18 +4,25 @@
 # Protocol: one JSON request on stdin ({"kernel", "cwd", "startup_timeout", "cells": [{"source",
 # "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
 # {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
-# or {"skipped": true}, {"timeout": seconds} or {"dead": why}; after a timeout or a death nothing
-# more. Closing stdin kills the kernel and ends the driver. `channels` comes from the session
-# driver's channels.py, prepended to this text.
+# or {"skipped": true}, {"timeout": seconds, "interrupted": answered} or {"dead": why}. A cell over
+# its limit interrupts the kernel (Jupyter's Interrupt, as nbval does): when the kernel answers
+# within INTERRUPT_GRACE the later cells run in it; else it is killed and nothing more comes, as
+# after a death. Closing stdin kills the kernel and ends the driver. `channels` comes from the
+# session driver's channels.py, prepended to this text.
 import json
 import os
+import queue
 import signal
 import sys
 import threading
+import time
 
 
 # How often a kernel's start is tried before the notebook is reported as not started.
 START_ATTEMPTS = 3
+
+# How long an interrupted kernel has to end its cell (nbval waits 5 s for its next message).
+INTERRUPT_GRACE = 5
 
 
 def say(replies, message):
@@ -48,14 +55,36 @@ def imported():
     """nbclient and nbformat, imported before the request comes (lessonprobe starts a driver
     ahead of its notebook); the ImportError when they are missing."""
     try:
-        global nbformat, NotebookClient, CellTimeoutError, DeadKernelError, run_sync
+        global nbformat, NotebookClient, CellTimeoutError, DeadKernelError, run_sync, ensure_async
         import nbformat
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
-        from nbclient.util import run_sync
+        from nbclient.util import ensure_async, run_sync
     except ImportError as e:
         return e
     return None
+
+
+async def interrupted(client):
+    """Interrupts the kernel running a cell over its limit: whether the cell's execution ended
+    within INTERRUPT_GRACE. nbclient gave up waiting for its reply, and the cell is the only
+    request under way, so the next execute_reply on the shell channel is the cell's (its late
+    outputs on iopub name it as their parent: the next cell's reader passes over them)."""
+    try:
+        await ensure_async(client.km.interrupt_kernel())
+    except Exception:
+        return False
+    until = time.monotonic() + INTERRUPT_GRACE
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            message = await ensure_async(client.kc.shell_channel.get_msg(timeout=left))
+        except queue.Empty:
+            return False
+        if message["msg_type"] == "execute_reply":
+            return True
 
 
 def run(request, replies, state, missing):
@@ -104,12 +133,12 @@ def run(request, replies, state, missing):
             try:
                 client.execute_cell(cell, index)
             except CellTimeoutError:
-                try:
-                    run_sync(client.km.interrupt_kernel)()
-                except BaseException:
-                    pass
-                say(replies, {"timeout": asked["timeout"], "outputs": cell.outputs})
-                return
+                answered = run_sync(interrupted)(client)
+                say(replies, {"timeout": asked["timeout"], "interrupted": answered,
+                              "outputs": cell.outputs})
+                if not answered:
+                    return
+                continue
             except DeadKernelError as e:
                 say(replies, {"dead": str(e) or "the kernel died", "outputs": cell.outputs})
                 return

@@ -24,6 +24,10 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 /// What the driver may take beyond a cell's limit to interrupt the kernel and say so.
 pub const GRACE: Duration = Duration::from_secs(15);
 
+/// How long an interrupted kernel has to end its cell before it is killed (the driver's
+/// `INTERRUPT_GRACE`).
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
 /// A cell as the driver runs it.
 #[derive(Serialize)]
 pub struct Asked<'a> {
@@ -49,8 +53,11 @@ pub struct Reply {
     /// What the cell produced, as nbformat stores outputs.
     pub outputs: Vec<Value>,
     pub skipped: bool,
-    /// It exceeded its limit (seconds): the kernel was interrupted, then killed.
+    /// It exceeded its limit (seconds): the kernel was interrupted.
     pub timeout: Option<f64>,
+    /// After a timeout: the kernel answered the interrupt (the cell's execution ended) and
+    /// runs the later cells; else it was killed and the driver runs nothing more.
+    pub interrupted: bool,
     /// The kernel died while it ran.
     pub dead: Option<String>,
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::compare::{compare, text_of};
 use super::folders::Folders;
-use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, STARTUP};
+use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, INTERRUPT_GRACE, STARTUP};
 use super::{Cell, Notebook, Outputs};
 use crate::environment::interpreter::resolve;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
@@ -92,13 +92,21 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
                 return results.done;
             }
         };
-        // After a timeout or the kernel's death the driver runs nothing more.
-        let ends = reply.timeout.is_some() || reply.dead.is_some();
+        // After the kernel's death, or a timeout whose interrupt it did not answer, the
+        // driver runs nothing more.
+        let ended = match (&reply.dead, reply.timeout) {
+            (Some(_), _) => Some(format!("the kernel died at cell {}", cell.index)),
+            (None, Some(_)) if !reply.interrupted => Some(format!(
+                "the kernel was killed at cell {} (it did not answer the interrupt)",
+                cell.index
+            )),
+            _ => None,
+        };
         let mut done = results.judged(cell, reply, limit(cell));
         done.duration = began.elapsed();
         results.done.push(done);
-        if ends {
-            results.rest(&format!("the kernel stopped at cell {}", cell.index));
+        if let Some(why) = ended {
+            results.rest(&why);
             return results.done;
         }
     }
@@ -106,7 +114,6 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     results.done
 }
 
-const KERNEL_KILLED: &str = "the kernel was interrupted, then killed";
 const KERNEL_DIED: &str = "the kernel died";
 
 fn at(notebook: &Notebook, cell: &Cell) -> String {
@@ -179,8 +186,16 @@ impl Results<'_> {
             return run;
         }
         if reply.timeout.is_some() {
+            let kernel = if reply.interrupted {
+                "the kernel was interrupted and runs the later cells".to_owned()
+            } else {
+                format!(
+                    "the kernel was interrupted, did not answer within {}, and was killed",
+                    humantime::format_duration(INTERRUPT_GRACE)
+                )
+            };
             run.message = Some(format!(
-                "{here}: cell {n} exceeded its limit of {}; {KERNEL_KILLED}",
+                "{here}: cell {n} exceeded its limit of {}; {kernel}",
                 humantime::format_duration(limit)
             ));
             return run;
