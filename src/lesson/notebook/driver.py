@@ -1,8 +1,8 @@
 # lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel
 # through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All".
 # It imports nbclient before its request comes, so lessonprobe can start it ahead of its notebook.
-# Protocol: one JSON request on stdin ({"kernel", "cwd", "startup_timeout", "cells": [{"source",
-# "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
+# Protocol: one JSON request on stdin ({"kernel", "cwd", "path" (the kernel's PYTHONPATH, or
+# null), "startup_timeout", "cells": [{"source", "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
 # {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
 # or {"skipped": true}, {"timeout": seconds, "interrupted": answered} or {"dead": why}. A cell over
 # its limit interrupts the kernel (Jupyter's Interrupt, as nbval does): when the kernel answers
@@ -56,12 +56,43 @@ def imported():
     ahead of its notebook); the ImportError when they are missing."""
     try:
         global nbformat, NotebookClient, CellTimeoutError, DeadKernelError, run_sync, ensure_async
+        global Ready
         import nbformat
+        from jupyter_client.asynchronous import AsyncKernelClient
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
         from nbclient.util import ensure_async, run_sync
     except ImportError as e:
         return e
+
+    class Ready(AsyncKernelClient):
+        """jupyter_client's client, ready once the kernel answers kernel_info on the shell
+        channel and its IOPub channel is connected (jupyter_client's own wait, less its last
+        step: waiting for 0.2 s of silence on IOPub to drop the status messages of that
+        request, a fixed pause at each notebook's start; nbclient takes only the messages of
+        the cell it runs, so they cannot reach a cell)."""
+
+        async def wait_for_ready(self, timeout=None):
+            until = time.monotonic() + (timeout or float("inf"))
+            while True:
+                self.kernel_info()
+                try:
+                    reply = await ensure_async(self.shell_channel.get_msg(timeout=1))
+                except queue.Empty:
+                    reply = None
+                if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                    try:
+                        await ensure_async(self.iopub_channel.get_msg(timeout=0.2))
+                    except queue.Empty:
+                        pass  # IOPub not connected yet: ask again
+                    else:
+                        self._handle_kernel_info_reply(reply)
+                        return
+                if not await self._async_is_alive():
+                    raise RuntimeError("Kernel died before replying to kernel_info")
+                if time.monotonic() > until:
+                    raise RuntimeError("Kernel didn't respond in %d seconds" % timeout)
+
     return None
 
 
@@ -115,7 +146,8 @@ def run(request, replies, state, missing):
     for attempt in range(START_ATTEMPTS):
         try:
             client.km = client.create_kernel_manager()
-            client.start_new_kernel(cwd=request["cwd"])
+            client.km.client_factory = Ready
+            client.start_new_kernel(cwd=request["cwd"], env=kernel_env(request))
             state["pgid"] = kernel_group(client)
             client.start_new_kernel_client()
             break
@@ -144,11 +176,34 @@ def run(request, replies, state, missing):
                 return
             say(replies, {"outputs": cell.outputs})
     finally:
+        stop(client, state.get("pgid"))
+
+
+def kernel_env(request):
+    """The kernel's environment: the driver's, with the notebook's PYTHONPATH (the course's
+    code, in the notebook's copy) when it has one. Given with the request, not in the driver's
+    environment, so a driver started ahead serves any notebook."""
+    env = dict(os.environ)
+    if request.get("path"):
+        env["PYTHONPATH"] = request["path"]
+    return env
+
+
+def stop(client, pgid):
+    """Kills the kernel's process group and reaps the kernel, then lets jupyter_client remove
+    its connection file: its own shutdown kills the kernel too, then polls every 0.1 s until the
+    kernel is gone, a pause at each notebook's end."""
+    kill_group(pgid)
+    process = getattr(getattr(client.km, "provisioner", None), "process", None)
+    if process is not None:
         try:
-            run_sync(client.km.shutdown_kernel)(now=True)
+            process.wait(timeout=5)
         except BaseException:
             pass
-        kill_group(state.get("pgid"))
+    try:
+        run_sync(client.km.shutdown_kernel)(now=True)
+    except BaseException:
+        pass
 
 
 def main():

@@ -42,8 +42,17 @@ pub struct Asked<'a> {
 struct Request<'a> {
     kernel: &'a str,
     cwd: String,
+    /// The kernel's `PYTHONPATH`: in the request, not the driver's environment, so a driver
+    /// started ahead serves a notebook of any copy.
+    path: Option<&'a str>,
     startup_timeout: u64,
     cells: &'a [Asked<'a>],
+}
+
+/// Where a notebook's kernel runs: its working folder and `PYTHONPATH`.
+pub struct Place<'a> {
+    pub cwd: &'a Path,
+    pub path: Option<&'a str>,
 }
 
 /// The driver's answer for one cell.
@@ -127,11 +136,11 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Starts the kernel `name` in `cwd` through a driver of `python` with `env` added, running
-    /// `cells`; waits for the kernel until `deadline`.
+    /// Starts the kernel `name` at `place` through a driver of `python` with `env` added,
+    /// running `cells`; waits for the kernel until `deadline`.
     pub fn start(
         python: &Path,
-        cwd: &Path,
+        place: &Place<'_>,
         env: &BTreeMap<String, String>,
         (name, cells): (&str, &[Asked<'_>]),
         deadline: Instant,
@@ -145,7 +154,8 @@ impl Kernel {
         };
         let request = Request {
             kernel: name,
-            cwd: cwd.display().to_string(),
+            cwd: place.cwd.display().to_string(),
+            path: place.path,
             startup_timeout: STARTUP.as_secs(),
             cells,
         };

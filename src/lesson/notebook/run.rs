@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::compare::{compare, text_of};
 use super::folders::Folders;
-use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, INTERRUPT_GRACE, STARTUP};
+use super::kernel::{Asked, Kernel, Place, Reply, Unanswered, GRACE, INTERRUPT_GRACE, STARTUP};
 use super::{Cell, Notebook, Outputs};
 use crate::environment::interpreter::resolve;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
@@ -51,21 +51,23 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     let started = Instant::now();
     let end = notebook.notebook_timeout.map(|t| started + t);
     let bounded = |at: Instant| end.map_or(at, |end| at.min(end));
-    let mut env = pinned_env();
     // The cells import the course's code from its copy, before whatever PYTHONPATH the run was
     // given, which the kernel keeps.
-    if let Some(imports) = &folders.imports {
+    let path = folders.imports.as_ref().map(|imports| {
         let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());
-        let path = match given {
+        match given {
             Some(given) => format!("{}:{}", imports.display(), given.to_string_lossy()),
             None => imports.display().to_string(),
-        };
-        env.insert("PYTHONPATH".to_owned(), path);
-    }
+        }
+    });
+    let place = Place {
+        cwd: &folders.cwd,
+        path: path.as_deref(),
+    };
     let kernel = Kernel::start(
         &python,
-        &folders.cwd,
-        &env,
+        &place,
+        &pinned_env(),
         (&notebook.kernel, &asked),
         bounded(started + STARTUP + GRACE),
         cancel,
