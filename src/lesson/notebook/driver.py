@@ -1,14 +1,14 @@
 # lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel
-# through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All".
-# It imports nbclient before its request comes, so lessonprobe can start it ahead of its notebook.
-# Protocol: one JSON request on stdin ({"kernel", "cwd", "path" (the kernel's PYTHONPATH, or
-# null), "startup_timeout", "cells": [{"source", "timeout" (seconds), "skip"}]}), then one JSON line per event on the stdout it started with:
-# {"started": PGID} once the kernel answers (or {"failed": why}), then per cell {"outputs": [...]}
-# or {"skipped": true}, {"timeout": seconds, "interrupted": answered} or {"dead": why}. A cell over
-# its limit interrupts the kernel (Jupyter's Interrupt, as nbval does): when the kernel answers
-# within INTERRUPT_GRACE the later cells run in it; else it is killed and nothing more comes, as
-# after a death. Closing stdin kills the kernel and ends the driver. `channels` comes from the
-# session driver's channels.py, prepended to this text.
+# through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All". It
+# imports nbclient before its request comes, so lessonprobe can start it ahead of its notebook.
+# Protocol: one JSON request on stdin ({"kernel", "cwd", "path" (the kernel's PYTHONPATH, or null),
+# "startup_timeout", "cells": [{"source", "timeout" (seconds), "skip"}]}), then one JSON line per
+# event on the stdout it started with: {"started": PGID} once the kernel answers (or {"failed":
+# why}), then per cell {"outputs": [...]} or {"skipped": true}, {"timeout": seconds, "interrupted":
+# answered} or {"dead": why}. A cell over its limit interrupts the kernel (Jupyter's Interrupt, as
+# nbval does): when the kernel answers within INTERRUPT_GRACE the later cells run in it; else it is
+# killed and nothing more comes, as after a death. Closing stdin kills the kernel and ends the
+# driver. `channels` comes from the session driver's channels.py, prepended to this text.
 import json
 import os
 import queue

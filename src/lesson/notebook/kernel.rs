@@ -102,7 +102,8 @@ struct Spare {
 static SPARES: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
 
 /// A driver for `python` with `env`: a spare one when there is one, else one started now; and
-/// a spare started for the next notebook.
+/// a spare started for the next notebook, after this one (which starts first, its imports
+/// ahead of the spare's).
 fn driver(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Interpreter> {
     let mut spares = SPARES
         .lock()
@@ -111,17 +112,18 @@ fn driver(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Inte
         .iter()
         .position(|s| s.python == python && s.env == *env)
         .map(|at| spares.swap_remove(at).driver);
-    if let Ok(driver) = started(python, env) {
+    let driver = match taken {
+        Some(driver) => driver,
+        None => started(python, env)?,
+    };
+    if let Ok(spare) = started(python, env) {
         spares.push(Spare {
             python: python.to_owned(),
             env: env.clone(),
-            driver,
+            driver: spare,
         });
     }
-    match taken {
-        Some(driver) => Ok(driver),
-        None => started(python, env),
-    }
+    Ok(driver)
 }
 
 /// The driver started in the temporary folder (each request names the kernel's working folder).
