@@ -76,15 +76,19 @@ LEFT_OUT = [
 
 # nbval names a cell `PATH-WITHOUT-.ipynb::ipynb::Cell N`; pytest-xdist puts the verdict first.
 NBVAL_CELL = re.compile(r"(\S+)::ipynb::Cell (\d+)")
-# After a cell over its limit nbval still runs the notebook's later cells, each an expected
-# failure: XFAIL when it fails, XPASS when it passes (neither fails the run).
 NBVAL_VERDICT = re.compile(r"\b(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
 VERDICTS = {"PASSED": "PASS", "FAILED": "FAIL", "SKIPPED": "SKIP", "ERROR": "ERROR",
             "XFAIL": "XFAIL", "XPASS": "XPASS"}
-# lessonprobe's messages for a cell over its limit and for the cells after it (issue 42,
-# "Bounded": an ERROR, the kernel interrupted then killed, the later cells not run), where nbval
-# gives FAIL, then XFAIL or XPASS: a difference by design, counted apart.
-BY_DESIGN = re.compile(r"exceeded its limit of|not run: the kernel stopped at cell")
+# After a cell over its limit nbval interrupts the kernel and still runs the notebook's later
+# cells in it, each marked an expected failure ("Previous cell timed out"): XFAIL when it fails,
+# XPASS when it passes. lessonprobe runs them too, in the kernel that answered the interrupt,
+# each with its own verdict: the cell ran and failed (XFAIL) or passed (XPASS), so they compare
+# as FAIL and PASS, and the result shows nbval's own word beside it.
+AFTER_TIMEOUT = {"XFAIL": "FAIL", "XPASS": "PASS"}
+# lessonprobe's messages for a cell over its limit, and for the cells after one whose kernel did
+# not answer the interrupt (issue 42, "Bounded": an ERROR naming the limit; a kernel killed, the
+# later cells not run), where nbval fails the cell: a difference by design, counted apart.
+BY_DESIGN = re.compile(r"exceeded its limit of|not run: the kernel was killed at cell")
 
 
 def missing(python):
@@ -244,10 +248,13 @@ def lessonprobe(args, plan, run_only):
 
 
 def compare(title, reference, ours, designed, out):
-    """Each cell's verdicts, then the agreement: cells with equal verdicts, and those besides
-    that differ by design (BY_DESIGN, when nbval's verdict is FAIL, XFAIL or XPASS)."""
+    """Each cell's verdicts, then the agreement: cells with equal verdicts (nbval's XFAIL and
+    XPASS after a timed-out cell taken as AFTER_TIMEOUT says), and those besides that differ by
+    design (BY_DESIGN, when nbval's verdict is FAIL, XFAIL or XPASS)."""
     keys = sorted(set(reference) | set(ours))
-    agree = [k for k in keys if reference.get(k) == ours.get(k)]
+    compared = {k: AFTER_TIMEOUT.get(v, v) for k, v in reference.items()}
+    agree = [k for k in keys if compared.get(k) == ours.get(k)]
+    after_timeout = [k for k in agree if reference[k] in AFTER_TIMEOUT]
     by_design = [k for k in keys if k not in agree and k in designed
                  and reference.get(k) in ("FAIL", "XFAIL", "XPASS")]
     missed = [k for k in keys if k not in ours]
@@ -256,12 +263,17 @@ def compare(title, reference, ours, designed, out):
     for k in keys:
         mark = ("" if k in agree else "   <-- differs by design (a cell over its limit)"
                 if k in by_design else "   <-- differs")
+        theirs = reference.get(k, "-")
+        if theirs in AFTER_TIMEOUT:
+            theirs += " (after a timed-out cell: as %s)" % AFTER_TIMEOUT[theirs]
         out.append("%s cell %d: nbval %s, lessonprobe %s%s"
-                   % (k[0], k[1], reference.get(k, "-"), ours.get(k, "-"), mark))
+                   % (k[0], k[1], theirs, ours.get(k, "-"), mark))
     share = 100.0 * len(agree) / len(keys) if keys else 100.0
-    out.append("agreement: %d of %d cells (%.1f %%); differing by design: %d; "
+    out.append("agreement: %d of %d cells (%.1f %%), %d of them nbval's XFAIL/XPASS after a "
+               "timed-out cell taken as FAIL/PASS; differing by design: %d; "
                "missed by lessonprobe: %d; not seen by nbval: %d"
-               % (len(agree), len(keys), share, len(by_design), len(missed), len(extra)))
+               % (len(agree), len(keys), share, len(after_timeout), len(by_design), len(missed),
+                  len(extra)))
     out.append("")
 
 

@@ -9,6 +9,8 @@
 //! one to end. Nor on a document's sequence (a notebook's cells, a page's sessions: one kernel
 //! or shell runs them all for the first of them taken): while one of its cases runs, a free
 //! worker takes a case of another document, so notebooks run side by side under `--jobs`.
+//! Notebooks are looked at longest first (by their cells the run holds), in the places the plan
+//! gives notebooks: a long one taken last would end the run alone.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -26,6 +28,8 @@ const POLL: Duration = Duration::from_millis(50);
 pub(super) struct Dispatch<'p> {
     /// What each case holds and uses, by its index in the plan.
     cases: Vec<Needs<'p>>,
+    /// The cases' indices in the order a free worker looks at them (see [`looked_at`]).
+    order: Vec<usize>,
     state: Mutex<State>,
     /// A case was taken or finished.
     changed: Condvar,
@@ -57,7 +61,7 @@ impl Needs<'_> {
 #[derive(Default)]
 struct State {
     taken: Vec<bool>,
-    /// Every case before this one is taken: where a look for the next starts.
+    /// Every case before this place in `order` is taken: where a look for the next starts.
     from: usize,
     /// The chain holding each service.
     held: HashMap<String, ChainId>,
@@ -146,6 +150,7 @@ impl<'p> Dispatch<'p> {
             ..State::default()
         };
         Dispatch {
+            order: looked_at(plan, &cases),
             cases,
             state: Mutex::new(state),
             changed: Condvar::new(),
@@ -163,7 +168,7 @@ impl<'p> Dispatch<'p> {
             let mut waiting = false;
             // The services of the chains waiting to start, before the case looked at.
             let mut reserved: Vec<&str> = Vec::new();
-            for index in state.from..self.cases.len() {
+            for &index in &self.order[state.from..] {
                 if state.taken[index] {
                     continue;
                 }
@@ -269,7 +274,7 @@ impl<'p> Dispatch<'p> {
 
     fn acquire(&self, index: usize, state: &mut State) {
         state.taken[index] = true;
-        while state.taken.get(state.from) == Some(&true) {
+        while self.order.get(state.from).is_some_and(|&i| state.taken[i]) {
             state.from += 1;
         }
         let needs = &self.cases[index];
@@ -294,6 +299,37 @@ impl<'p> Dispatch<'p> {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The order a free worker looks at the cases in: the plan's, except that the notebooks that
+/// run, each whole and in its own order, take the places the plan gives notebook cells longest
+/// first (most cells the run holds; pytest-xdist's `--dist loadscope` order, which nbval runs
+/// under). A notebook of long cells taken last would keep one worker busy after the others end.
+fn looked_at(plan: &Plan<'_>, cases: &[Needs<'_>]) -> Vec<usize> {
+    let notebook = |index: usize| match &plan.cases[index].probe.kind {
+        ProbeKind::Document(doc) if matches!(doc.body, DocBody::Cell(_)) => cases[index].sequence,
+        _ => None,
+    };
+    // Each notebook's cells, notebooks in the plan's order.
+    let mut notebooks: Vec<Vec<usize>> = Vec::new();
+    let mut place: HashMap<usize, usize> = HashMap::new();
+    for index in 0..cases.len() {
+        if let Some(sequence) = notebook(index) {
+            let at = *place.entry(sequence).or_insert_with(|| {
+                notebooks.push(Vec::new());
+                notebooks.len() - 1
+            });
+            notebooks[at].push(index);
+        }
+    }
+    notebooks.sort_by_key(|cells| std::cmp::Reverse(cells.len()));
+    let mut longest_first = notebooks.into_iter().flatten();
+    (0..cases.len())
+        .map(|index| match notebook(index) {
+            Some(_) => longest_first.next().unwrap_or(index),
+            None => index,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -353,17 +389,17 @@ mod tests {
                     dir.path(),
                 )
                 .unwrap();
-                doc.probes.into_iter().map(|block| {
-                    let id = block.id.clone();
-                    Probe::new(
-                        &id,
-                        "block",
-                        String::new(),
-                        ProbeKind::Document(Box::new(block)),
-                    )
-                })
+                doc.probes
+                    .into_iter()
+                    .map(|block| document_probe(block, "block"))
             })
             .collect()
+    }
+
+    /// The document probe `doc` as a probe of kind `what`.
+    fn document_probe(doc: crate::lesson::DocProbe, what: &str) -> Probe {
+        let id = doc.id.clone();
+        Probe::new(&id, what, String::new(), ProbeKind::Document(Box::new(doc)))
     }
 
     /// `probes` as lesson 31's checkpoint, every case run, dispatched to `check`, with a `once`
@@ -410,6 +446,55 @@ mod tests {
             dispatch.finish(0, |_| panic!("not a chain"));
             assert_eq!(dispatch.take(once()), Some(1), "a.md's second, run already");
             dispatch.finish(1, |_| panic!("not a chain"));
+            dispatch.finish(2, |_| panic!("not a chain"));
+            assert_eq!(dispatch.take(once()), Some(3));
+            assert_eq!(dispatch.take(once()), None, "every case taken");
+        });
+    }
+
+    /// Lesson 31's notebooks `short.ipynb` (one code cell) and `long.ipynb` (three).
+    fn two_notebooks() -> Vec<Probe> {
+        let dir = tempfile::tempdir().unwrap();
+        let course = crate::lesson::Course::open(dir.path(), Path::new(".")).unwrap();
+        let cell = r#"{"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [], "source": "x = 1"}"#;
+        [("short.ipynb", 1), ("long.ipynb", 3)]
+            .into_iter()
+            .flat_map(|(name, cells)| {
+                let text = format!(
+                    r#"{{"cells": [{}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 4}}"#,
+                    vec![cell; cells].join(", ")
+                );
+                let doc = crate::lesson::notebook_doc::parse(
+                    &course.settings,
+                    31,
+                    Path::new(name),
+                    text.as_bytes(),
+                )
+                .unwrap()
+                .unwrap();
+                doc.probes
+                    .into_iter()
+                    .map(|cell| document_probe(cell, "cell"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_notebook_with_the_most_cells_is_taken_first() {
+        dispatched(two_notebooks(), |dispatch, once| {
+            assert_eq!(dispatch.take(once()), Some(1), "long.ipynb's first cell");
+            assert_eq!(
+                dispatch.take(once()),
+                Some(0),
+                "short.ipynb's, long.ipynb running"
+            );
+            assert_eq!(dispatch.take(once()), None, "both notebooks are running");
+            dispatch.finish(1, |_| panic!("not a chain"));
+            assert_eq!(
+                dispatch.take(once()),
+                Some(2),
+                "long.ipynb's second, run already"
+            );
             dispatch.finish(2, |_| panic!("not a chain"));
             assert_eq!(dispatch.take(once()), Some(3));
             assert_eq!(dispatch.take(once()), None, "every case taken");

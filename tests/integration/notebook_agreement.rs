@@ -1,6 +1,7 @@
 //! Notebooks others wrote, through the binary in a real kernel: each code cell's verdict equals
 //! the one nbval 0.11.0 gave it (the expected verdicts below are nbval's, from its run; see
-//! `tests/fixtures/nbmake/ORIGIN.md`), compared and in run-only mode against `--nbval-lax`.
+//! `tests/fixtures/nbmake/ORIGIN.md`), compared and in run-only mode against `--nbval-lax`; after
+//! a cell over its limit too (`tests/fixtures/nbmake-timeout/ORIGIN.md`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -135,4 +136,23 @@ fn nbvals_test_notebooks_in_run_only_mode_get_nbval_laxs_verdicts() {
         verdicts_of("tests/fixtures/nbval", &python, &run_only, 0),
         expected(NBVAL_LAX)
     );
+}
+
+/// nbval's verdicts of nbmake's `import_errs.ipynb` with a 3 s limit per cell: FAIL, FAIL (the
+/// cell over its limit), then XFAIL and XPASS, the later cells run in the interrupted kernel
+/// (an expected failure that failed, one that passed). lessonprobe gives the cell over its
+/// limit an ERROR naming it (by design), then runs the later cells in the same kernel: each
+/// fails or passes as nbval's XFAIL and XPASS say they did.
+const NBMAKE_TIMEOUT: &[(&str, &[&str])] =
+    &[("import_errs.ipynb", &["FAIL", "ERROR", "FAIL", "PASS"])];
+
+#[test]
+fn the_cells_after_one_over_its_limit_run_in_the_interrupted_kernel_as_under_nbval() {
+    let Some(python) = python() else { return };
+    let want = expected(NBMAKE_TIMEOUT);
+    for mode in ["compared", "run-only"] {
+        let extra = ["--timeout", "3s", "--notebook-outputs", mode];
+        let got = verdicts_of("tests/fixtures/nbmake-timeout", &python, &extra, 1);
+        assert_eq!(got, want, "{mode}");
+    }
 }

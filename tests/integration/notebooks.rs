@@ -1,7 +1,7 @@
 //! Jupyter notebooks end to end through the binary, in a real kernel (the test venv's ipykernel
 //! and nbclient): a passing notebook; each cause of a FAIL (a stored output changed, a tag
-//! removed, a raising cell) and of an ERROR (a hanging cell, a dead kernel, `input()`, a
-//! malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
+//! removed, a raising cell) and of an ERROR (a hanging cell, whose kernel answers the interrupt
+//! and runs the later cells or is killed, a dead kernel, `input()`, a malformed file); `doc` on a file and a folder, a course's numbered notebook lesson; the JSON
 //! fields; run-only outputs; Ctrl-C; `--partition`; the MyST Markdown form; nbval's own test
 //! notebooks, cell by cell as nbval judges them, and its sanitize file; the HTML report of a
 //! failing cell; a course notebook importing the course's code from a copy; `--watch`.
@@ -271,42 +271,92 @@ fn a_raising_cell_fails_with_the_exception_and_later_cells_still_run_unless_tagg
     assert_eq!(outcome(&ran, "nb.ipynb#c2").0, "PASS");
 }
 
-#[test]
-fn a_hanging_cell_is_an_error_its_kernel_killed_and_the_next_notebook_runs() {
-    let Some(python) = python() else { return };
-    let dir = Dir::new();
-    let pid = dir.path().join("kernel.pid");
-    let source = sleeping(&pid);
-    let cells = [
-        code(&["print('before')"], stdout("before\n")),
+/// Runs `doc .` over `a/1-hangs.ipynb` (a cell setting `x`, then `hanging` under a 3 s limit,
+/// then `later`) and a passing `b/2-passes.ipynb`: checks that the first cell and the other
+/// notebook pass, that the hanging cell is an ERROR ending as `says`, and that its kernel is
+/// gone at the end (`hanging` writes its pid to `kernel.pid`); the run, for the later cells.
+fn over_its_limit(
+    dir: &Dir,
+    hanging: &'static [&'static str],
+    later: Vec<Code>,
+    says: &str,
+) -> Option<Ran> {
+    let python = python()?;
+    let mut cells = vec![
+        code(&["x = 1", "print('before')"], stdout("before\n")),
         Code {
             metadata: json!({"lessonprobe": {"timeout": 3}}),
-            ..code(source, json!([]))
+            ..code(hanging, json!([]))
         },
-        code(&["print('after')"], stdout("after\n")),
     ];
+    cells.extend(later);
     dir.write("a/1-hangs.ipynb", notebook(&cells));
     dir.write("b/2-passes.ipynb", notebook(&passing()[..3]));
-    let ran = doc(&dir, Path::new("."), &python).failure();
-    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c2");
-    assert_eq!(verdict, "ERROR");
+    let ran = doc(dir, Path::new("."), &python).failure();
     assert_eq!(
-        message,
-        format!(
-            "{}: cell 2 exceeded its limit of 3s; the kernel was interrupted, then killed",
-            at(&dir, "a/1-hangs.ipynb", "time.sleep(600)")
+        outcome(&ran, "1-hangs.ipynb#c2"),
+        (
+            "ERROR".to_owned(),
+            format!(
+                "{}: cell 2 exceeded its limit of 3s; {says}",
+                at(dir, "a/1-hangs.ipynb", "time.sleep(600)")
+            )
         )
-    );
-    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c3");
-    assert_eq!(verdict, "ERROR");
-    assert!(
-        message.contains("cell 3 not run: the kernel stopped at cell 2"),
-        "{message}"
     );
     assert_eq!(outcome(&ran, "1-hangs.ipynb#c1").0, "PASS");
     assert_eq!(outcome(&ran, "2-passes.ipynb#c3").0, "PASS");
-    let kernel = std::fs::read_to_string(&pid).expect("the hanging cell ran");
+    let kernel = std::fs::read_to_string(dir.path().join("kernel.pid")).expect("the cell ran");
     assert_gone(kernel.trim());
+    Some(ran)
+}
+
+#[test]
+fn a_hanging_cell_is_an_error_its_kernel_interrupted_and_the_later_cells_run_in_it() {
+    let dir = Dir::new();
+    let pid = dir.path().join("kernel.pid");
+    let same_kernel = one_line(format!(
+        "print(x, open({:?}).read() == str(__import__('os').getpid()))",
+        pid.display()
+    ));
+    let later = vec![
+        code(same_kernel, stdout("1 True\n")),
+        code(&["print('after')"], stdout("stored\n")),
+    ];
+    let says = "the kernel was interrupted and runs the later cells";
+    let Some(ran) = over_its_limit(&dir, sleeping(&pid), later, says) else {
+        return;
+    };
+    // The later cells run in the same kernel, its state kept, each judged by its outputs.
+    assert_eq!(outcome(&ran, "1-hangs.ipynb#c3").0, "PASS");
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c4");
+    assert_eq!(verdict, "FAIL");
+    assert!(
+        message.contains("cell 4 produced other outputs"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_hanging_cell_whose_kernel_ignores_the_interrupt_is_an_error_the_kernel_killed_the_rest_not_run(
+) {
+    let dir = Dir::new();
+    let deaf = one_line(format!(
+        "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); {}",
+        sleeping(&dir.path().join("kernel.pid"))[0]
+    ));
+    let later = vec![code(&["print('after')"], stdout("after\n"))];
+    let says = "the kernel was interrupted, did not answer within 5s, and was killed";
+    let Some(ran) = over_its_limit(&dir, deaf, later, says) else {
+        return;
+    };
+    let (verdict, message) = outcome(&ran, "1-hangs.ipynb#c3");
+    assert_eq!(verdict, "ERROR");
+    assert!(
+        message.contains(
+            "cell 3 not run: the kernel was killed at cell 2 (it did not answer the interrupt)"
+        ),
+        "{message}"
+    );
 }
 
 /// The process `pid` is gone (or a zombie waiting to be reaped).
@@ -500,12 +550,16 @@ fn a_course_whose_interpreter_lacks_the_kernel_has_one_preflight_error_with_the_
 
 /// The source of a cell that writes its kernel's pid to `pid` and sleeps ten minutes.
 fn sleeping(pid: &Path) -> &'static [&'static str] {
-    let sleep = format!(
+    one_line(format!(
         "import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(600)",
         pid.display()
-    );
-    let sleep: &'static str = Box::leak(sleep.into_boxed_str());
-    Box::leak(vec![sleep].into_boxed_slice())
+    ))
+}
+
+/// A cell's source of the one line `line` (a test's cells live as long as the test).
+fn one_line(line: String) -> &'static [&'static str] {
+    let line: &'static str = Box::leak(line.into_boxed_str());
+    Box::leak(vec![line].into_boxed_slice())
 }
 
 /// A folder with a notebook whose second cell writes its kernel's pid to `kernel.pid` and

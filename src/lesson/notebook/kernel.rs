@@ -24,6 +24,10 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 /// What the driver may take beyond a cell's limit to interrupt the kernel and say so.
 pub const GRACE: Duration = Duration::from_secs(15);
 
+/// How long an interrupted kernel has to end its cell before it is killed (the driver's
+/// `INTERRUPT_GRACE`).
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
 /// A cell as the driver runs it.
 #[derive(Serialize)]
 pub struct Asked<'a> {
@@ -38,8 +42,17 @@ pub struct Asked<'a> {
 struct Request<'a> {
     kernel: &'a str,
     cwd: String,
+    /// The kernel's `PYTHONPATH`: in the request, not the driver's environment, so a driver
+    /// started ahead serves a notebook of any copy.
+    path: Option<&'a str>,
     startup_timeout: u64,
     cells: &'a [Asked<'a>],
+}
+
+/// Where a notebook's kernel runs: its working folder and `PYTHONPATH`.
+pub struct Place<'a> {
+    pub cwd: &'a Path,
+    pub path: Option<&'a str>,
 }
 
 /// The driver's answer for one cell.
@@ -49,8 +62,11 @@ pub struct Reply {
     /// What the cell produced, as nbformat stores outputs.
     pub outputs: Vec<Value>,
     pub skipped: bool,
-    /// It exceeded its limit (seconds): the kernel was interrupted, then killed.
+    /// It exceeded its limit (seconds): the kernel was interrupted.
     pub timeout: Option<f64>,
+    /// After a timeout: the kernel answered the interrupt (the cell's execution ended) and
+    /// runs the later cells; else it was killed and the driver runs nothing more.
+    pub interrupted: bool,
     /// The kernel died while it ran.
     pub dead: Option<String>,
 }
@@ -86,7 +102,8 @@ struct Spare {
 static SPARES: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
 
 /// A driver for `python` with `env`: a spare one when there is one, else one started now; and
-/// a spare started for the next notebook.
+/// a spare started for the next notebook, after this one (which starts first, its imports
+/// ahead of the spare's).
 fn driver(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Interpreter> {
     let mut spares = SPARES
         .lock()
@@ -95,17 +112,18 @@ fn driver(python: &Path, env: &BTreeMap<String, String>) -> std::io::Result<Inte
         .iter()
         .position(|s| s.python == python && s.env == *env)
         .map(|at| spares.swap_remove(at).driver);
-    if let Ok(driver) = started(python, env) {
+    let driver = match taken {
+        Some(driver) => driver,
+        None => started(python, env)?,
+    };
+    if let Ok(spare) = started(python, env) {
         spares.push(Spare {
             python: python.to_owned(),
             env: env.clone(),
-            driver,
+            driver: spare,
         });
     }
-    match taken {
-        Some(driver) => Ok(driver),
-        None => started(python, env),
-    }
+    Ok(driver)
 }
 
 /// The driver started in the temporary folder (each request names the kernel's working folder).
@@ -120,11 +138,11 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Starts the kernel `name` in `cwd` through a driver of `python` with `env` added, running
-    /// `cells`; waits for the kernel until `deadline`.
+    /// Starts the kernel `name` at `place` through a driver of `python` with `env` added,
+    /// running `cells`; waits for the kernel until `deadline`.
     pub fn start(
         python: &Path,
-        cwd: &Path,
+        place: &Place<'_>,
         env: &BTreeMap<String, String>,
         (name, cells): (&str, &[Asked<'_>]),
         deadline: Instant,
@@ -138,7 +156,8 @@ impl Kernel {
         };
         let request = Request {
             kernel: name,
-            cwd: cwd.display().to_string(),
+            cwd: place.cwd.display().to_string(),
+            path: place.path,
             startup_timeout: STARTUP.as_secs(),
             cells,
         };

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::compare::{compare, text_of};
 use super::folders::Folders;
-use super::kernel::{Asked, Kernel, Reply, Unanswered, GRACE, STARTUP};
+use super::kernel::{Asked, Kernel, Place, Reply, Unanswered, GRACE, INTERRUPT_GRACE, STARTUP};
 use super::{Cell, Notebook, Outputs};
 use crate::environment::interpreter::resolve;
 use crate::lesson::doc_run::{DocRun, DocVerdict};
@@ -51,21 +51,23 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     let started = Instant::now();
     let end = notebook.notebook_timeout.map(|t| started + t);
     let bounded = |at: Instant| end.map_or(at, |end| at.min(end));
-    let mut env = pinned_env();
     // The cells import the course's code from its copy, before whatever PYTHONPATH the run was
     // given, which the kernel keeps.
-    if let Some(imports) = &folders.imports {
+    let path = folders.imports.as_ref().map(|imports| {
         let given = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty());
-        let path = match given {
+        match given {
             Some(given) => format!("{}:{}", imports.display(), given.to_string_lossy()),
             None => imports.display().to_string(),
-        };
-        env.insert("PYTHONPATH".to_owned(), path);
-    }
+        }
+    });
+    let place = Place {
+        cwd: &folders.cwd,
+        path: path.as_deref(),
+    };
     let kernel = Kernel::start(
         &python,
-        &folders.cwd,
-        &env,
+        &place,
+        &pinned_env(),
         (&notebook.kernel, &asked),
         bounded(started + STARTUP + GRACE),
         cancel,
@@ -92,13 +94,21 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
                 return results.done;
             }
         };
-        // After a timeout or the kernel's death the driver runs nothing more.
-        let ends = reply.timeout.is_some() || reply.dead.is_some();
+        // After the kernel's death, or a timeout whose interrupt it did not answer, the
+        // driver runs nothing more.
+        let ended = match (&reply.dead, reply.timeout) {
+            (Some(_), _) => Some(format!("the kernel died at cell {}", cell.index)),
+            (None, Some(_)) if !reply.interrupted => Some(format!(
+                "the kernel was killed at cell {} (it did not answer the interrupt)",
+                cell.index
+            )),
+            _ => None,
+        };
         let mut done = results.judged(cell, reply, limit(cell));
         done.duration = began.elapsed();
         results.done.push(done);
-        if ends {
-            results.rest(&format!("the kernel stopped at cell {}", cell.index));
+        if let Some(why) = ended {
+            results.rest(&why);
             return results.done;
         }
     }
@@ -106,7 +116,6 @@ pub fn run(notebook: &Notebook, upto: usize, deadline: Duration, cancel: &Cancel
     results.done
 }
 
-const KERNEL_KILLED: &str = "the kernel was interrupted, then killed";
 const KERNEL_DIED: &str = "the kernel died";
 
 fn at(notebook: &Notebook, cell: &Cell) -> String {
@@ -179,8 +188,16 @@ impl Results<'_> {
             return run;
         }
         if reply.timeout.is_some() {
+            let kernel = if reply.interrupted {
+                "the kernel was interrupted and runs the later cells".to_owned()
+            } else {
+                format!(
+                    "the kernel was interrupted, did not answer within {}, and was killed",
+                    humantime::format_duration(INTERRUPT_GRACE)
+                )
+            };
             run.message = Some(format!(
-                "{here}: cell {n} exceeded its limit of {}; {KERNEL_KILLED}",
+                "{here}: cell {n} exceeded its limit of {}; {kernel}",
                 humantime::format_duration(limit)
             ));
             return run;
