@@ -9,6 +9,7 @@
 # nbval does): when the kernel answers within INTERRUPT_GRACE the later cells run in it; else it is
 # killed and nothing more comes, as after a death. Closing stdin kills the kernel and ends the
 # driver. `channels` comes from the session driver's channels.py, prepended to this text.
+import asyncio
 import json
 import os
 import queue
@@ -101,6 +102,14 @@ async def interrupted(client):
     within INTERRUPT_GRACE. nbclient gave up waiting for its reply, and the cell is the only
     request under way, so the next execute_reply on the shell channel is the cell's (its late
     outputs on iopub name it as their parent: the next cell's reader passes over them)."""
+    # nbclient leaves the timed-out cell's IOPub reader running (a CellTimeoutError is one of its
+    # control signals, which it does not cancel the reader for); left, it would read on beside
+    # the next cell's reader and drop the messages not of its cell, the next cell's outputs and
+    # error among them, which would then pass without them.
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task() and \
+                task.get_coro().__qualname__.endswith("_async_poll_output_msg"):
+            task.cancel()
     try:
         await ensure_async(client.km.interrupt_kernel())
     except Exception:
