@@ -1,14 +1,15 @@
-# lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel
-# through nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All". It
-# imports nbclient before its request comes, so lessonprobe can start it ahead of its notebook.
-# Protocol: one JSON request on stdin ({"kernel", "cwd", "path" (the kernel's PYTHONPATH, or null),
-# "startup_timeout", "cells": [{"source", "timeout" (seconds), "skip"}]}), then one JSON line per
-# event on the stdout it started with: {"started": PGID} once the kernel answers (or {"failed":
-# why}), then per cell {"outputs": [...]} or {"skipped": true}, {"timeout": seconds, "interrupted":
-# answered} or {"dead": why}. A cell over its limit interrupts the kernel (Jupyter's Interrupt, as
-# nbval does): when the kernel answers within INTERRUPT_GRACE the later cells run in it; else it is
-# killed and nothing more comes, as after a death. Closing stdin kills the kernel and ends the
-# driver. `channels` comes from the session driver's channels.py, prepended to this text.
+# lessonprobe's notebook driver: runs a notebook's code cells in order in one Jupyter kernel through
+# nbclient (the executor nbval, nbmake and nbconvert use), as a student's "Run All". It imports
+# nbclient before its request comes, so lessonprobe can start it ahead of its notebook. Protocol:
+# one JSON request on stdin ({"kernel", "cwd", "path" (the kernel's PYTHONPATH, or null),
+# "startup_timeout", "interrupt_grace" (seconds), "cells": [{"source", "timeout" (seconds),
+# "skip"}]}), then one JSON line per event on the stdout it started with: {"started": PGID} once the
+# kernel answers (or {"failed": why}), then per cell {"outputs": [...]} or {"skipped": true},
+# {"timeout": seconds, "interrupted": answered} or {"dead": why}. A cell over its limit interrupts
+# the kernel (Jupyter's Interrupt, as nbval does): when the kernel answers within interrupt_grace
+# the later cells run in it; else it is killed and nothing more comes, as after a death. Closing
+# stdin kills the kernel and ends the driver. `channels` comes from the session driver's
+# channels.py, prepended to this text.
 import asyncio
 import json
 import os
@@ -21,9 +22,6 @@ import time
 
 # How often a kernel's start is tried before the notebook is reported as not started.
 START_ATTEMPTS = 3
-
-# How long an interrupted kernel has to end its cell (nbval waits 5 s for its next message).
-INTERRUPT_GRACE = 5
 
 
 def say(replies, message):
@@ -97,9 +95,9 @@ def imported():
     return None
 
 
-async def interrupted(client):
+async def interrupted(client, grace):
     """Interrupts the kernel running a cell over its limit: whether the cell's execution ended
-    within INTERRUPT_GRACE. nbclient gave up waiting for its reply, and the cell is the only
+    within `grace` seconds. nbclient gave up waiting for its reply, and the cell is the only
     request under way, so the next execute_reply on the shell channel is the cell's (its late
     outputs on iopub name it as their parent: the next cell's reader passes over them)."""
     # nbclient leaves the timed-out cell's IOPub reader running (a CellTimeoutError is one of its
@@ -114,7 +112,7 @@ async def interrupted(client):
         await ensure_async(client.km.interrupt_kernel())
     except Exception:
         return False
-    until = time.monotonic() + INTERRUPT_GRACE
+    until = time.monotonic() + grace
     while True:
         left = until - time.monotonic()
         if left <= 0:
@@ -174,7 +172,7 @@ def run(request, replies, state, missing):
             try:
                 client.execute_cell(cell, index)
             except CellTimeoutError:
-                answered = run_sync(interrupted)(client)
+                answered = run_sync(interrupted)(client, request["interrupt_grace"])
                 say(replies, {"timeout": asked["timeout"], "interrupted": answered,
                               "outputs": cell.outputs})
                 if not answered:

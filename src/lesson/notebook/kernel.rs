@@ -24,8 +24,8 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 /// What the driver may take beyond a cell's limit to interrupt the kernel and say so.
 pub const GRACE: Duration = Duration::from_secs(15);
 
-/// How long an interrupted kernel has to end its cell before it is killed (the driver's
-/// `INTERRUPT_GRACE`).
+/// How long an interrupted kernel has to end its cell before it is killed (nbval waits 5 s for
+/// the kernel's next message); the driver is told it in its request.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 /// A cell as the driver runs it.
@@ -46,6 +46,7 @@ struct Request<'a> {
     /// started ahead serves a notebook of any copy.
     path: Option<&'a str>,
     startup_timeout: u64,
+    interrupt_grace: u64,
     cells: &'a [Asked<'a>],
 }
 
@@ -159,6 +160,7 @@ impl Kernel {
             cwd: place.cwd.display().to_string(),
             path: place.path,
             startup_timeout: STARTUP.as_secs(),
+            interrupt_grace: INTERRUPT_GRACE.as_secs(),
             cells,
         };
         let line = serde_json::to_string(&request).unwrap_or_default();
