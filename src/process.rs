@@ -105,6 +105,7 @@ pub fn run(
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
     let started = Instant::now();
+    let exit = exit_notice(pgid);
     let (mut timed_out, mut cancelled) = (false, false);
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -116,7 +117,7 @@ pub fn run(
             kill_group(pgid);
             break child.wait()?;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        pause_until_exit(exit.as_ref(), Duration::from_millis(5));
     };
     // The leader is gone; whatever it left running in its group goes with it, so the pipes
     // close and nothing outlives the probe.
@@ -128,6 +129,32 @@ pub fn run(
         timed_out,
         cancelled,
     })
+}
+
+/// A descriptor that becomes readable when the child `pid` (not yet waited for) exits
+/// (`pidfd_open`, Linux 5.3 and later); `None` where the kernel has none.
+fn exit_notice(pid: libc::pid_t) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags, no pointer.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor the call just opened, owned by nothing else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Waits `pause`, or less when the child of `exit` ([`exit_notice`]) exits first: a probe's end
+/// is seen at once, not at the next look (a worker's next probe waited 2.5 ms on average).
+fn pause_until_exit(exit: Option<&std::os::fd::OwnedFd>, pause: Duration) {
+    use std::os::fd::AsRawFd;
+    let Some(exit) = exit else {
+        return std::thread::sleep(pause);
+    };
+    let mut ready = libc::pollfd {
+        fd: exit.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that outlives the call.
+    unsafe { libc::poll(&mut ready, 1, pause.as_millis() as libc::c_int) };
 }
 
 /// A program kept running to be fed on its stdin (a document's shell or interpreter), in a
@@ -276,6 +303,20 @@ mod tests {
             &Cancel::new(),
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_pause_ends_when_the_child_exits() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let exit = exit_notice(child.id() as libc::pid_t);
+        assert!(
+            exit.is_some(),
+            "pidfd_open is missing (Linux 5.3 and later have it)"
+        );
+        let started = Instant::now();
+        pause_until_exit(exit.as_ref(), Duration::from_secs(60));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert!(child.try_wait().unwrap().is_some());
     }
 
     #[test]

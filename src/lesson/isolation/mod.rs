@@ -564,6 +564,9 @@ impl WorkingCopy {
         if let Err(e) = slot.save(&checked, deeper) {
             tracing::warn!("working copy {} not kept: {e}", self.cwd.display());
         }
+        if let Some(tracker) = self.tracker.take() {
+            tracker.close_aside();
+        }
     }
 }
 

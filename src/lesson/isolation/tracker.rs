@@ -81,6 +81,25 @@ impl Tracker {
         result
     }
 
+    /// Closes the instance without waiting for the kernel to remove its watches (about 20 ms
+    /// of CPU over 20,000 entries, paid by the process that closes the instance last, and a
+    /// process's exit waits for its descriptors to close): the instance is handed as standard
+    /// input to a `true` of its own, at the lowest priority so that its exit, which pays for
+    /// it, takes no core this process needs. Where none can be started, it is closed here.
+    pub fn close_aside(self) {
+        let instance = std::os::fd::OwnedFd::from(self.inotify);
+        let started = std::process::Command::new("nice")
+            .args(["-n", "19", "true"])
+            .stdin(instance)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        // Reaped on a thread of its own (a run's end does not wait for it).
+        if let Ok(mut child) = started {
+            let _ = std::thread::Builder::new().spawn(move || child.wait());
+        }
+    }
+
     /// Adds what happened since the last call to `touched`.
     pub fn drain(&mut self, touched: &mut Touched) -> io::Result<()> {
         loop {

@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Folders never copied into a working copy: version control, caches, virtual environments.
 pub const NOT_COPIED: &[&str] = &[
@@ -42,14 +42,62 @@ impl Layout {
 
     /// The stamps of every entry of the source a copy is made of (shared paths, which a copy
     /// links, and entries never copied are left out), by path relative to the source, in path
-    /// order (a folder right before its entries, each folder's entries by name). Taken from
-    /// inside each folder ([`entering`]), its entries named by their names alone.
+    /// order (a folder right before its entries, each folder's entries by name). The top
+    /// folder's folders are walked on [`WALKERS`] threads at once, each entering every folder it
+    /// walks ([`entering`]) and naming its entries by their names alone: over 20,000 files this
+    /// walk is the longest step before a second run's first probe, which waits for it.
     pub fn stamps(&self) -> io::Result<Vec<(PathBuf, Stamp)>> {
-        entering(|inside| self.stamps_from(inside)).unwrap_or_else(|| self.stamps_from(false))
+        let source = std::path::absolute(&self.source)?;
+        let top = match Stamp::of(&source)? {
+            Some(top) if top.kind != Kind::Other => top,
+            _ => return Ok(Vec::new()),
+        };
+        if top.kind != Kind::Dir {
+            return Ok(vec![(PathBuf::new(), top)]);
+        }
+        let entries = self.entries_of(&source, Path::new(""), false)?;
+        let folders: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].1.kind == Kind::Dir)
+            .collect();
+        let next = AtomicUsize::new(0);
+        // Takes the next folder no thread took until none is left: what is under each.
+        let walk = |inside: bool| {
+            let mut walked = Vec::new();
+            while let Some(&at) = folders.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let mut found = Vec::new();
+                let under = self.stamps_under(&source, &entries[at].0, inside, &mut found);
+                walked.push((at, under.map(|()| found)));
+            }
+            walked
+        };
+        let mut below: Vec<Option<io::Result<Stamps>>> = entries.iter().map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..WALKERS)
+                .filter_map(|_| own_folder(scope, walk))
+                .collect();
+            let joined = threads.into_iter().map(|t| match t.join() {
+                Ok(walked) => walked,
+                Err(panic) => std::panic::resume_unwind(panic),
+            });
+            // What no thread could take (none started) is walked here, by whole paths.
+            for (at, under) in joined.flatten().chain(walk(false)) {
+                below[at] = Some(under);
+            }
+        });
+        let mut found = vec![(PathBuf::new(), top)];
+        for ((child, stamp), under) in entries.into_iter().zip(below) {
+            found.push((child, stamp));
+            if let Some(under) = under {
+                found.extend(under?);
+            }
+        }
+        Ok(found)
     }
 
-    /// [`Layout::stamps`]; with `inside`, this thread's current folder is its own and it enters
-    /// each folder (a folder it cannot enter has its entries named by their whole paths).
+    /// [`Layout::stamps`] on this thread alone; with `inside`, this thread's current folder is
+    /// its own and it enters each folder (a folder it cannot enter has its entries named by
+    /// their whole paths).
+    #[cfg(test)]
     fn stamps_from(&self, inside: bool) -> io::Result<Vec<(PathBuf, Stamp)>> {
         let mut found = Vec::new();
         // Whole paths stay right once this thread has entered a folder.
@@ -75,6 +123,26 @@ impl Layout {
         inside: bool,
         found: &mut Vec<(PathBuf, Stamp)>,
     ) -> io::Result<()> {
+        for (child, stamp) in self.entries_of(source, folder, inside)? {
+            if stamp.kind == Kind::Dir {
+                let below = child.clone();
+                found.push((child, stamp));
+                self.stamps_under(source, &below, inside, found)?;
+            } else {
+                found.push((child, stamp));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of `folder` of `source` a copy is made of, with their stamps, by name; with
+    /// `inside`, taken from inside the folder.
+    fn entries_of(
+        &self,
+        source: &Path,
+        folder: &Path,
+        inside: bool,
+    ) -> io::Result<Vec<(PathBuf, Stamp)>> {
         let at = source.join(folder);
         let entered = inside && std::env::set_current_dir(&at).is_ok();
         let mut entries = Vec::new();
@@ -97,18 +165,15 @@ impl Layout {
             }
         }
         entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
-        for (child, stamp) in entries {
-            if stamp.kind == Kind::Dir {
-                let below = child.clone();
-                found.push((child, stamp));
-                self.stamps_under(source, &below, inside, found)?;
-            } else {
-                found.push((child, stamp));
-            }
-        }
-        Ok(())
+        Ok(entries)
     }
 }
+
+/// How many threads walk a course at once ([`Layout::stamps`]): one a core here.
+const WALKERS: usize = 2;
+
+/// Entries' stamps by path relative to a folder, in path order.
+type Stamps = Vec<(PathBuf, Stamp)>;
 
 /// Runs `work` on a thread of its own whose current folder is its own (`unshare(CLONE_FS)`),
 /// so that it may enter folders and name their entries by their names alone: the kernel's
@@ -116,18 +181,23 @@ impl Layout {
 /// whether the folder is its own (when not, it must use whole paths); `None` when no thread
 /// could be started or it panicked.
 pub fn entering<T: Send>(work: impl FnOnce(bool) -> T + Send) -> Option<T> {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .spawn_scoped(scope, || {
-                // SAFETY: unshare takes no pointer; CLONE_FS gives only this thread a copy of
-                // the process's current folder, root and umask.
-                let own = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
-                work(own)
-            })
-            .ok()?
-            .join()
-            .ok()
-    })
+    std::thread::scope(|scope| own_folder(scope, work)?.join().ok())
+}
+
+/// Starts `work` on a thread of `scope` whose current folder is its own ([`entering`]);
+/// `None` when no thread could be started.
+fn own_folder<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    work: impl FnOnce(bool) -> T + Send + 'scope,
+) -> Option<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .spawn_scoped(scope, || {
+            // SAFETY: unshare takes no pointer; CLONE_FS gives only this thread a copy of the
+            // process's current folder, root and umask.
+            let own = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+            work(own)
+        })
+        .ok()
 }
 
 /// The order of [`Path`]'s `cmp` (component by component) for paths as a walk names them
