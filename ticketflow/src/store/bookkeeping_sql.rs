@@ -67,16 +67,24 @@ const INSERT_CONFLICT: &str = "INSERT INTO lessonprobe_replay_conflicts (plan_id
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT DO NOTHING";
 
-/// The checkpoint moved from `$3` to `$4` with the batch's counters added, only where it still
-/// is at `$3` and, with an owner `$13`, belongs to it. `{owner}` is `$13` as the dialect
-/// tests a parameter for NULL (see [`owner_param`]).
+/// A partition's checkpoint is where a batch starts: still at `$3` and, with an owner `$13`,
+/// belonging to it. `{owner}` is `$13` as the dialect tests a parameter for NULL (see
+/// [`owner_param`]). The one rule of [`ADVANCE`] and [`IN_PLACE`].
+const STARTS_HERE: &str = "next_offset = $3 AND ({owner} IS NULL OR owner = $13)";
+
+/// The checkpoint moved from `$3` to `$4` with the batch's counters added, only where the batch
+/// starts ([`STARTS_HERE`]).
 const ADVANCE: &str =
     "UPDATE lessonprobe_replay_partitions SET next_offset = $4, records = records + $5,
         inserted = inserted + $6, duplicates = duplicates + $7, conflicts = conflicts + $8,
         quarantined = quarantined + $9, markers = markers + $10, aborted = aborted + $11,
         updated_at = $12
-     WHERE plan_id = $1 AND partition = $2 AND next_offset = $3
-       AND ({owner} IS NULL OR owner = $13)";
+     WHERE plan_id = $1 AND partition = $2 AND {starts_here}";
+
+/// Where a partition's checkpoint is, and whether the batch starts there ([`STARTS_HERE`]),
+/// asked before a batch goes in where nothing can undo it alone. Bound as [`ADVANCE`] is.
+const IN_PLACE: &str = "SELECT next_offset, {starts_here} FROM lessonprobe_replay_partitions
+     WHERE plan_id = $1 AND partition = $2";
 
 /// Where a partition's checkpoint is.
 const CHECKPOINT: &str =
@@ -98,7 +106,7 @@ const QUARANTINE_ROW: &str = "INSERT INTO lessonprobe_replay_quarantine (plan_id
         partition, record_offset, record, reason, quarantined_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-/// The owner parameter of [`ADVANCE`]: PostgreSQL cannot tell the type of a parameter that is
+/// The owner parameter of [`STARTS_HERE`]: PostgreSQL cannot tell the type of a parameter that is
 /// only tested for NULL, so it is cast there.
 fn owner_param(backend: Backend) -> &'static str {
     match backend {
@@ -122,6 +130,7 @@ pub(crate) struct BookkeepingSql {
     pub conflicts_by_partition: String,
     pub insert_conflict: String,
     pub advance: String,
+    pub in_place: String,
     pub checkpoint: String,
     pub insert_batch: String,
     pub quarantine: String,
@@ -138,6 +147,7 @@ pub(crate) static SQLITE: LazyLock<BookkeepingSql> =
 impl BookkeepingSql {
     fn render(backend: Backend) -> BookkeepingSql {
         let sql = |template: &str| parameters(template, backend);
+        let starts_here = STARTS_HERE.replace("{owner}", owner_param(backend));
         BookkeepingSql {
             insert_plan: sql(INSERT_PLAN),
             insert_partition: sql(INSERT_PARTITION),
@@ -151,7 +161,8 @@ impl BookkeepingSql {
             finish: sql(FINISH),
             conflicts_by_partition: sql(CONFLICTS_BY_PARTITION),
             insert_conflict: sql(INSERT_CONFLICT),
-            advance: sql(&ADVANCE.replace("{owner}", owner_param(backend))),
+            advance: sql(&ADVANCE.replace("{starts_here}", &starts_here)),
+            in_place: sql(&IN_PLACE.replace("{starts_here}", &starts_here)),
             checkpoint: sql(CHECKPOINT),
             insert_batch: sql(INSERT_BATCH),
             quarantine: match backend {
@@ -176,7 +187,7 @@ mod tests {
     use super::*;
     use crate::store::schema::{self, BOOKKEEPING};
 
-    fn all(sql: &BookkeepingSql) -> [&str; 16] {
+    fn all(sql: &BookkeepingSql) -> [&str; 17] {
         [
             &sql.insert_plan,
             &sql.insert_partition,
@@ -194,6 +205,7 @@ mod tests {
             &sql.checkpoint,
             &sql.insert_batch,
             &sql.quarantine,
+            &sql.in_place,
         ]
     }
 

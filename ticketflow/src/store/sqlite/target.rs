@@ -267,22 +267,22 @@ fn write_unguarded(
     scope: &PlanScope<'_>,
     batch: &Batch<'_>,
 ) -> Result<Counters, WriteError> {
-    let found: Option<(i64, Option<String>)> = tx
+    // The rule ADVANCE moves the checkpoint by, asked before the rows go in.
+    let none = Counters::default();
+    let written = batch::Written {
+        scope,
+        batch,
+        counters: &none,
+    };
+    let found: Option<(i64, Option<bool>)> = tx
         .conn
-        .prepare_cached(
-            "SELECT next_offset, owner FROM lessonprobe_replay_partitions
-             WHERE plan_id = ?1 AND partition = ?2",
-        )
+        .prepare_cached(&SQL.in_place)
         .and_then(|mut stmt| {
-            stmt.query_row(params![scope.plan_id, batch.partition], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()
+            stmt.query_row(written.advance_params(""), |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
         })
         .map_err(StoreError::from)?;
-    let in_place = found.as_ref().is_some_and(|(next, owner)| {
-        *next == batch.first && scope.owner.is_none_or(|o| owner.as_deref() == Some(o))
-    });
+    let in_place = found.is_some_and(|(_, here)| here == Some(true));
     if !in_place {
         return Err(WriteError::CheckpointMoved {
             partition: batch.partition,
@@ -729,6 +729,52 @@ mod tests {
         target.write_batch(&scope, &batch(0, &ok)).unwrap();
         let written = target.write_batch(&scope, &batch(1, &poisoned()));
         (target, written)
+    }
+
+    #[test]
+    fn a_batch_not_starting_at_its_checkpoint_or_of_another_owner_is_refused_before_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut target = target(&path);
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE lessonprobe_replay_partitions SET owner = 'other' WHERE partition = 0",
+                [],
+            )
+            .unwrap();
+        let moved = |err: WriteError| match err {
+            WriteError::CheckpointMoved {
+                partition,
+                expected,
+                found,
+            } => (partition, expected, found),
+            other => panic!("{other:?}"),
+        };
+        target.begin().unwrap();
+        let mine = PlanScope {
+            owner: Some("me"),
+            ..scope(false)
+        };
+        let from_zero = records(0, (0, 10), |_| "t");
+        let err = target
+            .write_batch(&mine, &batch(0, &from_zero))
+            .unwrap_err();
+        assert_eq!(moved(err), (0, 0, Some(0)));
+        let from_five = records(1, (5, 10), |_| "t");
+        let err = target
+            .write_batch(&scope(false), &batch(1, &from_five))
+            .unwrap_err();
+        assert_eq!(moved(err), (1, 5, Some(0)));
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 0, 0", "1: 0, 0"]);
+        // Without an owner of its own, a batch at the checkpoint goes in whoever holds it.
+        target.begin().unwrap();
+        target
+            .write_batch(&scope(false), &batch(0, &from_zero))
+            .unwrap();
+        target.commit().unwrap();
+        assert_eq!(landed(&path), ["0: 10, 10", "1: 0, 0"]);
     }
 
     #[test]
