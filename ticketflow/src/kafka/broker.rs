@@ -45,6 +45,15 @@ const OUTAGE_WORDS: [&str; 12] = [
 ];
 
 impl KafkaError {
+    /// Whether the client's answer was that a partition is unknown or has no leader: what it
+    /// says from stale metadata as well as of a partition that does not exist.
+    fn is_leaderless(&self) -> bool {
+        let reason = self.reason.to_ascii_lowercase();
+        ["unknown partition", "unknown topic or partition", "leader not available"]
+            .iter()
+            .any(|w| reason.contains(w))
+    }
+
     /// Whether the broker is away for a while rather than refusing the request, so that the
     /// same work, begun again once it is back, may succeed.
     pub fn is_outage(&self) -> bool {
@@ -646,20 +655,30 @@ impl Broker {
         }
     }
 
-    /// Waits until the topic's metadata shows its partitions; returns their number.
+    /// Waits until the topic's metadata shows its partitions, each with a leader; returns their
+    /// number. A fresh topic on a cluster of several brokers may be told first without them.
     fn wait_for_topic(&self, topic: &str) -> Result<i32, KafkaError> {
         let started = Instant::now();
         loop {
-            let n = self.partitions(topic)?;
-            if n > 0 {
-                return Ok(n);
+            let seen = self.with_utility(|c| {
+                TopicSeen::ask(c, topic, self.op_timeout)
+                    .map_err(|e| self.error(format!("reading metadata of {topic}"), e))
+            })?;
+            match seen {
+                Some(seen) if seen.partitions > 0 && seen.leaderless.is_empty() => {
+                    return Ok(seen.partitions)
+                }
+                _ if started.elapsed() > self.op_timeout => {
+                    let why = match seen {
+                        Some(seen) if seen.partitions > 0 => {
+                            format!("partitions {:?} have no leader", seen.leaderless)
+                        }
+                        _ => "it has no partitions".to_owned(),
+                    };
+                    return Err(self.error(format!("waiting for topic {topic}"), why));
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
             }
-            if started.elapsed() > self.op_timeout {
-                return Err(
-                    self.error(format!("waiting for topic {topic}"), "it has no partitions")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -758,34 +777,96 @@ impl Broker {
         )
     }
 
-    /// `(low, high)` watermarks of one partition. On a topic this handle created, a partition
-    /// the broker does not know yet (its leader not yet told) is asked again until
-    /// `op_timeout`; on any other, that is the answer.
+    /// `(low, high)` watermarks of one partition (see [`asking_leaders`](Self::asking_leaders)).
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
+        self.asking_leaders(topic, &[partition], |c| {
+            c.fetch_watermarks(topic, partition, self.op_timeout)
+                .map_err(|e| self.error(format!("reading watermarks of {topic}[{partition}]"), e))
+        })
+    }
+
+    /// Runs `ask` on the lookup client about `partitions` of `topic`. That client answers from
+    /// the metadata it was last told, and a partition told without a leader (an election under
+    /// way, a topic just created) stays so for it: when the answer is that a partition is
+    /// unknown or has no leader, the broker is asked for the topic afresh, and `ask` repeated
+    /// while one of them has no leader or, on a topic this handle created, is not known yet,
+    /// until `op_timeout`. Still without a leader then, the error says so (an outage); a
+    /// partition the topic does not have is the answer.
+    pub(crate) fn asking_leaders<T>(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+        ask: impl Fn(&BaseConsumer) -> Result<T, KafkaError>,
+    ) -> Result<T, KafkaError> {
         let started = Instant::now();
+        let mut asked_again = false;
         loop {
-            let answer =
-                self.with_utility(|c| Ok(c.fetch_watermarks(topic, partition, self.op_timeout)))?;
-            match answer {
-                Err(e)
-                    if matches!(
-                        e.rdkafka_error_code(),
-                        Some(
-                            RDKafkaErrorCode::UnknownPartition
-                                | RDKafkaErrorCode::UnknownTopicOrPartition
-                        )
-                    ) && self.created.iter().any(|t| t == topic)
-                        && started.elapsed() < self.op_timeout =>
-                {
-                    std::thread::sleep(Duration::from_millis(50))
+            let refused = match self.with_utility(&ask) {
+                Err(e) if e.is_leaderless() => e,
+                answer => return answer,
+            };
+            let seen = self.with_utility(|c| {
+                TopicSeen::ask(c, topic, self.op_timeout)
+                    .map_err(|e| self.error(refused.what.clone(), e))
+            })?;
+            let count = seen.as_ref().map_or(0, |s| s.partitions);
+            let known = partitions.iter().all(|&p| p < count);
+            let leaderless: Vec<i32> = seen
+                .map(|s| s.leaderless)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| partitions.contains(p))
+                .collect();
+            let expected = known || self.created.iter().any(|t| t == topic);
+            if started.elapsed() >= self.op_timeout || !expected {
+                if leaderless.is_empty() {
+                    return Err(refused);
                 }
-                answer => {
-                    return answer.map_err(|e| {
-                        self.error(format!("reading watermarks of {topic}[{partition}]"), e)
-                    })
-                }
+                return Err(self.error(
+                    refused.what,
+                    format!(
+                        "the broker names no leader for {topic}{leaderless:?} after {:.1} s (Broker: Leader not available)",
+                        started.elapsed().as_secs_f64()
+                    ),
+                ));
             }
+            if asked_again || !leaderless.is_empty() || !known {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            asked_again = true;
         }
+    }
+}
+
+/// What the broker says of a topic's partitions when asked afresh: how many, and which have
+/// no leader.
+struct TopicSeen {
+    partitions: i32,
+    leaderless: Vec<i32>,
+}
+
+impl TopicSeen {
+    /// Asks the broker for `topic`'s metadata (which also refreshes what `consumer` knows of
+    /// it); `None` when the topic does not exist.
+    fn ask(
+        consumer: &BaseConsumer,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<TopicSeen>, rdkafka::error::KafkaError> {
+        let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map(|t| TopicSeen {
+                partitions: t.partitions().len() as i32,
+                leaderless: t
+                    .partitions()
+                    .iter()
+                    .filter(|p| p.leader() < 0 || p.error().is_some())
+                    .map(|p| p.id())
+                    .collect(),
+            }))
     }
 }
 
@@ -1069,6 +1150,71 @@ mod tests {
             (0, 10),
             "only the first ten were written"
         );
+    }
+
+    /// The lookup client keeps the metadata it was last told: a partition it saw without a
+    /// leader (an election under way, or a topic just created) stayed so for it, and every
+    /// watermark read until the deadline failed with "Unknown partition" without asking the
+    /// broker again.
+    #[test]
+    fn a_partition_last_seen_without_a_leader_is_looked_up_again() {
+        let mut broker = Broker::embedded(3).unwrap();
+        broker.create_topic("electing", 2).unwrap();
+        let records: Vec<(i32, &str, &[u8], i64)> =
+            (0..5).map(|i| (0, "k", b"{}".as_slice(), i)).collect();
+        assert_eq!(broker.produce("electing", records).unwrap(), 5);
+        let mock = broker.mock.as_ref().unwrap();
+        mock.partition_leader("electing", 0, None).unwrap();
+        assert_eq!(broker.partitions("electing").unwrap(), 2);
+        mock.partition_leader("electing", 0, Some(2)).unwrap();
+        // Asked by a handle that did not create the topic, as a replay asks an operator's.
+        let mut other = broker.same_address();
+        other.op_timeout = Duration::from_secs(5);
+        let started = Instant::now();
+        assert_eq!(other.watermarks("electing", 0).unwrap(), (0, 5));
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    /// The replay's plan reads every partition's watermarks in one ListOffsets request each:
+    /// asked again as a single partition's are.
+    #[test]
+    fn the_plans_offset_lookups_ask_again_for_a_partition_last_seen_without_a_leader() {
+        let mut broker = Broker::embedded(3).unwrap();
+        broker.create_topic("planned", 2).unwrap();
+        let records: Vec<(i32, &str, &[u8], i64)> =
+            (0..7).map(|i| (i % 2, "k", b"{}".as_slice(), i as i64)).collect();
+        assert_eq!(broker.produce("planned", records).unwrap(), 7);
+        let mock = broker.mock.as_ref().unwrap();
+        for p in [0, 1] {
+            mock.partition_leader("planned", p, None).unwrap();
+        }
+        assert_eq!(broker.partitions("planned").unwrap(), 2);
+        for p in [0, 1] {
+            mock.partition_leader("planned", p, Some(3 - p)).unwrap();
+        }
+        let mut other = broker.same_address();
+        other.op_timeout = Duration::from_secs(5);
+        assert_eq!(
+            super::super::offsets::watermarks(&other, "planned", &[0, 1]).unwrap(),
+            vec![(0, 4), (0, 3)]
+        );
+    }
+
+    /// A partition that stays without a leader past the deadline is an outage (a replay waits
+    /// for the broker and resumes), named as such, not an unknown partition.
+    #[test]
+    fn a_partition_without_a_leader_past_the_deadline_is_an_outage() {
+        let mut broker = Broker::embedded(3).unwrap();
+        broker.create_topic("leaderless", 2).unwrap();
+        broker.mock.as_ref().unwrap().partition_leader("leaderless", 1, None).unwrap();
+        let mut other = broker.same_address();
+        other.op_timeout = Duration::from_millis(500);
+        let err = other.watermarks("leaderless", 1).unwrap_err();
+        assert!(err.is_outage(), "{err}");
+        assert!(err.to_string().contains("leaderless[1]"), "{err}");
+        // A partition the topic does not have is the answer at once, not an outage.
+        let err = other.watermarks("leaderless", 7).unwrap_err();
+        assert!(!err.is_outage(), "{err}");
     }
 
     #[test]

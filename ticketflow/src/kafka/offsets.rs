@@ -103,9 +103,9 @@ impl OffsetLookup for BrokerLookup<'_> {
             tpl.add_partition_offset(topic, p, Offset::Offset(timestamp_ms))
                 .map_err(|e| broker.error(what(), e))?;
         }
-        broker.with_utility(|consumer| {
+        broker.asking_leaders(topic, partitions, |consumer| {
             let answer = consumer
-                .offsets_for_times(tpl, broker.op_timeout)
+                .offsets_for_times(tpl.clone(), broker.op_timeout)
                 .map_err(|e| broker.error(what(), e))?;
             let offsets = partitions
                 .iter()
@@ -238,7 +238,7 @@ pub fn time_windows(
 /// (the earliest and the latest offsets): asked partition by partition, that was two round
 /// trips per partition. The end is the one a read_committed client sees, as the utility
 /// consumer is one.
-fn watermarks(
+pub(super) fn watermarks(
     broker: &Broker,
     topic: &str,
     partitions: &[i32],
@@ -250,9 +250,9 @@ fn watermarks(
             tpl.add_partition_offset(topic, p, at)
                 .map_err(|e| broker.error(what(), e))?;
         }
-        broker.with_utility(|consumer| {
+        broker.asking_leaders(topic, partitions, |consumer| {
             let answer = consumer
-                .offsets_for_times(tpl, broker.op_timeout)
+                .offsets_for_times(tpl.clone(), broker.op_timeout)
                 .map_err(|e| broker.error(what(), e))?;
             let offsets =
                 partitions
