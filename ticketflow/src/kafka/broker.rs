@@ -982,12 +982,7 @@ pub(crate) fn partition_count(
     topic: &str,
     timeout: Duration,
 ) -> Result<i32, rdkafka::error::KafkaError> {
-    let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
-    Ok(metadata
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic && t.error().is_none())
-        .map_or(0, |t| t.partitions().len() as i32))
+    Ok(TopicSeen::ask(consumer, topic, timeout)?.map_or(0, |seen| seen.partitions))
 }
 
 /// Closes a consumer of a group ahead of its drop. rdkafka's drop closes it too, but serves
@@ -1156,17 +1151,28 @@ mod tests {
         );
     }
 
+    /// The embedded cluster of three brokers with `topic`, `counts[p]` records in partition `p`.
+    fn three_brokers_holding(topic: &str, counts: &[i64]) -> Broker {
+        let mut broker = Broker::embedded(3).unwrap();
+        broker.create_topic(topic, counts.len() as i32).unwrap();
+        let records = counts
+            .iter()
+            .zip(0..)
+            .flat_map(|(&n, p)| (0..n).map(move |ts| (p, "k", b"{}".as_slice(), ts)));
+        assert_eq!(
+            broker.produce(topic, records).unwrap(),
+            counts.iter().sum::<i64>() as u64
+        );
+        broker
+    }
+
     /// The lookup client keeps the metadata it was last told: a partition it saw without a
     /// leader (an election under way, or a topic just created) stayed so for it, and every
     /// watermark read until the deadline failed with "Unknown partition" without asking the
     /// broker again.
     #[test]
     fn a_partition_last_seen_without_a_leader_is_looked_up_again() {
-        let mut broker = Broker::embedded(3).unwrap();
-        broker.create_topic("electing", 2).unwrap();
-        let records: Vec<(i32, &str, &[u8], i64)> =
-            (0..5).map(|i| (0, "k", b"{}".as_slice(), i)).collect();
-        assert_eq!(broker.produce("electing", records).unwrap(), 5);
+        let broker = three_brokers_holding("electing", &[5, 0]);
         let mock = broker.mock.as_ref().unwrap();
         mock.partition_leader("electing", 0, None).unwrap();
         assert_eq!(broker.partitions("electing").unwrap(), 2);
@@ -1187,12 +1193,7 @@ mod tests {
     /// asked again as a single partition's are.
     #[test]
     fn the_plans_offset_lookups_ask_again_for_a_partition_last_seen_without_a_leader() {
-        let mut broker = Broker::embedded(3).unwrap();
-        broker.create_topic("planned", 2).unwrap();
-        let records: Vec<(i32, &str, &[u8], i64)> = (0..7)
-            .map(|i| (i % 2, "k", b"{}".as_slice(), i as i64))
-            .collect();
-        assert_eq!(broker.produce("planned", records).unwrap(), 7);
+        let broker = three_brokers_holding("planned", &[4, 3]);
         let mock = broker.mock.as_ref().unwrap();
         for p in [0, 1] {
             mock.partition_leader("planned", p, None).unwrap();
@@ -1213,8 +1214,7 @@ mod tests {
     /// for the broker and resumes), named as such, not an unknown partition.
     #[test]
     fn a_partition_without_a_leader_past_the_deadline_is_an_outage() {
-        let mut broker = Broker::embedded(3).unwrap();
-        broker.create_topic("leaderless", 2).unwrap();
+        let broker = three_brokers_holding("leaderless", &[0, 0]);
         broker
             .mock
             .as_ref()
