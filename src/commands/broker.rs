@@ -35,11 +35,11 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
         .and_then(|()| out.flush())
         .map_err(|e| Error::Operation(format!("stdout: {e}")))?;
     drop(out);
-    eprintln!(
+    tell(&[format!(
         "lessonprobe broker: {} brokers at {}; Ctrl-C or SIGTERM stops it",
         args.brokers,
         broker.servers()
-    );
+    )]);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -67,10 +67,7 @@ fn load_into(target: &KafkaTarget, args: &BrokerArgs) -> Result<Code, Error> {
         .map_err(|e| Error::Usage(e.to_string()))?;
     let mut broker = Broker::for_target(&target, Duration::from_secs(10))
         .map_err(|e| Error::Operation(e.to_string()))?;
-    let loaded = load_sample_day(&mut broker, topic, args.partitions, args.events);
-    // The topic is the user's from now on, also when loading it failed half way.
-    broker.keep_created_topics();
-    loaded?;
+    load_sample_day(&mut broker, topic, args.partitions, args.events)?;
     Ok(Code::Ok)
 }
 
@@ -84,26 +81,41 @@ fn load_sample_day(
 ) -> Result<(), Error> {
     let op = |e: KafkaError| Error::Operation(e.to_string());
     broker.create_topic(topic, partitions).map_err(op)?;
+    // The topic is the user's from now on, also when loading it fails half way or what is
+    // said of it cannot be written.
+    broker.keep_created_topics();
     let records = day::generate(&day::sample_day(events as usize));
     let sent = broker
         .produce_day(topic, partitions, &records)
         .map_err(op)?;
     let held = Holdings::read(broker, topic, partitions).map_err(op)?;
     let plural = if partitions == 1 { "" } else { "s" };
-    eprintln!(
+    let mut lines = vec![format!(
         "lessonprobe broker: produced {sent} records to {topic} ({partitions} partition{plural}, 2026-09-21 to 2026-09-23); the broker holds {}:",
         held.held()
-    );
+    )];
     for (p, (low, high)) in held.watermarks.iter().enumerate() {
-        eprintln!(
+        lines.push(format!(
             "  partition {p}: offsets [{low}, {high}), {} records",
             high - low
-        );
+        ));
     }
     for warning in held.loss_warnings(sent) {
-        eprintln!("lessonprobe broker: warning: {warning}");
+        lines.push(format!("lessonprobe broker: warning: {warning}"));
     }
+    tell(&lines);
     Ok(())
+}
+
+/// Writes `lines` to standard error. A closed one (`2>&1 | head`) loses only this account of
+/// what the broker holds, not the load nor the broker: it is not an error.
+fn tell(lines: &[String]) {
+    let mut err = std::io::stderr().lock();
+    for line in lines {
+        if writeln!(err, "{line}").is_err() {
+            return;
+        }
+    }
 }
 
 /// A topic's `(low, high)` watermarks per partition, read back after loading it.

@@ -136,6 +136,51 @@ fn broker_kafka_at_an_address_where_none_listens_fails_naming_it() {
         .status(4);
 }
 
+/// `lessonprobe broker --kafka … --sample-day … 2>&1 | head -1`: what it says of the loaded
+/// topic cannot be written, and the topic stays, whole (the closed pipe made a panic, whose
+/// unwinding dropped the broker handle, which deleted the topic it had created).
+#[test]
+fn a_sample_day_whose_account_nobody_reads_stays_loaded() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    on_apache_kafka(|kind| {
+        let broker = kind.start();
+        let mut child = Command::new(bin())
+            .args([
+                "broker",
+                "--kafka",
+                &broker.servers,
+                "--sample-day",
+                "unread",
+            ])
+            .args(["--events", "500", "--partitions", "40"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let until = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > until {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("the load did not end within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let held = watermarks(&broker.servers, "unread");
+        assert_eq!(held.len(), 40, "partitions: {held:?}");
+        let total: i64 = held.iter().map(|(low, high)| high - low).sum();
+        assert_eq!(total, day::generate(&day::sample_day(500)).len() as i64);
+    });
+}
+
 /// Which node leads each partition of `topic`, from the cluster's metadata.
 fn leaders(servers: &str, topic: &str) -> Vec<i32> {
     let consumer = reader(servers, "leaders");
