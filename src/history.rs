@@ -81,7 +81,7 @@ impl History {
         let path = dir.join(FOLDER).join(FILE);
         let state = match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
-                eprintln!(
+                errln!(
                     "lessonprobe: warning: {}: not a last-failed state ({e}); starting a new one",
                     path.display()
                 );
@@ -206,7 +206,7 @@ impl Reporter for Recorder {
         }
         self.history.record(&self.ran, &self.failed);
         if let Err(e) = self.history.save() {
-            eprintln!("lessonprobe: warning: {e}");
+            errln!("lessonprobe: warning: {e}");
         }
         Ok(())
     }

@@ -1,6 +1,10 @@
 //! lessonprobe turns a course's lesson claims into numbered checkpoint probes, runs them on
 //! embedded or real services, and reports PASS, FAIL, ERROR, SKIP or PENDING.
 
+// First: its macros serve every module after it.
+#[macro_use]
+mod console;
+
 pub mod case_key;
 pub mod changes;
 pub mod checkpoint;
@@ -31,18 +35,23 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Parses the command line, runs the subcommand, prints any error on one line and maps the
-/// result to the process exit code.
+/// Parses the command line, runs the subcommand, prints any error on one line (and standard
+/// output that could not be written) and maps the result to the process exit code.
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logging::init();
     let result = commands::dispatch(cli);
     // The working copies kept for reuse are temp folders: none may outlive the process.
     lesson::isolation::release_all();
+    let unwritten = console::unwritten();
+    if let Some(why) = unwritten {
+        errln!("lessonprobe: standard output: {why}");
+    }
     match result {
+        Ok(exit_code::Code::Ok) if unwritten.is_some() => exit_code::Code::Io.into(),
         Ok(code) => code.into(),
         Err(err) => {
-            eprintln!("lessonprobe: {err}");
+            errln!("lessonprobe: {err}");
             err.exit_code().into()
         }
     }

@@ -158,7 +158,7 @@ impl Found {
     /// probe was blessed.
     fn write(self, lesson: u32) -> Result<Code, Error> {
         for line in &self.unblessed {
-            println!("{line}");
+            outln!("{line}");
         }
         let mut changed = 0;
         for (source, (shown, blocks)) in &self.by_file {
@@ -169,15 +169,15 @@ impl Found {
             }
             lesson::write_atomically(source, &blessed.text)
                 .map_err(|e| Error::io(source, format!("cannot write the blessed lesson: {e}")))?;
-            print!("{}", blessed.diff);
+            out!("{}", blessed.diff);
             changed += blocks.len();
         }
         if changed == 0 && self.unblessed.is_empty() {
-            println!(
+            outln!(
                 "nothing to bless: every selected probe of lesson {lesson} matches its expected output"
             );
         } else if changed > 0 {
-            println!("blessed {changed} expected-output block(s) and exit code(s)");
+            outln!("blessed {changed} expected-output block(s) and exit code(s)");
         }
         Ok(if self.unblessed.is_empty() {
             Code::Ok

@@ -35,11 +35,11 @@ pub fn broker(args: BrokerArgs) -> Result<Code, Error> {
         .and_then(|()| out.flush())
         .map_err(|e| Error::Operation(format!("stdout: {e}")))?;
     drop(out);
-    tell(&[format!(
+    errln!(
         "lessonprobe broker: {} brokers at {}; Ctrl-C or SIGTERM stops it",
         args.brokers,
         broker.servers()
-    )]);
+    );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -90,32 +90,20 @@ fn load_sample_day(
         .map_err(op)?;
     let held = Holdings::read(broker, topic, partitions).map_err(op)?;
     let plural = if partitions == 1 { "" } else { "s" };
-    let mut lines = vec![format!(
+    errln!(
         "lessonprobe broker: produced {sent} records to {topic} ({partitions} partition{plural}, 2026-09-21 to 2026-09-23); the broker holds {}:",
         held.held()
-    )];
+    );
     for (p, (low, high)) in held.watermarks.iter().enumerate() {
-        lines.push(format!(
+        errln!(
             "  partition {p}: offsets [{low}, {high}), {} records",
             high - low
-        ));
+        );
     }
     for warning in held.loss_warnings(sent) {
-        lines.push(format!("lessonprobe broker: warning: {warning}"));
+        errln!("lessonprobe broker: warning: {warning}");
     }
-    tell(&lines);
     Ok(())
-}
-
-/// Writes `lines` to standard error. A closed one (`2>&1 | head`) loses only this account of
-/// what the broker holds, not the load nor the broker: it is not an error.
-fn tell(lines: &[String]) {
-    let mut err = std::io::stderr().lock();
-    for line in lines {
-        if writeln!(err, "{line}").is_err() {
-            return;
-        }
-    }
 }
 
 /// A topic's `(low, high)` watermarks per partition, read back after loading it.

@@ -38,12 +38,12 @@ pub fn clean(args: CleanArgs) -> Result<Code, Error> {
         let found = match clean::find(place, &runs, args.timeout) {
             Ok(found) => {
                 for e in &found.unlisted {
-                    eprintln!("lessonprobe: {e}");
+                    errln!("lessonprobe: {e}");
                 }
                 found.leftovers
             }
             Err(e) => {
-                eprintln!("lessonprobe: {e}");
+                errln!("lessonprobe: {e}");
                 failed = true;
                 unasked += 1;
                 continue;
@@ -52,18 +52,18 @@ pub fn clean(args: CleanArgs) -> Result<Code, Error> {
         listed += found.len();
         if !args.execute {
             for leftover in &found {
-                println!("would drop {leftover}");
+                outln!("would drop {leftover}");
             }
             continue;
         }
         for result in clean::drop_all(place, &found, args.timeout) {
             match result {
                 Ok(leftover) => {
-                    println!("dropped {leftover}");
+                    outln!("dropped {leftover}");
                     dropped += 1;
                 }
                 Err(e) => {
-                    eprintln!("lessonprobe: {e}");
+                    errln!("lessonprobe: {e}");
                     failed = true;
                 }
             }
@@ -78,11 +78,11 @@ pub fn clean(args: CleanArgs) -> Result<Code, Error> {
         String::new()
     };
     match (listed, args.execute) {
-        (0, _) => println!("nothing to clean: no leftovers of {whose}{unasked}"),
+        (0, _) => outln!("nothing to clean: no leftovers of {whose}{unasked}"),
         (n, false) => {
-            println!("{n} leftovers of {whose}{unasked}; run again with --execute to drop them")
+            outln!("{n} leftovers of {whose}{unasked}; run again with --execute to drop them")
         }
-        (n, true) => println!("dropped {dropped} of {n} leftovers of {whose}{unasked}"),
+        (n, true) => outln!("dropped {dropped} of {n} leftovers of {whose}{unasked}"),
     }
     Ok(if failed { Code::Operation } else { Code::Ok })
 }
@@ -96,10 +96,10 @@ fn copies(execute: bool) -> Code {
     for (kept, removed) in crate::lesson::isolation::clean_kept(execute) {
         let shown = kept.dir.display();
         match (execute, removed) {
-            (false, _) => println!("would remove {shown} ({} MB)", kept.bytes >> 20),
-            (true, Ok(())) => println!("removed {shown} ({} MB)", kept.bytes >> 20),
+            (false, _) => outln!("would remove {shown} ({} MB)", kept.bytes >> 20),
+            (true, Ok(())) => outln!("removed {shown} ({} MB)", kept.bytes >> 20),
             (true, Err(e)) => {
-                eprintln!("lessonprobe: cannot remove {shown}: {e}");
+                errln!("lessonprobe: cannot remove {shown}: {e}");
                 failed = true;
             }
         }
@@ -108,12 +108,12 @@ fn copies(execute: bool) -> Code {
     }
     let mb = bytes >> 20;
     match (listed, execute) {
-        (0, _) => println!("no working copies kept in {}", root.display()),
-        (n, false) => println!(
+        (0, _) => outln!("no working copies kept in {}", root.display()),
+        (n, false) => outln!(
             "{n} working copies ({mb} MB) kept in {}; run again with --execute to remove them",
             root.display()
         ),
-        (n, true) => println!(
+        (n, true) => outln!(
             "removed {n} working copies ({mb} MB) from {}",
             root.display()
         ),

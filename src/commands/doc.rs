@@ -45,7 +45,7 @@ pub fn doc(args: DocArgs) -> Result<Code, Error> {
     };
     let uncollected = catalog.add_documents(docs, run.strict);
     for warning in &uncollected {
-        eprintln!("lessonprobe: warning: {warning}");
+        errln!("lessonprobe: warning: {warning}");
     }
     if catalog.checkpoints.is_empty() {
         return Err(Error::Usage(format!(

@@ -78,10 +78,10 @@ pub fn doctor(args: DoctorArgs) -> Result<Code, Error> {
         });
     }
     if rows.is_empty() && args.format == render::TableFormat::Table {
-        println!("nothing to check: no course, the embedded broker, no PostgreSQL, no remote host");
+        outln!("nothing to check: no course, the embedded broker, no PostgreSQL, no remote host");
         return Ok(Code::Ok);
     }
     let text = render::rows(args.format, &rows).map_err(|e| Error::Operation(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(if failed { Code::ProbesFailed } else { Code::Ok })
 }

@@ -24,6 +24,6 @@ pub fn env(args: EnvArgs) -> Result<Code, Error> {
                 course.show(std::path::Path::new(crate::lesson::CONFIG_FILE)).display()
             ))
         })?;
-    println!("{}", cached.python.display());
+    outln!("{}", cached.python.display());
     Ok(Code::Ok)
 }

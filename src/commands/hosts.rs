@@ -12,18 +12,18 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
             let file = match HostsFile::find(hosts.hosts.as_deref()) {
                 Ok(file) => file,
                 Err(HostsError::NotFound(none)) => {
-                    println!("{none}");
+                    outln!("{none}");
                     return Ok(Code::Ok);
                 }
                 Err(e) => return Err(e.into()),
             };
-            println!("{}", file.path.display());
+            outln!("{}", file.path.display());
             for h in &file.hosts {
                 let auth = h
                     .identity
                     .as_ref()
                     .map_or("ssh agent".to_owned(), |p| format!("key {}", p.display()));
-                println!(
+                outln!(
                     "  {:<16} {}@{} os={} known_hosts={} {auth}",
                     h.name,
                     h.user,
@@ -49,31 +49,31 @@ pub fn hosts(args: HostsArgs) -> Result<Code, Error> {
             let host = file.pick(name.as_deref().or(hosts.host.as_deref()))?;
             let catalog = Catalog::load(catalog.checkpoints.as_deref(), &super::builtin_names())?;
             let facts = check_host(host).map_err(|e| Error::Operation(e.to_string()))?;
-            println!("host {} ({}@{})", host.name, host.user, host.place());
-            println!(
+            outln!("host {} ({}@{})", host.name, host.user, host.place());
+            outln!(
                 "  host key  {} (matches {})",
                 facts.fingerprint,
                 host.known_hosts.display()
             );
-            println!("  os        {}", facts.os);
-            println!("  workdir   {}", host.workdir);
+            outln!("  os        {}", facts.os);
+            outln!("  workdir   {}", host.workdir);
             for cp in &catalog.checkpoints {
                 for probe in &cp.probes {
                     if let ProbeKind::Remote { selector, script } = &probe.kind {
                         let cmds = host.commands(cp.lesson, selector, "<temp>/report.xml");
-                        println!("lesson {} {} {}:", cp.lesson, probe.id, probe.name);
+                        outln!("lesson {} {} {}:", cp.lesson, probe.id, probe.name);
                         if !cmds.env.is_empty() {
-                            println!("  env       {}", cmds.env);
+                            outln!("  env       {}", cmds.env);
                         }
                         if let Some(p) = &cmds.prepare {
-                            println!("  prepare   {p}");
+                            outln!("  prepare   {p}");
                         }
-                        println!("  run       {}", cmds.run);
+                        outln!("  run       {}", cmds.run);
                         if let Some(t) = &cmds.teardown {
-                            println!("  teardown  {t}");
+                            outln!("  teardown  {t}");
                         }
                         if let Some(s) = script {
-                            println!(
+                            outln!(
                                 "  (the course runs it with: {})",
                                 s.replace("{selector}", selector)
                             );

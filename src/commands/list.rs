@@ -42,7 +42,7 @@ pub fn list(args: ListArgs) -> Result<Code, Error> {
             text
         }
     };
-    print!("{text}");
+    out!("{text}");
     Ok(Code::Ok)
 }
 

@@ -33,7 +33,7 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
     loop {
         round += 1;
         clear_screen();
-        eprintln!(
+        errln!(
             "lessonprobe --watch: run {round}{}",
             because(cause.as_deref())
         );
@@ -50,7 +50,7 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
         // The working copies stay: the next run brings them up to what changed.
         crate::lesson::isolation::between_runs();
         if let Err(e) = result {
-            eprintln!("lessonprobe: {e}");
+            errln!("lessonprobe: {e}");
         }
         if let Some(why) = signals.requested() {
             return Ok(ended_by(why));
@@ -58,7 +58,7 @@ pub fn watch(args: &RunArgs, signals: &Interrupt) -> Result<Code, Error> {
         cause = match restarted {
             Some(paths) => Some(paths),
             None => {
-                eprintln!(
+                errln!(
                     "lessonprobe --watch: waiting for a change in {} (Ctrl-C to stop)",
                     list(changes.roots())
                 );

@@ -133,7 +133,7 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
     } else {
         "python -m venv + pip"
     };
-    eprintln!(
+    errln!(
         "lessonprobe: making the environment of {} in {} ({tool})",
         declared.shown.display(),
         cached.dir.display()
@@ -166,7 +166,7 @@ pub fn ensure(declared: &Declared, base: &str) -> Result<Cached, ProvisionError>
         Err(_) if cached.dir.join(COMPLETE).is_file() => {}
         Err(source) => return Err(folder(source)),
     }
-    eprintln!(
+    errln!(
         "lessonprobe: environment ready: {}",
         cached.python.display()
     );
@@ -247,7 +247,7 @@ fn run_step(
     args: &[String],
     cwd: &Path,
 ) -> Result<(), ProvisionError> {
-    eprintln!("lessonprobe: {step} …");
+    errln!("lessonprobe: {step} …");
     let done = crate::process::run(
         program,
         args,

@@ -144,6 +144,50 @@ fn a_manifest_of_20000_probes_lists_in_under_a_second() {
     );
 }
 
+/// `lessonprobe list` with its standard output given as `stdout`: its exit code and stderr.
+fn list_into(stdout: std::process::Stdio, close_the_pipe: bool) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .current_dir(repo())
+        .args(["list", "--format", "json"])
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if close_the_pipe {
+        drop(child.stdout.take());
+    }
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap().code(), stderr)
+}
+
+/// `lessonprobe list | head -1`: the reader gone is no error (the listing ended with a panic,
+/// exit 101); a listing that cannot be written (a full disk) is one, exit 3, naming why.
+#[test]
+fn a_listing_nobody_reads_ends_quietly_and_one_that_cannot_be_written_exits_3() {
+    let (code, stderr) = list_into(std::process::Stdio::piped(), true);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let (code, stderr) = list_into(full.into(), false);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(
+        stderr,
+        "lessonprobe: standard output: No space left on device (os error 28)\n"
+    );
+}
+
 #[test]
 fn list_shows_each_probes_claim_kind_builtin_and_expected_output_and_writes_json() {
     let mut list = lessonprobe().in_repo().args(["list", "--lesson", "30"]);

@@ -24,7 +24,7 @@ pub use status::status;
 pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     let started = Instant::now();
     let watched = ticketflow::replay::watch_for_stalls(args.deadline, |stall| {
-        eprintln!("lessonprobe replay: {stall}");
+        errln!("lessonprobe replay: {stall}");
         std::process::exit(Code::Operation as i32);
     });
     if let Err(e) = watched {
@@ -55,7 +55,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
     }
     if prepared.is_complete() || !args.execute {
         if args.format == TableFormat::Table {
-            println!("{}", output::nothing_to_do(&prepared));
+            outln!("{}", output::nothing_to_do(&prepared));
         }
         return Ok(Code::Ok);
     }
@@ -90,7 +90,7 @@ pub fn replay(args: ReplayArgs) -> Result<Code, Error> {
         allow_quarantine: args.allow_quarantine,
     });
     for line in &judgement.lines {
-        eprintln!("lessonprobe replay: {line}");
+        errln!("lessonprobe replay: {line}");
     }
     match judgement.verdict {
         Verdict::Clean => Ok(Code::Ok),
@@ -108,6 +108,6 @@ impl Progress for Told<'_> {
     }
 
     fn outage(&self, news: &OutageNews<'_>) {
-        eprintln!("lessonprobe replay: {news}");
+        errln!("lessonprobe replay: {news}");
     }
 }

@@ -15,20 +15,20 @@ pub(super) fn plan(prepared: &Prepared<'_>, format: TableFormat) -> Result<(), E
         _ => render::rows(format, &prepared.plan.rows()),
     }?;
     if format != TableFormat::Table {
-        println!("{text}");
+        outln!("{text}");
         return Ok(());
     }
     let Prepared {
         job, plan, view, ..
     } = prepared;
     for line in view.adoption.describe(&view.inspection) {
-        println!("{line}");
+        outln!("{line}");
     }
-    println!("{}", PlanDocument::new(plan, job.servers()));
-    println!("{text}");
+    outln!("{}", PlanDocument::new(plan, job.servers()));
+    outln!("{text}");
     let (total, remaining) = (plan.records(), plan.remaining());
-    println!("{total} records in the window; {remaining} to replay");
-    println!("{}", prepared.decision);
+    outln!("{total} records in the window; {remaining} to replay");
+    outln!("{}", prepared.decision);
     Ok(())
 }
 
@@ -56,12 +56,12 @@ pub(super) fn report(
         _ => render::rows(format, &report.rows()),
     }?;
     if format == TableFormat::Table {
-        println!("replay result (plan {}):", report.plan_id);
+        outln!("replay result (plan {}):", report.plan_id);
     }
-    println!("{text}");
+    outln!("{text}");
     let outages = &report.outages;
     if format == TableFormat::Table && !outages.survived.is_empty() {
-        println!(
+        outln!(
             "outages survived: {} ({:.1} s lost)",
             outages.survived.len(),
             outages.lost().as_secs_f64()
@@ -75,7 +75,7 @@ pub(super) fn report(
             outages.lost().as_secs_f64()
         ),
     };
-    eprintln!(
+    errln!(
         "lessonprobe replay: {records} records in {secs:.2} s ({:.0} records/s) after planning in {:.2} s, {} partition(s) at once{survived}",
         records as f64 / secs.max(1e-9),
         planned.as_secs_f64(),

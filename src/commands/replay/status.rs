@@ -17,15 +17,15 @@ pub fn status(args: ReplayStatusArgs) -> Result<Code, Error> {
     let plans = ReplayJob::recorded(&db, Timeouts::reading(&db, STATEMENT_TIMEOUT))
         .map_err(|e| Error::Operation(e.to_string()))?;
     if args.format != TableFormat::Table {
-        println!("{}", render::rows(args.format, &StatusRow::all(&plans))?);
+        outln!("{}", render::rows(args.format, &StatusRow::all(&plans))?);
         return Ok(Code::Ok);
     }
     if plans.is_empty() {
-        println!("no replay recorded in {db}");
+        outln!("no replay recorded in {db}");
     }
     for plan in &plans {
-        println!("{}", Shown(plan));
-        println!("{}", render::table(&PartitionStatus::all(plan))?);
+        outln!("{}", Shown(plan));
+        outln!("{}", render::table(&PartitionStatus::all(plan))?);
     }
     Ok(Code::Ok)
 }

@@ -41,7 +41,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         },
     };
     let budget = RetryBudget::new(args.retry.retry_for);
-    let told = |news: &OutageNews<'_>| eprintln!("lessonprobe replay verify: {news}");
+    let told = |news: &OutageNews<'_>| errln!("lessonprobe replay verify: {news}");
     let report =
         verify::verify_riding_outages(&kafka, &db, timeouts, &request, options, (&budget, &told))
             .map_err(|e| match budget.outages().outlasted {
@@ -60,7 +60,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
         TableFormat::Table => print_table(&report)?,
         TableFormat::Json => print_json(report, &outages)?,
         TableFormat::Csv => {
-            eprintln!("{}", summary_table(&report)?);
+            errln!("{}", summary_table(&report)?);
             print_csv(report.findings)?;
         }
     }
@@ -71,7 +71,7 @@ pub fn verify(args: ReplayVerifyArgs) -> Result<Code, Error> {
             outages.lost().as_secs_f64()
         ),
     };
-    eprintln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s), {compared}{survived}");
+    errln!("lessonprobe replay verify: {records} records in {secs:.2} s ({rate:.0} records/s), {compared}{survived}");
     Ok(if clean { Code::Ok } else { Code::Discrepancies })
 }
 
@@ -135,24 +135,27 @@ fn verdict(report: &VerifyReport) -> String {
 }
 
 fn print_table(report: &VerifyReport) -> Result<(), Error> {
-    println!(
+    outln!(
         "verify: topic {} on {} against {}; window {}",
-        report.topic, report.servers, report.target, report.window
+        report.topic,
+        report.servers,
+        report.target,
+        report.window
     );
-    println!("{}", summary_table(report)?);
+    outln!("{}", summary_table(report)?);
     if report.plans.is_empty() {
-        println!("replay plans: none recorded in the target covers the window");
+        outln!("replay plans: none recorded in the target covers the window");
     } else {
-        println!("replay plans covering the window:");
-        println!("{}", render::table(&report.plans).map_err(op)?);
+        outln!("replay plans covering the window:");
+        outln!("{}", render::table(&report.plans).map_err(op)?);
     }
     if let Some(group) = &report.live_group {
-        println!("live group {group} (read only):");
-        println!("{}", render::table(&report.live).map_err(op)?);
+        outln!("live group {group} (read only):");
+        outln!("{}", render::table(&report.live).map_err(op)?);
     }
     for (kind, n) in report.found() {
         let examples = report.findings.examples(kind);
-        println!(
+        outln!(
             "{}: {n}{}",
             kind.as_str(),
             if (examples.len() as u64) < n {
@@ -165,10 +168,10 @@ fn print_table(report: &VerifyReport) -> Result<(), Error> {
             }
         );
         if !examples.is_empty() {
-            println!("{}", render::table(examples).map_err(op)?);
+            outln!("{}", render::table(examples).map_err(op)?);
         }
     }
-    println!("{}", verdict(report));
+    outln!("{}", verdict(report));
     Ok(())
 }
 

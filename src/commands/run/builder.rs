@@ -245,7 +245,7 @@ pub(in crate::commands) fn select<'c>(
     let history = History::open(dir, key);
     if args.last_failed {
         let what = history.keep_failed(&mut selection);
-        eprintln!("lessonprobe: {what}");
+        errln!("lessonprobe: {what}");
     }
     Ok((selection, history))
 }

@@ -71,7 +71,7 @@ impl OpenCourse {
         let docs = self.course.documents(&catalog.named_documents())?;
         let warnings = catalog.add_documents(docs, strict);
         for warning in &warnings {
-            eprintln!("lessonprobe: warning: {warning}");
+            errln!("lessonprobe: warning: {warning}");
         }
         Ok(warnings)
     }

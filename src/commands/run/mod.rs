@@ -110,7 +110,7 @@ pub(super) fn run_keeping(
         let kept = course.keep_changed(&mut catalog, rev)?;
         if args.lesson.map_or(kept.is_empty(), |n| !kept.contains(&n)) {
             let why = format!("no lesson file or project file changed since {rev}");
-            println!("nothing to verify: {why}");
+            outln!("nothing to verify: {why}");
             Extras::nothing_to_verify(args, &why)?;
             return Ok(Code::Ok);
         }
@@ -318,15 +318,15 @@ fn drop_leftovers(selection: &Selection<'_>, config: &RunConfig, run_id: &str, w
             Ok(found) => found,
             Err(e) => {
                 if loud {
-                    eprintln!("lessonprobe: {e}; {later}");
+                    errln!("lessonprobe: {e}; {later}");
                 }
                 continue;
             }
         };
         for result in clean::drop_all(place, &found.leftovers, LEFTOVER_TIMEOUT) {
             match result {
-                Ok(leftover) => eprintln!("lessonprobe: dropped {leftover}, {because}"),
-                Err(e) => eprintln!("lessonprobe: {e}; {later}"),
+                Ok(leftover) => errln!("lessonprobe: dropped {leftover}, {because}"),
+                Err(e) => errln!("lessonprobe: {e}; {later}"),
             }
         }
     }
