@@ -621,9 +621,12 @@ impl Drop for Running {
         while running(&mut self.child) && Instant::now() < ends {
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Whatever of the group is left, also once the child ended: a member may miss SIGTERM
+        // (a shell's `cmd &` forked but not yet exec'd runs the shell's handler, and its exec
+        // forgets the signal), and the group outlives its leader while a member lives.
+        // SAFETY: as above; a group with no member left yields ESRCH.
+        unsafe { libc::kill(group, libc::SIGKILL) };
         if running(&mut self.child) {
-            // SAFETY: as above.
-            unsafe { libc::kill(group, libc::SIGKILL) };
             let _ = self.child.wait();
         }
     }
@@ -770,6 +773,21 @@ mod tests {
             "term\n"
         );
         assert!(ends_within_5s(child), "the sleep it started outlived it");
+
+        // A member that misses SIGTERM (here: ignores it) while the leader obeys it.
+        let deaf = Test::new("sh")
+            .arg("-c")
+            .arg(
+                "trap 'exit 0' TERM; sh -c 'trap \"\" TERM; echo $$ > deaf; exec sleep 300' & wait",
+            )
+            .current_dir(dir.path())
+            .spawn();
+        let member = pid_of("deaf");
+        drop(deaf);
+        assert!(
+            ends_within_5s(member),
+            "a member deaf to SIGTERM outlived it"
+        );
 
         let stubborn = Test::new("sh")
             .arg("-c")
